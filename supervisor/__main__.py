@@ -1,0 +1,4 @@
+"""python -m supervisor: the omnivoice-supervisor command."""
+from supervisor.cli import main
+
+raise SystemExit(main())
