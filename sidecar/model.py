@@ -1,0 +1,153 @@
+"""The OmniVoice network: audio/text embeddings, a bidirectional Qwen3 backbone, the audio head.
+
+Pure `nn.Module`s with no I/O. The operations follow transformers' Qwen3 in the same order and
+dtypes (RMSNorm in float32, RoPE cos/sin in float32 cast to the activation dtype, q/k norms
+before RoPE, SDPA with a boolean mask), so that in float32 on the CPU the logits match the
+reference implementation bit for bit. Attention is never causal: every position of an item
+sees every other position of the same item.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sidecar.config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * cfg.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
+        self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        rows, length, _ = x.shape
+        shape = (rows, length, -1, self.head_dim)
+        q = self.q_norm(self.q_proj(x).view(shape)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(shape)).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        groups = self.num_heads // self.num_kv_heads
+        if groups > 1:
+            # Materialised like transformers' repeat_kv, which the reference runs whenever a
+            # mask is given; SDPA's enable_gqa would take another kernel path.
+            k = k[:, :, None].expand(rows, self.num_kv_heads, groups, length, self.head_dim).reshape(rows, -1, length, self.head_dim)
+            v = v[:, :, None].expand(rows, self.num_kv_heads, groups, length, self.head_dim).reshape(rows, -1, length, self.head_dim)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.head_dim**-0.5)
+        return self.o_proj(out.transpose(1, 2).reshape(rows, length, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(
+        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Backbone(nn.Module):
+    """Qwen3 without its language-model head; key names match the checkpoint's `llm.*`."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions[..., None].float() * self.inv_freq.float()
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(
+        self, h: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        cos, sin = self.rope(positions, h.dtype)
+        for layer in self.layers:
+            h = layer(h, cos, sin, mask)
+        return self.norm(h)
+
+
+class OmniVoiceModel(nn.Module):
+    """Embeds [rows, codebooks, length] token ids, runs the backbone, returns audio logits."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.llm = Backbone(cfg)
+        self.audio_embeddings = nn.Embedding(cfg.num_codebooks * cfg.audio_vocab_size, cfg.hidden_size)
+        self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
+        offsets = torch.arange(cfg.num_codebooks) * cfg.audio_vocab_size
+        self.register_buffer("codebook_layer_offsets", offsets)
+
+    def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
+        """Text positions take the text embedding of codebook row 0; audio positions the sum of
+        their eight codebook embeddings (ids on text positions are zeroed, as upstream does)."""
+        text = self.llm.embed_tokens(input_ids[:, 0, :])
+        shifted = input_ids * audio_mask.unsqueeze(1) + self.codebook_layer_offsets.view(1, -1, 1)
+        audio = self.audio_embeddings(shifted).sum(dim=1)
+        return torch.where(audio_mask.unsqueeze(-1), audio, text)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """input_ids [R, C, L], audio_mask [R, L], attention_mask [R, 1, L, L] bool (None: every
+        position sees every other). Returns logits [R, C, L, V] in the model's dtype."""
+        h = self.embed(input_ids, audio_mask)
+        rows, length, _ = h.shape
+        positions = torch.arange(length, device=h.device).unsqueeze(0)
+        h = self.llm(h, positions, attention_mask)
+        logits = self.audio_heads(h)
+        return logits.view(rows, length, self.cfg.num_codebooks, self.cfg.audio_vocab_size).permute(0, 2, 1, 3)
