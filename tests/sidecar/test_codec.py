@@ -1,0 +1,173 @@
+"""The codec against the parity fixtures: exact clone-prompt codes, decoded audio, strict loading."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from sidecar.codec import Codec, load_codec
+from sidecar.errors import CheckpointError
+
+SR = 24000
+
+
+@pytest.fixture(scope="module")
+def codec(checkpoint_dir: Path) -> Codec:
+    return load_codec(checkpoint_dir / "audio_tokenizer")
+
+
+def _fade_pad(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
+    """Spec 2.12 steps 2-3 (loudness, fade, pad) for a raw decode; no silence removal."""
+    audio = audio.astype(np.float32)
+    if ref_rms is not None:
+        if ref_rms < 0.1:
+            audio = audio * (ref_rms / 0.1)
+    else:
+        peak = float(np.abs(audio).max()) if audio.size else 0.0
+        if peak > 1e-6:
+            audio = audio / peak * 0.5
+    k = min(int(0.1 * SR), len(audio) // 2)
+    if k > 0:
+        audio[:k] *= np.linspace(0, 1, k, dtype=np.float32)
+        audio[-k:] *= np.linspace(1, 0, k, dtype=np.float32)
+    pad = np.zeros(int(0.1 * SR), dtype=np.float32)
+    return np.concatenate([pad, audio, pad])
+
+
+def test_config_numbers(codec: Codec) -> None:
+    assert (codec.sample_rate, codec.hop_length, codec.frame_rate, codec.num_codebooks) == (24000, 960, 25, 8)
+
+
+def test_clone_prompt_codes_exact(codec: Codec, cases: dict, expected: dict) -> None:
+    checked = 0
+    for case in cases["clone_prompts"]:
+        if case["preprocess_prompt"]:
+            continue  # needs silence removal first; that path is tested with the prompt builder
+        wav = expected[case["wav"]].astype(np.float32)
+        rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
+        assert rms == pytest.approx(case["ref_rms"], rel=1e-6)
+        if 0 < rms < 0.1:
+            wav = wav * (0.1 / rms)
+        wav = wav[: len(wav) - len(wav) % codec.hop_length]
+        codes = codec.encode(torch.from_numpy(wav)[None, None])
+        assert codes.dtype == torch.int64
+        np.testing.assert_array_equal(codes[0].numpy(), expected[case["tokens"]])
+        checked += 1
+    assert checked >= 1
+
+
+def _single_chunk_items(cases: dict) -> list[tuple[str, str, float | None]]:
+    """(tokens key, audio_raw key, ref_rms) for every generated item that was decoded in one piece."""
+    rms_by_prompt = {c["name"]: c["ref_rms"] for c in cases["clone_prompts"]}
+    out = []
+    for case in cases["generate"]:
+        ref_rms = rms_by_prompt[case["clone_prompt"]] if case["clone_prompt"] else None
+        for item in case["items"]:
+            if len(item["tokens"]) == 1:
+                out.append((item["tokens"][0], item["audio_raw"], ref_rms))
+    return out
+
+
+def test_decode_matches_reference_audio(codec: Codec, cases: dict, expected: dict) -> None:
+    items = _single_chunk_items(cases)
+    assert items
+    for tokens_key, audio_key, ref_rms in items:
+        tokens = torch.from_numpy(expected[tokens_key])
+        raw = codec.decode(tokens[None])[0, 0].numpy()
+        got = _fade_pad(raw, ref_rms)
+        want = expected[audio_key]
+        assert got.shape == want.shape, tokens_key
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=tokens_key)
+
+
+@pytest.mark.parametrize("frames", [1, 2, 7, 26])
+def test_decode_length_is_hop_times_frames(codec: Codec, frames: int) -> None:
+    codes = torch.randint(0, 1024, (1, 8, frames), generator=torch.Generator().manual_seed(frames))
+    audio = codec.decode(codes)
+    assert audio.shape == (1, 1, 960 * frames)
+    assert audio.dtype == torch.float32
+    assert torch.isfinite(audio).all()
+
+
+def test_batch_decode_equals_single(codec: Codec) -> None:
+    codes = torch.randint(0, 1024, (3, 8, 12), generator=torch.Generator().manual_seed(1))
+    batch = codec.decode(codes)
+    for i in range(3):
+        torch.testing.assert_close(batch[i : i + 1], codec.decode(codes[i : i + 1]), atol=1e-6, rtol=0)
+
+
+def test_batch_encode_equals_single(codec: Codec, expected: dict) -> None:
+    wav = torch.from_numpy(expected["ref_a_wav"][: 960 * 20])
+    batch = torch.stack([wav, wav.flip(0) * 0.5])[:, None]
+    codes = codec.encode(batch)
+    for i in range(2):
+        torch.testing.assert_close(codes[i : i + 1], codec.encode(batch[i : i + 1]))
+
+
+def test_encode_decode_roundtrip_shapes(codec: Codec) -> None:
+    wav = torch.randn(1, 1, 960 * 5, generator=torch.Generator().manual_seed(0)) * 0.1
+    codes = codec.encode(wav)
+    assert codes.shape == (1, 8, 5)
+    assert int(codes.min()) >= 0 and int(codes.max()) < 1024
+    assert codec.decode(codes).shape == wav.shape
+
+
+def test_encode_rejects_stereo(codec: Codec) -> None:
+    with pytest.raises(ValueError):
+        codec.encode(torch.zeros(1, 2, 960))
+
+
+def test_half_dtype_keeps_fp32_weights(checkpoint_dir: Path) -> None:
+    codec = load_codec(checkpoint_dir / "audio_tokenizer", dtype=torch.float16)
+    assert all(p.dtype == torch.float32 for p in codec.parameters())
+    audio = codec.decode(torch.zeros(1, 8, 3, dtype=torch.long))
+    assert audio.dtype == torch.float16
+
+
+def _copy_with_state(src: Path, dst: Path, state: dict[str, torch.Tensor]) -> Path:
+    dst.mkdir()
+    shutil.copy(src / "config.json", dst / "config.json")
+    save_file(state, str(dst / "model.safetensors"))
+    return dst
+
+
+def test_renamed_key_is_a_checkpoint_error(checkpoint_dir: Path, tmp_path: Path) -> None:
+    src = checkpoint_dir / "audio_tokenizer"
+    state = load_file(str(src / "model.safetensors"))
+    state["fc.weight_renamed"] = state.pop("fc.weight")
+    bad = _copy_with_state(src, tmp_path / "bad", state)
+    with pytest.raises(CheckpointError, match=r"fc\.weight"):
+        load_codec(bad)
+
+
+def test_extra_key_is_a_checkpoint_error(checkpoint_dir: Path, tmp_path: Path) -> None:
+    src = checkpoint_dir / "audio_tokenizer"
+    state = load_file(str(src / "model.safetensors"))
+    state["quantizer.quantizers.8.project_in.bias"] = torch.zeros(16)
+    bad = _copy_with_state(src, tmp_path / "bad", state)
+    with pytest.raises(CheckpointError, match=r"quantizer\.quantizers\.8\.project_in\.bias"):
+        load_codec(bad)
+
+
+def test_wrong_shape_is_a_checkpoint_error(checkpoint_dir: Path, tmp_path: Path) -> None:
+    src = checkpoint_dir / "audio_tokenizer"
+    state = load_file(str(src / "model.safetensors"))
+    state["fc2.bias"] = torch.zeros(5)
+    bad = _copy_with_state(src, tmp_path / "bad", state)
+    with pytest.raises(CheckpointError, match=r"fc2\.bias"):
+        load_codec(bad)
+
+
+def test_missing_files_are_checkpoint_errors(checkpoint_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError):
+        load_codec(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(json.loads((checkpoint_dir / "audio_tokenizer" /
+                                                                 "config.json").read_text())))
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_codec(tmp_path)
