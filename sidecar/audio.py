@@ -1,0 +1,385 @@
+"""Waveform handling around the model: loading, loudness, silence removal, fades and joins (numpy)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from sidecar.errors import InvalidAudio
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24000  # the codec's rate; everything after loading runs at it
+HOP_LENGTH = 960  # codec samples per frame (25 frames/s)
+REF_TARGET_RMS = 0.1  # quiet references are boosted to this RMS before encoding
+LONG_REFERENCE_S = 20.0
+SILENCE_THRESH_DBFS = -50.0
+_MAX_AMPLITUDE = 32768.0  # pydub's max_possible_amplitude for 16-bit samples
+
+
+# ---------------------------------------------------------------------------------------------
+# 16-bit silence detection, emulating pydub (AudioSegment slicing, audioop.rms, pydub.silence).
+# The reference runs silence handling through pydub, so the cut points depend on its exact
+# millisecond arithmetic; every rounding below mirrors a specific line of it.
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_int16(audio: np.ndarray) -> np.ndarray:
+    """Float -> 16-bit as the reference does it: scale, clip, then truncate toward zero."""
+    scaled = np.asarray(audio, dtype=np.float32) * np.float32(_MAX_AMPLITUDE)
+    return scaled.clip(-32768, 32767).astype(np.int16)
+
+
+def _from_int16(samples: np.ndarray) -> np.ndarray:
+    return samples.astype(np.float32) / np.float32(_MAX_AMPLITUDE)
+
+
+class _Pcm:
+    """Mono 16-bit samples with pydub's millisecond view of them."""
+
+    def __init__(self, samples: np.ndarray, rate: int) -> None:
+        self.samples = samples
+        self.rate = rate
+        self._cumsq: np.ndarray | None = None  # built on the first rms() call
+
+    def __len__(self) -> int:
+        # pydub: round(1000 * frames / rate) -- Python's round, so ties go to even.
+        return round(1000 * (float(len(self.samples)) / self.rate))
+
+    def _frame(self, ms: float) -> int:
+        if ms < 0:
+            ms = len(self) - abs(ms)
+        return int(ms * (self.rate / 1000.0))
+
+    def _bounds(self, start_ms: float, end_ms: float) -> tuple[int, int, int]:
+        """(first frame, last frame + 1 of real data, length after pydub's zero fill)."""
+        length_ms = len(self)
+        s = self._frame(min(start_ms, length_ms))
+        e = self._frame(min(end_ms, length_ms))
+        n = len(self.samples)
+        real_end = max(s, min(e, n))
+        # Because len() is rounded, a slice up to len() may ask for a few frames past the end;
+        # pydub fills those with zeros -- but only when the slice holds at least one real frame.
+        return s, real_end, (e - s if real_end > s else 0)
+
+    def slice(self, start_ms: float, end_ms: float | None = None) -> _Pcm:
+        s, real_end, total = self._bounds(start_ms, len(self) if end_ms is None else end_ms)
+        data = self.samples[s:real_end]
+        if total > len(data):
+            data = np.concatenate([data, np.zeros(total - len(data), np.int16)])
+        return _Pcm(data, self.rate)
+
+    def rms(self, start_ms: int, end_ms: int) -> int:
+        """audioop.rms of self[start_ms:end_ms]: integer part of sqrt(mean square)."""
+        s, real_end, total = self._bounds(start_ms, end_ms)
+        if total == 0:
+            return 0
+        if self._cumsq is None:
+            # Squared-sample prefix sums in int64: exact, and equal to audioop's double
+            # accumulation for any window under ~2^23 samples (every window used here is).
+            sq = self.samples.astype(np.int64) ** 2
+            self._cumsq = np.concatenate([np.zeros(1, np.int64), np.cumsum(sq)])
+        ssq = float(self._cumsq[real_end] - self._cumsq[s])
+        return int(math.sqrt(ssq / float(total)))
+
+    def reversed(self) -> _Pcm:
+        return _Pcm(self.samples[::-1].copy(), self.rate)
+
+
+def _dbfs(rms: int) -> float:
+    # pydub's ratio_to_db uses math.log(x, 10), not log10; keep it for identical comparisons.
+    return -math.inf if rms == 0 else 20 * math.log(rms / _MAX_AMPLITUDE, 10)
+
+
+def _detect_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int) -> list[list[int]]:
+    """pydub.silence.detect_silence: silent [start, end] ranges in ms."""
+    seg_len = len(pcm)
+    if seg_len < min_silence_ms:
+        return []
+    thresh = 10 ** (float(thresh_dbfs) / 20) * _MAX_AMPLITUDE
+    last_start = seg_len - min_silence_ms
+    starts = list(range(0, last_start + 1, seek_ms))
+    if last_start % seek_ms:
+        starts.append(last_start)  # pydub makes sure the tail is examined too
+    silent_starts = [i for i in starts if pcm.rms(i, i + min_silence_ms) <= thresh]
+    if not silent_starts:
+        return []
+
+    ranges: list[list[int]] = []
+    prev = silent_starts[0]
+    range_start = prev
+    for i in silent_starts[1:]:
+        continuous = i == prev + seek_ms
+        has_gap = i > prev + min_silence_ms
+        if not continuous and has_gap:
+            ranges.append([range_start, prev + min_silence_ms])
+            range_start = i
+        prev = i
+    ranges.append([range_start, prev + min_silence_ms])
+    return ranges
+
+
+def _detect_nonsilent(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int) -> list[list[int]]:
+    """pydub.silence.detect_nonsilent: non-silent [start, end] ranges in ms."""
+    silent = _detect_silence(pcm, min_silence_ms, thresh_dbfs, seek_ms)
+    seg_len = len(pcm)
+    if not silent:
+        return [[0, seg_len]]
+    if silent[0][0] == 0 and silent[0][1] == seg_len:
+        return []
+    ranges: list[list[int]] = []
+    prev_end = 0
+    for start, end in silent:
+        ranges.append([prev_end, start])
+        prev_end = end
+    if silent[-1][1] != seg_len:
+        ranges.append([prev_end, seg_len])
+    if ranges[0] == [0, 0]:
+        ranges.pop(0)
+    return ranges
+
+
+def _split_on_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, keep_ms: int, seek_ms: int) -> list[_Pcm]:
+    """pydub.silence.split_on_silence: non-silent pieces, each padded by keep_ms of context."""
+    ranges = [[s - keep_ms, e + keep_ms] for s, e in _detect_nonsilent(pcm, min_silence_ms, thresh_dbfs, seek_ms)]
+    for a, b in zip(ranges, ranges[1:]):
+        if b[0] < a[1]:  # the padded ranges overlap: split the shared stretch at its midpoint
+            a[1] = (a[1] + b[0]) // 2
+            b[0] = a[1]
+    seg_len = len(pcm)
+    return [pcm.slice(max(s, 0), min(e, seg_len)) for s, e in ranges]
+
+
+def _leading_silence_ms(pcm: _Pcm, thresh_dbfs: float, chunk_ms: int = 10) -> int:
+    """pydub.silence.detect_leading_silence: ms of leading chunks quieter than thresh_dbfs."""
+    trim = 0
+    seg_len = len(pcm)
+    while _dbfs(pcm.rms(trim, trim + chunk_ms)) < thresh_dbfs and trim < seg_len:
+        trim += chunk_ms
+    return min(trim, seg_len)
+
+
+def _trim_edges(pcm: _Pcm, lead_ms: int, trail_ms: int, thresh_dbfs: float) -> _Pcm:
+    """Cut leading/trailing silence, keeping lead_ms / trail_ms of it (reference remove_silence_edges)."""
+    start = max(0, _leading_silence_ms(pcm, thresh_dbfs) - lead_ms)
+    pcm = pcm.slice(start).reversed()
+    start = max(0, _leading_silence_ms(pcm, thresh_dbfs) - trail_ms)
+    return pcm.slice(start).reversed()
+
+
+# ---------------------------------------------------------------------------------------------
+# Public operations (1-D float32 arrays)
+# ---------------------------------------------------------------------------------------------
+
+
+def remove_silence(
+    audio: np.ndarray, sample_rate: int, mid_sil_ms: int, lead_sil_ms: int, trail_sil_ms: int
+) -> np.ndarray:
+    """Shorten internal silences and trim the edges, on 16-bit samples as the reference does.
+
+    Internal silences (-50 dBFS, 10 ms steps) longer than mid_sil_ms keep mid_sil_ms of context on
+    each side of the sound around them (mid_sil_ms = 0 skips this); lead/trail_sil_ms of the edge
+    silence stay. The result is quantised to 16 bits; an all-silent input gives an empty array.
+    (pydub would also resample rates below 11025 Hz when joining pieces; not reproduced.)
+    """
+    pcm = _Pcm(_to_int16(np.ravel(audio)), sample_rate)
+    if mid_sil_ms > 0:
+        pieces = _split_on_silence(pcm, mid_sil_ms, SILENCE_THRESH_DBFS, mid_sil_ms, seek_ms=10)
+        joined = np.concatenate([p.samples for p in pieces]) if pieces else np.zeros(0, np.int16)
+        pcm = _Pcm(joined, sample_rate)
+    pcm = _trim_edges(pcm, lead_sil_ms, trail_sil_ms, SILENCE_THRESH_DBFS)
+    return _from_int16(pcm.samples)
+
+
+def trim_long_audio(
+    audio: np.ndarray,
+    sample_rate: int,
+    max_duration_s: float = 15.0,
+    min_duration_s: float = 3.0,
+    trim_threshold_s: float = 20.0,
+) -> np.ndarray:
+    """Cut a clip longer than trim_threshold_s at a pause, to at most max_duration_s.
+
+    The cut goes at the latest start of a sound (-40 dBFS, 100 ms silences) that is <= max;
+    if that is under min_duration_s, at min(max, length). A trimmed clip comes back 16-bit
+    quantised (it went through the same 16-bit path as the reference); others are untouched.
+    """
+    audio = np.ravel(audio)
+    if audio.shape[-1] / sample_rate <= trim_threshold_s:
+        return audio
+    pcm = _Pcm(_to_int16(audio), sample_rate)
+    nonsilent = _detect_nonsilent(pcm, min_silence_ms=100, thresh_dbfs=-40.0, seek_ms=10)
+    if not nonsilent:
+        return audio
+    max_ms = int(max_duration_s * 1000)
+    min_ms = int(min_duration_s * 1000)
+    best = 0
+    for start, end in nonsilent:
+        if best < start <= max_ms:
+            best = start
+        if end > max_ms:
+            break
+    if best < min_ms:
+        best = min(max_ms, len(pcm))
+    return _from_int16(pcm.slice(0, best).samples)
+
+
+def fade_and_pad(audio: np.ndarray, sample_rate: int, fade_s: float = 0.1, pad_s: float = 0.1) -> np.ndarray:
+    """Linear fade in/out (at most half the clip each) and zero padding on both sides, against clicks.
+
+    An empty clip comes back empty (no padding), as in the reference.
+    """
+    out = np.array(np.ravel(audio), dtype=np.float32)  # a copy: the caller's array stays intact
+    if out.size == 0:
+        return out
+    fade_n = int(fade_s * sample_rate)
+    pad_n = int(pad_s * sample_rate)
+    k = min(fade_n, out.size // 2)
+    if fade_n > 0 and k > 0:
+        out[:k] *= np.linspace(0, 1, k, dtype=np.float32)
+        out[-k:] *= np.linspace(1, 0, k, dtype=np.float32)
+    if pad_n > 0:
+        pad = np.zeros(pad_n, dtype=np.float32)
+        out = np.concatenate([pad, out, pad])
+    return out
+
+
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, gap_s: float = 0.3) -> np.ndarray:
+    """Join separately decoded chunks: fade out, a gap of silence, fade in (no overlap).
+
+    The fade and the silence are each a third of gap_s (0.1 s at the default).
+    """
+    if not chunks:
+        return np.zeros(0, dtype=np.float32)
+    fade_n = int(gap_s * sample_rate) // 3
+    merged = np.array(np.ravel(chunks[0]), dtype=np.float32)
+    for chunk in chunks[1:]:
+        nxt = np.array(np.ravel(chunk), dtype=np.float32)
+        out_n = min(fade_n, merged.size)
+        if out_n > 0:
+            merged[-out_n:] *= np.linspace(1, 0, out_n, dtype=np.float32)
+        in_n = min(fade_n, nxt.size)
+        if in_n > 0:
+            nxt[:in_n] *= np.linspace(0, 1, in_n, dtype=np.float32)
+        merged = np.concatenate([merged, np.zeros(fade_n, dtype=np.float32), nxt])
+    return merged
+
+
+def normalize_output_loudness(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
+    """Give generated audio its final level.
+
+    With a reference quieter than REF_TARGET_RMS, undo the boost it got before encoding (so a
+    silent reference, rms 0, gives silence); a louder one is left as is. Without a reference,
+    peak-normalise to 0.5 unless the audio is (near) silent.
+    """
+    audio = np.asarray(audio, dtype=np.float32)
+    if ref_rms is not None:
+        if ref_rms < REF_TARGET_RMS:
+            return audio * np.float32(ref_rms) / np.float32(REF_TARGET_RMS)
+        return audio
+    if audio.size == 0:  # the reference would fail on max() of an empty array; nothing to scale
+        return audio
+    peak = np.abs(audio).max()
+    if peak > 1e-6:
+        return audio / peak * np.float32(0.5)
+    return audio
+
+
+def normalize_reference_loudness(audio: np.ndarray) -> tuple[np.ndarray, float]:
+    """Measure a reference clip's RMS and boost a quiet clip (0 < rms < 0.1) to RMS 0.1.
+
+    Returns the (possibly scaled) float32 audio and the RMS measured before scaling.
+    """
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.size == 0:
+        return audio, 0.0
+    ref_rms = float(np.sqrt(np.mean(audio**2)))  # float32 mean, as the reference computes it
+    if 0 < ref_rms < REF_TARGET_RMS:
+        audio = audio * np.float32(REF_TARGET_RMS) / np.float32(ref_rms)
+    return audio, ref_rms
+
+
+def read_audio(data: bytes | str | Path) -> tuple[np.ndarray, int]:
+    """Decode an audio file (bytes or path) with soundfile to mono float32 and its sample rate.
+
+    Channels are averaged. Raises InvalidAudio for anything that cannot be decoded, holds no
+    samples or holds non-finite samples.
+    """
+    source: io.BytesIO | str
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        if len(data) == 0:
+            raise InvalidAudio("reference audio is empty (0 bytes)")
+        source, what = io.BytesIO(bytes(data)), "the uploaded reference audio"
+    else:
+        source, what = str(data), f"reference audio file {str(data)!r}"
+    try:
+        frames, sample_rate = sf.read(source, dtype="float32", always_2d=True)
+    except Exception as exc:  # soundfile raises several types (LibsndfileError, RuntimeError, TypeError)
+        raise InvalidAudio(
+            f"could not decode {what}: {exc}. Send a WAV, FLAC or OGG file (formats libsndfile reads)."
+        ) from exc
+    if frames.shape[0] == 0:
+        raise InvalidAudio(f"{what} holds no samples")
+    # Same reduction as the reference: mean over the channel axis of the (C, T) view.
+    mono = np.ascontiguousarray(frames.T.mean(axis=0), dtype=np.float32)
+    if not np.isfinite(mono).all():
+        raise InvalidAudio(f"{what} holds non-finite samples (NaN or infinity)")
+    return mono, int(sample_rate)
+
+
+def prepare_reference(
+    audio: np.ndarray, sample_rate: int, preprocess: bool, has_ref_text: bool
+) -> tuple[np.ndarray, float]:
+    """Turn a decoded reference clip into what the codec encodes, plus its original RMS.
+
+    Resample to 24 kHz, measure and boost loudness, then (if preprocess) trim clips over 20 s
+    when no transcript was given -- the cut would desync a given transcript -- and shorten
+    silences. Drops the trailing partial codec frame. Raises InvalidAudio for an empty or
+    entirely silent clip; a clip still over 20 s only logs a warning.
+    """
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim == 2:  # (channels, samples), as the reference accepts
+        audio = audio.mean(axis=0)
+    audio = np.ravel(audio)
+    if audio.size == 0:
+        raise InvalidAudio("reference audio holds no samples")
+    if sample_rate != SAMPLE_RATE:
+        # Imported here so the rest of this module stays usable without torch.
+        from sidecar.resample import resample
+
+        audio = resample(audio, sample_rate, SAMPLE_RATE)
+
+    audio, ref_rms = normalize_reference_loudness(audio)
+    if ref_rms == 0.0:
+        # The reference would go on and clone "silence" (output scaled by rms 0); refuse instead.
+        raise InvalidAudio("reference audio is entirely silent")
+
+    if preprocess:
+        if not has_ref_text:
+            audio = trim_long_audio(audio, SAMPLE_RATE)
+        audio = remove_silence(audio, SAMPLE_RATE, mid_sil_ms=200, lead_sil_ms=100, trail_sil_ms=200)
+        if audio.size == 0:
+            raise InvalidAudio(
+                "reference audio is silent (nothing above -50 dBFS) and is empty after silence "
+                "removal; send a louder clip or turn preprocessing of the prompt off"
+            )
+
+    duration = audio.size / SAMPLE_RATE
+    if duration > LONG_REFERENCE_S:
+        logger.warning(
+            "Reference audio is %.1fs long (>20s): slower generation, more memory and worse "
+            "cloning are likely; 3-10 s is recommended.",
+            duration,
+        )
+
+    audio = audio[: audio.size - audio.size % HOP_LENGTH]
+    if audio.size == 0:
+        raise InvalidAudio(
+            f"reference audio is shorter than one codec frame ({HOP_LENGTH} samples at 24 kHz)"
+        )
+    return np.ascontiguousarray(audio, dtype=np.float32), ref_rms
