@@ -1,0 +1,121 @@
+"""What a sidecar serves: the OmniVoice runtime, or the no-model null engine.
+
+The null engine (`--engine null`) answers every request with silence of the estimated
+duration after calling `on_step` for each of its steps. It loads in milliseconds and needs no
+checkpoint or torch, so it measures the supervisor's own overhead and lets the process
+machinery be exercised without a model. The sidecar talks to either through `Engine`.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from sidecar.duration import FRAME_RATE, target_tokens
+from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+
+ProgressCallback = Callable[[str], None]
+StepCallback = Callable[[int, int], None]
+
+ENGINES = ("omnivoice", "null")
+
+
+class Engine(Protocol):
+    sample_rate: int
+
+    def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]: ...
+
+    def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt: ...
+
+
+class NullEngine:
+    """Silence of the estimated duration; no model, no torch."""
+
+    sample_rate = 24000
+    num_codebooks = 8
+
+    def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
+        num_step = max((r.num_step for r in requests), default=0)
+        for step in range(1, num_step + 1):
+            if on_step is not None:
+                on_step(step, num_step)
+        results = []
+        for r in requests:
+            if r.duration is not None:
+                frames = max(1, int(r.duration * FRAME_RATE))
+            else:
+                num_ref = r.voice.tokens.shape[1] if r.voice is not None else None
+                frames = target_tokens(r.text, r.voice.ref_text if r.voice else None, num_ref, speed=r.speed)
+            audio = np.zeros(frames * self.sample_rate // FRAME_RATE, dtype=np.float32)
+            tokens = [np.zeros((self.num_codebooks, frames), dtype=np.int64)] if r.return_tokens else []
+            results.append(GenerationResult(audio=audio, sample_rate=self.sample_rate, tokens=tokens, seed=r.seed))
+        return results
+
+    def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt:
+        frames = max(1, len(audio) * FRAME_RATE // max(1, sample_rate))
+        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if len(audio) else 0.0
+        return VoicePrompt(tokens=np.zeros((self.num_codebooks, frames), dtype=np.int64), ref_text=ref_text, ref_rms=rms)
+
+
+def load_engine(name: str, source: str, device: str, dtype: str, on_progress: ProgressCallback) -> Engine:
+    """Load the named engine; the OmniVoice runtime (and torch) is imported only here."""
+    if name == "null":
+        on_progress("null engine")
+        return NullEngine()
+    on_progress("import")
+    from sidecar.runtime import OmniVoice
+
+    return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress)
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """'auto' is bfloat16 on a GPU and float32 on the CPU."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "float32"
+
+
+# ---------------------------------------------------------------- device facts
+#
+# torch is consulted only when the engine already imported it, so the null engine stays light.
+
+
+def _torch():  # type: ignore[no-untyped-def]
+    return sys.modules.get("torch")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A device or host allocation failure, which a smaller batch may avoid."""
+    if isinstance(exc, MemoryError):
+        return True
+    torch = _torch()
+    if torch is not None and isinstance(exc, getattr(torch.cuda, "OutOfMemoryError", ())):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def is_device_fatal(exc: BaseException) -> bool:
+    """A CUDA error that poisons the context (illegal access, device assert): only a new process helps."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("illegal memory access" in text or "device-side assert" in text or "CUDA error: unspecified launch failure" in text)
+
+
+def release_cached_memory() -> None:
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def memory_stats(device: str) -> dict[str, int]:
+    """Peak host RSS, and the device allocator's figures on a GPU."""
+    stats = {"max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    torch = _torch()
+    if torch is not None and device.startswith("cuda") and torch.cuda.is_available():
+        stats["cuda_allocated_bytes"] = int(torch.cuda.memory_allocated())
+        stats["cuda_reserved_bytes"] = int(torch.cuda.memory_reserved())
+        stats["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+    return stats

@@ -1,0 +1,119 @@
+"""Test-only fault injection. Honoured only when the sidecar runs with `--test-faults`.
+
+Without that flag nothing here fires and a marker is ordinary text. With it:
+
+Request faults are markers in an item's text, `[[fault:NAME]]` or `[[fault:NAME:ARG]]`. The
+marker is removed before generation. They fire inside the generation loop (the runtime's
+on_step callback), i.e. from inside the model code, for every batch the item is in:
+
+    crash       the process kills itself with SIGKILL at the first step (a segfault, say)
+    hang        it stops at the first step and sends nothing more (a wedged GPU)
+    slow:S      every step sleeps so that the batch takes about S seconds longer
+    stdout      every step prints to sys.stdout and writes to fd 1 (a chatty library)
+    garbage     a frame that is not msgpack is written to the frame channel
+    oversize    a header announcing a frame one byte over the cap is written
+    raise       the step raises RuntimeError (an exception inside one item)
+    oom         the step raises an out-of-memory error while the batch holds other items
+
+Load faults come from the environment variable OMNIVOICE_TEST_FAULT_LOAD, checked when the
+sidecar starts loading (before any heavy import):
+
+    crash       exit at once with status 70
+    hang        send nothing more, forever
+    load-error  report a load failure and exit with ExitCode.LOAD_ERROR
+
+`NAME@PATH` fires only if PATH can be deleted, so a test can make exactly one of a series of
+sidecars fail: create the file, and the first sidecar to start consumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sidecar.protocol import HEADER, ErrorKind, ExitCode
+
+LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
+CRASH_EXIT = 70
+_MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]]*))?\]\]")
+REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom"})
+
+
+class InjectedOutOfMemory(RuntimeError):
+    """Looks like an allocator failure to the sidecar's out-of-memory check."""
+
+    def __init__(self) -> None:
+        super().__init__("injected fault: CUDA out of memory")
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    arg: str = ""
+
+
+def _hang() -> None:
+    while True:
+        time.sleep(3600)
+
+
+class Faults:
+    """The faults of one sidecar; every method is a no-op unless enabled."""
+
+    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int) -> None:
+        self.enabled = enabled
+        self.write_raw = write_raw
+        self.max_frame_bytes = max_frame_bytes
+
+    def strip(self, text: str) -> tuple[str, list[Fault]]:
+        """Remove the markers from a text; return it and the faults it asked for."""
+        if not self.enabled:
+            return text, []
+        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text)]
+        return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
+
+    def on_load(self, send_error: Callable[[str, str], None]) -> None:
+        spec = os.environ.get(LOAD_ENV, "") if self.enabled else ""
+        if not spec:
+            return
+        name, _, token = spec.partition("@")
+        if token:
+            try:
+                os.unlink(token)
+            except FileNotFoundError:
+                return
+        print(f"test fault: load {name}", file=sys.stderr, flush=True)
+        if name == "crash":
+            os._exit(CRASH_EXIT)
+        if name == "hang":
+            _hang()
+        if name == "load-error":
+            send_error(ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded")
+            os._exit(ExitCode.LOAD_ERROR)
+
+    def on_step(self, faults: list[Fault], step: int, num_steps: int, batch_size: int) -> None:
+        """Fire the batch's faults; called from inside the generation loop."""
+        for fault in faults:
+            if fault.name == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif fault.name == "hang":
+                _hang()
+            elif fault.name == "slow":
+                time.sleep(float(fault.arg or 1) / max(1, num_steps))
+            elif fault.name == "stdout":
+                print(f"test fault: stray print at step {step}")
+                sys.stdout.flush()
+                os.write(1, b"test fault: stray write to fd 1\n")
+            elif fault.name == "garbage" and step == 1:
+                self.write_raw(HEADER.pack(3) + b"\xc1\xc1\xc1")
+            elif fault.name == "oversize" and step == 1:
+                self.write_raw(HEADER.pack(self.max_frame_bytes + 1) + b"\x80")
+            elif fault.name == "raise":
+                raise RuntimeError("injected fault: exception inside the model")
+            elif fault.name == "oom" and batch_size > 1:
+                raise InjectedOutOfMemory()

@@ -1,0 +1,314 @@
+"""The sidecar's frame loop: load the engine, then read a frame, handle it, answer, repeat.
+
+One frame is handled at a time, in order. While loading it sends `progress`; once the model
+is loaded and warm, `ready`. A `generate` is answered with a `step` frame per denoising step
+(the supervisor's heartbeat), then one `result` or `error` per item and a closing `done`. An
+exception or out-of-memory in a batch fails only what it must: the batch is split in halves
+and retried until the failing items stand alone, and the sidecar stays up. Only an error that
+poisons the device context ends the process, so that a fresh one takes its place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import IO
+
+import numpy as np
+
+from sidecar import engines
+from sidecar.errors import CheckpointError, InvalidInput
+from sidecar.faults import Fault, Faults
+from sidecar.protocol import (
+    ITEM_OPTIONS,
+    MAX_FRAME_BYTES,
+    TO_SIDECAR,
+    EncodeVoice,
+    ErrorKind,
+    ExitCode,
+    Generate,
+    Item,
+    Message,
+    ProtocolError,
+    TokenArray,
+    VoicePayload,
+    encode_frame,
+    read_frame,
+)
+from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+
+log = logging.getLogger("sidecar")
+
+WARMUP_TEXT = "Warm up."
+ORPHAN_CHECK_S = 1.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout.")
+    parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
+    parser.add_argument("--engine", choices=engines.ENGINES, default="omnivoice")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
+    parser.add_argument("--id", default="sidecar", help="name used in log lines")
+    parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
+    parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)")
+    parser.add_argument("--test-faults", action="store_true", help="honour test-only fault markers (see sidecar.faults)")
+    return parser.parse_args(argv)
+
+
+class Channel:
+    """The private frame pipes. Writes are serialised so a frame is never interleaved."""
+
+    def __init__(self, rfile: IO[bytes], wfile: IO[bytes], max_frame_bytes: int) -> None:
+        self.rfile = rfile
+        self.wfile = wfile
+        self.max_frame_bytes = max_frame_bytes
+        self._lock = threading.Lock()
+
+    def send(self, message: Message | dict) -> None:  # type: ignore[type-arg]
+        self.write_raw(encode_frame(message, self.max_frame_bytes))
+
+    def write_raw(self, data: bytes) -> None:
+        with self._lock:
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    def receive(self) -> Message | None:
+        return read_frame(self.rfile, self.max_frame_bytes, TO_SIDECAR)
+
+
+@dataclass
+class Entry:
+    """One item of a batch, ready for the engine."""
+
+    id: str
+    request: GenerationRequest
+    faults: list[Fault]
+
+
+def tokens_to_wire(tokens: np.ndarray) -> TokenArray:
+    array = np.ascontiguousarray(tokens, dtype="<i2")
+    return {"shape": [int(array.shape[0]), int(array.shape[1])], "data": array.tobytes()}
+
+
+def tokens_from_wire(tokens: TokenArray) -> np.ndarray:
+    return np.frombuffer(tokens["data"], dtype="<i2").reshape(tokens["shape"]).astype(np.int64)
+
+
+def audio_to_wire(audio: np.ndarray, encoding: str) -> bytes:
+    if encoding == "f32le":
+        return np.ascontiguousarray(audio, dtype="<f4").tobytes()
+    return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+
+
+def audio_from_wire(data: bytes, encoding: str) -> np.ndarray:
+    if encoding == "f32le":
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+class Sidecar:
+    def __init__(self, channel: Channel, args: argparse.Namespace) -> None:
+        self.channel = channel
+        self.args = args
+        self.device = args.device
+        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes)
+        self.engine: engines.Engine | None = None
+        self.steps = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        """Load, then serve frames until `shutdown` or the end of stdin."""
+        code = self.load()
+        if code is not None:
+            return code
+        while True:
+            try:
+                message = self.channel.receive()
+            except ProtocolError as exc:
+                log.error("bad frame from the supervisor: %s", exc)
+                self.send_error(None, None, ErrorKind.PROTOCOL, str(exc))
+                return ExitCode.PROTOCOL
+            if message is None:
+                log.info("stdin closed; exiting")
+                return ExitCode.OK
+            op = message["op"]
+            if op == "shutdown":
+                log.info("shutdown requested")
+                return ExitCode.OK
+            getattr(self, f"handle_{op}")(message)
+
+    def load(self) -> int | None:
+        """Load and warm the engine; send `ready`. Returns an exit code if that failed."""
+        self.channel.send({"op": "progress", "stage": "start"})
+        self.faults.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
+        dtype = engines.resolve_dtype(self.args.dtype, self.device)
+        started = time.monotonic()
+        try:
+            self.engine = engines.load_engine(self.args.engine, self.args.model, self.device, dtype, self.progress)
+            if self.args.warmup_steps > 0:
+                self.progress("warmup")
+                warm = GenerationRequest(text=WARMUP_TEXT, num_step=self.args.warmup_steps, seed=0)
+                self.engine.generate([warm], on_step=lambda step, n: self.progress("warmup"))
+        except (CheckpointError, InvalidInput, FileNotFoundError, ImportError) as exc:
+            log.error("cannot load %r: %s", self.args.model, exc)
+            self.send_error(None, None, ErrorKind.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
+            return ExitCode.LOAD_ERROR
+        self.channel.send(
+            {
+                "op": "ready",
+                "device": self.device,
+                "model": self.args.model,
+                "engine": self.args.engine,
+                "sample_rate": int(self.engine.sample_rate),
+                "memory": engines.memory_stats(self.device),
+            }
+        )
+        log.info("ready on %s (%s, %s) in %.1f s", self.device, self.args.engine, dtype, time.monotonic() - started)
+        return None
+
+    def progress(self, stage: str) -> None:
+        self.channel.send({"op": "progress", "stage": stage})
+
+    def send_error(self, batch: int | None, item_id: str | None, kind: ErrorKind, message: str) -> None:
+        self.channel.send({"op": "error", "batch": batch, "id": item_id, "kind": kind.value, "message": message})
+
+    # ------------------------------------------------------------ ops
+
+    def handle_ping(self, message: Message) -> None:
+        self.channel.send({"op": "pong", "nonce": message["nonce"], "memory": engines.memory_stats(self.device)})  # type: ignore[typeddict-item]
+
+    def handle_generate(self, message: Generate) -> None:
+        batch = message["batch"]
+        started = time.monotonic()
+        self.steps = 0
+        entries = []
+        for item in message["items"]:
+            try:
+                entries.append(self.to_entry(item))
+            except (InvalidInput, TypeError, ValueError) as exc:
+                self.send_error(batch, item["id"], ErrorKind.INVALID_INPUT, str(exc))
+        if entries:
+            self.run_entries(batch, entries, message["encoding"])
+        wall = time.monotonic() - started
+        self.channel.send({"op": "done", "batch": batch, "stats": {"items": len(message["items"]), "steps": self.steps, "wall_s": wall}})
+
+    def handle_encode_voice(self, message: EncodeVoice) -> None:
+        batch, item_id = message["batch"], message["id"]
+        assert self.engine is not None
+        try:
+            audio = audio_from_wire(message["audio"], message["encoding"])
+            prompt = self.engine.encode_voice(audio, message["sample_rate"], message["ref_text"], message["preprocess"])
+        except Exception as exc:
+            self.fail_items(batch, [item_id], exc)
+        else:
+            voice: VoicePayload = {"tokens": tokens_to_wire(prompt.tokens), "ref_text": prompt.ref_text, "ref_rms": prompt.ref_rms}
+            self.channel.send({"op": "encoded", "batch": batch, "id": item_id, "voice": voice})
+        self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
+
+    # ------------------------------------------------------------ generation
+
+    def to_entry(self, item: Item) -> Entry:
+        text, faults = self.faults.strip(item["text"])
+        options = {key: item[key] for key in ITEM_OPTIONS if key in item}  # type: ignore[literal-required]
+        options["text"] = text
+        voice = item.get("voice")
+        if voice is not None:
+            options["voice"] = VoicePrompt(tokens=tokens_from_wire(voice["tokens"]), ref_text=voice["ref_text"], ref_rms=voice["ref_rms"])
+        return Entry(item["id"], GenerationRequest(**options), faults)
+
+    def run_entries(self, batch: int, entries: list[Entry], encoding: str) -> None:
+        """Generate entries as one batch; on failure split it and retry each half."""
+        assert self.engine is not None
+        faults = [fault for entry in entries for fault in entry.faults]
+
+        def on_step(step: int, num_steps: int) -> None:
+            self.faults.on_step(faults, step, num_steps, len(entries))
+            self.steps += 1
+            self.channel.send({"op": "step", "batch": batch, "step": step, "of": num_steps})
+
+        started = time.monotonic()
+        failure: Exception | None = None
+        try:
+            results = self.engine.generate([entry.request for entry in entries], on_step)
+        except Exception as exc:
+            failure = exc
+        if failure is None:
+            wall = time.monotonic() - started
+            for entry, result in zip(entries, results):
+                self.send_result(batch, entry, result, encoding, wall)
+            return
+        if engines.is_device_fatal(failure):
+            log.critical("device error, exiting so a fresh process takes over: %s", failure)
+            os._exit(ExitCode.DEVICE_FATAL)
+        if len(entries) == 1:
+            self.fail_items(batch, [entries[0].id], failure)
+            failure = None
+            engines.release_cached_memory()
+            return
+        log.warning("batch %d of %d items failed (%s: %s); splitting", batch, len(entries), type(failure).__name__, failure)
+        # Drop the exception before retrying: its traceback holds the failed attempt's tensors.
+        failure = None
+        engines.release_cached_memory()
+        middle = len(entries) // 2
+        self.run_entries(batch, entries[:middle], encoding)
+        self.run_entries(batch, entries[middle:], encoding)
+
+    def fail_items(self, batch: int, item_ids: list[str], exc: BaseException) -> None:
+        if isinstance(exc, InvalidInput):
+            kind = ErrorKind.INVALID_INPUT
+        elif engines.is_out_of_memory(exc):
+            kind = ErrorKind.OUT_OF_MEMORY
+        else:
+            kind = ErrorKind.INTERNAL
+            log.error("item %s failed:\n%s", item_ids, "".join(traceback.format_exception(exc)).rstrip())
+        for item_id in item_ids:
+            self.send_error(batch, item_id, kind, f"{type(exc).__name__}: {exc}" if kind is not ErrorKind.INVALID_INPUT else str(exc))
+
+    def send_result(self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float) -> None:
+        audio = audio_to_wire(result.audio, encoding)
+        message = {
+            "op": "result",
+            "batch": batch,
+            "id": entry.id,
+            "audio": audio,
+            "encoding": encoding,
+            "sample_rate": int(result.sample_rate),
+            "seed": result.seed,
+            "tokens": [tokens_to_wire(t) for t in result.tokens] if entry.request.return_tokens else [],
+            "timings": {"generate_s": wall, "audio_s": len(result.audio) / max(1, result.sample_rate)},
+        }
+        try:
+            frame = encode_frame(message, self.channel.max_frame_bytes)  # type: ignore[arg-type]
+        except ProtocolError as exc:
+            self.send_error(batch, entry.id, ErrorKind.TOO_LARGE, f"the audio does not fit in one frame: {exc}")
+            return
+        self.channel.write_raw(frame)
+
+
+def watch_parent(parent: int) -> None:
+    """Exit when the supervisor is gone, even in the middle of a long batch."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(ORPHAN_CHECK_S)
+            if os.getppid() != parent:
+                log.error("supervisor (pid %d) is gone; exiting", parent)
+                os._exit(ExitCode.ORPHANED)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    watch_parent(os.getppid())
+    sidecar = Sidecar(Channel(rfile, wfile, args.max_frame_bytes), args)
+    return int(sidecar.run())
