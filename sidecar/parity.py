@@ -60,8 +60,9 @@ def equal(got: Any, want: Any, what: str) -> None:
 class Parity:
     """Runs every section of one fixtures directory against the runtime."""
 
-    def __init__(self, fixtures: Path) -> None:
+    def __init__(self, fixtures: Path, device: str = "cpu") -> None:
         self.fixtures = fixtures
+        self.device = device
         self.cases: dict[str, Any] = json.loads((fixtures / "cases.json").read_text(encoding="utf-8"))
         with np.load(fixtures / "expected.npz") as npz:
             self.arrays = {k: npz[k] for k in npz.files}
@@ -72,7 +73,7 @@ class Parity:
         if self._runtime is None:
             from sidecar.runtime import OmniVoice
 
-            self._runtime = OmniVoice.load(str(self.fixtures / "checkpoint"), device="cpu", dtype="float32")
+            self._runtime = OmniVoice.load(str(self.fixtures / "checkpoint"), device=self.device, dtype="float32")
         return self._runtime
 
     # Each check_<section> raises Mismatch (or any error) for a failing case.
@@ -221,9 +222,9 @@ class Parity:
         raise Mismatch(f"no check for section {section!r}")
 
 
-def main(fixtures: str) -> int:
+def main(fixtures: str, device: str = "cpu") -> int:
     path = Path(fixtures)
     if not (path / "cases.json").is_file() or not (path / "expected.npz").is_file():
         print(f"parity: {path} is not a fixtures directory (needs cases.json and expected.npz)", file=sys.stderr)
         return 2
-    return 0 if Parity(path).run() else 1
+    return 0 if Parity(path, device).run() else 1

@@ -102,6 +102,10 @@ class OmniVoice:
         tokenizer = load_tokenizer(root)
         report("model")
         torch_device = torch.device(device)
+        if dtype == "float32":
+            # float32 means float32: TF32 matmuls and convolutions would change the tokens.
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
         model = load_model(root, device, DTYPES[dtype])
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])

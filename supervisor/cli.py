@@ -17,7 +17,7 @@ Command = Callable[[argparse.Namespace], int]
 def cmd_parity(args: argparse.Namespace) -> int:
     from sidecar.parity import main as parity_main
 
-    return parity_main(args.fixtures)
+    return parity_main(args.fixtures, args.device)
 
 
 def cmd_make_checkpoint(args: argparse.Namespace) -> int:
@@ -31,6 +31,7 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 def add_parity(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parity", help="check the runtime against fixtures recorded from the reference OmniVoice")
     p.add_argument("fixtures", metavar="FIXTURES_DIR", help="directory with cases.json, expected.npz and checkpoint/")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (float32 either way; TF32 is turned off)")
     p.set_defaults(func=cmd_parity)
 
 
