@@ -28,6 +28,34 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from supervisor.logs import setup_logging
+    from supervisor.server import serve
+    from supervisor.settings import Settings, SettingsError
+
+    try:
+        settings = Settings.from_namespace(args)
+    except SettingsError as exc:
+        print(f"omnivoice-supervisor serve: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings)
+    return asyncio.run(serve(settings))
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    from supervisor.settings import Settings
+
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP server and its sidecars",
+        description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable.",
+    )
+    Settings.add_arguments(p)
+    p.set_defaults(func=cmd_serve)
+
+
 def add_parity(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parity", help="check the runtime against fixtures recorded from the reference OmniVoice")
     p.add_argument("fixtures", metavar="FIXTURES_DIR", help="directory with cases.json, expected.npz and checkpoint/")
@@ -46,7 +74,7 @@ def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
 
 
 # Each entry adds one subcommand; `serve` and the others register themselves the same way.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_parity, add_make_checkpoint]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_parity, add_make_checkpoint]
 
 
 def build_parser() -> argparse.ArgumentParser:

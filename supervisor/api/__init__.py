@@ -1,0 +1,25 @@
+"""HTTP route handlers, one module per group of routes, and the services they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from supervisor.pool import Pool
+from supervisor.scheduler import Scheduler
+from supervisor.settings import Settings
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the lifespan starts and every handler uses."""
+
+    settings: Settings
+    scheduler: Scheduler
+    pool: Pool
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc

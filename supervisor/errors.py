@@ -1,0 +1,101 @@
+"""The supervisor's exception tree. Each class knows its HTTP status and OpenAI error type.
+
+    ServerError                 500 server_error        something failed on our side
+    ├── InvalidRequest          400 invalid_request_error   the request itself is wrong
+    ├── Unauthorized            401 invalid_request_error   missing or unknown API key
+    ├── Overloaded              429 rate_limit_error    the admission queue is full (Retry-After)
+    ├── Unavailable             503 server_error        starting, draining, or no device left (Retry-After)
+    └── TaskFailed              500 server_error        a sidecar could not produce the audio
+        ├── SidecarLost         500                     the sidecar died and the task cannot be retried
+        └── PoisonRequest       500                     the request crashed a sidecar by itself; never retried
+
+Every request ends with a result or one of these; `to_body` renders the OpenAI shape
+{"error": {"message", "type", "param", "code"}}.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class ServerError(Exception):
+    """Base of every error a request can end with."""
+
+    status = 500
+    type = "server_error"
+    code: str | None = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.retry_after_s = retry_after_s
+
+    def to_body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after_s is None:
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after_s)))}
+
+
+class InvalidRequest(ServerError):
+    """The request cannot be honoured as sent; retrying it unchanged will fail again."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class Unauthorized(ServerError):
+    """No API key, or one the server does not know."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class Overloaded(ServerError):
+    """The admission queue holds more estimated audio than the server accepts; retry later."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "queue_full"
+
+
+class Unavailable(ServerError):
+    """The server cannot take work now: starting, draining, or every device has failed."""
+
+    status = 503
+    code = "unavailable"
+
+
+class TaskFailed(ServerError):
+    """A sidecar reported that it could not produce the audio."""
+
+    code = "generation_failed"
+
+
+class SidecarLost(TaskFailed):
+    """The sidecar running the task died, and the task may not be retried (shutdown)."""
+
+    code = "sidecar_lost"
+
+
+class PoisonRequest(TaskFailed):
+    """The request was in two killed batches, then killed a sidecar running it alone."""
+
+    code = "request_crashed_sidecar"
+
+
+def from_error_frame(kind: str, message: str) -> ServerError:
+    """The error a request ends with when a sidecar answered its item with an `error` frame."""
+    if kind == "invalid_input":
+        return InvalidRequest(message, param="input")
+    if kind == "out_of_memory":
+        return TaskFailed(f"out of memory even when generated alone: {message}")
+    if kind == "too_large":
+        return InvalidRequest(f"the audio is too long to return in one piece: {message}", param="input")
+    return TaskFailed(f"generation failed: {message}")

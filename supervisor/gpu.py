@@ -1,0 +1,139 @@
+"""Which devices to run sidecars on, and whether a GPU's memory is back after a kill. No torch.
+
+NVML (nvidia-ml-py) is the source; `nvidia-smi` is the fallback for discovery. Without a
+driver, or without either tool, there are no GPUs: one sidecar runs on the CPU, and memory
+checks answer None ("cannot tell"), which the pool treats as "back".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("omnivoice.gpu")
+
+_nvml: Any = None
+_nvml_failed = False
+
+
+@dataclass(frozen=True)
+class Device:
+    """One place a sidecar can run."""
+
+    id: str  # "gpu0", "cpu0": the sidecar's name in logs and /health
+    name: str  # "cuda:1" (the physical index) or "cpu", as /health shows it
+    index: int | None  # the physical GPU index (CUDA_VISIBLE_DEVICES), None for the CPU
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.index is not None
+
+    @property
+    def torch_device(self) -> str:
+        """The device as the sidecar sees it: pinned to one GPU, that GPU is always cuda:0."""
+        return "cpu" if self.index is None else "cuda:0"
+
+    def environment(self) -> dict[str, str]:
+        """Pin the sidecar to this device and nothing else."""
+        return {"CUDA_VISIBLE_DEVICES": "" if self.index is None else str(self.index)}
+
+
+CPU = Device("cpu0", "cpu", None)
+
+
+def nvml() -> Any:
+    """The initialised pynvml module, or None when NVML is not usable here."""
+    global _nvml, _nvml_failed
+    if _nvml is None and not _nvml_failed:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            _nvml = pynvml
+        except Exception as exc:  # no package, no driver, no device: all mean "no NVML"
+            _nvml_failed = True
+            log.info("NVML not available (%s)", exc)
+    return _nvml
+
+
+def _count_gpus() -> int:
+    lib = nvml()
+    if lib is not None:
+        try:
+            return int(lib.nvmlDeviceGetCount())
+        except Exception as exc:
+            log.warning("NVML device count failed: %s", exc)
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("nvidia-smi -L failed: %s", exc)
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def discover(spec: str) -> list[Device]:
+    """Devices for the --devices setting: 'auto', 'cpu', or indices such as '0,1'."""
+    if spec == "cpu":
+        return [CPU]
+    if spec == "auto":
+        indices = list(range(_count_gpus()))
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and indices:
+            wanted = [int(p) for p in visible.split(",") if p.strip().isdigit()]
+            indices = [i for i in wanted if i in indices]
+        if not indices:
+            log.info("no GPU found: one sidecar runs on the CPU")
+            return [CPU]
+    else:
+        indices = [int(p) for p in spec.split(",")]
+    return [Device(f"gpu{i}", f"cuda:{i}", i) for i in indices]
+
+
+def memory_used(index: int) -> int | None:
+    """Bytes in use on a GPU, or None when NVML cannot tell."""
+    lib = nvml()
+    if lib is None:
+        return None
+    try:
+        return int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(index)).used)
+    except Exception as exc:
+        log.warning("NVML memory query on GPU %d failed: %s", index, exc)
+        return None
+
+
+def compute_pids(index: int) -> set[int] | None:
+    """Pids holding a compute context on a GPU, or None when NVML cannot tell."""
+    lib = nvml()
+    if lib is None:
+        return None
+    try:
+        procs = lib.nvmlDeviceGetComputeRunningProcesses(lib.nvmlDeviceGetHandleByIndex(index))
+    except Exception as exc:
+        log.warning("NVML process query on GPU %d failed: %s", index, exc)
+        return None
+    return {int(p.pid) for p in procs}
+
+
+def memory_is_back(index: int, pid: int | None, baseline: int | None, slack: int) -> tuple[bool | None, str]:
+    """Whether a dead sidecar's memory has been released: its pid holds no context any more and
+    the used memory is within `slack` of what it was before the sidecar started.
+
+    Returns (answer, figures); answer None means NVML cannot tell.
+    """
+    used = memory_used(index)
+    pids = compute_pids(index)
+    if used is None:
+        return None, "NVML unavailable"
+    figures = f"{used / 2**20:.0f} MiB used" + (f", {baseline / 2**20:.0f} MiB before start" if baseline is not None else "")
+    if pids is not None and pid is not None and pid in pids:
+        return False, figures + f", pid {pid} still holds a context"
+    if baseline is not None and used > baseline + slack:
+        return False, figures
+    return True, figures
