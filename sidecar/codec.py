@@ -400,6 +400,9 @@ def load_codec(audio_tokenizer_dir: Path, device: str | torch.device = "cpu",
         state = load_file(str(weights), device="cpu")
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"codec weights {weights} are unreadable: {exc}") from exc
-    codec = Codec(config, io_dtype=dtype)
+    try:
+        codec = Codec(config, io_dtype=dtype)
+    except (TypeError, ValueError, KeyError) as exc:  # a config whose sizes do not fit together
+        raise CheckpointError(f"{directory / 'config.json'} does not describe a buildable codec: {exc}") from exc
     load_state_strict(codec, state, str(weights))
     return codec.to(device).eval()
