@@ -2,9 +2,10 @@
 
 Without that flag nothing here fires and a marker is ordinary text. With it:
 
-Request faults are markers in an item's text, `[[fault:NAME]]` or `[[fault:NAME:ARG]]`. The
-marker is removed before generation. They fire inside the generation loop (the runtime's
-on_step callback), i.e. from inside the model code, for every batch the item is in:
+Request faults are markers in an item's text, `[[fault:NAME]]`, `[[fault:NAME:ARG]]`, each
+optionally followed by `@PATH` (see below). The marker is removed before generation. They fire
+inside the generation loop (the runtime's on_step callback), i.e. from inside the model code,
+for every batch the item is in:
 
     crash       the process kills itself with SIGKILL at the first step (a segfault, say)
     hang        it stops at the first step and sends nothing more (a wedged GPU)
@@ -22,8 +23,9 @@ sidecar starts loading (before any heavy import):
     hang        send nothing more, forever
     load-error  report a load failure and exit with ExitCode.LOAD_ERROR
 
-`NAME@PATH` fires only if PATH can be deleted, so a test can make exactly one of a series of
-sidecars fail: create the file, and the first sidecar to start consumes it.
+`NAME@PATH` (a load fault) or `[[fault:NAME@PATH]]` (a request fault, for one batch) fires only
+if PATH can be deleted, so a test can make a fault happen exactly once: create the file, and the
+first sidecar or batch to get there consumes it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from sidecar.protocol import HEADER, ErrorKind, ExitCode
 
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
-_MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]]*))?\]\]")
+_MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
 REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom"})
 
 
@@ -55,6 +57,17 @@ class InjectedOutOfMemory(RuntimeError):
 class Fault:
     name: str
     arg: str = ""
+
+
+def _consume(token: str | None) -> bool:
+    """No token: always fire. A token file: fire only if this call deletes it."""
+    if not token:
+        return True
+    try:
+        os.unlink(token)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _hang() -> None:
@@ -74,7 +87,7 @@ class Faults:
         """Remove the markers from a text; return it and the faults it asked for."""
         if not self.enabled:
             return text, []
-        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text)]
+        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text) if _consume(m.group(3))]
         return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
 
     def on_load(self, send_error: Callable[[str, str], None]) -> None:
@@ -82,11 +95,8 @@ class Faults:
         if not spec:
             return
         name, _, token = spec.partition("@")
-        if token:
-            try:
-                os.unlink(token)
-            except FileNotFoundError:
-                return
+        if not _consume(token):
+            return
         print(f"test fault: load {name}", file=sys.stderr, flush=True)
         if name == "crash":
             os._exit(CRASH_EXIT)

@@ -494,10 +494,12 @@ async def read_frame_async(
 
 
 class FrameDecoder:
-    """Incremental decoder: feed it bytes as they arrive, get whole validated messages back.
+    """Incremental decoder: feed it bytes as they arrive, take whole validated messages out.
 
-    It holds at most one partial frame; a header announcing more than the cap fails at once,
-    before anything is allocated for the payload. After a ProtocolError the decoder is dead.
+    `next_frame` returns one message, None while the next frame is incomplete, or raises
+    ProtocolError at the first bad frame, after every good frame before it has been taken. A
+    header announcing more than the cap fails at once, before anything is allocated for the
+    payload. After a ProtocolError the decoder is dead: the stream cannot be resynchronised.
     """
 
     def __init__(self, max_bytes: int = MAX_FRAME_BYTES, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> None:
@@ -506,25 +508,35 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._failed = False
 
-    def feed(self, data: bytes) -> list[Message]:
+    def feed(self, data: bytes) -> None:
         if self._failed:
             raise ProtocolError("decoder already failed; the stream cannot be resynchronised")
         self._buffer += data
-        messages: list[Message] = []
+
+    def next_frame(self) -> Message | None:
+        if self._failed:
+            raise ProtocolError("decoder already failed; the stream cannot be resynchronised")
+        if len(self._buffer) < HEADER.size:
+            return None
         try:
-            while len(self._buffer) >= HEADER.size:
-                length = payload_length(bytes(self._buffer[: HEADER.size]), self.max_bytes)
-                end = HEADER.size + length
-                if len(self._buffer) < end:
-                    break
-                payload = bytes(self._buffer[HEADER.size : end])
-                del self._buffer[:end]
-                messages.append(decode_payload(payload, self.allowed))
+            length = payload_length(bytes(self._buffer[: HEADER.size]), self.max_bytes)
+            end = HEADER.size + length
+            if len(self._buffer) < end:
+                return None
+            payload = bytes(self._buffer[HEADER.size : end])
+            del self._buffer[:end]
+            return decode_payload(payload, self.allowed)
         except ProtocolError:
             self._failed = True
             self._buffer.clear()
             raise
-        return messages
+
+    def frames(self) -> list[Message]:
+        """Every complete frame buffered so far (raises at a bad one, as next_frame does)."""
+        out = []
+        while (message := self.next_frame()) is not None:
+            out.append(message)
+        return out
 
     @property
     def pending(self) -> int:

@@ -193,8 +193,8 @@ class Pool:
         """After an unplanned death: back off, or give up on the device."""
         s, now = self.settings, time.monotonic()
         slot.last_error = proc.kill_detail or proc.exit_description
-        if reason is KillReason.EXITED:
-            slot.last_error = proc.exit_description + (f": {slot.last_error}" if slot.last_error != proc.exit_description else "")
+        if proc.reported_error:
+            slot.last_error += f": {proc.reported_error}"
         if proc.returncode == ExitCode.LOAD_ERROR and proc.ready_at is None:
             slot.change_state(SlotState.FAILED, f"the model cannot be loaded: {slot.last_error}")
             return
@@ -372,7 +372,7 @@ class Pool:
     def on_error(self, proc: SidecarProcess, message: Any) -> None:
         if message["batch"] is None:
             log.error("%s: %s: %s", proc.tag, message["kind"], message["message"])
-            self.slot_of(proc).last_error = message["message"]
+            proc.reported_error = message["message"]
             return
         self.scheduler.reject(self.pending_task(proc, message), from_error_frame(message["kind"], message["message"]))
 

@@ -113,6 +113,7 @@ class SidecarProcess:
         self.kill_detail = ""
         self.returncode: int | None = None
         self.exit_description = ""
+        self.reported_error: str | None = None  # an `error` frame about the sidecar itself (a failed load)
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -200,6 +200,7 @@ class Scheduler:
             tokens += task.est_tokens
         if not chosen:
             return None
+        full = full or len(chosen) >= self.settings.max_batch_size
         if ahead and not full:
             waited_ms = (now - min(t.queued_at for t in chosen)) * 1000
             if waited_ms < self.settings.max_batch_latency_ms:

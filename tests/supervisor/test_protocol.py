@@ -1,0 +1,224 @@
+"""sidecar/protocol.py: framing, decoding and validation, including arbitrary bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+import tracemalloc
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar.protocol import (
+    FROM_SIDECAR,
+    HEADER,
+    TO_SIDECAR,
+    FrameDecoder,
+    ProtocolError,
+    decode_payload,
+    encode_frame,
+    read_frame,
+    read_frame_async,
+    validate,
+)
+
+TOKENS = {"shape": [8, 2], "data": bytes(32)}
+MESSAGES = [
+    {"op": "hello", "pid": 12, "protocol": 1},
+    {"op": "progress", "stage": "model"},
+    {"op": "ready", "device": "cpu", "model": "m", "engine": "null", "sample_rate": 24000, "memory": {"max_rss_bytes": 1}},
+    {"op": "step", "batch": 1, "step": 3, "of": 32},
+    {"op": "result", "batch": 1, "id": "a", "audio": b"\x00\x01", "encoding": "s16le", "sample_rate": 24000, "seed": None,
+     "tokens": [TOKENS], "timings": {"audio_s": 0.5, "generate_s": 1}},
+    {"op": "error", "batch": None, "id": None, "kind": "load_failed", "message": "no checkpoint"},
+    {"op": "encoded", "batch": 2, "id": "v", "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": 0.1}},
+    {"op": "done", "batch": 1, "stats": {"items": 2, "wall_s": 0.3}},
+    {"op": "pong", "nonce": 4, "memory": {}},
+    {"op": "generate", "batch": 1, "encoding": "f32le",
+     "items": [{"id": "a", "text": "Hello.", "seed": 3, "num_step": 8, "denoise": False, "speed": 1, "language": None,
+                "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": None}}]},
+    {"op": "encode_voice", "batch": 3, "id": "v", "audio": b"\x00\x00", "encoding": "s16le", "sample_rate": 16000,
+     "ref_text": "Hi.", "preprocess": True},
+    {"op": "ping", "nonce": 1},
+    {"op": "shutdown"},
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m["op"])
+def test_every_op_round_trips(message: dict) -> None:
+    frame = encode_frame(message)
+    assert struct.unpack(">I", frame[:4])[0] == len(frame) - 4
+    assert read_frame(io.BytesIO(frame)) == message
+    decoder = FrameDecoder()
+    decoder.feed(frame)
+    assert decoder.frames() == [message]
+
+
+BAD = [
+    ([1, 2], "a frame must hold a map"),
+    ({"op": "nope"}, "unknown op"),
+    ({"op": "ping"}, "missing key 'nonce'"),
+    ({"op": "ping", "nonce": 1, "extra": 2}, "unknown keys"),
+    ({"op": "ping", "nonce": True}, "expected int"),
+    ({"op": "ping", "nonce": 1.5}, "expected int"),
+    ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
+    ({"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"}, "expected encoding"),
+    ({"op": "error", "batch": 1, "id": "a", "kind": "whatever", "message": "m"}, "expected kind"),
+    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": []}, "expected items"),
+    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]}, "missing key 'text'"),
+    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a", "text": "x", "bogus": 1}]}, "unknown keys"),
+    ({"op": "encoded", "batch": 1, "id": "v", "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0}},
+     "expected tokens"),
+    ({"op": "ready", "device": "cpu", "model": "m", "engine": "x", "sample_rate": 1, "memory": {"a": 1.5}}, "expected intmap"),
+]
+
+
+@pytest.mark.parametrize(("obj", "why"), BAD, ids=[b[1] for b in BAD])
+def test_validation_rejects(obj: object, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        validate(obj)
+
+
+def test_direction_is_enforced() -> None:
+    with pytest.raises(ProtocolError, match="not accepted"):
+        validate({"op": "shutdown"}, FROM_SIDECAR)
+    with pytest.raises(ProtocolError, match="not accepted"):
+        validate({"op": "hello", "pid": 1, "protocol": 1}, TO_SIDECAR)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xc1",  # never-used byte
+        msgpack.packb({1: 2}),  # non-string key
+        msgpack.packb(msgpack.ExtType(5, b"x")),  # ext type
+        msgpack.packb({"op": "ping", "nonce": msgpack.Timestamp(1)}, datetime=False),  # timestamp ext bypasses ext_hook
+        b"\x91" * 3000,  # deeply nested arrays
+        msgpack.packb({"op": "ping", "nonce": 1}) + b"\x00",  # trailing bytes
+        b"\xa2\xff\xfe",  # invalid UTF-8 string
+        b"\xdd\xff\xff\xff\xff",  # array32 claiming 4 G elements
+    ],
+)
+def test_malformed_payloads_are_protocol_errors(payload: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        decode_payload(payload)
+
+
+def test_length_over_cap_is_rejected_before_reading_the_payload() -> None:
+    stream = io.BytesIO(HEADER.pack(1025) + b"\x80")
+    with pytest.raises(ProtocolError, match="over the 1024-byte cap"):
+        read_frame(stream, max_bytes=1024)
+    assert stream.tell() == 4
+
+
+def test_oversized_message_cannot_be_encoded() -> None:
+    with pytest.raises(ProtocolError, match="exceeds"):
+        encode_frame({"op": "progress", "stage": "x" * 100}, max_bytes=50)
+
+
+def test_truncated_streams() -> None:
+    frame = encode_frame({"op": "ping", "nonce": 1})
+    assert read_frame(io.BytesIO(b"")) is None
+    with pytest.raises(ProtocolError, match="inside a frame header"):
+        read_frame(io.BytesIO(frame[:2]))
+    with pytest.raises(ProtocolError, match="inside a frame"):
+        read_frame(io.BytesIO(frame[:-1]))
+
+
+def test_async_reader_matches_sync_reader() -> None:
+    async def read_all(data: bytes) -> list:
+        reader = asyncio.StreamReader()
+        reader.feed_data(data)
+        reader.feed_eof()
+        out = []
+        while (message := await read_frame_async(reader)) is not None:
+            out.append(message)
+        return out
+
+    data = b"".join(encode_frame(m) for m in MESSAGES)
+    assert asyncio.run(read_all(data)) == MESSAGES
+    with pytest.raises(ProtocolError):
+        asyncio.run(read_all(data + HEADER.pack(10**9)))
+
+
+def test_decoder_is_dead_after_an_error() -> None:
+    decoder = FrameDecoder(max_bytes=16)
+    decoder.feed(encode_frame({"op": "shutdown"}) + HEADER.pack(17))
+    assert decoder.next_frame() == {"op": "shutdown"}
+    with pytest.raises(ProtocolError):
+        decoder.next_frame()
+    with pytest.raises(ProtocolError, match="resynchronised"):
+        decoder.feed(encode_frame({"op": "shutdown"}))
+
+
+CAP = 4096
+
+
+def _frames_or_error(data: bytes, cuts: list[int]) -> tuple[list, bool]:
+    decoder = FrameDecoder(max_bytes=CAP)
+    frames: list = []
+    pieces, last = [], 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        pieces.append(data[last:cut])
+        last = cut
+    pieces.append(data[last:])
+    try:
+        for piece in pieces:
+            decoder.feed(piece)
+            while (message := decoder.next_frame()) is not None:
+                frames.append(message)
+            assert decoder.pending <= len(data)
+    except ProtocolError:
+        return frames, True
+    return frames, False
+
+
+valid_frames = st.lists(st.sampled_from(MESSAGES), max_size=4).map(lambda ms: b"".join(encode_frame(m) for m in ms))
+
+
+@settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(prefix=valid_frames, noise=st.binary(max_size=CAP * 2), cuts=st.lists(st.integers(min_value=0), max_size=6))
+def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(prefix: bytes, noise: bytes, cuts: list[int]) -> None:
+    """Valid frames first, then anything: the valid ones come out, then at most one ProtocolError;
+    the same frames however the bytes are split; a sync read agrees; memory stays bounded."""
+    data = prefix + noise
+    tracemalloc.start()
+    try:
+        whole, failed = _frames_or_error(data, [])
+        split, split_failed = _frames_or_error(data, cuts)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * (len(data) + CAP) + 1_000_000
+    assert split == whole and split_failed == failed
+    assert all(validate(m) == m for m in whole)
+    expected_prefix, _ = _frames_or_error(prefix, [])
+    assert whole[: len(expected_prefix)] == expected_prefix
+    stream = io.BytesIO(data)
+    synced = []
+    try:
+        while (message := read_frame(stream, max_bytes=CAP)) is not None:
+            synced.append(message)
+        sync_failed = False
+    except ProtocolError:
+        sync_failed = True
+    assert synced == whole
+    # A stream that merely ends early is not an error for the incremental decoder (it waits
+    # for more); for the blocking reader it is.
+    assert failed <= sync_failed
+
+
+def test_huge_announced_length_allocates_nothing() -> None:
+    decoder = FrameDecoder(max_bytes=64 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        decoder.feed(HEADER.pack(0xFFFFFFFF) + b"\x00" * 100)
+        with pytest.raises(ProtocolError):
+            decoder.next_frame()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000
