@@ -1,0 +1,155 @@
+"""The real server: `python -m supervisor serve` in its own process, spoken to over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness import SPAWN_S, assert_gone
+from sidecar.faults import LOAD_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        self.proc, self.url, self.log = proc, url, log
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=30, **kw)
+
+    def speak(self, text: str, timeout: float = 120, **body: Any) -> httpx.Response:
+        return httpx.post(self.url + "/v1/audio/speech", json={"input": text, **body}, headers=AUTH, timeout=timeout)
+
+    def sidecar_pids(self) -> list[int]:
+        return [s["pid"] for s in self.get("/health").json()["sidecars"] if s["pid"]]
+
+    def wait_health(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
+        start = time.monotonic()
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                body = self.get("/health").json()
+                if predicate(body):
+                    return body
+            if time.monotonic() - start > timeout_s or self.proc.poll() is not None:
+                raise AssertionError(f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
+    started: list[Server] = []
+
+    def start(*flags: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> Server:
+        port = free_port()
+        log = tmp_path / f"server-{port}.log"
+        argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
+                "--api-key", KEY, "--test-faults", "--warmup-steps", "1", "--num-step", "4", "--heartbeat-timeout-s", "5",
+                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", *flags]
+        environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        server = Server(proc, f"http://127.0.0.1:{port}", log)
+        started.append(server)
+        if wait_ready:
+            server.wait_health(lambda b: b["status"] == "ok", SPAWN_S, "the server to be ready")
+        return server
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait(10)
+
+
+def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
+    server = start_server("--max-queue-audio-s", "5")
+    health = server.get("/health").json()
+    [sidecar] = health["sidecars"]
+    assert (health["status"], sidecar["id"], sidecar["device"], sidecar["state"]) == ("ok", "cpu0", "cpu", "ready")
+    assert server.get("/ready").status_code == 200
+
+    assert httpx.post(server.url + "/v1/audio/speech", json={"input": "Hi."}).status_code == 401
+    reply = server.speak("Hello from the supervisor.")
+    assert reply.status_code == 200 and reply.headers["content-type"] == "audio/wav"
+    with wave.open(io.BytesIO(reply.content)) as wav:
+        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (24000, 2, 1) and wav.getnframes() > 2400
+
+    bad = server.speak("Hi.", model="whisper-1")
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "model"
+
+    # One slow request fills the 5 s queue; a long one behind it is refused with Retry-After.
+    slow = threading.Thread(target=lambda: server.speak("Slow. [[fault:slow:3]]"))
+    slow.start()
+    server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the slow request to be admitted")
+    refused = server.speak("A much longer request, " * 12)
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["error"]["type"] == "rate_limit_error"
+    slow.join(60)
+
+
+def test_sigterm_finishes_work_in_flight_then_exits_cleanly(start_server: Any) -> None:
+    server = start_server()
+    pids = server.sidecar_pids()
+    outcome: dict[str, httpx.Response] = {}
+    in_flight = threading.Thread(target=lambda: outcome.setdefault("r", server.speak("Still going. [[fault:slow:3]]")))
+    in_flight.start()
+    server.wait_health(lambda b: b["sidecars"][0]["state"] == "busy", 30, "the request to be running")
+    server.proc.send_signal(signal.SIGTERM)
+
+    server.wait_health(lambda b: b["status"] == "draining", 10, "draining")
+    refused = server.speak("Too late.")
+    assert refused.status_code == 503 and "Retry-After" in refused.headers
+    assert server.get("/ready").status_code == 503
+
+    in_flight.join(60)
+    assert outcome["r"].status_code == 200
+    assert server.proc.wait(30) == 0
+    assert_gone(pids)
+    assert "shutdown requested" in server.log.read_text()
+
+
+def test_sidecars_exit_when_the_supervisor_is_killed(start_server: Any) -> None:
+    server = start_server()
+    pids = server.sidecar_pids()
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert_gone(pids)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_every_device_failed_means_failed_health_and_a_nonzero_exit(start_server: Any) -> None:
+    server = start_server("--max-restarts", "1", "--failed-exit-s", "1", env={LOAD_ENV: "crash"}, wait_ready=False)
+    body = server.wait_health(lambda b: b["status"] == "failed", 30, "every device to fail")
+    assert body["sidecars"][0]["state"] == "failed" and "restart intensity" in body["sidecars"][0]["last_error"]
+    assert server.get("/ready").status_code == 503
+    assert server.speak("Anyone?").status_code == 503
+    assert server.proc.wait(30) == 1

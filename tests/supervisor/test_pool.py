@@ -1,0 +1,116 @@
+"""supervisor/pool.py logic that needs no model: GPU memory reclaim, /health's shape, backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from harness import fast_settings, is_ready, process, run, running_pool, wait_for  # noqa: E402
+
+from sidecar.faults import LOAD_ENV  # noqa: E402
+from supervisor import gpu  # noqa: E402
+from supervisor.gpu import Device  # noqa: E402
+from supervisor.pool import Pool  # noqa: E402
+from supervisor.scheduler import Scheduler  # noqa: E402
+
+FAKE_GPU = Device("gpu0", "cuda:0", 0)  # the null engine never touches the device
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def test_health_has_the_contract_shape() -> None:
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None)) as pool:
+            body = pool.health()
+            assert body["status"] == "ok"
+            [entry] = body["sidecars"]
+            assert set(entry) == {"id", "device", "pid", "state", "restarts", "kills", "last_error"}
+            assert (entry["id"], entry["device"], entry["state"], entry["restarts"], entry["kills"], entry["last_error"]) == (
+                "cpu0", "cpu", "ready", 0, {}, None)
+            assert entry["pid"] == process(pool).pid
+
+    run(scenario())
+
+
+def memory_stays(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[int]:
+    """Make NVML answer 'not back' / 'back' in turn (then the last answer forever)."""
+    calls: list[int] = []
+    monkeypatch.setattr(gpu, "memory_used", lambda index: 1 << 30)
+
+    def memory_is_back(index: int, pid: int | None, baseline: int | None, slack: int) -> tuple[bool, str]:
+        calls.append(pid or 0)
+        return answers[min(len(calls) - 1, len(answers) - 1)], "fake figures"
+
+    monkeypatch.setattr(gpu, "memory_is_back", memory_is_back)
+    return calls
+
+
+async def gpu_pool_killed(settings: Any) -> Pool:
+    pool = Pool(settings, Scheduler(settings), [FAKE_GPU])
+    await pool.start()
+    await wait_for(lambda: is_ready(pool), 30, "ready")
+    first = process(pool).pid
+    os.kill(first, signal.SIGKILL)
+    await wait_for(lambda: pool.slots[0].kills, 10, "the death")
+    return pool
+
+
+def test_respawn_waits_for_gpu_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = memory_stays(monkeypatch, [False, False, False, True])
+
+    async def scenario() -> None:
+        pool = await gpu_pool_killed(fast_settings(None))
+        try:
+            await wait_for(lambda: is_ready(pool), 30, "the respawn")
+            assert len(calls) >= 4 and calls[0] == pool.slots[0].pids[0]  # the dead pid was asked about
+        finally:
+            await pool.stop(0)
+
+    run(scenario())
+
+
+def test_gpu_whose_memory_never_returns_is_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    memory_stays(monkeypatch, [False])
+
+    async def scenario() -> None:
+        pool = await gpu_pool_killed(fast_settings(None, memory_reclaim_s=0.5))
+        try:
+            await wait_for(lambda: pool.slots[0].public_state == "failed", 10, "the GPU to be marked failed")
+            assert "did not come back" in (pool.slots[0].last_error or "") and len(pool.slots[0].pids) == 1
+            assert pool.health()["status"] == "failed"
+        finally:
+            await pool.stop(0)
+
+    run(scenario())
+
+
+def test_backoff_grows_between_respawns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LOAD_ENV, "crash")
+    starts: list[float] = []
+
+    async def scenario() -> None:
+        settings = fast_settings(None, backoff_initial_s=0.3, max_restarts=3)
+        async with running_pool(settings, wait_ready=False) as pool:
+            seen = 0
+            while pool.slots[0].public_state != "failed":
+                if len(pool.slots[0].pids) > seen:
+                    seen = len(pool.slots[0].pids)
+                    starts.append(time.monotonic())
+                await asyncio.sleep(0.01)
+        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        # first respawn at once, then 0.3 s, then 0.6 s
+        assert len(gaps) == 3 and gaps[0] < 0.3 + 0.5 and 0.3 <= gaps[1] and 0.6 <= gaps[2]
+        assert gaps[2] > gaps[1]
+
+    run(scenario())
