@@ -1,15 +1,15 @@
-"""The reference decoding algorithm: masked iterative unmasking with classifier-free guidance.
+"""The reference decoding algorithm, run for a whole packed batch at once.
 
-One call of `generate_tokens` runs one batch of prompts for as many steps as its longest
-schedule. Per step and per item: guidance on log-probabilities, MASK forbidden, a token chosen
-per position (argmax, or Gumbel over the top 10 % of classes), a confidence score with the
-codebook layer penalty (plus Gumbel noise on positions), and the k most confident masked
-positions revealed. Conditional rows hold [style | text | reference audio | target]; the
-unconditional rows hold only the target.
+Each step: one forward pass over the packed batch (`sidecar.batch`), the network's head on the
+target columns only, then for every item together: guidance on log-probabilities, MASK
+forbidden, a token per position (argmax, or Gumbel over the top 10 % of classes), a confidence
+score with the codebook layer penalty (plus Gumbel noise on positions), and each item's k most
+confident masked positions revealed. No Python loop runs over items on this path.
 
-Each item draws its random numbers from its own generator, in the reference's order
-(class noise, then position noise, per step), so an item's output does not depend on what
-else is in its batch.
+Random numbers come from a counter-based hash of (the item's seed, step, position, class)
+rather than from a shared generator stream, so an item's output depends on its own seed alone,
+never on the rest of its batch. With both temperatures 0 (the deterministic settings) no random
+numbers are used and the tokens equal the reference's.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
-import torch.nn.functional as F
 
+from sidecar.batch import pack, padded_index
 from sidecar.model import OmniVoiceModel
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
 GUMBEL_EPS = 1e-10
+NOISE_POSITION, NOISE_CLASS = 0, 1
+COUNTER_STRIDE = 1 << 20  # columns per codebook in the noise counter (~11 hours of audio)
 
 
 @dataclass
@@ -41,15 +43,11 @@ class Prompt:
     layer_penalty_factor: float = 5.0
     position_temperature: float = 5.0
     class_temperature: float = 0.0
-    generator: torch.Generator | None = None
+    seed: int = 0
     schedule: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.schedule = unmask_schedule(self.target_len * self.input_ids.shape[0], self.num_step, self.t_shift)
-
-    @property
-    def length(self) -> int:
-        return int(self.input_ids.shape[1])
 
 
 @lru_cache(maxsize=64)
@@ -74,28 +72,127 @@ def unmask_schedule(num_masked: int, num_step: int, t_shift: float) -> list[int]
     return counts
 
 
-def _gumbel(scores: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    u = torch.rand(scores.shape, generator=generator, device=scores.device, dtype=torch.float32)
-    return scores / temperature - torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (xor-shift-multiply), computed in int64 without overflow."""
+    x = ((x >> 16) ^ x) * 0x45D9F3B & 0xFFFFFFFF
+    x = ((x >> 16) ^ x) * 0x45D9F3B & 0xFFFFFFFF
+    return (x >> 16) ^ x
 
 
-def _choose(cond: torch.Tensor, uncond: torch.Tensor, p: Prompt, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens and confidence for one item's target columns ([1, C, T, V] float32 logits)."""
-    if p.guidance_scale != 0:
-        lc = F.log_softmax(cond, dim=-1)
-        lu = F.log_softmax(uncond, dim=-1)
-        log_probs = torch.log_softmax(lc + p.guidance_scale * (lc - lu), dim=-1)
-    else:
-        log_probs = F.log_softmax(cond, dim=-1)
-    log_probs[..., mask_id] = -float("inf")
-    if p.class_temperature > 0.0:
-        k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
-        values, indices = log_probs.topk(k, dim=-1)
-        filtered = torch.full_like(log_probs, -float("inf")).scatter_(-1, indices, values)
-        tokens = _gumbel(filtered, p.class_temperature, p.generator).argmax(dim=-1)
-    else:
+def uniform_noise(seed32: torch.Tensor, step: int, kind: int, *counters: torch.Tensor) -> torch.Tensor:
+    """U[0, 1) as float32, a pure function of (seed, step, kind, counters...), broadcasting."""
+    h = _mix32((seed32 + (step * 4 + kind) * 0x9E3779B) & 0xFFFFFFFF)
+    for c in counters:
+        h = _mix32(h ^ c)
+    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+
+def gumbel(u: torch.Tensor) -> torch.Tensor:
+    return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
+
+
+class BatchState:
+    """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
+
+    def __init__(self, model: OmniVoiceModel, prompts: Sequence[Prompt]) -> None:
+        cfg = model.cfg
+        device = model.codebook_layer_offsets.device
+        self.model, self.prompts, self.mask_id = model, prompts, cfg.audio_mask_id
+        packed = pack([(p.input_ids, p.audio_start, p.target_len) for p in prompts])
+        self.packed = packed
+        self.input_ids = packed.input_ids.to(device)
+        self.audio_mask = packed.audio_mask.to(device)
+        self.positions = packed.positions.to(device)
+        self.cu_seqlens = packed.cu_seqlens.to(device)
+        self.head_index = packed.head_index.to(device)
+        s = packed.num_targets
+        self.cond_cols = self.head_index[:s]
+        self.uncond_cols = self.head_index[s:]
+        index, valid = padded_index(packed.target_offsets)
+        self.pad_index, self.pad_valid = index.to(device), valid.to(device)  # [B, Tmax]
+        self.tokens = torch.full((cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device)
+
+        def per_item(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device)
+
+        lens = [p.target_len for p in prompts]
+        self.guidance = per_item([p.guidance_scale for p in prompts]).repeat_interleave(torch.tensor(lens, device=device))
+        self.class_temp = per_item([p.class_temperature for p in prompts]).repeat_interleave(torch.tensor(lens, device=device))
+        self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
+        self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
+        self.seed32 = torch.tensor([(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long, device=device)
+        self.layer = torch.arange(cfg.num_codebooks, device=device).view(1, -1, 1)
+        t_max = index.shape[1]
+        # (codebook, column) -> counter; independent of the batch's shape, so noise is per item.
+        self.position_counter = self.layer * COUNTER_STRIDE + torch.arange(t_max, device=device).view(1, 1, -1)
+        self.any_guided = any(p.guidance_scale != 0 for p in prompts)
+        self.all_guided = all(p.guidance_scale != 0 for p in prompts)
+        self.any_class_sampling = any(p.class_temperature > 0 for p in prompts)
+        self.any_position_noise = any(p.position_temperature > 0 for p in prompts)
+        self.num_steps = max(p.num_step for p in prompts)
+        self.k = [[p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)]
+
+    def forward(self) -> torch.Tensor:
+        """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
+        return self.model.forward_packed(
+            self.input_ids, self.audio_mask, self.positions, self.cu_seqlens, self.packed.max_seqlen, self.head_index
+        ).float()
+
+    def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token and confidence per target position ([S, C] each), as the reference scores them."""
+        s = logits.shape[0] // 2
+        cond, uncond = logits[:s], logits[s:]
+        lc = torch.log_softmax(cond, dim=-1)
+        if self.any_guided:
+            lu = torch.log_softmax(uncond, dim=-1)
+            g = self.guidance.view(-1, 1, 1)
+            guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
+            log_probs = guided if self.all_guided else torch.where(g != 0, guided, lc)
+        else:
+            log_probs = lc
+        log_probs[..., self.mask_id] = -float("inf")
         tokens = log_probs.argmax(dim=-1)
-    return tokens, log_probs.max(dim=-1)[0]
+        if self.any_class_sampling:
+            k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
+            values, classes = log_probs.topk(k, dim=-1)
+            temp = self.class_temp.view(-1, 1, 1)
+            item = torch.repeat_interleave(torch.arange(len(self.prompts), device=logits.device), torch.tensor([p.target_len for p in self.prompts], device=logits.device))
+            t = torch.arange(s, device=logits.device) - torch.tensor(self.packed.target_offsets[:-1], device=logits.device)[item]
+            u = uniform_noise(self.seed32[item].view(-1, 1, 1), step, NOISE_CLASS, (self.layer.view(1, -1, 1) * COUNTER_STRIDE + t.view(-1, 1, 1)), classes)
+            pick = (values / torch.where(temp > 0, temp, 1.0) + gumbel(u)).argmax(dim=-1, keepdim=True)
+            tokens = torch.where(temp.view(-1, 1) > 0, classes.gather(-1, pick).squeeze(-1), tokens)
+        return tokens, log_probs.max(dim=-1)[0]
+
+    def reveal(self, tokens: torch.Tensor, confidence: torch.Tensor, step: int) -> None:
+        """Write each item's k most confident masked positions into the token state and inputs."""
+        k = self.k[step]
+        b, t_max = self.pad_index.shape
+        num_cb = tokens.shape[1]
+        sentinel = torch.full((1, num_cb), -float("inf"), device=confidence.device)
+        conf = torch.cat([confidence, sentinel])[self.pad_index].permute(0, 2, 1)  # [B, C, Tmax]
+        pred = torch.cat([tokens, tokens[:1]])[self.pad_index].permute(0, 2, 1)
+        current = self.tokens[:, self.pad_index].permute(1, 0, 2)  # [B, C, Tmax]
+        scores = conf - self.layer * self.penalty
+        if self.any_position_noise:
+            u = uniform_noise(self.seed32.view(-1, 1, 1), step, NOISE_POSITION, self.position_counter)
+            temp = self.position_temp
+            scores = torch.where(temp > 0, scores / torch.where(temp > 0, temp, 1.0) + gumbel(u), scores)
+        scores = scores.masked_fill((current != self.mask_id) | ~self.pad_valid.unsqueeze(1), -float("inf"))
+        k_max = max(k)
+        chosen = torch.topk(scores.reshape(b, -1), k_max, dim=1).indices  # [B, k_max]
+        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < torch.tensor(k, device=scores.device).unsqueeze(1)
+        reveal = torch.zeros((b, num_cb * t_max), dtype=torch.bool, device=scores.device)
+        reveal.scatter_(1, chosen, wanted)
+        updated = torch.where(reveal.view(b, num_cb, t_max), pred, current)
+        cols = self.pad_index[self.pad_valid]
+        self.tokens[:, cols] = updated.permute(1, 0, 2)[:, self.pad_valid]
+        new = self.tokens[:, :-1]
+        self.input_ids[:, self.cond_cols] = new
+        self.input_ids[:, self.uncond_cols] = new
+
+    def result(self) -> list[torch.Tensor]:
+        off = self.packed.target_offsets
+        return [self.tokens[:, off[i] : off[i + 1]] for i in range(len(self.prompts))]
 
 
 @torch.inference_mode()
@@ -105,54 +202,11 @@ def generate_tokens(
     on_step: Callable[[int, int], None] | None = None,
 ) -> list[torch.Tensor]:
     """Run one batch to completion; returns each item's tokens as a [C, T] long tensor."""
-    cfg = model.cfg
-    device = model.codebook_layer_offsets.device
-    mask_id, num_cb = cfg.audio_mask_id, cfg.num_codebooks
-    n = len(prompts)
-    max_len = max(p.length for p in prompts)
-
-    # Rows 0..n-1 conditional, n..2n-1 unconditional (the target alone), padded with MASK ids
-    # that embed as text. Padding never reaches a valid position: its keys are masked out.
-    ids = torch.full((2 * n, num_cb, max_len), mask_id, dtype=torch.long, device=device)
-    audio_mask = torch.zeros((2 * n, max_len), dtype=torch.bool, device=device)
-    attn = torch.zeros((2 * n, 1, max_len, max_len), dtype=torch.bool, device=device)
-    for i, p in enumerate(prompts):
-        c_len, t_len = p.length, p.target_len
-        ids[i, :, :c_len] = p.input_ids.to(device)
-        audio_mask[i, p.audio_start : c_len] = True
-        attn[i, :, :c_len, :c_len] = True
-        ids[n + i, :, :t_len] = p.input_ids[:, c_len - t_len :].to(device)
-        audio_mask[n + i, :t_len] = True
-        attn[n + i, :, :t_len, :t_len] = True
-        # Unconditional padding rows see themselves, so no softmax row is empty.
-        pad = torch.arange(t_len, max_len, device=device)
-        attn[n + i, :, pad, pad] = True
-
-    tokens = [torch.full((1, num_cb, p.target_len), mask_id, dtype=torch.long, device=device) for p in prompts]
-    layer_penalty = torch.arange(num_cb, device=device).view(1, -1, 1)
-    num_steps = max(p.num_step for p in prompts)
-
-    for step in range(num_steps):
-        if all(step >= p.num_step or p.schedule[step] == 0 for p in prompts):
-            continue  # nothing to reveal: the forward pass would change nothing
-        logits = model(ids, audio_mask, attn).to(torch.float32)
-        for i, p in enumerate(prompts):
-            k = p.schedule[step] if step < p.num_step else 0
-            if k <= 0:
-                continue
-            c_len, t_len = p.length, p.target_len
-            pred, scores = _choose(logits[i : i + 1, :, c_len - t_len : c_len], logits[n + i : n + i + 1, :, :t_len], p, mask_id)
-            scores = scores - layer_penalty * p.layer_penalty_factor
-            if p.position_temperature > 0.0:
-                scores = _gumbel(scores, p.position_temperature, p.generator)
-            current = tokens[i]
-            scores.masked_fill_(current != mask_id, -float("inf"))
-            reveal = torch.topk(scores.flatten(), k).indices
-            flat = current.flatten()
-            flat[reveal] = pred.flatten()[reveal]
-            tokens[i] = flat.view_as(current)
-            ids[i, :, c_len - t_len : c_len] = tokens[i][0]
-            ids[n + i, :, :t_len] = tokens[i][0]
+    state = BatchState(model, prompts)
+    for step in range(state.num_steps):
+        if max(state.k[step]) > 0:  # a step that reveals nothing would change nothing
+            tokens, confidence = state.choose(state.forward(), step)
+            state.reveal(tokens, confidence, step)
         if on_step is not None:
-            on_step(step + 1, num_steps)
-    return [t[0] for t in tokens]
+            on_step(step + 1, state.num_steps)
+    return state.result()

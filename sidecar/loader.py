@@ -97,11 +97,10 @@ def load_model(root: Path, device: str, dtype: torch.dtype) -> OmniVoiceModel:
         raise CheckpointError(f"{root / 'model.safetensors'}: missing weights {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}")
     if unexpected:
         log.warning("%s: ignoring %d unexpected weights (%s)", root / "model.safetensors", len(unexpected), ", ".join(unexpected[:3]))
-    shapes = model.state_dict()
-    for name in expected:
-        if tuple(weights[name].shape) != tuple(shapes[name].shape):
+    for name, want in model.state_dict().items():  # module order: the first misfit is named
+        if tuple(weights[name].shape) != tuple(want.shape):
             raise CheckpointError(
-                f"{root / 'model.safetensors'}: {name} has shape {tuple(weights[name].shape)}, config.json implies {tuple(shapes[name].shape)}"
+                f"{root / 'model.safetensors'}: {name} has shape {tuple(weights[name].shape)}, config.json implies {tuple(want.shape)}"
             )
     state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in weights.items() if k in expected}
     model.load_state_dict(state, strict=True, assign=True)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sidecar.attention import varlen_attention
 from sidecar.config import ModelConfig
 
 
@@ -66,6 +67,19 @@ class Attention(nn.Module):
         return self.o_proj(out.transpose(1, 2).reshape(rows, length, -1))
 
 
+    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
+        """x [N, hidden] holding many segments end to end; attention stays inside each segment."""
+        shape = (x.shape[0], -1, self.head_dim)
+        q = self.q_norm(self.q_proj(x).view(shape))
+        k = self.k_norm(self.k_proj(x).view(shape))
+        v = self.v_proj(x).view(shape)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        out = varlen_attention(q, k, v, cu_seqlens, max_seqlen, self.head_dim**-0.5)
+        return self.o_proj(out.reshape(x.shape[0], -1))
+
+
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -89,6 +103,10 @@ class DecoderLayer(nn.Module):
         self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
     ) -> torch.Tensor:
         h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+    def forward_packed(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
+        h = h + self.self_attn.forward_packed(self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -151,3 +169,21 @@ class OmniVoiceModel(nn.Module):
         h = self.llm(h, positions, attention_mask)
         logits = self.audio_heads(h)
         return logits.view(rows, length, self.cfg.num_codebooks, self.cfg.audio_vocab_size).permute(0, 2, 1, 3)
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        positions: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
+        """The packed layout of `sidecar.batch`: input_ids [C, N], audio_mask [N], positions [N].
+        Returns logits [M, C, V] for the M positions in head_index only."""
+        h = self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
+        cos, sin = self.llm.rope(positions, h.dtype)
+        for layer in self.llm.layers:
+            h = layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
+        h = self.llm.norm(h.index_select(0, head_index))
+        return self.audio_heads(h).view(-1, self.cfg.num_codebooks, self.cfg.audio_vocab_size)

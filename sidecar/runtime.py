@@ -41,6 +41,7 @@ StepCallback = Callable[[int, int], None]
 
 MIN_CHUNK_CHARS = 3
 CROSS_FADE_S = 0.3
+CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so successive chunks of one item get distinct seeds
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -58,7 +59,6 @@ class _Item:
     target_len: int
     speed: float | None  # the speed chunks are estimated with (None: 1.0)
     seed: int
-    generator: torch.Generator
 
     @property
     def is_long(self) -> bool:
@@ -170,12 +170,10 @@ class OmniVoice:
             target_len = target_tokens(req.text, ref_text, num_ref, speed=req.speed or 1.0)
             speed = req.speed
         seed = req.seed if req.seed is not None else secrets.randbits(63)
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(seed)
         return _Item(req, req.text, resolve_language(req.language), instruct, ref_text, ref_tokens,
-                     voice.ref_rms if voice is not None else None, target_len, speed, seed, generator)
+                     voice.ref_rms if voice is not None else None, target_len, speed, seed)
 
-    def _prompt(self, item: _Item, text: str, target_len: int, ref_text: str | None, ref_tokens: torch.Tensor | None) -> Prompt:
+    def _prompt(self, item: _Item, text: str, target_len: int, ref_text: str | None, ref_tokens: torch.Tensor | None, chunk: int = 0) -> Prompt:
         """[style | text | reference audio | MASK target] for one item (or one chunk of it)."""
         req = item.request
         style = "<|denoise|>" if req.denoise and ref_tokens is not None else ""
@@ -196,7 +194,7 @@ class OmniVoice:
             layer_penalty_factor=req.layer_penalty_factor,
             position_temperature=req.position_temperature,
             class_temperature=req.class_temperature,
-            generator=item.generator,
+            seed=(item.seed + chunk * CHUNK_SEED_STRIDE) % (1 << 63),  # fresh noise for every chunk
         )
 
     def _generate_chunked(self, items: list[_Item], on_step: StepCallback | None) -> list[list[torch.Tensor]]:
@@ -223,7 +221,7 @@ class OmniVoice:
                     ref_text, ref_tokens = chunks[j][0], results[j][0].cpu()
                 num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
                 target_len = target_tokens(chunks[j][ci], ref_text, num_ref, speed=it.speed or 1.0)
-                prompts.append(self._prompt(it, chunks[j][ci], target_len, ref_text, ref_tokens))
+                prompts.append(self._prompt(it, chunks[j][ci], target_len, ref_text, ref_tokens, chunk=ci))
             for j, t in zip(members, generate_tokens(self.model, prompts, on_step)):
                 results[j].append(t)
         return results
