@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import struct
-from typing import IO, Any, Literal, TypedDict, Union
+import types
+from typing import IO, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import msgpack
 
@@ -92,6 +94,13 @@ class ProtocolError(Exception):
 
 
 # ---------------------------------------------------------------- message types
+#
+# One TypedDict per message. They are the schema too: `validate` checks a decoded frame
+# against its op's TypedDict (exact keys, exact types; bool is never an int) through
+# typing introspection, so a field is declared in exactly one place.
+
+Encoding = Literal["s16le", "f32le"]  # audio: 16-bit PCM or float32, little-endian, mono
+AUDIO_ENCODINGS: tuple[str, ...] = get_args(Encoding)
 
 
 class TokenArray(TypedDict):
@@ -111,7 +120,7 @@ class _ItemBase(TypedDict):
 
 
 class Item(_ItemBase, total=False):
-    """One generation request; the optional keys are GenerationRequest's fields."""
+    """One generation request; every optional key is the GenerationRequest field of that name."""
 
     language: str | None
     instruct: str | None
@@ -164,16 +173,16 @@ class Result(TypedDict):
     batch: int
     id: str
     audio: bytes
-    encoding: str  # "s16le" or "f32le"
+    encoding: Encoding
     sample_rate: int
     seed: int | None
-    tokens: list[TokenArray]
+    tokens: list[TokenArray]  # when the item asked for return_tokens
     timings: dict[str, float]
 
 
 class Error(TypedDict):
     op: Literal["error"]
-    batch: int | None
+    batch: int | None  # None: about the sidecar itself (a failed load, a bad frame)
     id: str | None
     kind: str  # an ErrorKind value
     message: str
@@ -202,7 +211,7 @@ class Generate(TypedDict):
     op: Literal["generate"]
     batch: int
     items: list[Item]
-    encoding: str
+    encoding: Encoding
 
 
 class EncodeVoice(TypedDict):
@@ -210,7 +219,7 @@ class EncodeVoice(TypedDict):
     batch: int
     id: str
     audio: bytes
-    encoding: str
+    encoding: Encoding
     sample_rate: int
     ref_text: str
     preprocess: bool
@@ -226,157 +235,73 @@ class Shutdown(TypedDict):
 
 
 Message = Union[Hello, Progress, Ready, Step, Result, Error, Encoded, Done, Pong, Generate, EncodeVoice, Ping, Shutdown]
-
-AUDIO_ENCODINGS = ("s16le", "f32le")
-
-# ---------------------------------------------------------------- schemas
-#
-# A schema maps each key to (kind, required). Kinds are checked by _check below; "?" marks a
-# kind that may also be None. bool is never accepted where an int or float is meant.
-
-Schema = dict[str, tuple[str, bool]]
-
-ITEM_SCHEMA: Schema = {
-    "id": ("str", True),
-    "text": ("str", True),
-    "language": ("str?", False),
-    "instruct": ("str?", False),
-    "voice": ("voice?", False),
-    "duration": ("float?", False),
-    "speed": ("float?", False),
-    "num_step": ("int", False),
-    "guidance_scale": ("float", False),
-    "t_shift": ("float", False),
-    "layer_penalty_factor": ("float", False),
-    "position_temperature": ("float", False),
-    "class_temperature": ("float", False),
-    "denoise": ("bool", False),
-    "postprocess_output": ("bool", False),
-    "audio_chunk_duration": ("float", False),
-    "audio_chunk_threshold": ("float", False),
-    "seed": ("int?", False),
-    "return_tokens": ("bool", False),
-}
-
-# Item keys that map one to one onto GenerationRequest fields.
-ITEM_OPTIONS = tuple(k for k in ITEM_SCHEMA if k not in ("id", "voice"))
-
-TOKENS_SCHEMA: Schema = {"shape": ("shape", True), "data": ("bytes", True)}
-VOICE_SCHEMA: Schema = {"tokens": ("tokens", True), "ref_text": ("str", True), "ref_rms": ("float?", True)}
-
-SCHEMAS: dict[Op, Schema] = {
-    Op.HELLO: {"pid": ("int", True), "protocol": ("int", True)},
-    Op.PROGRESS: {"stage": ("str", True)},
-    Op.READY: {
-        "device": ("str", True),
-        "model": ("str", True),
-        "engine": ("str", True),
-        "sample_rate": ("int", True),
-        "memory": ("intmap", True),
-    },
-    Op.STEP: {"batch": ("int", True), "step": ("int", True), "of": ("int", True)},
-    Op.RESULT: {
-        "batch": ("int", True),
-        "id": ("str", True),
-        "audio": ("bytes", True),
-        "encoding": ("encoding", True),
-        "sample_rate": ("int", True),
-        "seed": ("int?", True),
-        "tokens": ("tokens[]", True),
-        "timings": ("floatmap", True),
-    },
-    Op.ERROR: {
-        "batch": ("int?", True),
-        "id": ("str?", True),
-        "kind": ("kind", True),
-        "message": ("str", True),
-    },
-    Op.ENCODED: {"batch": ("int", True), "id": ("str", True), "voice": ("voice", True)},
-    Op.DONE: {"batch": ("int", True), "stats": ("floatmap", True)},
-    Op.PONG: {"nonce": ("int", True), "memory": ("intmap", True)},
-    Op.GENERATE: {"batch": ("int", True), "items": ("items", True), "encoding": ("encoding", True)},
-    Op.ENCODE_VOICE: {
-        "batch": ("int", True),
-        "id": ("str", True),
-        "audio": ("bytes", True),
-        "encoding": ("encoding", True),
-        "sample_rate": ("int", True),
-        "ref_text": ("str", True),
-        "preprocess": ("bool", True),
-    },
-    Op.PING: {"nonce": ("int", True)},
-    Op.SHUTDOWN: {},
-}
+MESSAGE_TYPES: dict[Op, Any] = {Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)}
+ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+@functools.lru_cache(maxsize=None)
+def _fields(typed_dict: type) -> tuple[dict[str, Any], frozenset[str]]:
+    return get_type_hints(typed_dict), typed_dict.__required_keys__  # type: ignore[attr-defined]
 
 
-def _is_number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _check(kind: str, value: object, where: str) -> None:
-    """Raise ProtocolError unless value is of the named kind."""
-    if kind.endswith("?"):
-        if value is None:
-            return
-        kind = kind[:-1]
-    ok: bool
-    if kind == "str":
-        ok = isinstance(value, str)
-    elif kind == "int":
-        ok = _is_int(value)
-    elif kind == "float":
-        ok = _is_number(value)
-    elif kind == "bool":
-        ok = isinstance(value, bool)
-    elif kind == "bytes":
-        ok = isinstance(value, bytes)
-    elif kind == "encoding":
-        ok = value in AUDIO_ENCODINGS
-    elif kind == "kind":
-        ok = value in _ERROR_KINDS
-    elif kind == "shape":
-        ok = isinstance(value, list) and len(value) == 2 and all(_is_int(n) and n >= 0 for n in value)
-    elif kind in ("intmap", "floatmap"):
-        test = _is_int if kind == "intmap" else _is_number
-        ok = isinstance(value, dict) and all(isinstance(k, str) and test(v) for k, v in value.items())
-    elif kind == "tokens":
-        _check_map(TOKENS_SCHEMA, value, where)
-        shape, data = value["shape"], value["data"]  # type: ignore[index]
-        ok = len(data) == 2 * shape[0] * shape[1]
-    elif kind == "tokens[]":
+def _check(tp: Any, value: object, where: str) -> None:
+    """Raise ProtocolError unless value is of type tp (a TypedDict, container, union or scalar)."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Literal:
+        ok = value in args
+    elif origin in (Union, types.UnionType):
+        ok = any(_matches(arg, value, where) for arg in args)
+    elif origin is list:
         ok = isinstance(value, list)
         for i, entry in enumerate(value if ok else []):  # type: ignore[arg-type]
-            _check("tokens", entry, f"{where}[{i}]")
-    elif kind == "voice":
-        _check_map(VOICE_SCHEMA, value, where)
+            _check(args[0], entry, f"{where}[{i}]")
+    elif origin is dict:
+        ok = isinstance(value, dict)
+        for key, entry in (value.items() if ok else []):  # type: ignore[union-attr]
+            _check(str, key, f"{where} key")
+            _check(args[1], entry, f"{where}.{key}")
+    elif is_typeddict(tp):
+        _check_map(tp, value, where)
         ok = True
-    elif kind == "items":
-        ok = isinstance(value, list) and len(value) > 0
-        for i, entry in enumerate(value if ok else []):  # type: ignore[arg-type]
-            _check_map(ITEM_SCHEMA, entry, f"{where}[{i}]")
-    else:  # pragma: no cover - a schema typo
-        raise AssertionError(f"unknown kind {kind!r}")
+    elif tp is type(None):
+        ok = value is None
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = type(value) is tp  # str, bytes, bool: no subclasses (msgpack.Timestamp, say)
     if not ok:
-        raise ProtocolError(f"{where}: expected {kind}, got {type(value).__name__}")
+        name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+        raise ProtocolError(f"{where}: expected {name}, got {type(value).__name__}")
 
 
-def _check_map(schema: Schema, value: object, where: str) -> None:
+def _matches(tp: Any, value: object, where: str) -> bool:
+    try:
+        _check(tp, value, where)
+    except ProtocolError:
+        return False
+    return True
+
+
+def _check_map(typed_dict: type, value: object, where: str) -> None:
     if not isinstance(value, dict):
         raise ProtocolError(f"{where}: expected a map, got {type(value).__name__}")
-    unknown = value.keys() - schema.keys()
+    hints, required = _fields(typed_dict)
+    unknown = value.keys() - hints.keys()
     if unknown:
         raise ProtocolError(f"{where}: unknown keys {sorted(map(str, unknown))}")
-    for key, (kind, required) in schema.items():
-        if key in value:
-            _check(kind, value[key], f"{where}.{key}")
-        elif required:
-            raise ProtocolError(f"{where}: missing key {key!r}")
+    missing = required - value.keys()
+    if missing:
+        raise ProtocolError(f"{where}: missing key {sorted(missing)[0]!r}")
+    for key, entry in value.items():
+        _check(hints[key], entry, f"{where}.{key}")
+    if typed_dict is TokenArray:
+        shape, data = value["shape"], value["data"]
+        if len(shape) != 2 or min(shape) < 0 or len(data) != 2 * shape[0] * shape[1]:
+            raise ProtocolError(f"{where}: expected tokens, got shape {shape} with {len(data)} bytes")
 
 
 def validate(obj: object, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> Message:
@@ -386,15 +311,17 @@ def validate(obj: object, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) ->
     """
     if not isinstance(obj, dict):
         raise ProtocolError(f"a frame must hold a map, got {type(obj).__name__}")
-    op_name = obj.get("op")
     try:
-        op = Op(op_name)
+        op = Op(obj.get("op"))
     except ValueError:
-        raise ProtocolError(f"unknown op {op_name!r}") from None
+        raise ProtocolError(f"unknown op {obj.get('op')!r}") from None
     if op not in allowed:
         raise ProtocolError(f"op {op.value!r} is not accepted in this direction")
-    body = {k: v for k, v in obj.items() if k != "op"}
-    _check_map(SCHEMAS[op], body, op.value)
+    _check_map(MESSAGE_TYPES[op], obj, op.value)
+    if op is Op.ERROR and obj["kind"] not in _ERROR_KINDS:
+        raise ProtocolError(f"error.kind: expected kind, got {obj['kind']!r}")
+    if op is Op.GENERATE and not obj["items"]:
+        raise ProtocolError("generate.items: expected items, got an empty list")
     return obj  # type: ignore[return-value]
 
 

@@ -65,14 +65,14 @@ BAD = [
     ({"op": "ping", "nonce": True}, "expected int"),
     ({"op": "ping", "nonce": 1.5}, "expected int"),
     ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
-    ({"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"}, "expected encoding"),
+    ({"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"}, "result.encoding: expected"),
     ({"op": "error", "batch": 1, "id": "a", "kind": "whatever", "message": "m"}, "expected kind"),
     ({"op": "generate", "batch": 1, "encoding": "s16le", "items": []}, "expected items"),
     ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]}, "missing key 'text'"),
     ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a", "text": "x", "bogus": 1}]}, "unknown keys"),
     ({"op": "encoded", "batch": 1, "id": "v", "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0}},
      "expected tokens"),
-    ({"op": "ready", "device": "cpu", "model": "m", "engine": "x", "sample_rate": 1, "memory": {"a": 1.5}}, "expected intmap"),
+    ({"op": "ready", "device": "cpu", "model": "m", "engine": "x", "sample_rate": 1, "memory": {"a": 1.5}}, "memory.a: expected int"),
 ]
 
 
