@@ -112,6 +112,7 @@ class Pool:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         scheduler.wake = self.wake
+        scheduler.capacity = len(self.slots)
 
     def wake(self) -> None:
         self._wakeup.set()
