@@ -23,6 +23,7 @@ import torch
 
 from sidecar.batch import pack, padded_index
 from sidecar.model import OmniVoiceModel
+from sidecar.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
 GUMBEL_EPS = 1e-10
@@ -94,8 +95,9 @@ def gumbel(u: torch.Tensor) -> torch.Tensor:
 class BatchState:
     """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
 
-    def __init__(self, model: OmniVoiceModel, prompts: Sequence[Prompt]) -> None:
+    def __init__(self, model: OmniVoiceModel, prompts: Sequence[Prompt], runner: ModelRunner | None = None) -> None:
         cfg = model.cfg
+        self.forward_packed = runner.forward if runner is not None else model.forward_packed
         device = model.codebook_layer_offsets.device
         self.model, self.prompts, self.mask_id = model, prompts, cfg.audio_mask_id
         packed = pack([(p.input_ids, p.audio_start, p.target_len) for p in prompts])
@@ -134,7 +136,7 @@ class BatchState:
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
-        return self.model.forward_packed(
+        return self.forward_packed(
             self.input_ids, self.audio_mask, self.positions, self.cu_seqlens, self.packed.max_seqlen, self.head_index
         ).float()
 
@@ -200,9 +202,10 @@ def generate_tokens(
     model: OmniVoiceModel,
     prompts: Sequence[Prompt],
     on_step: Callable[[int, int], None] | None = None,
+    runner: ModelRunner | None = None,
 ) -> list[torch.Tensor]:
     """Run one batch to completion; returns each item's tokens as a [C, T] long tensor."""
-    state = BatchState(model, prompts)
+    state = BatchState(model, prompts, runner)
     for step in range(state.num_steps):
         if max(state.k[step]) > 0:  # a step that reveals nothing would change nothing
             tokens, confidence = state.choose(state.forward(), step)

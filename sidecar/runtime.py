@@ -29,6 +29,7 @@ from sidecar.generate import Prompt, generate_tokens
 from sidecar.languages import resolve_language
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
+from sidecar.runner import ModelRunner
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.text import add_punctuation, chunk_char_len, chunk_text, combine_text, contains_cjk, tokenize_text
 from sidecar.voice_design import resolve_instruct
@@ -68,8 +69,9 @@ class _Item:
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
-    def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device) -> None:
+    def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
         self.model = model
+        self.runner = runner
         self.tokenizer = tokenizer
         self.codec = codec
         self.device = device
@@ -91,7 +93,11 @@ class OmniVoice:
         device: str = "cpu",
         dtype: str = "float32",
         on_progress: ProgressCallback | None = None,
+        cuda_graphs: bool = True,
+        compile: bool = False,
     ) -> "OmniVoice":
+        """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
+        (`cuda_graphs`), optionally over a torch.compile'd layer stack (`compile`)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -109,8 +115,13 @@ class OmniVoice:
         model = load_model(root, device, DTYPES[dtype])
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
+        runner = None
+        if torch_device.type == "cuda" and cuda_graphs:
+            report("cuda_graphs")
+            runner = ModelRunner(model, compile=compile)
+            runner.capture()
         log.info("loaded %s on %s (%s)", root, device, dtype)
-        return cls(model, tokenizer, codec, torch_device)
+        return cls(model, tokenizer, codec, torch_device, runner)
 
     # ------------------------------------------------------------------ voices
 
@@ -135,7 +146,7 @@ class OmniVoice:
         short = [i for i, it in enumerate(items) if not it.is_long]
         if short:
             prompts = [self._prompt(items[i], items[i].text, items[i].target_len, items[i].ref_text, items[i].ref_tokens) for i in short]
-            for i, t in zip(short, generate_tokens(self.model, prompts, on_step)):
+            for i, t in zip(short, generate_tokens(self.model, prompts, on_step, self.runner)):
                 tokens[i] = [t]
         long_items = [i for i, it in enumerate(items) if it.is_long]
         for group in ([i for i in long_items if items[i].ref_tokens is not None], [i for i in long_items if items[i].ref_tokens is None]):
@@ -222,7 +233,7 @@ class OmniVoice:
                 num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
                 target_len = target_tokens(chunks[j][ci], ref_text, num_ref, speed=it.speed or 1.0)
                 prompts.append(self._prompt(it, chunks[j][ci], target_len, ref_text, ref_tokens, chunk=ci))
-            for j, t in zip(members, generate_tokens(self.model, prompts, on_step)):
+            for j, t in zip(members, generate_tokens(self.model, prompts, on_step, self.runner)):
                 results[j].append(t)
         return results
 

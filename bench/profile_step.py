@@ -1,0 +1,73 @@
+"""Where one denoising step's time goes: forward, scoring, reveal, for a batch of auto-voice items.
+
+    python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sidecar.generate import BatchState  # noqa: E402
+from sidecar.request import GenerationRequest  # noqa: E402
+from sidecar.runtime import OmniVoice  # noqa: E402
+
+TEXT = (
+    "Every morning the baker rose before the sun, lit the old stone oven, and waited for the "
+    "smell of fresh bread to drift through the narrow streets of the sleeping town."
+)
+
+
+def timeit(fn, sync, repeats: int = 20) -> float:
+    fn()
+    sync()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / repeats
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkpoint")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
+    args = ap.parse_args()
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    params = model.model.cfg.num_parameters + model.model.cfg.hidden_size * model.model.cfg.num_codebooks * model.model.cfg.audio_vocab_size
+    out = []
+    for b in args.batch:
+        items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
+        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        with torch.inference_mode():
+            state = BatchState(model.model, prompts)
+            fwd = timeit(state.forward, sync)
+            logits = state.forward()
+            choose = timeit(lambda: state.choose(logits, 0), sync)
+            tokens, conf = state.choose(logits, 0)
+            reveal = timeit(lambda: state.reveal(tokens, conf, 0), sync)
+        n = state.packed.num_tokens
+        lens = state.packed.segment_lens
+        cfg = model.model.cfg
+        flops = 2 * n * cfg.num_parameters + sum(4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * l * l for l in lens)
+        flops += 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
+        row = {"batch": b, "tokens": n, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
+               "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1)}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    del params
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
