@@ -41,8 +41,10 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
+    ap.add_argument("--compile", action="store_true", help="torch.compile the layer stack before graph capture")
+    ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
     args = ap.parse_args()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype)
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile=args.compile)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     params = model.model.cfg.num_parameters + model.model.cfg.hidden_size * model.model.cfg.num_codebooks * model.model.cfg.audio_vocab_size
     out = []
@@ -50,7 +52,7 @@ def main() -> int:
         items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
-            state = BatchState(model.model, prompts)
+            state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.forward, sync)
             logits = state.forward()
             choose = timeit(lambda: state.choose(logits, 0), sync)
@@ -63,6 +65,9 @@ def main() -> int:
         flops += 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
         row = {"batch": b, "tokens": n, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
                "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1)}
+        if model.runner is not None:
+            row["graph_hits"], row["graph_misses"] = model.runner.stats.graph_hits, model.runner.stats.graph_misses
+            row["capture_s"] = model.runner.stats.capture_s
         print(json.dumps(row), flush=True)
         out.append(row)
     del params

@@ -55,10 +55,12 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the layer stack before graph capture")
+    ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype)
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile=args.compile)
     load_s = time.perf_counter() - t0
     out: dict[str, object] = {"device": args.device, "dtype": args.dtype, "load_s": round(load_s, 2)}
     if args.device.startswith("cuda"):
@@ -89,6 +91,11 @@ def main() -> int:
     if args.device.startswith("cuda"):
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
+    if model.runner is not None:
+        out["graph_hits"], out["graph_misses"] = model.runner.stats.graph_hits, model.runner.stats.graph_misses
+        out["capture_s"] = model.runner.stats.capture_s
+        out["padding_waste"] = round(1 - model.runner.stats.real_tokens / max(1, model.runner.stats.padded_tokens), 3)
+    out["compile"], out["graphs"] = args.compile, not args.no_graphs
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:
