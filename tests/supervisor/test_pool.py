@@ -102,8 +102,9 @@ def test_backoff_grows_between_respawns(monkeypatch: pytest.MonkeyPatch) -> None
     async def scenario() -> None:
         settings = fast_settings(None, backoff_initial_s=0.3, max_restarts=3)
         async with running_pool(settings, wait_ready=False) as pool:
-            seen = 0
+            seen, deadline = 0, time.monotonic() + 30
             while pool.slots[0].public_state != "failed":
+                assert time.monotonic() < deadline, "the device was never marked failed"
                 if len(pool.slots[0].pids) > seen:
                     seen = len(pool.slots[0].pids)
                     starts.append(time.monotonic())
