@@ -1,8 +1,8 @@
 """`ModelRunner`: the packed forward pass on a device, replayed from CUDA graphs where it can be.
 
 A packed batch is padded up to the smallest *bucket* (a token count) that holds it: the padding
-tokens form one extra segment of their own and the segment table is filled up with empty
-segments, so every bucket has fixed tensor shapes. On a GPU one CUDA graph per bucket is
+tokens belong to no segment and the segment table is filled up with empty segments, so every
+bucket has fixed tensor shapes. On a GPU one CUDA graph per bucket is
 captured when the sidecar starts (largest first, sharing one memory pool), and a forward pass
 is then a copy into the bucket's static inputs and one replay. A batch that fits no bucket (too
 many tokens or segments, or one segment longer than the attention cap) runs eagerly: an
@@ -26,8 +26,8 @@ from sidecar.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUCKETS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
-MAX_SEGMENTS = 2 * 64 + 1  # both rows of 64 items, plus the padding segment
+DEFAULT_BUCKETS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536)
+MAX_SEGMENTS = 2 * 64  # both rows of up to 64 items
 MAX_SEGMENT_LEN = 4096  # attention grid size baked into a graph; longer segments run eagerly
 
 
@@ -85,17 +85,22 @@ class ModelRunner:
         return _Bucket(n, inputs)
 
     def bucket_for(self, num_tokens: int, num_segments: int, max_seqlen: int) -> _Bucket | None:
-        """The smallest bucket that holds the batch with its padding segment, if any does."""
-        if num_segments + 1 > self.max_segments or max_seqlen > self.max_segment_len:
+        """The smallest bucket that holds the batch, if any does."""
+        if num_segments > self.max_segments:
             return None
         for n, bucket in self.buckets.items():
-            if n >= num_tokens:
+            if n >= num_tokens and max_seqlen <= self.segment_cap(n):
                 return bucket
         return None
 
+    def segment_cap(self, bucket_tokens: int) -> int:
+        """Longest segment a bucket's graph attends over: it sizes the attention launch grid."""
+        return min(bucket_tokens, self.max_segment_len)
+
     def _run(self, bucket: _Bucket) -> torch.Tensor:
         i = bucket.inputs
-        return self.forward_fn(i["input_ids"], i["audio_mask"], i["positions"], i["cu_seqlens"], self.max_segment_len, i["head_index"])
+        cap = self.segment_cap(bucket.num_tokens)
+        return self.forward_fn(i["input_ids"], i["audio_mask"], i["positions"], i["cu_seqlens"], cap, i["head_index"])
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -129,13 +134,14 @@ class ModelRunner:
         i["input_ids"][:, :n].copy_(input_ids)
         i["audio_mask"][:n].copy_(audio_mask)
         i["positions"][:n].copy_(positions)
-        # Padding is one segment of its own (text ids 0, positions from 0): real tokens never
-        # attend to it, and its rows are never read.
+        # Padding tokens belong to no segment: attention never computes them (an extra segment
+        # would cost a full attention of its own), and every other layer works row by row, so
+        # whatever they hold stays in their rows, which are never read.
         i["input_ids"][:, n:].fill_(0)
         i["audio_mask"][n:].fill_(False)
-        i["positions"][n:].copy_(torch.arange(bucket.num_tokens - n, device=self.device))
+        i["positions"][n:].fill_(0)
         i["cu_seqlens"][: num_segments + 1].copy_(cu_seqlens)
-        i["cu_seqlens"][num_segments + 1 :].fill_(bucket.num_tokens)
+        i["cu_seqlens"][num_segments + 1 :].fill_(n)
         i["head_index"][: head_index.numel()].copy_(head_index)
 
     def forward(

@@ -34,10 +34,11 @@ def batch_of(lengths: list[tuple[int, int, int]]):
 
 @pytest.mark.parametrize(
     "tokens,segments,longest,expected",
-    [(100, 2, 60, 128), (128, 2, 60, 128), (129, 2, 60, 256), (1000, 2, 60, None), (100, 9, 60, None), (100, 2, 200, None)],
+    [(100, 2, 60, 128), (128, 2, 60, 128), (129, 2, 60, 256), (1000, 2, 60, None), (100, 10, 60, None),
+     (100, 2, 129, 256), (100, 2, 200, 256), (100, 2, 257, None)],
 )
 def test_bucket_choice(model: OmniVoiceModel, tokens: int, segments: int, longest: int, expected: int | None) -> None:
-    runner = ModelRunner(model, buckets=(128, 256, 512), max_segments=9, max_segment_len=128, use_graphs=False)
+    runner = ModelRunner(model, buckets=(128, 256, 512), max_segments=9, max_segment_len=256, use_graphs=False)
     bucket = runner.bucket_for(tokens, segments, longest)
     assert (bucket.num_tokens if bucket else None) == expected
 
@@ -52,7 +53,7 @@ def test_padded_bucket_gives_the_same_logits(model: OmniVoiceModel) -> None:
         assert bucket is not None
         runner.stage(bucket, *args, batch.head_index)
         got = runner._run(bucket)[: batch.head_index.numel()]
-    assert bucket.inputs["cu_seqlens"].tolist()[: len(batch.segment_lens) + 2] == batch.cu_seqlens.tolist() + [256]
+    assert bucket.inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [batch.num_tokens] * (12 - len(batch.segment_lens))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
