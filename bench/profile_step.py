@@ -41,10 +41,10 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
-    ap.add_argument("--compile", action="store_true", help="torch.compile the layer stack before graph capture")
+    ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the layer stack before graph capture")
     ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
     args = ap.parse_args()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile=args.compile)
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     params = model.model.cfg.num_parameters + model.model.cfg.hidden_size * model.model.cfg.num_codebooks * model.model.cfg.audio_vocab_size
     out = []

@@ -55,12 +55,12 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--compile", action="store_true", help="torch.compile the layer stack before graph capture")
+    ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the layer stack before graph capture")
     ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile=args.compile)
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
     load_s = time.perf_counter() - t0
     out: dict[str, object] = {"device": args.device, "dtype": args.dtype, "load_s": round(load_s, 2)}
     if args.device.startswith("cuda"):

@@ -170,7 +170,7 @@ class OmniVoiceModel(nn.Module):
         logits = self.audio_heads(h)
         return logits.view(rows, length, self.cfg.num_codebooks, self.cfg.audio_vocab_size).permute(0, 2, 1, 3)
 
-    def forward_packed(
+    def hidden_packed(
         self,
         input_ids: torch.Tensor,
         audio_mask: torch.Tensor,
@@ -180,10 +180,25 @@ class OmniVoiceModel(nn.Module):
         head_index: torch.Tensor,
     ) -> torch.Tensor:
         """The packed layout of `sidecar.batch`: input_ids [C, N], audio_mask [N], positions [N].
-        Returns logits [M, C, V] for the M positions in head_index only."""
+        Returns the final hidden states [M, hidden] of the M positions in head_index."""
         h = self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
         cos, sin = self.llm.rope(positions, h.dtype)
         for layer in self.llm.layers:
             h = layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
-        h = self.llm.norm(h.index_select(0, head_index))
-        return self.audio_heads(h).view(-1, self.cfg.num_codebooks, self.cfg.audio_vocab_size)
+        return self.llm.norm(h.index_select(0, head_index))
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Audio logits [M, C, V] from hidden states [M, hidden]."""
+        return self.audio_heads(hidden).view(-1, self.cfg.num_codebooks, self.cfg.audio_vocab_size)
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        positions: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logits [M, C, V] for the M positions in head_index only (see `hidden_packed`)."""
+        return self.head(self.hidden_packed(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index))

@@ -94,10 +94,11 @@ class OmniVoice:
         dtype: str = "float32",
         on_progress: ProgressCallback | None = None,
         cuda_graphs: bool = True,
-        compile: bool = False,
+        compile: bool | None = None,
     ) -> "OmniVoice":
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
-        (`cuda_graphs`), optionally over a torch.compile'd layer stack (`compile`)."""
+        (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
+        half precision, where it doubles the forward pass's speed, off elsewhere)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -118,6 +119,8 @@ class OmniVoice:
         runner = None
         if torch_device.type == "cuda" and cuda_graphs:
             report("cuda_graphs")
+            if compile is None:
+                compile = dtype in ("bfloat16", "float16")
             runner = ModelRunner(model, compile=compile)
             runner.capture()
         log.info("loaded %s on %s (%s)", root, device, dtype)
