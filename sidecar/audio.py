@@ -87,6 +87,23 @@ class _Pcm:
         ssq = float(self._cumsq[real_end] - self._cumsq[s])
         return int(math.sqrt(ssq / float(total)))
 
+    def window_rms(self, starts_ms: np.ndarray, width_ms: int) -> np.ndarray:
+        """`rms(s, s + width_ms)` for many window starts at once, with the same arithmetic."""
+        length_ms = len(self)
+        ratio = self.rate / 1000.0
+        # int(min(ms, length) * ratio), as _frame does, for whole-millisecond starts.
+        s = np.trunc(np.minimum(starts_ms, length_ms) * ratio).astype(np.int64)
+        e = np.trunc(np.minimum(starts_ms + width_ms, length_ms) * ratio).astype(np.int64)
+        real_end = np.maximum(s, np.minimum(e, len(self.samples)))
+        total = np.where(real_end > s, e - s, 0)
+        if self._cumsq is None:
+            sq = self.samples.astype(np.int64) ** 2
+            self._cumsq = np.concatenate([np.zeros(1, np.int64), np.cumsum(sq)])
+        ssq = (self._cumsq[real_end] - self._cumsq[s]).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rms = np.floor(np.sqrt(ssq / total.astype(np.float64)))
+        return np.where(total > 0, rms, 0).astype(np.int64)
+
     def reversed(self) -> _Pcm:
         return _Pcm(self.samples[::-1].copy(), self.rate)
 
@@ -106,7 +123,7 @@ def _detect_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms:
     starts = list(range(0, last_start + 1, seek_ms))
     if last_start % seek_ms:
         starts.append(last_start)  # pydub makes sure the tail is examined too
-    silent_starts = [i for i in starts if pcm.rms(i, i + min_silence_ms) <= thresh]
+    silent_starts = [int(i) for i in np.asarray(starts)[pcm.window_rms(np.asarray(starts), min_silence_ms) <= thresh]]
     if not silent_starts:
         return []
 
