@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,14 @@ _SKIPPED_KEYS = frozenset({"semantic_model.masked_spec_embed"})
 # torch may use them for HuBERT's positional convolution.
 _LEGACY_WEIGHT_NORM = {".weight_g": ".parametrizations.weight.original0",
                        ".weight_v": ".parametrizations.weight.original1"}
+
+
+# Measured on the decoder (tests/sidecar/test_codec.py keeps it true): frames appended after an
+# item change its last ~7 frames of audio, and ~8 frames of left context make a decode of a
+# window equal to the full decode. Both margins are doubled.
+TAIL_FRAMES = 16
+TAIL_CONTEXT_FRAMES = 16
+DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 
 
 @dataclass(frozen=True)
@@ -349,6 +357,48 @@ class Codec(nn.Module):
         latent = self.fc2(self.quantizer.decode(codes.to(device=self.device, dtype=torch.long)))
         audio = self.acoustic_decoder(latent.transpose(1, 2))
         return audio.to(self.io_dtype)
+
+
+    @torch.inference_mode()
+    def decode_many(self, codes: Sequence[torch.Tensor], max_frames: int = DECODE_FRAMES_PER_CALL) -> list[torch.Tensor]:
+        """Decode items of any lengths ([num_codebooks, T_i] each) in few batched calls.
+
+        Items are sorted by length and decoded together, padded to the longest of their group.
+        The decoder's convolutions let padding change the last ~7 frames of a shorter item, so
+        those items' tails are decoded again, batched, from windows ending at their true end with
+        enough left context to be exact; the result equals decoding each item on its own (to
+        float32 rounding, ~1e-6). Returns 1-D audio tensors of hop_length * T_i samples.
+        """
+        out: list[torch.Tensor | None] = [None] * len(codes)
+        order = sorted(range(len(codes)), key=lambda i: codes[i].shape[-1])
+        groups: list[list[int]] = [[]]
+        for i in order:
+            frames = codes[i].shape[-1]
+            if groups[-1] and frames * (len(groups[-1]) + 1) > max_frames:
+                groups.append([])
+            groups[-1].append(i)
+        window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
+        hop = self.hop_length
+        for group in groups:
+            t_max = codes[group[-1]].shape[-1]
+            batch = torch.zeros((len(group), self.num_codebooks, t_max), dtype=torch.long, device=self.device)
+            for row, i in enumerate(group):
+                batch[row, :, : codes[i].shape[-1]] = codes[i]
+            audio = self.decode(batch)[:, 0]
+            for row, i in enumerate(group):
+                out[i] = audio[row, : codes[i].shape[-1] * hop]
+            shorter = [i for i in group if codes[i].shape[-1] < t_max]
+            for i in [i for i in shorter if codes[i].shape[-1] <= window]:
+                out[i] = self.decode(codes[i].unsqueeze(0))[0, 0]  # short enough to decode whole
+            tails = [i for i in shorter if codes[i].shape[-1] > window]
+            if tails:
+                tail_audio = self.decode(torch.stack([codes[i][:, -window:] for i in tails]).to(self.device))[:, 0]
+                for row, i in enumerate(tails):
+                    t = codes[i].shape[-1]
+                    fixed = out[i].clone()
+                    fixed[(t - TAIL_FRAMES) * hop :] = tail_audio[row, TAIL_CONTEXT_FRAMES * hop :]
+                    out[i] = fixed
+        return [a for a in out if a is not None]
 
 
 def read_codec_config(audio_tokenizer_dir: Path) -> CodecConfig:

@@ -156,7 +156,9 @@ class OmniVoice:
             if group:
                 for i, chunks in zip(group, self._generate_chunked([items[i] for i in group], on_step)):
                     tokens[i] = chunks
-        return [self._finish(it, toks) for it, toks in zip(items, tokens)]
+        flat = [t for toks in tokens for t in toks]
+        decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many([t.to(self.device) for t in flat]))
+        return [self._finish(it, toks, [next(decoded) for _ in toks]) for it, toks in zip(items, tokens)]
 
     def _normalise(self, req: GenerationRequest) -> _Item:
         if not req.text or not req.text.strip():
@@ -240,11 +242,9 @@ class OmniVoice:
                 results[j].append(t)
         return results
 
-    def _finish(self, item: _Item, tokens: list[torch.Tensor]) -> GenerationResult:
-        """Decode, join chunks, and post-process as the reference does."""
+    def _finish(self, item: _Item, tokens: list[torch.Tensor], pieces: list[np.ndarray]) -> GenerationResult:
+        """Join decoded chunks and post-process as the reference does."""
         sr = self.sample_rate
-        with torch.inference_mode():
-            pieces = [self.codec.decode(t.to(self.device).unsqueeze(0))[0, 0].float().cpu().numpy() for t in tokens]
         wav = pieces[0] if not item.is_long else audio_ops.cross_fade_chunks(pieces, sr, CROSS_FADE_S)
         if item.request.postprocess_output:
             wav = audio_ops.remove_silence(wav, sr, *OUTPUT_SILENCE_MS)

@@ -249,3 +249,40 @@ def test_matches_transformers_higgs_with_live_codebooks(checkpoint_dir: Path, fi
         assert r["equal"], key
         assert r["distinct"] > 50, key  # the comparison exercised many codes
         assert r["decode_err"] <= 1e-5 * max(1.0, r["peak"]), key
+
+
+@pytest.fixture(scope="module")
+def live_codec(checkpoint_dir: Path) -> Codec:
+    """The fixture codec with random codebooks: its own are zeros, so its audio ignores the codes."""
+    c = load_codec(checkpoint_dir / "audio_tokenizer")
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for q in c.quantizer.quantizers:
+            q.codebook.embed.copy_(torch.randn(q.codebook.embed.shape, generator=gen))
+    return c
+
+
+def test_padding_changes_only_the_last_frames(live_codec: Codec) -> None:
+    """Keeps TAIL_FRAMES / TAIL_CONTEXT_FRAMES honest: what padding reaches, and what context fixes."""
+    from sidecar.codec import TAIL_CONTEXT_FRAMES, TAIL_FRAMES
+
+    codes = torch.randint(0, 1024, (1, 8, 120), generator=torch.Generator().manual_seed(1))
+    hop = live_codec.hop_length
+    alone = live_codec.decode(codes)[0, 0]
+    padded = live_codec.decode(torch.cat([codes, torch.randint(0, 1024, (1, 8, 40))], dim=2))[0, 0, : 120 * hop]
+    changed = torch.nonzero((alone - padded).abs() > 1e-4)
+    assert changed.numel() > 0, "appending frames changed nothing: the test lost its power"
+    assert int(changed.min()) >= (120 - TAIL_FRAMES) * hop
+    window = live_codec.decode(codes[:, :, -(TAIL_FRAMES + TAIL_CONTEXT_FRAMES) :])[0, 0, TAIL_CONTEXT_FRAMES * hop :]
+    torch.testing.assert_close(window, alone[(120 - TAIL_FRAMES) * hop :], atol=1e-4, rtol=0)
+
+
+def test_decode_many_equals_decoding_one_by_one(live_codec: Codec) -> None:
+    gen = torch.Generator().manual_seed(2)
+    lengths = [50, 7, 120, 33, 120, 64, 31, 90]
+    codes = [torch.randint(0, 1024, (8, t), generator=gen) for t in lengths]
+    together = live_codec.decode_many(codes, max_frames=400)  # forces several groups
+    for c, got in zip(codes, together):
+        want = live_codec.decode(c.unsqueeze(0))[0, 0]
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
