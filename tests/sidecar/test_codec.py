@@ -270,11 +270,11 @@ def test_padding_changes_only_the_last_frames(live_codec: Codec) -> None:
     hop = live_codec.hop_length
     alone = live_codec.decode(codes)[0, 0]
     padded = live_codec.decode(torch.cat([codes, torch.randint(0, 1024, (1, 8, 40))], dim=2))[0, 0, : 120 * hop]
-    changed = torch.nonzero((alone - padded).abs() > 1e-4)
+    changed = torch.nonzero((alone - padded).abs() > 1e-6)
     assert changed.numel() > 0, "appending frames changed nothing: the test lost its power"
     assert int(changed.min()) >= (120 - TAIL_FRAMES) * hop
     window = live_codec.decode(codes[:, :, -(TAIL_FRAMES + TAIL_CONTEXT_FRAMES) :])[0, 0, TAIL_CONTEXT_FRAMES * hop :]
-    torch.testing.assert_close(window, alone[(120 - TAIL_FRAMES) * hop :], atol=1e-4, rtol=0)
+    torch.testing.assert_close(window, alone[(120 - TAIL_FRAMES) * hop :], atol=1e-6, rtol=0)
 
 
 def test_decode_many_equals_decoding_one_by_one(live_codec: Codec) -> None:
@@ -285,4 +285,4 @@ def test_decode_many_equals_decoding_one_by_one(live_codec: Codec) -> None:
     for c, got in zip(codes, together):
         want = live_codec.decode(c.unsqueeze(0))[0, 0]
         assert got.shape == want.shape
-        torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)  # audio peaks near 0.13 here
