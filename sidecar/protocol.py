@@ -19,7 +19,7 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
 
     sidecar -> supervisor           supervisor -> sidecar
     hello     (first, pre-import)   generate      (batch, items)
-    progress  (load stage)          encode_voice  (batch, reference audio)
+    progress  (load stage)          encode_voice  (batch, PCM or a file)
     ready     (loaded and warm)     ping          (nonce)
     step      (per denoising step)  shutdown
     result    (one per item)
@@ -101,6 +101,9 @@ class ProtocolError(Exception):
 
 Encoding = Literal["s16le", "f32le"]  # audio: 16-bit PCM or float32, little-endian, mono
 AUDIO_ENCODINGS: tuple[str, ...] = get_args(Encoding)
+# A reference clip to encode may also come as a whole audio file ("file": WAV, FLAC, MP3 or
+# OGG bytes as uploaded), so that untrusted files are only ever parsed in a sidecar.
+UploadEncoding = Literal["s16le", "f32le", "file"]
 
 
 class TokenArray(TypedDict):
@@ -214,15 +217,19 @@ class Generate(TypedDict):
     encoding: Encoding
 
 
-class EncodeVoice(TypedDict):
+class _EncodeVoiceBase(TypedDict):
     op: Literal["encode_voice"]
     batch: int
     id: str
     audio: bytes
-    encoding: Encoding
-    sample_rate: int
+    encoding: UploadEncoding
+    sample_rate: int  # of PCM audio; ignored for "file", which says its own
     ref_text: str
     preprocess: bool
+
+
+class EncodeVoice(_EncodeVoiceBase, total=False):
+    max_duration_s: float  # refuse a clip longer than this once decoded (invalid_input)
 
 
 class Ping(TypedDict):

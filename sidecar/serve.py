@@ -23,7 +23,7 @@ from typing import IO
 import numpy as np
 
 from sidecar import engines
-from sidecar.errors import CheckpointError, InvalidInput
+from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput
 from sidecar.faults import Fault, Faults
 from sidecar.protocol import (
     ITEM_OPTIONS,
@@ -111,6 +111,28 @@ def audio_from_wire(data: bytes, encoding: str) -> np.ndarray:
     if encoding == "f32le":
         return np.frombuffer(data, dtype="<f4").astype(np.float32)
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def decode_reference(message: EncodeVoice) -> tuple[np.ndarray, int]:
+    """The reference clip of an encode_voice frame as float32 samples and their rate.
+
+    A whole file is decoded here, in the sidecar, so that parsing untrusted uploads can only
+    ever crash a process the supervisor replaces. InvalidAudio when it cannot be decoded or is
+    longer than the frame allows.
+    """
+    if message["encoding"] == "file":
+        from sidecar.audio import read_audio  # soundfile: only sidecars that encode voices need it
+
+        audio, sample_rate = read_audio(message["audio"])
+    else:
+        audio, sample_rate = audio_from_wire(message["audio"], message["encoding"]), message["sample_rate"]
+    if sample_rate <= 0:
+        raise InvalidAudio(f"reference audio has an invalid sample rate ({sample_rate})")
+    limit = message.get("max_duration_s")
+    seconds = len(audio) / sample_rate
+    if limit and seconds > limit:
+        raise InvalidAudio(f"reference audio is {seconds:.1f} s long; at most {limit:g} s is accepted (3-10 s works best)")
+    return audio, sample_rate
 
 
 class Sidecar:
@@ -204,8 +226,8 @@ class Sidecar:
         batch, item_id = message["batch"], message["id"]
         assert self.engine is not None
         try:
-            audio = audio_from_wire(message["audio"], message["encoding"])
-            prompt = self.engine.encode_voice(audio, message["sample_rate"], message["ref_text"], message["preprocess"])
+            audio, sample_rate = decode_reference(message)
+            prompt = self.engine.encode_voice(audio, sample_rate, message["ref_text"], message["preprocess"])
         except Exception as exc:
             self.fail_items(batch, [item_id], exc)
         else:

@@ -1,7 +1,9 @@
 """create_app(settings): the route table, the middleware order, and the lifespan running the pool.
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
-it has one); authentication comes next; then the routes.
+it has one); request metrics come next, so that they count refusals too; then authentication;
+then the routes. Each route has its own body limit: a JSON body fits in a few kilobytes per
+character allowed, an upload in --max-upload-mb and a little for the form around it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -17,23 +20,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from supervisor import gpu
-from supervisor.api import Services, ops, speech
+from supervisor import gpu, metrics
+from supervisor.api import Services, ops, speech, voices
 from supervisor.auth import BearerAuth
-from supervisor.errors import InvalidRequest, ServerError
+from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
+from supervisor.voice_store import PromptCache, VoiceStore
 
 log = logging.getLogger("omnivoice.app")
 
 
 async def render_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, HTTPException):
-        error: ServerError = InvalidRequest(exc.detail)
-        error.status = exc.status_code
-        error.code = None
+        error: ServerError = from_http_status(exc.status_code, exc.detail)
     elif isinstance(exc, ServerError):
         error = exc
     else:
@@ -48,7 +50,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         found = devices if devices is not None else gpu.discover(settings.devices)
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
-        app.state.services = Services(settings, scheduler, pool)
+        store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
+        app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
+        collector = metrics.watch(pool)
         if not settings.api_keys:
             log.warning("no --api-key given: every route is open to anyone who can reach %s:%d", settings.host, settings.port)
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
@@ -57,15 +61,28 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             yield
         finally:
             await pool.stop(settings.drain_s)
+            metrics.unwatch(collector)
 
+    json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
+    upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024
     routes = [
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
-        Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+        Route("/metrics", ops.prometheus, methods=["GET"]),
+        Route("/openapi.json", ops.openapi_json, methods=["GET"]),
+        Route("/v1/models", ops.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
+        Route("/v1/audio/speech", speech.speech, methods=["POST"], max_body_size=json_limit),
+        Route("/v1/audio/design", voices.design, methods=["POST"], max_body_size=json_limit),
+        Route("/v1/audio/clone", voices.clone, methods=["POST"], max_body_size=upload_limit + json_limit),
+        Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
+        Route("/v1/audio/voices", voices.create_voice, methods=["POST"], max_body_size=upload_limit),
+        Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
+        Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(BearerAuth, keys=settings.api_keys)],
+        middleware=[Middleware(metrics.RequestMetrics, routes=routes), Middleware(BearerAuth, keys=settings.api_keys)],
         exception_handlers={ServerError: render_error, HTTPException: render_error, Exception: render_error},
         lifespan=lifespan,
     )

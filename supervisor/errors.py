@@ -2,6 +2,11 @@
 
     ServerError                 500 server_error        something failed on our side
     ├── InvalidRequest          400 invalid_request_error   the request itself is wrong
+    │   ├── NotFound            404                     no such voice, model or route
+    │   ├── Conflict            409                     a voice by that name exists already
+    │   ├── PayloadTooLarge     413                     the body or an upload is over its limit
+    │   ├── UnsupportedMedia    415                     a body or upload of a type we do not take
+    │   └── Unprocessable       422                     well-formed, but the audio cannot be used
     ├── Unauthorized            401 invalid_request_error   missing or unknown API key
     ├── Overloaded              429 rate_limit_error    the admission queue is full (Retry-After)
     ├── Unavailable             503 server_error        starting, draining, or no device left (Retry-After)
@@ -10,7 +15,9 @@
         └── PoisonRequest       500                     the request crashed a sidecar by itself; never retried
 
 Every request ends with a result or one of these; `to_body` renders the OpenAI shape
-{"error": {"message", "type", "param", "code"}}.
+{"error": {"message", "type", "param", "code"}}. `headers` adds Retry-After where there is one,
+and `x-should-retry: false` where a retry cannot help but the official client would retry
+(it retries 409 and every 5xx).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ class ServerError(Exception):
     status = 500
     type = "server_error"
     code: str | None = "internal_error"
+    retryable: bool | None = None  # None: leave it to the client's own rules
 
     def __init__(self, message: str, *, param: str | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -36,9 +44,12 @@ class ServerError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def headers(self) -> dict[str, str]:
-        if self.retry_after_s is None:
-            return {}
-        return {"Retry-After": str(max(1, math.ceil(self.retry_after_s)))}
+        headers = {}
+        if self.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
+        if self.retryable is not None:
+            headers["x-should-retry"] = "true" if self.retryable else "false"
+        return headers
 
 
 class InvalidRequest(ServerError):
@@ -47,6 +58,42 @@ class InvalidRequest(ServerError):
     status = 400
     type = "invalid_request_error"
     code = "invalid_request"
+
+
+class NotFound(InvalidRequest):
+    """The path names a voice, model or route that does not exist."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(InvalidRequest):
+    """The resource exists already (a voice name is taken)."""
+
+    status = 409
+    code = "conflict"
+    retryable = False
+
+
+class PayloadTooLarge(InvalidRequest):
+    """The request body, or an uploaded file, is larger than the server accepts."""
+
+    status = 413
+    code = "request_too_large"
+
+
+class UnsupportedMedia(InvalidRequest):
+    """A body or an uploaded file in a format this route does not take."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class Unprocessable(InvalidRequest):
+    """Well-formed, but unusable: reference audio that cannot be decoded, is silent, or too long."""
+
+    status = 422
+    code = "unprocessable_audio"
 
 
 class Unauthorized(ServerError):
@@ -88,6 +135,17 @@ class PoisonRequest(TaskFailed):
     """The request was in two killed batches, then killed a sidecar running it alone."""
 
     code = "request_crashed_sidecar"
+    retryable = False
+
+
+def from_http_status(status: int, detail: str) -> ServerError:
+    """Starlette's own HTTPExceptions (no route, wrong method, body over the limit) in our shape."""
+    by_status: dict[int, type[ServerError]] = {404: NotFound, 413: PayloadTooLarge, 415: UnsupportedMedia}
+    error = by_status.get(status, InvalidRequest)(detail)
+    if status not in by_status:
+        error.status = status
+        error.code = None
+    return error
 
 
 def from_error_frame(kind: str, message: str) -> ServerError:

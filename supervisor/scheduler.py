@@ -1,8 +1,10 @@
 """Admission, batching, and what happens to the tasks of a killed batch. Never touches a process.
 
-A request becomes tasks (one per request for now; the chunker will make more). Admission is a
-bounded queue measured in seconds of estimated audio; beyond it the request is refused with
-Overloaded and a Retry-After computed from measured throughput. Interactive tasks go before
+A request becomes tasks (one per chunk of its text). Admission is a bounded queue measured in
+seconds of estimated audio; beyond it the request is refused with Overloaded and a Retry-After
+computed from measured throughput. A request whose later chunks can only be submitted once an
+earlier one is done (continuity prompts) reserves its whole estimate up front, so it is
+admitted or refused once, and counts as unfinished work (for the drain) until it lets go. Interactive tasks go before
 bulk ones. The pool asks `next_batch` for work whenever a sidecar can take some: tasks are
 packed up to a batch-size cap and a token budget; when the sidecar is busy, a batch is only
 handed out ahead of time once it is full, or once its oldest task has waited
@@ -27,6 +29,7 @@ from typing import Any
 
 from sidecar.duration import FRAME_RATE, target_tokens
 from sidecar.protocol import Item
+from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
 
@@ -89,6 +92,27 @@ class Batch:
         return {"op": "generate", "batch": self.id, "items": [t.payload for t in self.tasks], "encoding": "s16le"}
 
 
+class Reservation:
+    """Admitted audio seconds held for tasks a request will submit later (`Scheduler.reserve`)."""
+
+    def __init__(self, scheduler: Scheduler, audio_s: float) -> None:
+        self.scheduler = scheduler
+        self.remaining_s = audio_s
+        self.open = True
+
+    def take(self, audio_s: float) -> float:
+        """Move up to audio_s of the reservation onto a task; returns how much of it was covered."""
+        covered = min(self.remaining_s, audio_s)
+        self.remaining_s -= covered
+        return covered
+
+    def release(self) -> None:
+        """Give back what no task took; the request will submit nothing more. Idempotent."""
+        if self.open:
+            self.open = False
+            self.scheduler._release(self)
+
+
 def estimate(item: Item) -> tuple[float, int]:
     """(seconds of audio, tokens of work) for one item, from the reference duration rule."""
     text = item["text"]
@@ -112,6 +136,7 @@ class Scheduler:
         self.capacity = 1  # usable sidecars; the pool keeps this current
         self.throughput: float | None = None  # audio seconds per wall second, per sidecar
         self.closed: ServerError | None = None
+        self.reservations: set[Reservation] = set()
         self._batch_ids = itertools.count(1)
         self._task_ids = itertools.count(1)
         self._idle = asyncio.Event()
@@ -119,15 +144,39 @@ class Scheduler:
 
     # ------------------------------------------------------------ admission
 
-    def submit(self, items: list[Item], priority: Priority = Priority.INTERACTIVE) -> list[asyncio.Future[Any]]:
-        """Admit generation items; their futures resolve to `result` messages or raise ServerError."""
+    def submit(
+        self, items: list[Item], priority: Priority = Priority.INTERACTIVE, reservation: Reservation | None = None
+    ) -> list[asyncio.Future[Any]]:
+        """Admit generation items; their futures resolve to `result` messages or raise ServerError.
+
+        With a reservation the items were admitted when it was made: no check, even while draining.
+        """
         loop = asyncio.get_running_loop()
         tasks = []
         for item in items:
             audio_s, tokens = estimate(item)
             tasks.append(Task(item["id"], "generate", dict(item), priority, audio_s, tokens, loop.create_future(), time.monotonic()))
-        self.admit(tasks)
+        self.admit(tasks, reservation)
         return [t.future for t in tasks]
+
+    def reserve(self, audio_s: float) -> Reservation:
+        """Admit audio_s seconds for tasks to be submitted later, or raise as `admit` would."""
+        self.check_admission(audio_s)
+        reservation = Reservation(self, audio_s)
+        self.reservations.add(reservation)
+        self.admitted_audio_s += audio_s
+        self._idle.clear()
+        return reservation
+
+    def _release(self, reservation: Reservation) -> None:
+        self.reservations.discard(reservation)
+        self.admitted_audio_s = max(0.0, self.admitted_audio_s - reservation.remaining_s)
+        reservation.remaining_s = 0.0
+        self._set_idle_if_done()
+
+    def _set_idle_if_done(self) -> None:
+        if not self.unfinished and not self.reservations:
+            self._idle.set()
 
     def submit_encode(self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE) -> asyncio.Future[Any]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
@@ -136,24 +185,32 @@ class Scheduler:
         self.admit([task])
         return task.future
 
-    def admit(self, tasks: list[Task]) -> None:
+    def check_admission(self, incoming_s: float) -> None:
+        """Raise Unavailable (closed, no device) or Overloaded unless incoming_s more seconds fit."""
         if self.closed is not None:
             raise self.closed
         if self.capacity < 1:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
-        incoming = sum(t.est_audio_s for t in tasks)
         limit = self.settings.max_queue_audio_s * self.capacity
-        if self.unfinished and self.admitted_audio_s + incoming > limit:
-            excess = self.admitted_audio_s + incoming - limit
+        busy = self.unfinished or self.reservations
+        if busy and self.admitted_audio_s + incoming_s > limit:
+            excess = self.admitted_audio_s + incoming_s - limit
             rate = (self.throughput or UNMEASURED_THROUGHPUT) * self.capacity
             raise Overloaded(
                 f"the queue holds {self.admitted_audio_s:.0f} s of audio to generate, the limit is {limit:.0f} s",
                 retry_after_s=min(MAX_RETRY_AFTER_S, excess / rate),
             )
+
+    def admit(self, tasks: list[Task], reservation: Reservation | None = None) -> None:
+        if reservation is None:
+            self.check_admission(sum(t.est_audio_s for t in tasks))
+        elif self.capacity < 1:
+            raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         for task in tasks:
             self.queues[task.priority].append(task)
             self.unfinished.add(task)
-            self.admitted_audio_s += task.est_audio_s
+            covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
+            self.admitted_audio_s += task.est_audio_s - covered
             # However it ends (answer, error, or its caller cancelling), it leaves the books.
             task.future.add_done_callback(lambda _, task=task: self._settle(task))
         self._idle.clear()
@@ -205,9 +262,12 @@ class Scheduler:
             waited_ms = (now - min(t.queued_at for t in chosen)) * 1000
             if waited_ms < self.settings.max_batch_latency_ms:
                 return None
+        kind = chosen[0].kind
         for task in chosen:
             self.queues[task.priority].remove(task)
-        return Batch(next(self._batch_ids), chosen[0].kind, chosen)
+            metrics.queue_wait.labels(kind).observe(now - task.queued_at)
+        metrics.batch_size.labels(kind).observe(len(chosen))
+        return Batch(next(self._batch_ids), kind, chosen)
 
     # ------------------------------------------------------------ outcomes
 
@@ -223,11 +283,16 @@ class Scheduler:
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)
-            if not self.unfinished:
-                self._idle.set()
+            self._set_idle_if_done()
 
-    def finish_batch(self, batch: Batch, wall_s: float, audio_s: float) -> None:
-        """Record a finished batch's throughput (its tasks have all been resolved or rejected)."""
+    def finish_batch(self, batch: Batch, wall_s: float, audio_s: float, stats: dict[str, float] | None = None) -> None:
+        """Record a finished batch's throughput (its tasks have all been resolved or rejected).
+
+        `stats` is the `done` frame's: the sidecar's own wall time and step count.
+        """
+        metrics.audio_produced.inc(audio_s)
+        if stats and stats.get("steps") and stats.get("wall_s"):
+            metrics.batch_step.observe(stats["wall_s"] / stats["steps"])
         if wall_s > 0 and audio_s > 0:
             rate = audio_s / wall_s
             old = self.throughput
@@ -273,6 +338,7 @@ class Scheduler:
     def depth(self) -> dict[str, float]:
         return {
             "tasks": len(self.unfinished),
+            "reservations": len(self.reservations),
             "queued": sum(1 for q in self.queues.values() for t in q if not t.done),
             "audio_s": round(self.admitted_audio_s, 2),
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
+from supervisor.voice_store import PromptCache, VoiceStore
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class Services:
     settings: Settings
     scheduler: Scheduler
     pool: Pool
+    voices: VoiceStore
+    clones: PromptCache
 
 
 def services(request: Request) -> Services:

@@ -1,11 +1,16 @@
-"""`/health` and `/ready`: always open, always answer, whatever state the sidecars are in."""
+"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
+from supervisor import metrics, openapi
 from supervisor.api import services
+from supervisor.errors import NotFound
+from supervisor.schemas import MODELS
+
+MODELS_CREATED = 1764460800  # a fixed timestamp (2025-11-30), so the list is the same after every restart
 
 
 async def health(request: Request) -> JSONResponse:
@@ -22,3 +27,27 @@ async def ready(request: Request) -> JSONResponse:
     if pool.is_ready():
         return JSONResponse({"ready": True, "status": pool.status()})
     return JSONResponse({"ready": False, "status": pool.status()}, status_code=503, headers={"Retry-After": "5"})
+
+
+def model_entry(model_id: str) -> dict[str, object]:
+    return {"id": model_id, "object": "model", "created": MODELS_CREATED, "owned_by": "omnivoice-supervisor"}
+
+
+async def list_models(request: Request) -> JSONResponse:
+    """Every model name the speech route accepts; all of them are the one OmniVoice model."""
+    return JSONResponse({"object": "list", "data": [model_entry(m) for m in MODELS]})
+
+
+async def get_model(request: Request) -> JSONResponse:
+    model_id = request.path_params["model"]
+    if model_id not in MODELS:
+        raise NotFound(f"The model {model_id!r} does not exist; this server serves {', '.join(MODELS)}.", param="model")
+    return JSONResponse(model_entry(model_id))
+
+
+async def prometheus(request: Request) -> Response:
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+
+async def openapi_json(request: Request) -> JSONResponse:
+    return JSONResponse(openapi.document(services(request).settings))

@@ -1,93 +1,170 @@
-"""`POST /v1/audio/speech`, minimal: JSON in, WAV (or raw PCM) out.
+"""`POST /v1/audio/speech`: validate, admit, await or stream, encode.
 
-Enough of the OpenAI request to drive the whole path end to end: `input`, and optionally
-`model`, `voice` (auto or an OpenAI voice name, both meaning the model's own voice for now),
-`instructions` (voice design), `language`, `seed`, `speed`, `duration`, `num_step` and
-`response_format` wav or pcm. The full API (formats, streaming, saved voices) is its own issue.
+The response waits for the first chunk's audio before it starts, so that anything that fails
+early (bad input the sidecar caught, a poison request, no device) still gets its own status.
+Then:
+
+- one chunk: the whole file, with Content-Length (a WAV header with the real sizes);
+- several chunks (`stream_format: "audio"`): chunked transfer, each chunk's audio sent as soon
+  as it is ready, through one encoder for the whole response (a WAV header says "until the
+  end"); a chunk that fails later cuts the connection, so a client never takes a truncated
+  file for a whole one;
+- `stream_format: "sse"`: `speech.audio.delta` events with base64 audio in the requested format,
+  then `speech.audio.done` with usage; a chunk that fails later sends an `error` event.
+
+A client that goes away cancels everything of its request still queued or running.
 """
 
 from __future__ import annotations
 
-import io
+import asyncio
 import json
-import uuid
-import wave
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from sidecar.protocol import Item
-from supervisor.api import services
-from supervisor.errors import InvalidRequest
-from supervisor.scheduler import Priority
+from supervisor import formats, metrics, schemas
+from supervisor.api import Services, services
+from supervisor.errors import InvalidRequest, ServerError, UnsupportedMedia
+from supervisor.schemas import SpeechRequest
+from supervisor.synthesis import Synthesis, Voice
+from supervisor.voice_store import VoiceStore
 
-MAX_INPUT_CHARS = 4096
-MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "omnivoice")
-OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar")
-FIELDS = {"model", "input", "voice", "instructions", "language", "seed", "speed", "duration", "num_step", "response_format"}
-MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
-
-
-def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
-    """16-bit mono PCM in a WAV container."""
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(sample_rate)
-        wav.writeframes(pcm)
-    return out.getvalue()
+T = TypeVar("T")
+CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
 
 
-def _optional(body: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-    value = body.get(key)
-    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-        raise InvalidRequest(f"'{key}' has the wrong type", param=key)
-    return value
+class ClientGone(Exception):
+    """The client disconnected before its answer started."""
 
 
-def parse(body: Any, default_num_step: int) -> tuple[Item, str]:
-    """The request body as a generation item and a response format; InvalidRequest if it is not one."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)}", param=unknown[0])
-    text = body.get("input")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest("'input' must be a non-empty string", param="input")
-    if len(text) > MAX_INPUT_CHARS:
-        raise InvalidRequest(f"'input' is longer than {MAX_INPUT_CHARS} characters", param="input")
-    model = body.get("model", "omnivoice")
-    if model not in MODELS:
-        raise InvalidRequest(f"'model' must be one of {', '.join(MODELS)}", param="model")
-    voice = body.get("voice", "auto")
-    if voice not in ("auto", *OPENAI_VOICES):
-        raise InvalidRequest("'voice' must be 'auto' or an OpenAI voice name (saved voices come with the voices API)", param="voice")
-    fmt = body.get("response_format", "wav")
-    if fmt not in MEDIA_TYPES:
-        raise InvalidRequest(f"'response_format' must be one of {', '.join(MEDIA_TYPES)} for now", param="response_format")
-    item: Item = {"id": uuid.uuid4().hex, "text": text, "num_step": default_num_step}
-    for key, target, kind in (("instructions", "instruct", str), ("language", "language", str), ("seed", "seed", int),
-                              ("speed", "speed", (int, float)), ("duration", "duration", (int, float)), ("num_step", "num_step", int)):
-        value = _optional(body, key, kind)
-        if value is not None:
-            item[target] = value  # type: ignore[literal-required]
-    if not 1 <= item["num_step"] <= 128:  # type: ignore[typeddict-item]
-        raise InvalidRequest("'num_step' must be between 1 and 128", param="num_step")
-    return item, fmt
+async def read_json(request: Request) -> Any:
+    """The body as JSON. Multipart is a 415 (the forms are other routes); undecodable is a 400."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type.startswith("multipart/"):
+        raise UnsupportedMedia(f"this route takes a JSON body (Content-Type: application/json), not {content_type}")
+    body = await request.body()
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.") from None
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await work, unless the client disconnects first: then cancel it and raise ClientGone."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise ClientGone()
+
+
+def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
+    """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else."""
+    name = request.voice
+    if name == "auto":
+        return Voice(instruct=request.instructions)
+    if name in schemas.OPENAI_VOICES:
+        return Voice(instruct=request.instructions or schemas.OPENAI_VOICES[name], seed=schemas.default_seed(name))
+    saved = store.get(name)
+    if saved is None:
+        error = InvalidRequest(
+            f"Voice {name!r} not found: use 'auto', an OpenAI voice name ({', '.join(schemas.OPENAI_VOICES)}) "
+            "or a saved voice (GET /v1/audio/voices lists them).",
+            param="voice",
+        )
+        error.code = "voice_not_found"
+        raise error
+    return Voice(instruct=request.instructions, prompt=saved.voice)
+
+
+class SynthesisStream(StreamingResponse):
+    """A streamed answer that cancels its synthesis however it ends (done, failed, disconnected)."""
+
+    def __init__(self, synthesis: Synthesis, content: AsyncIterator[bytes], media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self.synthesis = synthesis
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.synthesis.close()
+
+
+async def _encode(fmt: str, call: Callable[..., bytes], *args: Any) -> bytes:
+    """Run an encoder step; the compressed formats in a worker thread, off the event loop."""
+    if formats.is_cheap(fmt):
+        return call(*args)
+    return await asyncio.to_thread(call, *args)
+
+
+async def _audio_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str) -> AsyncIterator[bytes]:
+    encoder = await _encode(fmt, formats.encoder, fmt, first["sample_rate"])
+    yield await _encode(fmt, encoder.feed, first["audio"])
+    async for piece in rest:
+        data = await _encode(fmt, encoder.feed, piece["audio"])
+        if data:
+            yield data
+    tail = await _encode(fmt, encoder.finish)
+    if tail:
+        yield tail
+
+
+async def _sse_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, synthesis: Synthesis) -> AsyncIterator[bytes]:
+    try:
+        async for data in _audio_body(first, rest, fmt):
+            for event in formats.sse_deltas(data):
+                yield event
+    except ServerError as exc:
+        yield formats.sse_error(exc.to_body())
+        return
+    yield formats.sse_done(synthesis.usage())
+
+
+async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
+    """Admit the request, wait for its first audio, and answer as its formats ask."""
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s)
+    pieces = synthesis.pieces()
+    try:
+        first = await until_disconnected(request, pieces.__anext__())
+    except ClientGone:
+        synthesis.close()
+        return Response(status_code=CLIENT_CLOSED)
+    except BaseException:
+        synthesis.close()
+        raise
+    started = request.scope.get(metrics.STARTED_KEY)
+    if started is not None:
+        metrics.first_audio.observe(time.monotonic() - started)
+    fmt = speech.response_format
+    headers = {"X-Seed": str(synthesis.seed), "X-Chunks": str(len(synthesis.chunks)), "X-Sample-Rate": str(first["sample_rate"])}
+    if speech.stream_format == "sse":
+        headers["Cache-Control"] = "no-cache"
+        return SynthesisStream(synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers)
+    if len(synthesis.chunks) > 1:
+        return SynthesisStream(synthesis, _audio_body(first, pieces, fmt), formats.MEDIA_TYPES[fmt], headers)
+    await pieces.aclose()
+    content = await _encode(fmt, formats.encode, fmt, first["audio"], first["sample_rate"])
+    return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 
 async def speech(request: Request) -> Response:
     svc = services(request)
-    try:
-        body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest("the body is not valid JSON") from None
-    item, fmt = parse(body, svc.settings.num_step)
-    [future] = svc.scheduler.submit([item], Priority.INTERACTIVE)
-    result = await future
-    pcm = result["audio"]
-    content = wav_bytes(pcm, result["sample_rate"]) if fmt == "wav" else pcm
-    return Response(content, media_type=MEDIA_TYPES[fmt], headers={"X-Seed": str(result["seed"])})
+    body = await read_json(request)
+    speech_request = schemas.speech_request(body, svc.settings)
+    return await respond(request, svc, speech_request, resolve_voice(speech_request, svc.voices))

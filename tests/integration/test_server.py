@@ -91,7 +91,7 @@ def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
     assert server.get("/ready").status_code == 200
 
     assert httpx.post(server.url + "/v1/audio/speech", json={"input": "Hi."}).status_code == 401
-    reply = server.speak("Hello from the supervisor.")
+    reply = server.speak("Hello from the supervisor.", response_format="wav")
     assert reply.status_code == 200 and reply.headers["content-type"] == "audio/wav"
     with wave.open(io.BytesIO(reply.content)) as wav:
         assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (24000, 2, 1) and wav.getnframes() > 2400

@@ -1,0 +1,212 @@
+"""Saved voices (`/v1/audio/voices`), and the one-shot clone and design forms.
+
+A reference upload is checked here only for its size and its first bytes (WAV, FLAC, MP3 or
+OGG; anything else is a 415). It is decoded, resampled, trimmed and encoded into a clone prompt
+by a sidecar (`encode_voice` with the file as uploaded), so untrusted audio is only ever parsed
+in a process the supervisor can kill and replace. Audio that will not decode, is silent or is
+longer than `--max-reference-s` is a 422. A saved voice's prompt is computed once and stored;
+a one-shot clone's is kept in an in-memory cache, so sending the same reference again costs
+no sidecar work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from sidecar.protocol import VoicePayload
+from supervisor import schemas
+from supervisor.api import Services, services
+from supervisor.api.speech import CLIENT_CLOSED, ClientGone, read_json, respond, until_disconnected
+from supervisor.errors import InvalidRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMedia
+from supervisor.synthesis import Voice
+from supervisor.voice_store import PromptCache
+
+MAX_FORM_FIELDS = 32
+MAX_FIELD_BYTES = 256 * 1024
+VOICE_FIELDS = frozenset({"name", "file", "transcript", "preprocess"})
+CLONE_FIELDS = schemas.OPTION_FIELDS | {"file", "transcript", "preprocess"}
+DESIGN_FIELDS = schemas.OPTION_FIELDS
+AUDIO_KINDS = "WAV, FLAC, MP3 or OGG (Vorbis or Opus)"
+
+
+class Form:
+    """A parsed form: text fields and at most one uploaded file, each key at most once."""
+
+    def __init__(self, fields: dict[str, str], file: bytes | None, filename: str | None) -> None:
+        self.fields = fields
+        self.file = file
+        self.filename = filename
+
+
+async def read_form(request: Request, svc: Services, allowed: frozenset[str], *, multipart_only: bool) -> Form:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    kinds = ("multipart/form-data",) if multipart_only else ("multipart/form-data", "application/x-www-form-urlencoded")
+    if content_type not in kinds:
+        raise UnsupportedMedia(f"this route takes a form ({' or '.join(kinds)}), not {content_type or 'a body without a Content-Type'}")
+    try:
+        form = await request.form(max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES)
+    except HTTPException as exc:
+        raise InvalidRequest(f"The form could not be parsed: {exc.detail}") from None
+    try:
+        fields: dict[str, str] = {}
+        file: bytes | None = None
+        filename: str | None = None
+        for key, value in form.multi_items():
+            if key not in allowed:
+                raise InvalidRequest(f"Unrecognized form field {key!r}. Accepted: {', '.join(sorted(allowed))}.", param=key)
+            if key in fields or (key == "file" and file is not None):
+                raise InvalidRequest(f"Form field {key!r} is given more than once.", param=key)
+            if key == "file":
+                if not isinstance(value, UploadFile):
+                    raise InvalidRequest("'file' must be an uploaded file, not a text field.", param="file")
+                file, filename = await read_upload(value, svc), value.filename
+            elif isinstance(value, UploadFile):
+                raise InvalidRequest(f"{key!r} must be a text field, not a file.", param=key)
+            else:
+                fields[key] = value
+        return Form(fields, file, filename)
+    finally:
+        await form.close()
+
+
+async def read_upload(upload: UploadFile, svc: Services) -> bytes:
+    limit = int(svc.settings.max_upload_mb * 2**20)
+    data = await upload.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param="file")
+    if not data:
+        raise InvalidRequest("the uploaded audio file is empty", param="file")
+    if sniff(data) is None:
+        raise UnsupportedMedia(f"the uploaded file is not audio we read: send {AUDIO_KINDS}", param="file")
+    return data
+
+
+def sniff(data: bytes) -> str | None:
+    """The container an upload's first bytes announce, or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "wav"
+    if data[:4] == b"fLaC":
+        return "flac"
+    if data[:4] == b"OggS":
+        return "ogg"
+    # An ID3 tag, or an MPEG audio frame sync with a layer (ADTS AAC has layer 0: not ours).
+    if data[:3] == b"ID3" or len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0 and data[1] & 0x06:
+        return "mp3"
+    return None
+
+
+def preprocess_flag(form: Form) -> bool:
+    value = schemas.from_form({"preprocess": form.fields.get("preprocess", "")}).get("preprocess")
+    return True if value is None else bool(value)
+
+
+async def encode_reference(request: Request, svc: Services, audio: bytes, transcript: str, preprocess: bool) -> VoicePayload:
+    """A clone prompt from an uploaded file, computed by a sidecar."""
+    future = svc.scheduler.submit_encode({
+        "audio": audio, "encoding": "file", "sample_rate": 0, "ref_text": transcript, "preprocess": preprocess,
+        "max_duration_s": svc.settings.max_reference_s,
+    })  # fmt: skip
+    try:
+        message = await until_disconnected(request, future)
+    except InvalidRequest as exc:
+        if type(exc) is not InvalidRequest:
+            raise
+        raise Unprocessable(f"the reference audio cannot be used: {exc.message}", param="file") from None
+    prompt: VoicePayload = message["voice"]
+    return prompt
+
+
+# ---------------------------------------------------------------- saved voices
+
+
+def builtin_voices() -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = [{"id": "auto", "object": "audio.voice", "name": "auto", "type": "auto", "created_at": 0}]
+    for name, instruct in schemas.OPENAI_VOICES.items():
+        entries.append({"id": name, "object": "audio.voice", "name": name, "type": "designed", "created_at": 0, "instructions": instruct})
+    return entries
+
+
+async def create_voice(request: Request) -> Response:
+    svc = services(request)
+    form = await read_form(request, svc, VOICE_FIELDS, multipart_only=True)
+    name = schemas.voice_name(form.fields.get("name"))
+    transcript = schemas.transcript(form.fields.get("transcript"), svc.settings)
+    svc.voices.check_free(name)  # before any sidecar work; add() checks again, atomically
+    if form.file is None:
+        raise InvalidRequest("Missing required field: 'file' (the reference audio).", param="file")
+    try:
+        prompt = await encode_reference(request, svc, form.file, transcript, preprocess_flag(form))
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED)
+    saved = svc.voices.add(name, transcript, prompt, {"filename": form.filename, "bytes": len(form.file)})
+    return JSONResponse(saved.public(), status_code=201)
+
+
+async def list_voices(request: Request) -> JSONResponse:
+    svc = services(request)
+    return JSONResponse({"object": "list", "data": builtin_voices() + [v.public() for v in svc.voices.list()]})
+
+
+async def get_voice(request: Request) -> JSONResponse:
+    svc = services(request)
+    name = request.path_params["name"]
+    saved = svc.voices.get(name)
+    if saved is not None:
+        return JSONResponse(saved.public())
+    builtin = next((v for v in builtin_voices() if v["id"] == name.lower()), None)
+    if builtin is None:
+        raise NotFound(f"no voice named {name!r}", param="name")
+    return JSONResponse(builtin)
+
+
+async def delete_voice(request: Request) -> JSONResponse:
+    svc = services(request)
+    name = request.path_params["name"]
+    if name.lower() in schemas.RESERVED_VOICES:
+        raise InvalidRequest(f"{name!r} is a built-in voice; only saved voices can be deleted", param="name")
+    if not svc.voices.delete(name):
+        raise NotFound(f"no voice named {name!r}", param="name")
+    return JSONResponse({"id": name, "object": "audio.voice.deleted", "deleted": True})
+
+
+# ---------------------------------------------------------------- one-shot forms
+
+
+async def clone(request: Request) -> Response:
+    """Speech in the voice of an uploaded reference, without saving it."""
+    svc = services(request)
+    form = await read_form(request, svc, CLONE_FIELDS, multipart_only=True)
+    transcript = schemas.transcript(form.fields.get("transcript"), svc.settings)
+    body = schemas.from_form({k: v for k, v in form.fields.items() if k not in ("transcript", "preprocess")})
+    speech = schemas.speech_request(body, svc.settings, allowed=schemas.OPTION_FIELDS)
+    if form.file is None:
+        raise InvalidRequest("Missing required field: 'file' (the reference audio).", param="file")
+    preprocess = preprocess_flag(form)
+    cache: PromptCache = svc.clones
+    key = cache.key(form.file, transcript, preprocess)
+    prompt = cache.get(key)
+    if prompt is None:
+        try:
+            prompt = await encode_reference(request, svc, form.file, transcript, preprocess)
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        cache.put(key, prompt)
+    return await respond(request, svc, speech, Voice(instruct=speech.instructions, prompt=prompt))
+
+
+async def design(request: Request) -> Response:
+    """Speech in a voice described by `instructions` (a form, or a JSON body)."""
+    svc = services(request)
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+        body = await read_json(request)
+    else:
+        body = schemas.from_form((await read_form(request, svc, DESIGN_FIELDS, multipart_only=False)).fields)
+    speech = schemas.speech_request(body, svc.settings, allowed=DESIGN_FIELDS)
+    if speech.instructions is None:
+        raise InvalidRequest("Missing required field: 'instructions' (the voice to design, e.g. 'female, british accent').", param="instructions")
+    return await respond(request, svc, speech, Voice(instruct=speech.instructions))

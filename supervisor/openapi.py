@@ -1,0 +1,175 @@
+"""The OpenAPI 3.1 document served at `/openapi.json`, built from the same constants the checks use.
+
+Starlette does not derive one from the routes, so it is written here. The speech request is
+OpenAI's `CreateSpeechRequest` with our extensions; errors are OpenAI's `ErrorResponse`; every
+status a route can answer is listed, with Retry-After where it comes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor import formats, schemas
+from supervisor.settings import Settings
+
+VERSION = "0.1.0"
+
+ERRORS: dict[int, str] = {
+    400: "invalid request: the message says what, `param` names the field",
+    401: "missing or unknown API key",
+    404: "no such voice or model",
+    409: "a voice by that name exists already",
+    413: "the body, or the uploaded file, is over its size limit",
+    415: "a body or an uploaded file of a type this route does not take",
+    422: "the reference audio cannot be used (undecodable, silent, too long)",
+    429: "the queue is full; retry after Retry-After seconds",
+    500: "generation failed (the message says why)",
+    503: "starting, draining, or no device left; retry after Retry-After seconds",
+}
+
+
+def _error(status: int) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": ERRORS[status],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    }
+    if status in (429, 503):
+        response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "seconds to wait"}}
+    return response
+
+
+def _responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
+    return {"200": ok, **{str(s): _error(s) for s in (401, *statuses)}}
+
+
+def _json(schema_ref: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+def _speech_properties(settings: Settings) -> dict[str, Any]:
+    text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars, "pattern": r"\S"}
+    return {
+        "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
+                  "description": "every name is the one OmniVoice model"},
+        "input": {**text, "description": "the text to speak; long text is chunked"},
+        "voice": {"anyOf": [
+            {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
+            {"type": "string", "minLength": 1, "pattern": r"\S", "description": "a saved voice's name"},
+            {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"], "additionalProperties": False},
+        ], "default": "auto"},
+        "instructions": {"type": "string", "maxLength": settings.max_input_chars,
+                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'"},
+        "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": "mp3"},
+        "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
+        "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},
+        "language": {"type": ["string", "null"], "description": "a language id ('en') or English name ('German'); none: the model tells"},
+        "num_step": {"type": "integer", "minimum": 1, "maximum": 128, "default": settings.num_step},
+        "guidance_scale": {"type": "number", "minimum": 0, "maximum": 10, "default": 2.0},
+        "duration": {"type": "number", "exclusiveMinimum": 0, "maximum": schemas.MAX_DURATION_S,
+                     "description": "seconds of audio to make, instead of the estimate"},
+        "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
+        "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
+        "denoise": {"type": "boolean", "default": True},
+    }  # fmt: skip
+
+
+def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def document(settings: Settings) -> dict[str, Any]:
+    speech = _speech_properties(settings)
+    options = {k: v for k, v in speech.items() if k != "voice"}
+    upload = {"type": "string", "format": "binary", "description": "WAV, FLAC, MP3 or OGG, at most "
+              f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s"}  # fmt: skip
+    reference = {"file": upload, "transcript": {"type": "string", "minLength": 1, "description": "what the reference says"},
+                 "preprocess": {"type": "boolean", "default": True, "description": "trim silences of the reference"}}  # fmt: skip
+    audio = {"description": "audio in the requested format; text/event-stream with stream_format sse",
+             "content": {**{t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()},
+                         "text/event-stream": {"schema": {"type": "string"}}}}  # fmt: skip
+    speech_errors = (400, 413, 415, 429, 500, 503)
+    paths: dict[str, Any] = {
+        "/v1/audio/speech": {"post": {
+            "operationId": "createSpeech", "summary": "Speech from text (OpenAI-compatible)",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "responses": _responses(audio, *speech_errors),
+        }},
+        "/v1/audio/clone": {"post": {
+            "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
+            "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form({**options, **reference}, ["input", "file", "transcript"])}}},
+            "responses": _responses(audio, *speech_errors, 422),
+        }},
+        "/v1/audio/design": {"post": {
+            "operationId": "designSpeech", "summary": "Speech in a voice described by instructions (one shot)",
+            "requestBody": {"required": True, "content": {
+                t: {"schema": _form(options, ["input", "instructions"])}
+                for t in ("multipart/form-data", "application/x-www-form-urlencoded", "application/json")}},
+            "responses": _responses(audio, *speech_errors),
+        }},
+        "/v1/audio/voices": {
+            "get": {"operationId": "listVoices", "summary": "Built-in and saved voices",
+                    "responses": _responses(_json("VoiceList", "the voices"))},
+            "post": {"operationId": "createVoice", "summary": "Save a voice from a reference clip and its transcript",
+                     "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form(
+                         {"name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"}, **reference},
+                         ["name", "file", "transcript"])}}},
+                     "responses": {"201": _json("Voice", "the saved voice"),
+                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 422, 429, 503)}}},
+        },
+        "/v1/audio/voices/{name}": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
+            "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
+        },
+        "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
+        "/v1/models/{model}": {
+            "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "retrieveModel", "responses": _responses(_json("Model", "the model"), 404)},
+        },
+        "/health": {"get": {"operationId": "health", "security": [], "responses": {"200": {
+            "description": "status and one entry per sidecar", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/ready": {"get": {"operationId": "ready", "security": [], "responses": {
+            "200": {"description": "can take work", "content": {"application/json": {"schema": {"type": "object"}}}},
+            "503": {"description": "starting, draining or failed", "content": {"application/json": {"schema": {"type": "object"}}},
+                    "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}}},
+        "/metrics": {"get": {"operationId": "metrics", "responses": _responses(
+            {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}})}},
+        "/openapi.json": {"get": {"operationId": "openapi", "responses": _responses(
+            {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}})}},
+    }  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "omnivoice-supervisor", "version": VERSION,
+                 "description": "OpenAI-compatible OmniVoice text to speech. docs/API.md describes every field."},
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": _components(speech),
+        },
+    }  # fmt: skip
+
+
+def _components(speech: dict[str, Any]) -> dict[str, Any]:
+    nullable_string = {"type": ["string", "null"]}
+    return {
+        "CreateSpeechRequest": {"type": "object", "properties": speech, "required": ["input"], "additionalProperties": False},
+        "ErrorResponse": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["message", "type", "param", "code"],
+            "properties": {"message": {"type": "string"}, "type": {"type": "string"}, "param": nullable_string, "code": nullable_string},
+        }}},
+        "Voice": {"type": "object", "required": ["id", "object", "name", "type"], "properties": {
+            "id": {"type": "string"}, "object": {"const": "audio.voice"}, "name": {"type": "string"},
+            "type": {"enum": ["auto", "designed", "saved"]}, "created_at": {"type": "integer"},
+            "transcript": {"type": "string"}, "duration_s": {"type": "number"}, "instructions": {"type": "string"},
+        }},
+        "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
+        "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
+            "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
+        "Model": {"type": "object", "required": ["id", "object", "created", "owned_by"], "properties": {
+            "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"}, "owned_by": {"type": "string"}}},
+        "ModelList": {"type": "object", "required": ["object", "data"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}},
+    }  # fmt: skip

@@ -1,0 +1,281 @@
+"""Typed requests, and their validation from JSON bodies and forms. Pure: no I/O, no globals.
+
+Every check names the offending field in the error's `param` and says what would be accepted.
+Unknown fields are refused, never ignored: a misspelt `num_steps` must not silently run with
+the default. Form fields (the clone and design forms) arrive as strings and are converted to
+the type the JSON field has before the same checks run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.errors import InvalidInstruct
+from sidecar.languages import language_ids, language_names
+from sidecar.text import contains_cjk
+from sidecar.voice_design import resolve_instruct
+from supervisor.errors import InvalidRequest
+from supervisor.formats import FORMATS
+from supervisor.settings import Settings
+
+MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+STREAM_FORMATS = ("audio", "sse")
+CHUNK_MODES = ("concurrent", "sequential", "none")
+MAX_SEED = 2**63 - 1
+MAX_DURATION_S = 600.0
+
+# OpenAI's voice names, each a designed voice: a voice-design instruct and a fixed default
+# seed (derived from the name), so that "alloy" sounds the same from one request to the next.
+OPENAI_VOICES: dict[str, str] = {
+    "alloy": "female, young adult, moderate pitch, american accent",
+    "ash": "male, young adult, low pitch, american accent",
+    "ballad": "male, young adult, moderate pitch, british accent",
+    "cedar": "male, middle-aged, low pitch, american accent",
+    "coral": "female, young adult, high pitch, american accent",
+    "echo": "male, middle-aged, moderate pitch, american accent",
+    "fable": "male, middle-aged, moderate pitch, british accent",
+    "marin": "female, middle-aged, moderate pitch, american accent",
+    "nova": "female, teenager, high pitch, american accent",
+    "onyx": "male, middle-aged, very low pitch, american accent",
+    "sage": "female, middle-aged, low pitch, british accent",
+    "shimmer": "female, young adult, very high pitch, british accent",
+    "verse": "male, elderly, low pitch, american accent",
+}
+RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
+
+SPEECH_FIELDS = frozenset({
+    "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
+    "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
+})  # fmt: skip
+OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
+
+# How a form's string becomes the JSON type of each field.
+_FORM_TYPES: dict[str, str] = {
+    "speed": "number", "guidance_scale": "number", "duration": "number",
+    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """A validated speech request (JSON body or one-shot form)."""
+
+    model: str
+    input: str
+    voice: str  # "auto", an OpenAI voice name (lower case), or a saved voice's name
+    instructions: str | None
+    response_format: str
+    speed: float
+    stream_format: str
+    language: str | None
+    num_step: int
+    guidance_scale: float | None
+    duration: float | None
+    chunk_mode: str
+    seed: int | None
+    denoise: bool | None
+
+
+def default_seed(voice: str) -> int:
+    """The seed an OpenAI voice name uses when the request gives none."""
+    return int.from_bytes(hashlib.sha256(voice.encode()).digest()[:8], "big") >> 1
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:
+    return InvalidRequest(f"Invalid type for '{key}': expected {expected}, but got {_type_name(value)} instead.", param=key)
+
+
+def string(body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise _wrong_type(key, "a string", value)
+    if max_chars is not None and len(value) > max_chars:
+        error = InvalidRequest(f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key)
+        error.code = "string_above_max_length"
+        raise error
+    return value
+
+
+def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
+    value = string(body, key, default)
+    assert value is not None
+    if value not in choices:
+        raise InvalidRequest(f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key)
+    return value
+
+
+def number(body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong_type(key, "a number", value)
+    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+        bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
+        raise InvalidRequest(f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key)
+    return float(value)
+
+
+def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong_type(key, "an integer", value)
+    if not low <= value <= high:
+        raise InvalidRequest(f"'{key}' must be between {low} and {high}; got {value}.", param=key)
+    return value
+
+
+def boolean(body: dict[str, Any], key: str) -> bool | None:
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise _wrong_type(key, "a boolean", value)
+
+
+def refuse_unknown(body: dict[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequest(
+            f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(allowed))}.", param=unknown[0]
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def _languages() -> tuple[frozenset[str], dict[str, str]]:
+    names = {name.lower(): lang_id for lang_id, name in language_names().items()}
+    return frozenset(language_ids()), names
+
+
+def language(value: str | None) -> str | None:
+    """A language id or English name (any case; 'en-US' counts as 'en'); None for auto. 400 if unknown."""
+    if value is None or value.strip().lower() in ("", "auto", "none"):
+        return None
+    ids, names = _languages()
+    for candidate in (value, value.lower(), value.split("-")[0].lower(), value.split("_")[0].lower()):
+        if candidate in ids:
+            return candidate
+    found = names.get(value.strip().lower())
+    if found is None:
+        raise InvalidRequest(
+            f"Unknown language {value!r}: use one of the 646 ids the model knows, such as 'en', 'zh', 'ja', 'de' "
+            "(the list is sidecar/data/languages.tsv), or an English name such as 'German', or leave it out.",
+            param="language",
+        )
+    return found
+
+
+def instructions(value: str | None, text: str) -> str | None:
+    """Voice-design items, checked now so that a typo is a 400 that lists the valid items."""
+    if value is None or not value.strip():
+        return None
+    try:
+        resolve_instruct(value, use_zh=contains_cjk(text))
+    except InvalidInstruct as exc:
+        raise InvalidRequest(str(exc), param="instructions") from None
+    return value.strip()
+
+
+def voice(value: Any) -> str:
+    """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
+    if isinstance(value, dict):
+        if set(value) != {"id"}:
+            raise InvalidRequest("'voice' as an object takes exactly one key, 'id'.", param="voice")
+        value = value["id"]
+        if not isinstance(value, str):
+            raise _wrong_type("voice.id", "a string", value)
+    elif not isinstance(value, str):
+        raise _wrong_type("voice", "a string or an object {\"id\": ...}", value)
+    if not value.strip():
+        raise InvalidRequest("'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.", param="voice")
+    return value.lower() if value.lower() in RESERVED_VOICES else value
+
+
+# ---------------------------------------------------------------- requests
+
+
+def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = SPEECH_FIELDS) -> SpeechRequest:
+    """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong."""
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"The request body must be a JSON object, not {_type_name(body)}.")
+    refuse_unknown(body, allowed)
+    if "input" not in body:
+        raise InvalidRequest("Missing required parameter: 'input'.", param="input")
+    text = string(body, "input", max_chars=settings.max_input_chars) or ""
+    if not text.strip():
+        raise InvalidRequest("'input' must contain some text.", param="input")
+    return SpeechRequest(
+        model=choice(body, "model", MODELS, "omnivoice"),
+        input=text,
+        voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
+        instructions=instructions(string(body, "instructions", max_chars=settings.max_input_chars), text),
+        response_format=choice(body, "response_format", FORMATS, "mp3"),
+        speed=number(body, "speed", 0.25, 4.0) or 1.0,
+        stream_format=choice(body, "stream_format", STREAM_FORMATS, "audio"),
+        language=language(string(body, "language")),
+        num_step=integer(body, "num_step", 1, 128) or settings.num_step,
+        guidance_scale=number(body, "guidance_scale", 0.0, 10.0),
+        duration=number(body, "duration", 0.0, MAX_DURATION_S, low_open=True),
+        chunk_mode=choice(body, "chunk_mode", CHUNK_MODES, "concurrent"),
+        seed=integer(body, "seed", 0, MAX_SEED),
+        denoise=boolean(body, "denoise"),
+    )
+
+
+def from_form(fields: dict[str, str]) -> dict[str, Any]:
+    """Form strings converted to the JSON types of their fields (anything unconvertible: 400)."""
+    out: dict[str, Any] = {}
+    for key, raw in fields.items():
+        kind = _FORM_TYPES.get(key)
+        if kind is None or raw == "":
+            out[key] = raw if raw != "" or kind is None else None
+            continue
+        try:
+            if kind == "number":
+                out[key] = float(raw)
+            elif kind == "integer":
+                out[key] = int(raw)
+            elif raw.lower() in ("true", "1", "yes", "on"):
+                out[key] = True
+            elif raw.lower() in ("false", "0", "no", "off"):
+                out[key] = False
+            else:
+                raise ValueError(raw)
+        except ValueError:
+            raise InvalidRequest(f"Invalid value for '{key}': expected {'an' if kind == 'integer' else 'a'} {kind}, got {raw!r}.", param=key) from None
+    return out
+
+
+def voice_name(value: str | None) -> str:
+    """A name for a saved voice: 1-64 letters, digits, '_' or '-', not 'auto' nor an OpenAI voice."""
+    if value is None or not value:
+        raise InvalidRequest("Missing required field: 'name'.", param="name")
+    if not (len(value) <= 64 and value[0].isascii() and value[0].isalnum() and all(c.isascii() and (c.isalnum() or c in "_-") for c in value)):
+        raise InvalidRequest(
+            f"Invalid voice name {value!r}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit.", param="name"
+        )
+    if value.lower() in RESERVED_VOICES:
+        raise InvalidRequest(f"{value!r} is reserved (it names a built-in voice); choose another name.", param="name")
+    return value
+
+
+def transcript(value: str | None, settings: Settings) -> str:
+    text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
+    if text is None or not text.strip():
+        raise InvalidRequest("Missing required field: 'transcript' (what is said in the reference audio).", param="transcript")
+    return text.strip()
