@@ -92,9 +92,9 @@ class Settings:
         for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.engine == "omnivoice" and not self.model:
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
+        if self.engine == "omnivoice" and not self.model:
             raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
 
     @property
