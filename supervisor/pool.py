@@ -383,7 +383,7 @@ class Pool:
         if missing:
             raise ProtocolError(f"batch {batch.id} ended without an answer for {missing}")
         proc.batches.popleft()
-        self.scheduler.finish_batch(batch, time.monotonic() - batch.sent_at, batch.audio_s)
+        self.scheduler.finish_batch(batch, time.monotonic() - batch.sent_at, batch.audio_s, message["stats"])
         if not proc.batches and proc.state is State.BUSY:
             proc.change_state(State.READY)
             proc.idle_since = time.monotonic()
