@@ -22,6 +22,7 @@ from functools import lru_cache
 import torch
 
 from sidecar.batch import pack, padded_index
+from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
 from sidecar.runner import ModelRunner
 
@@ -97,6 +98,7 @@ class BatchState:
 
     def __init__(self, model: OmniVoiceModel, prompts: Sequence[Prompt], runner: ModelRunner | None = None) -> None:
         cfg = model.cfg
+        self.runner = runner
         self.forward_packed = runner.forward if runner is not None else model.forward_packed
         device = model.codebook_layer_offsets.device
         self.model, self.prompts, self.mask_id = model, prompts, cfg.audio_mask_id
@@ -206,10 +208,24 @@ def generate_tokens(
 ) -> list[torch.Tensor]:
     """Run one batch to completion; returns each item's tokens as a [C, T] long tensor."""
     state = BatchState(model, prompts, runner)
+    passes = 0
     for step in range(state.num_steps):
         if max(state.k[step]) > 0:  # a step that reveals nothing would change nothing
             tokens, confidence = state.choose(state.forward(), step)
             state.reveal(tokens, confidence, step)
+            passes += 1
         if on_step is not None:
             on_step(step + 1, state.num_steps)
+    if runner is not None:
+        runner.stats.useful_flops += passes * useful_flops(model.cfg, state.packed.segment_lens, state.packed.num_targets)
+        runner.collect_timings()
     return state.result()
+
+
+def useful_flops(cfg: ModelConfig, segment_lens: Sequence[int], num_targets: int) -> float:
+    """FLOPs of one packed forward pass with no padding: the matrix products of every token,
+    bidirectional attention inside each segment, and the audio head on both rows' targets."""
+    tokens = sum(segment_lens)
+    attention = 4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * sum(n * n for n in segment_lens)
+    head = 2 * (2 * num_targets) * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
+    return 2.0 * tokens * cfg.num_parameters + attention + head

@@ -35,12 +35,20 @@ MAX_SEGMENT_LEN = 4096  # attention grid size baked into a graph; longer segment
 
 @dataclass
 class RunnerStats:
+    """Cumulative figures since the runner started; the sidecar reports them with each batch."""
+
+    forward_passes: int = 0
     graph_hits: int = 0
     graph_misses: int = 0
-    padded_tokens: int = 0
+    padded_tokens: int = 0  # tokens computed, padding included
     real_tokens: int = 0
+    useful_flops: float = 0.0  # 2 x real tokens x parameters + attention + head on targets
+    forward_s: float = 0.0  # device time of the forward passes (CUDA events on a GPU)
     capture_s: float = 0.0
     buckets: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {k: v for k, v in self.__dict__.items() if k != "buckets"}
 
 
 @dataclass
@@ -71,10 +79,12 @@ class ModelRunner:
         self.hidden_fn: Callable[..., torch.Tensor] = model.hidden_packed
         if compile:
             self.hidden_fn = torch.compile(model.hidden_packed, dynamic=True)
-        self.buckets = {n: self._allocate(n) for n in sorted(buckets)}
+        self.bucket_sizes = sorted(buckets)
+        self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
+        self._timers: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
-        self.hidden_out = torch.zeros((max(self.buckets), model.cfg.hidden_size), dtype=model.audio_heads.weight.dtype, device=self.device)
+        self.hidden_out = torch.zeros((0, model.cfg.hidden_size), dtype=model.audio_heads.weight.dtype, device=self.device)
 
     def _allocate(self, n: int) -> _Bucket:
         num_cb = self.model.cfg.num_codebooks
@@ -92,10 +102,17 @@ class ModelRunner:
         """The smallest bucket that holds the batch, if any does."""
         if num_segments > self.max_segments:
             return None
-        for n, bucket in self.buckets.items():
+        for n in self.bucket_sizes:
             if n >= num_tokens and max_seqlen <= self.segment_cap(n):
-                return bucket
+                return self._bucket(n)
         return None
+
+    def _bucket(self, n: int) -> _Bucket:
+        if n not in self.buckets:
+            self.buckets[n] = self._allocate(n)
+            if self.hidden_out.shape[0] < n:
+                self.hidden_out = torch.zeros((n, self.model.cfg.hidden_size), dtype=self.hidden_out.dtype, device=self.device)
+        return self.buckets[n]
 
     def segment_cap(self, bucket_tokens: int) -> int:
         """Longest segment a bucket's graph attends over: it sizes the attention launch grid."""
@@ -115,8 +132,8 @@ class ModelRunner:
             return
         start = time.perf_counter()
         pool = None
-        for n in sorted(self.buckets, reverse=True):
-            bucket = self.buckets[n]
+        for n in sorted(self.bucket_sizes, reverse=True):  # the largest first sizes hidden_out once
+            bucket = self._bucket(n)
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
@@ -130,7 +147,7 @@ class ModelRunner:
             bucket.graph = graph
         torch.cuda.synchronize()
         self.stats.capture_s = round(time.perf_counter() - start, 2)
-        self.stats.buckets = sorted(self.buckets)
+        self.stats.buckets = list(self.bucket_sizes)
         log.info("captured %d CUDA graphs (%s tokens) in %.1f s", len(self.buckets), ",".join(map(str, self.stats.buckets)), self.stats.capture_s)
 
     def stage(self, bucket: _Bucket, input_ids: torch.Tensor, audio_mask: torch.Tensor, positions: torch.Tensor,
@@ -159,7 +176,36 @@ class ModelRunner:
         max_seqlen: int,
         head_index: torch.Tensor,
     ) -> torch.Tensor:
-        """Logits [len(head_index), C, V] for one packed batch."""
+        """Logits [len(head_index), C, V] for one packed batch, timed on the device."""
+        self.stats.forward_passes += 1
+        if self.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            logits = self._forward(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
+            end.record()
+            self._timers.append((start, end))
+            return logits
+        began = time.perf_counter()
+        logits = self._forward(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
+        self.stats.forward_s += time.perf_counter() - began
+        return logits
+
+    def collect_timings(self) -> None:
+        """Fold the finished forward passes' device times into the stats (waits for the device)."""
+        if self._timers:
+            self._timers[-1][1].synchronize()
+            self.stats.forward_s += sum(a.elapsed_time(b) for a, b in self._timers) / 1000.0
+            self._timers.clear()
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        positions: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
         n, m = input_ids.shape[1], head_index.numel()
         bucket = self.bucket_for(n, cu_seqlens.numel() - 1, max_seqlen) if self.use_graphs else None
         self.stats.real_tokens += n

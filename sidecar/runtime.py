@@ -71,7 +71,7 @@ class OmniVoice:
 
     def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
         self.model = model
-        self.runner = runner
+        self.runner = runner or ModelRunner(model, use_graphs=False)
         self.tokenizer = tokenizer
         self.codec = codec
         self.device = device
@@ -85,6 +85,11 @@ class OmniVoice:
     @property
     def frame_rate(self) -> int:
         return int(self.codec.frame_rate)
+
+    def stats(self) -> dict[str, float | int]:
+        """Cumulative forward-pass figures: passes, tokens (real and padded), useful FLOPs,
+        device seconds, CUDA-graph hits and misses."""
+        return self.runner.stats.as_dict()
 
     @classmethod
     def load(
@@ -116,12 +121,12 @@ class OmniVoice:
         model = load_model(root, device, DTYPES[dtype])
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
-        runner = None
-        if torch_device.type == "cuda" and cuda_graphs:
+        use_graphs = torch_device.type == "cuda" and cuda_graphs
+        if compile is None:
+            compile = torch_device.type == "cuda" and dtype in ("bfloat16", "float16")
+        runner = ModelRunner(model, use_graphs=use_graphs, compile=compile)
+        if use_graphs:
             report("cuda_graphs")
-            if compile is None:
-                compile = dtype in ("bfloat16", "float16")
-            runner = ModelRunner(model, compile=compile)
             runner.capture()
         log.info("loaded %s on %s (%s)", root, device, dtype)
         return cls(model, tokenizer, codec, torch_device, runner)

@@ -230,3 +230,17 @@ def test_unknown_dtype_is_refused(checkpoint_dir: Path) -> None:
     with pytest.raises(InvalidInput, match="dtype"):
         OmniVoice.load(str(checkpoint_dir), dtype="int8")
 
+
+
+def test_stats_count_passes_tokens_and_flops(model: OmniVoice) -> None:
+    before = model.stats()
+    [r] = model.generate([GenerationRequest(text="Count the work.", num_step=3, return_tokens=True)])
+    after = model.stats()
+    assert after["forward_passes"] - before["forward_passes"] == 3
+    t = r.tokens[0].shape[1]
+    tokens = (after["real_tokens"] - before["real_tokens"]) / 3
+    assert tokens > 2 * t  # the conditional row (style, text, target) plus the unconditional target
+    cfg = model.model.cfg
+    assert (after["useful_flops"] - before["useful_flops"]) / 3 >= 2 * tokens * cfg.num_parameters
+    assert after["forward_s"] > before["forward_s"]
+    assert after["graph_hits"] == 0  # no CUDA graphs on the CPU
