@@ -109,8 +109,11 @@ class Pool:
         self.stopping = False
         self.ever_ready = False
         self.all_failed = asyncio.Event()
+        self.last_pass_at: float | None = None  # the loop's last full pass (systemd's watchdog reads it)
         self._wakeup = asyncio.Event()
+        self._hurry = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stop_task: asyncio.Task[None] | None = None
         scheduler.wake = self.wake
         scheduler.capacity = len(self.slots)
 
@@ -142,6 +145,7 @@ class Pool:
                 raise
             except Exception:  # a bug here must not stop supervision
                 log.exception("pool loop iteration failed")
+            self.last_pass_at = time.monotonic()
 
     def kill_overdue_sidecars(self) -> None:
         s, now = self.settings, time.monotonic()
@@ -441,23 +445,52 @@ class Pool:
             "queue": self.scheduler.depth(),
         }
 
+    def hurry(self) -> None:
+        """End a stop now (a second SIGTERM): no more draining, every sidecar is SIGKILLed."""
+        self._hurry.set()
+
     async def stop(self, drain_s: float) -> None:
-        """Stop admitting, let work in flight finish for up to drain_s, then stop every sidecar."""
-        if self.stopping:
-            return
+        """Stop admitting, let work in flight finish for up to drain_s, then stop every sidecar.
+
+        There is only ever one stop: a later call waits for the first one to finish.
+        """
+        if self._stop_task is None:
+            self._stop_task = asyncio.create_task(self._stop(drain_s), name="pool-stop")
+        await asyncio.shield(self._stop_task)
+
+    async def drain(self, drain_s: float) -> bool:
+        """Wait until every admitted task has ended; False if drain_s passed or hurry() came first."""
+        if not self.scheduler.unfinished:
+            return True
+        idle, hurry = asyncio.create_task(self.scheduler.wait_until_idle(drain_s)), asyncio.create_task(self._hurry.wait())
+        done, _ = await asyncio.wait((idle, hurry), return_when=asyncio.FIRST_COMPLETED)
+        for task in (idle, hurry):
+            task.cancel()
+        return idle in done and idle.result()
+
+    async def _stop(self, drain_s: float) -> None:
         self.draining = True
         self.scheduler.close(Unavailable("the server is shutting down", retry_after_s=max(1.0, drain_s)))
-        if not await self.scheduler.wait_until_idle(drain_s):
-            log.warning("drain: %d task(s) still unfinished after %.1f s", len(self.scheduler.unfinished), drain_s)
+        began = time.monotonic()
+        if not (drained := await self.drain(drain_s)):
+            log.warning("drain: over after %.1f s, %d task(s) unfinished", time.monotonic() - began, len(self.scheduler.unfinished))
         self.stopping = True
         self.scheduler.fail_queued(Unavailable("the server shut down before this request ran"))
         for slot in self.slots:
-            if slot.process is not None:
-                slot.process.stop(KillReason.SHUTDOWN, self.settings.stop_timeout_s)
+            proc = slot.process
+            if proc is not None and (self._hurry.is_set() or proc.state is State.BUSY and not drained):
+                # What it still runs will not be waited for: BUSY -> STOPPING now, not after its batch.
+                self.kill_sidecar(proc, KillReason.SHUTDOWN, "the drain is over")
+            elif proc is not None:
+                proc.stop(KillReason.SHUTDOWN, self.settings.stop_timeout_s)
             elif slot.state is not SlotState.STOPPED:
                 slot.change_state(SlotState.STOPPED)
-        deadline = time.monotonic() + self.settings.stop_timeout_s + 5.0
+        deadline, hurried = time.monotonic() + self.settings.stop_timeout_s + 5.0, self._hurry.is_set()
         while any(s.process is not None for s in self.slots) and time.monotonic() < deadline:
+            if self._hurry.is_set() and not hurried:
+                hurried = True
+                for proc in [s.process for s in self.slots if s.process is not None and s.process.state is not State.DEAD]:
+                    self.kill_sidecar(proc, KillReason.SHUTDOWN, "told to stop at once")
             self.wake()
             await asyncio.sleep(TICK_S)
         if self._task is not None:
