@@ -1,0 +1,227 @@
+"""The GPU benchmark in one command: reference generate() and our server over HTTP, same texts.
+
+    python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --out result.json
+
+Steps, in one run on one GPU:
+  1. a `full` checkpoint with random weights (the work depends on lengths, not weights);
+  2. the card's bf16 matrix rate (8192^3 products);
+  3. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
+     the mixed texts in generate() calls of 32, and one 12-word sentence at a time;
+  4. our server (`omnivoice-supervisor serve`) on the same GPU: (c) the 12-word sentence one at a
+     time as wav, time to first audio when streaming, (a) short requests offered at a fixed
+     rate, (b) the mixed workload saturated (up to 256 in flight);
+  5. the denoising forward's achieved TFLOP/s over the mixed run, from the server's metrics.
+The result file's keys are listed in DESIGN ("Bench results") and docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import http_arm  # noqa: E402
+import workloads  # noqa: E402
+
+MEDIUM_TEXT = workloads.sentence_text(__import__("random").Random(3), 45)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def peak_bf16_tflops() -> float:
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    return round(2 * 8192**3 * 10 / (time.perf_counter() - start) / 1e12, 1)
+
+
+def wav_bytes(samples: list[float], rate: int = 24000) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(int(max(-1.0, min(1.0, x)) * 32767).to_bytes(2, "little", signed=True) for x in samples))
+    return buf.getvalue()
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """Prometheus text format -> {name{labels}: value}, summing nothing."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def metric_sum(values: dict[str, float], name: str) -> float:
+    return sum(v for k, v in values.items() if k == name or k.startswith(name + "{"))
+
+
+class Server:
+    """`omnivoice-supervisor serve` as a child process, stopped with SIGTERM."""
+
+    def __init__(self, checkpoint: str, port: int, data_dir: str, log_path: Path, devices: str) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(log_path, "w")
+        cmd = [sys.executable, "-m", "supervisor", "serve", "--model", checkpoint, "--devices", devices, "--port", str(port), "--data-dir", data_dir]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 900) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; see its log")
+            try:
+                if httpx.get(self.url + "/ready", timeout=2).status_code == 200:
+                    return time.monotonic() - start
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise TimeoutError("server not ready")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def run_reference(args: argparse.Namespace, mixed: list[workloads.Request], clone_wav: list[float], work_dir: Path) -> dict[str, Any]:
+    work = {
+        "mixed": [r.__dict__ for r in mixed],
+        "single_text": workloads.SINGLE_TEXT,
+        "single_repeats": args.single_repeats,
+        "clone_wav": clone_wav,
+        "clone_text": workloads.CLONE_REF_TEXT,
+    }
+    (work_dir / "work.json").write_text(json.dumps(work))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([args.reference_site, os.environ.get("PYTHONPATH", "")]))
+    out = work_dir / "reference.json"
+    subprocess.run([sys.executable, str(HERE / "reference_arm.py"), args.checkpoint, str(work_dir / "work.json"), str(out)], env=env, check=True)
+    return json.loads(out.read_text())
+
+
+async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[workloads.Request], clone_wav: list[float]) -> dict[str, Any]:
+    url = server.url
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        files = {"file": ("ref.wav", wav_bytes(clone_wav), "audio/wav")}
+        resp = await client.post("/v1/audio/voices", data={"name": "bench-clone", "transcript": workloads.CLONE_REF_TEXT}, files=files)
+        if resp.status_code not in (200, 201, 409):
+            raise RuntimeError(f"creating the clone voice failed: {resp.status_code} {resp.text}")
+    out: dict[str, Any] = {}
+    log("single (c)")
+    out["single"] = await http_arm.sequential(url, workloads.SINGLE_TEXT, args.single_repeats)
+    log("time to first audio (streaming)")
+    out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
+    log(f"short (a): {args.requests} at {args.short_rate}/s")
+    out["short"] = await http_arm.fixed_rate(url, workloads.short(args.requests), args.short_rate)
+    async with httpx.AsyncClient(base_url=url) as client:
+        before = metric_values((await client.get("/metrics")).text)
+    log(f"mixed (b): {len(mixed)} saturated")
+    out["mixed"] = await http_arm.saturated(url, mixed)
+    async with httpx.AsyncClient(base_url=url) as client:
+        after = metric_values((await client.get("/metrics")).text)
+    delta = {name: metric_sum(after, name) - metric_sum(before, name) for name in (
+        "omnivoice_forward_useful_flops_total", "omnivoice_forward_seconds_total", "omnivoice_forward_passes_total",
+        "omnivoice_graph_hits_total", "omnivoice_graph_misses_total", "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total")}
+    out["forward"] = delta
+    out["peak_memory_bytes"] = metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", default="/tmp/full")
+    ap.add_argument("--make-checkpoint", action="store_true")
+    ap.add_argument("--reference-site", help="a folder holding omnivoice 0.2.1 and pydub (bench only)")
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--short-rate", type=float, default=20.0, help="requests per second offered in workload (a)")
+    ap.add_argument("--single-repeats", type=int, default=50)
+    ap.add_argument("--port", type=int, default=9394)
+    ap.add_argument("--commit", default=os.environ.get("BENCH_COMMIT", ""))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--devices", default="0", help="the server's --devices; 'cpu' for a dry run of the harness itself")
+    args = ap.parse_args()
+
+    import torch
+
+    on_gpu = args.devices != "cpu"
+    result: dict[str, Any] = {"commit": args.commit, "date": datetime.date.today().isoformat(),
+                              "gpu": torch.cuda.get_device_name() if on_gpu else "none (dry run on the CPU)"}
+    if args.make_checkpoint:
+        log("making the full checkpoint")
+        subprocess.run([sys.executable, "-m", "sidecar.checkpoint", args.checkpoint, "--size", "full"], cwd=ROOT, check=True)
+    result["peak_bf16_tflops"] = peak_bf16_tflops() if on_gpu else None
+    log(f"peak bf16: {result['peak_bf16_tflops']} TFLOP/s")
+    mixed = workloads.mixed(args.requests)
+    clone_wav = workloads.clone_reference()
+    work_dir = Path(tempfile.mkdtemp(prefix="bench-"))
+
+    if args.reference_site:
+        log("reference arm")
+        result["reference"] = run_reference(args, mixed, clone_wav, work_dir)
+        log(f"reference: {result['reference']}")
+    if on_gpu:
+        torch.cuda.empty_cache()
+
+    log("starting the server")
+    server = Server(args.checkpoint, args.port, str(work_dir / "data"), work_dir / "server.log", args.devices)
+    try:
+        result["server_ready_s"] = round(server.wait_ready(), 1)
+        result["server"] = asyncio.run(run_server_arms(args, server, mixed, clone_wav))
+    finally:
+        server.stop()
+        log_tail = (work_dir / "server.log").read_text().splitlines()[-40:]
+        result["server_log_tail"] = log_tail
+
+    s, f = result["server"], result["server"]["forward"]
+    result["mixed_http_x_realtime"] = s["mixed"]["x_realtime"]
+    result["short_http_x_realtime"] = s["short"]["x_realtime"]
+    result["single_p50_s"] = s["single"]["latency_s"].get("p50")
+    result["denoise_tflops"] = round(f["omnivoice_forward_useful_flops_total"] / f["omnivoice_forward_seconds_total"] / 1e12, 1) if f.get("omnivoice_forward_seconds_total") else None
+    if "reference" in result:
+        ref = result["reference"]
+        result["mixed_reference_x_realtime"] = ref["mixed_x_realtime"]
+        result["single_reference_p50_s"] = ref["single_p50_s"]
+        result["mixed_ratio_to_reference"] = round(result["mixed_http_x_realtime"] / ref["mixed_x_realtime"], 2)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    log(json.dumps({k: v for k, v in result.items() if not isinstance(v, (dict, list))}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
