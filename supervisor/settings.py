@@ -42,6 +42,12 @@ class Settings:
     pid_file: str | None = setting(None, "write the server's pid to this file")
     log_dir: str | None = setting(None, "also write the log to DIR/omnivoice-supervisor.log")
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
+    # --- HTTP API
+    max_input_chars: int = setting(4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400")
+    chunk_s: float = setting(15.0, "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)")
+    max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
+    max_reference_s: float = setting(30.0, "longest reference audio accepted for a voice, in seconds")
+    clone_cache_size: int = setting(32, "one-shot clone prompts kept in memory (least recently used first out)")
     # --- sidecars
     engine: str = setting("omnivoice", "what sidecars run: the model, or silence for overhead benchmarks", choices=("omnivoice", "null"))
     dtype: str = setting("auto", "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16")
@@ -84,9 +90,11 @@ class Settings:
             raise SettingsError(f"--port must be between 1 and 65535, got {self.port}")
         if not re.fullmatch(r"auto|cpu|\d+(,\d+)*", self.devices):
             raise SettingsError(f"--devices must be auto, cpu or indices like 0,1; got {self.devices!r}")
-        for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts"):
+        for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.chunk_s < 1:
+            raise SettingsError("--chunk-s must be at least 1 second")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
 
