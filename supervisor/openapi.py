@@ -111,8 +111,12 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses(_json("VoiceList", "the voices"))},
             "post": {"operationId": "createVoice", "summary": "Save a voice from a reference clip and its transcript",
                      "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form(
-                         {"name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"}, **reference},
-                         ["name", "file", "transcript"])}}},
+                         {"name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
+                          "type": {"type": "string", "enum": ["audio_sample", "prompt"], "default": "audio_sample"},
+                          "audio_sample": upload, **reference, "consent": {"type": "string"},
+                          "prompt": {"type": "string", "description": "type prompt: voice-design items"},
+                          "model": {"type": "string"}, "script_hint": {"type": "string"}},
+                         ["name"])}}},
                      "responses": {"201": _json("Voice", "the saved voice"),
                                    **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 422, 429, 503)}}},
         },
@@ -161,8 +165,9 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         }}},
         "Voice": {"type": "object", "required": ["id", "object", "name", "type"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice"}, "name": {"type": "string"},
-            "type": {"enum": ["auto", "designed", "saved"]}, "created_at": {"type": "integer"},
-            "transcript": {"type": "string"}, "duration_s": {"type": "number"}, "instructions": {"type": "string"},
+            "type": {"enum": ["audio_sample", "prompt"]}, "created_at": {"type": "integer"},
+            "transcript": {"type": "string"}, "duration_s": {"type": "number"}, "prompt": nullable_string,
+            "builtin": {"type": "boolean"},
         }},
         "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},

@@ -176,6 +176,7 @@ class Scheduler:
 
     def _set_idle_if_done(self) -> None:
         if not self.unfinished and not self.reservations:
+            self.admitted_audio_s = 0.0  # exactly: no rounding left over from the additions
             self._idle.set()
 
     def submit_encode(self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE) -> asyncio.Future[Any]:

@@ -1,9 +1,11 @@
 """Saved voices on disk: one msgpack file per voice, written atomically, read once at start.
 
-    <data dir>/voices/<name>.voice   {format, name, created_at, transcript, duration_s, source, voice}
+    <data dir>/voices/<name>.voice   {format, name, created_at, type, transcript, voice, prompt, seed, source}
 
-`voice` is the clone prompt exactly as a sidecar's `encoded` frame carried it (codec tokens,
-transcript as preprocessed, loudness), so using a saved voice costs no sidecar work. A file is
+A voice is one of OpenAI's two kinds. `audio_sample`: `voice` is the clone prompt exactly as a
+sidecar's `encoded` frame carried it (codec tokens, transcript as preprocessed, loudness), so
+using it costs no sidecar work. `prompt`: a designed voice, its voice-design `prompt` and the
+seed drawn when it was saved, so that it sounds the same in every request. A file is
 written to a temporary name, flushed to disk, then hard-linked to its final name, which fails
 if the name is taken (two uploads racing for one name: the second gets 409), and the directory
 is flushed too. A crash at any point leaves either no voice or a whole one. Files that do not
@@ -16,7 +18,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -39,30 +40,30 @@ FORMAT = 1
 class SavedVoice:
     name: str
     created_at: int
-    transcript: str
-    voice: VoicePayload
-    source: dict[str, Any] = field(default_factory=dict)  # the upload: filename, bytes
+    type: str  # "audio_sample" (a clone prompt) or "prompt" (a designed voice)
+    transcript: str | None = None  # audio_sample: what the reference says
+    voice: VoicePayload | None = None  # audio_sample: the clone prompt
+    prompt: str | None = None  # prompt: the voice-design instruct
+    seed: int | None = None  # prompt: fixed, so the voice stays the same
+    source: dict[str, Any] = field(default_factory=dict)  # the upload: filename, bytes, consent
 
     @property
-    def duration_s(self) -> float:
-        """Length of the prompt (after silence trimming), from its codec frames."""
-        return round(self.voice["tokens"]["shape"][1] / FRAME_RATE, 2)
+    def duration_s(self) -> float | None:
+        """Length of a clone prompt (after silence trimming), from its codec frames."""
+        return round(self.voice["tokens"]["shape"][1] / FRAME_RATE, 2) if self.voice else None
 
     def public(self) -> dict[str, Any]:
-        return {
-            "id": self.name,
-            "object": "audio.voice",
-            "name": self.name,
-            "type": "saved",
-            "created_at": self.created_at,
-            "transcript": self.transcript,
-            "duration_s": self.duration_s,
-        }
+        entry: dict[str, Any] = {"id": self.name, "object": "audio.voice", "name": self.name, "type": self.type, "created_at": self.created_at}
+        if self.type == "prompt":
+            entry["prompt"] = self.prompt
+        else:
+            entry.update(transcript=self.transcript, duration_s=self.duration_s)
+        return entry
 
     def to_file(self) -> bytes:
         return msgpack.packb(
-            {"format": FORMAT, "name": self.name, "created_at": self.created_at, "transcript": self.transcript,
-             "source": self.source, "voice": self.voice},
+            {"format": FORMAT, "name": self.name, "created_at": self.created_at, "type": self.type, "transcript": self.transcript,
+             "voice": self.voice, "prompt": self.prompt, "seed": self.seed, "source": self.source},
             use_bin_type=True,
         )  # fmt: skip
 
@@ -73,13 +74,26 @@ class SavedVoice:
             obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
             if not isinstance(obj, dict) or obj.get("format") != FORMAT:
                 raise ValueError(f"not a format-{FORMAT} voice file")
-            validate({"op": "encoded", "batch": 0, "id": "file", "voice": obj["voice"]}, FROM_SIDECAR)
-            name, created_at, transcript = obj["name"], obj["created_at"], obj["transcript"]
-            if not (isinstance(name, str) and isinstance(created_at, int) and isinstance(transcript, str)):
-                raise ValueError("name, created_at or transcript of the wrong type")
-            return cls(name, created_at, transcript, obj["voice"], dict(obj.get("source") or {}))
+            voice = cls(obj["name"], obj["created_at"], obj["type"], obj.get("transcript"), obj.get("voice"),
+                        obj.get("prompt"), obj.get("seed"), dict(obj.get("source") or {}))  # fmt: skip
+            voice.check()
+            return voice
         except (ProtocolError, KeyError, TypeError, ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
             raise ValueError(str(exc)) from None
+
+    def check(self) -> None:
+        """ValueError (or ProtocolError) unless every field has the type its kind needs."""
+        if not (isinstance(self.name, str) and isinstance(self.created_at, int)):
+            raise ValueError("name or created_at of the wrong type")
+        if self.type == "audio_sample":
+            if not isinstance(self.transcript, str):
+                raise ValueError("an audio_sample voice without a transcript")
+            validate({"op": "encoded", "batch": 0, "id": "file", "voice": self.voice}, FROM_SIDECAR)
+        elif self.type == "prompt":
+            if not isinstance(self.prompt, str) or not isinstance(self.seed, int) or isinstance(self.seed, bool):
+                raise ValueError("a prompt voice without its prompt or seed")
+        else:
+            raise ValueError(f"unknown voice type {self.type!r}")
 
 
 class VoiceStore:
@@ -118,10 +132,11 @@ class VoiceStore:
         if name in self.voices:
             raise Conflict(f"a voice named {name!r} exists already; delete it first to replace it", param="name")
 
-    def add(self, name: str, transcript: str, voice: VoicePayload, source: dict[str, Any]) -> SavedVoice:
+    def add(self, saved: SavedVoice) -> SavedVoice:
         """Write a new voice; Conflict if the name is taken (also by a concurrent upload)."""
+        name = saved.name
         self.check_free(name)
-        saved = SavedVoice(name, int(time.time()), transcript, voice, source)
+        saved.check()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write_new(self.path(name), saved.to_file())
@@ -131,7 +146,7 @@ class VoiceStore:
             log.error("cannot save voice %r in %s: %s", name, self.directory, exc)
             raise ServerError(f"the voice could not be saved: {exc.strerror or exc}") from None
         self.voices[name] = saved
-        log.info("saved voice %r (%.1f s prompt)", name, saved.duration_s)
+        log.info("saved voice %r (%s)", name, saved.type)
         return saved
 
     def delete(self, name: str) -> bool:

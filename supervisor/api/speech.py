@@ -89,6 +89,8 @@ def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
         )
         error.code = "voice_not_found"
         raise error
+    if saved.type == "prompt":
+        return Voice(instruct=request.instructions or saved.prompt, seed=saved.seed)
     return Voice(instruct=request.instructions, prompt=saved.voice)
 
 

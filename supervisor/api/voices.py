@@ -1,6 +1,8 @@
 """Saved voices (`/v1/audio/voices`), and the one-shot clone and design forms.
 
-A reference upload is checked here only for its size and its first bytes (WAV, FLAC, MP3 or
+Creating a voice takes OpenAI's form (`client.audio.voices.create`): `type: audio_sample` with
+the clip as `audio_sample` (or `file`) and, ours, its `transcript`; or `type: prompt` with a
+voice-design `prompt`, saved with a seed of its own so it keeps sounding the same. A reference upload is checked here only for its size and its first bytes (WAV, FLAC, MP3 or
 OGG; anything else is a 415). It is decoded, resampled, trimmed and encoded into a clone prompt
 by a sidecar (`encode_voice` with the file as uploaded), so untrusted audio is only ever parsed
 in a process the supervisor can kill and replace. Audio that will not decode, is silent or is
@@ -11,6 +13,8 @@ no sidecar work.
 
 from __future__ import annotations
 
+import secrets
+import time
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -24,11 +28,12 @@ from supervisor.api import Services, services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, read_json, respond, until_disconnected
 from supervisor.errors import InvalidRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMedia
 from supervisor.synthesis import Voice
-from supervisor.voice_store import PromptCache
+from supervisor.voice_store import PromptCache, SavedVoice
 
 MAX_FORM_FIELDS = 32
 MAX_FIELD_BYTES = 256 * 1024
-VOICE_FIELDS = frozenset({"name", "file", "transcript", "preprocess"})
+FILE_FIELDS = frozenset({"file", "audio_sample"})
+VOICE_FIELDS = frozenset({"name", "type", "file", "audio_sample", "transcript", "preprocess", "consent", "prompt", "model", "script_hint"})
 CLONE_FIELDS = schemas.OPTION_FIELDS | {"file", "transcript", "preprocess"}
 DESIGN_FIELDS = schemas.OPTION_FIELDS
 AUDIO_KINDS = "WAV, FLAC, MP3 or OGG (Vorbis or Opus)"
@@ -37,10 +42,11 @@ AUDIO_KINDS = "WAV, FLAC, MP3 or OGG (Vorbis or Opus)"
 class Form:
     """A parsed form: text fields and at most one uploaded file, each key at most once."""
 
-    def __init__(self, fields: dict[str, str], file: bytes | None, filename: str | None) -> None:
+    def __init__(self, fields: dict[str, str], file: bytes | None, filename: str | None, file_key: str | None) -> None:
         self.fields = fields
         self.file = file
         self.filename = filename
+        self.file_key = file_key
 
 
 async def read_form(request: Request, svc: Services, allowed: frozenset[str], *, multipart_only: bool) -> Form:
@@ -56,33 +62,34 @@ async def read_form(request: Request, svc: Services, allowed: frozenset[str], *,
         fields: dict[str, str] = {}
         file: bytes | None = None
         filename: str | None = None
+        file_key: str | None = None
         for key, value in form.multi_items():
             if key not in allowed:
                 raise InvalidRequest(f"Unrecognized form field {key!r}. Accepted: {', '.join(sorted(allowed))}.", param=key)
-            if key in fields or (key == "file" and file is not None):
-                raise InvalidRequest(f"Form field {key!r} is given more than once.", param=key)
-            if key == "file":
+            if key in fields or (key in FILE_FIELDS and file is not None):
+                raise InvalidRequest(f"Form field {key!r} is given more than once (one audio file at most).", param=key)
+            if key in FILE_FIELDS:
                 if not isinstance(value, UploadFile):
-                    raise InvalidRequest("'file' must be an uploaded file, not a text field.", param="file")
-                file, filename = await read_upload(value, svc), value.filename
+                    raise InvalidRequest(f"{key!r} must be an uploaded file, not a text field.", param=key)
+                file, filename, file_key = await read_upload(value, svc, key), value.filename, key
             elif isinstance(value, UploadFile):
                 raise InvalidRequest(f"{key!r} must be a text field, not a file.", param=key)
             else:
                 fields[key] = value
-        return Form(fields, file, filename)
+        return Form(fields, file, filename, file_key)
     finally:
         await form.close()
 
 
-async def read_upload(upload: UploadFile, svc: Services) -> bytes:
+async def read_upload(upload: UploadFile, svc: Services, key: str) -> bytes:
     limit = int(svc.settings.max_upload_mb * 2**20)
     data = await upload.read(limit + 1)
     if len(data) > limit:
-        raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param="file")
+        raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param=key)
     if not data:
-        raise InvalidRequest("the uploaded audio file is empty", param="file")
+        raise InvalidRequest("the uploaded audio file is empty", param=key)
     if sniff(data) is None:
-        raise UnsupportedMedia(f"the uploaded file is not audio we read: send {AUDIO_KINDS}", param="file")
+        raise UnsupportedMedia(f"the uploaded file is not audio we read: send {AUDIO_KINDS}", param=key)
     return data
 
 
@@ -125,25 +132,46 @@ async def encode_reference(request: Request, svc: Services, audio: bytes, transc
 
 
 def builtin_voices() -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = [{"id": "auto", "object": "audio.voice", "name": "auto", "type": "auto", "created_at": 0}]
+    """'auto' (the model picks a voice) and OpenAI's names, each a designed voice."""
+    entries: list[dict[str, Any]] = [
+        {"id": "auto", "object": "audio.voice", "name": "auto", "type": "prompt", "created_at": 0, "prompt": None, "builtin": True}
+    ]
     for name, instruct in schemas.OPENAI_VOICES.items():
-        entries.append({"id": name, "object": "audio.voice", "name": name, "type": "designed", "created_at": 0, "instructions": instruct})
+        entries.append({"id": name, "object": "audio.voice", "name": name, "type": "prompt", "created_at": 0, "prompt": instruct, "builtin": True})
     return entries
 
 
 async def create_voice(request: Request) -> Response:
     svc = services(request)
     form = await read_form(request, svc, VOICE_FIELDS, multipart_only=True)
-    name = schemas.voice_name(form.fields.get("name"))
-    transcript = schemas.transcript(form.fields.get("transcript"), svc.settings)
+    fields = form.fields
+    name = schemas.voice_name(fields.get("name"))
+    kind = fields.get("type") or ("prompt" if "prompt" in fields and form.file is None else "audio_sample")
+    if kind not in ("audio_sample", "prompt"):
+        raise InvalidRequest(f"'type' must be audio_sample or prompt; got {kind!r}.", param="type")
+    if kind == "prompt":
+        misplaced = sorted(set(fields) & {"transcript", "preprocess", "consent"}) + ([form.file_key] if form.file_key else [])
+    else:
+        misplaced = sorted(set(fields) & {"prompt", "model", "script_hint"})
+    if misplaced:
+        raise InvalidRequest(f"A voice of type {kind!r} takes no {', '.join(map(repr, misplaced))}.", param=misplaced[0])
     svc.voices.check_free(name)  # before any sidecar work; add() checks again, atomically
+    created = int(time.time())
+    if kind == "prompt":
+        prompt = schemas.instructions(schemas.string(fields, "prompt", max_chars=svc.settings.max_input_chars), "")
+        if prompt is None:
+            raise InvalidRequest("Missing required field: 'prompt' (voice-design items such as 'male, low pitch').", param="prompt")
+        saved = svc.voices.add(SavedVoice(name, created, "prompt", prompt=prompt, seed=secrets.randbits(63)))
+        return JSONResponse(saved.public(), status_code=201)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings)
     if form.file is None:
-        raise InvalidRequest("Missing required field: 'file' (the reference audio).", param="file")
+        raise InvalidRequest("Missing required field: 'audio_sample' (the reference audio; 'file' works too).", param="audio_sample")
     try:
-        prompt = await encode_reference(request, svc, form.file, transcript, preprocess_flag(form))
+        voice = await encode_reference(request, svc, form.file, transcript, preprocess_flag(form))
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED)
-    saved = svc.voices.add(name, transcript, prompt, {"filename": form.filename, "bytes": len(form.file)})
+    source = {"filename": form.filename, "bytes": len(form.file), "consent": fields.get("consent")}
+    saved = svc.voices.add(SavedVoice(name, created, "audio_sample", transcript=transcript, voice=voice, source=source))
     return JSONResponse(saved.public(), status_code=201)
 
 
