@@ -12,6 +12,7 @@ upstream rejects a chunked batch that mixes them.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,7 +27,10 @@ CALL_SIZE = 32
 def main() -> int:
     checkpoint, workload_path, out_path = sys.argv[1:4]
     work = json.loads(open(workload_path).read())
-    model = OmniVoice.from_pretrained(checkpoint, device_map="cuda:0", dtype=torch.bfloat16)
+    device = os.environ.get("REF_DEVICE", "cuda:0")  # cpu only to check the arm itself on a tiny checkpoint
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    model = OmniVoice.from_pretrained(checkpoint, device_map=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     sr = model.sampling_rate
     wav = torch.tensor(work["clone_wav"], dtype=torch.float32).unsqueeze(0)
     prompt = model.create_voice_clone_prompt((wav, sr), ref_text=work["clone_text"])
@@ -45,21 +49,21 @@ def main() -> int:
         return audio_s
 
     run(work["mixed"][:4])  # warm-up
-    torch.cuda.synchronize()
+    sync()
     start = time.perf_counter()
     audio_s = 0.0
     for i in range(0, len(work["mixed"]), CALL_SIZE):
         audio_s += run(work["mixed"][i : i + CALL_SIZE])
-    torch.cuda.synchronize()
+    sync()
     wall = time.perf_counter() - start
 
     single = []
     for i in range(work.get("single_repeats", 50)):
         torch.manual_seed(i)
-        torch.cuda.synchronize()
+        sync()
         t = time.perf_counter()
         model.generate(text=work["single_text"])
-        torch.cuda.synchronize()
+        sync()
         single.append(time.perf_counter() - t)
 
     result = {
@@ -69,7 +73,7 @@ def main() -> int:
         "mixed_x_realtime": round(audio_s / wall, 2),
         "single_p50_s": round(statistics.median(single), 4),
         "single_p95_s": round(float(np.percentile(single, 95)), 4),
-        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.startswith("cuda") else None,
     }
     open(out_path, "w").write(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result), flush=True)
