@@ -31,12 +31,17 @@ class Engine(Protocol):
 
     def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt: ...
 
+    def stats(self) -> dict[str, float | int]: ...
+
 
 class NullEngine:
     """Silence of the estimated duration; no model, no torch."""
 
     sample_rate = 24000
     num_codebooks = 8
+
+    def stats(self) -> dict[str, float | int]:
+        return {}  # no forward passes to count
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
         num_step = max((r.num_step for r in requests), default=0)

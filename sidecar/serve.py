@@ -217,10 +217,17 @@ class Sidecar:
                 entries.append(self.to_entry(item))
             except (InvalidInput, TypeError, ValueError) as exc:
                 self.send_error(batch, item["id"], ErrorKind.INVALID_INPUT, str(exc))
+        before = self.engine.stats() if self.engine is not None else {}
         if entries:
             self.run_entries(batch, entries, message["encoding"])
         wall = time.monotonic() - started
-        self.channel.send({"op": "done", "batch": batch, "stats": {"items": len(message["items"]), "steps": self.steps, "wall_s": wall}})
+        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps, "wall_s": wall}
+        # The runtime's forward-pass counters (passes, tokens, useful FLOPs, device seconds,
+        # graph hits and misses) for this batch alone, so the supervisor can add them up.
+        after = self.engine.stats() if self.engine is not None else {}
+        stats.update({f"forward_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k not in ("capture_s",)})
+        stats.update(engines.memory_stats(self.device))
+        self.channel.send({"op": "done", "batch": batch, "stats": stats})
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
         batch, item_id = message["batch"], message["id"]
