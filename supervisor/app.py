@@ -2,7 +2,7 @@
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
 it has one); request metrics come next, so that they count refusals too; then authentication;
-then the routes. Each route has its own body limit: a JSON body fits in a few kilobytes per
+then the body limits; then the routes. Each route has its own body limit: a JSON body fits in a few kilobytes per
 character allowed, an upload in --max-upload-mb and a little for the form around it.
 """
 
@@ -24,6 +24,7 @@ from supervisor import gpu, metrics
 from supervisor.api import Services, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
+from supervisor.limits import BodyLimit
 from supervisor.gpu import Device
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
@@ -64,7 +65,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             metrics.unwatch(collector)
 
     json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
-    upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024
+    upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
+    limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": upload_limit + json_limit,
+              "/v1/audio/voices": upload_limit}  # fmt: skip
     routes = [
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
@@ -72,17 +75,21 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),
         Route("/v1/models", ops.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
-        Route("/v1/audio/speech", speech.speech, methods=["POST"], max_body_size=json_limit),
-        Route("/v1/audio/design", voices.design, methods=["POST"], max_body_size=json_limit),
-        Route("/v1/audio/clone", voices.clone, methods=["POST"], max_body_size=upload_limit + json_limit),
+        Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+        Route("/v1/audio/design", voices.design, methods=["POST"]),
+        Route("/v1/audio/clone", voices.clone, methods=["POST"]),
         Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
-        Route("/v1/audio/voices", voices.create_voice, methods=["POST"], max_body_size=upload_limit),
+        Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
         Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(metrics.RequestMetrics, routes=routes), Middleware(BearerAuth, keys=settings.api_keys)],
+        middleware=[
+            Middleware(metrics.RequestMetrics, routes=routes),
+            Middleware(BearerAuth, keys=settings.api_keys),
+            Middleware(BodyLimit, limits=limits),
+        ],
         exception_handlers={ServerError: render_error, HTTPException: render_error, Exception: render_error},
         lifespan=lifespan,
     )

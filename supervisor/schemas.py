@@ -180,14 +180,14 @@ def language(value: str | None) -> str | None:
     return found
 
 
-def instructions(value: str | None, text: str) -> str | None:
+def instructions(value: str | None, text: str, param: str = "instructions") -> str | None:
     """Voice-design items, checked now so that a typo is a 400 that lists the valid items."""
     if value is None or not value.strip():
         return None
     try:
         resolve_instruct(value, use_zh=contains_cjk(text))
     except InvalidInstruct as exc:
-        raise InvalidRequest(str(exc), param="instructions") from None
+        raise InvalidRequest(str(exc), param=param) from None
     return value.strip()
 
 

@@ -143,7 +143,7 @@ def builtin_voices() -> list[dict[str, Any]]:
 
 async def create_voice(request: Request) -> Response:
     svc = services(request)
-    form = await read_form(request, svc, VOICE_FIELDS, multipart_only=True)
+    form = await read_form(request, svc, VOICE_FIELDS, multipart_only=False)  # a prompt voice has no file
     fields = form.fields
     name = schemas.voice_name(fields.get("name"))
     kind = fields.get("type") or ("prompt" if "prompt" in fields and form.file is None else "audio_sample")
@@ -158,7 +158,7 @@ async def create_voice(request: Request) -> Response:
     svc.voices.check_free(name)  # before any sidecar work; add() checks again, atomically
     created = int(time.time())
     if kind == "prompt":
-        prompt = schemas.instructions(schemas.string(fields, "prompt", max_chars=svc.settings.max_input_chars), "")
+        prompt = schemas.instructions(schemas.string(fields, "prompt", max_chars=svc.settings.max_input_chars), "", "prompt")
         if prompt is None:
             raise InvalidRequest("Missing required field: 'prompt' (voice-design items such as 'male, low pitch').", param="prompt")
         saved = svc.voices.add(SavedVoice(name, created, "prompt", prompt=prompt, seed=secrets.randbits(63)))

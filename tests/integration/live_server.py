@@ -1,0 +1,84 @@
+"""A real server for API tests: `python -m supervisor serve` in its own process, one per module.
+
+Starting a server and its sidecar takes seconds, so API tests share one per test module (the
+`live` context manager), each with its own data directory. On the way out the server gets
+SIGTERM (and SIGKILL if it lingers), and no sidecar of it may be left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness import SPAWN_S, assert_gone
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        self.proc, self.url, self.log = proc, url, log
+
+    def request(self, method: str, path: str, *, auth: bool = True, timeout: float = 120, **kw: Any) -> httpx.Response:
+        headers = {**(AUTH if auth else {}), **kw.pop("headers", {})}
+        return httpx.request(method, self.url + path, headers=headers, timeout=timeout, **kw)
+
+    def health(self) -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(self.url + "/health", timeout=10).json()
+        return body
+
+    def wait_for(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
+        start = time.monotonic()
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                body = self.health()
+                if predicate(body):
+                    return body
+            if time.monotonic() - start > timeout_s or self.proc.poll() is not None:
+                raise AssertionError(f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def live(log_dir: Path, *flags: str, checkpoint: Path | None = None) -> Iterator[LiveServer]:
+    """A ready server on a free port; the tiny checkpoint if given, else the null engine."""
+    port = free_port()
+    log = log_dir / f"server-{port}.log"
+    model = ["--model", str(checkpoint)] if checkpoint else ["--engine", "null"]
+    argv = [sys.executable, "-m", "supervisor", "serve", *model, "--port", str(port), "--api-key", KEY,
+            "--data-dir", str(log_dir / "data"), "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
+    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
+    pids: list[int] = []
+    try:
+        body = server.wait_for(lambda b: b["status"] == "ok", SPAWN_S, "the server to be ready")
+        pids = [s["pid"] for s in body["sidecars"] if s["pid"]]
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        assert_gone(pids)
