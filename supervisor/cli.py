@@ -44,6 +44,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve(settings))
 
 
+def cmd_stop(args: argparse.Namespace) -> int:
+    import os
+
+    from supervisor.stop import stop
+
+    pid_file = args.pid_file or (None if args.port else os.environ.get("OMNIVOICE_PID_FILE"))
+    port = args.port or int(os.environ.get("OMNIVOICE_PORT") or 0) or None
+    return stop(pid_file, port, args.timeout_s)
+
+
+def cmd_install_service(args: argparse.Namespace) -> int:
+    from supervisor.service import install
+
+    return install(model=args.model, host=args.host, port=args.port, data_dir=args.data_dir, user=args.user,
+                   unit_dir=args.unit_dir, env_file=args.env_file, files_only=args.files_only, start=args.start)
+
+
+def cmd_uninstall_service(args: argparse.Namespace) -> int:
+    from supervisor.service import uninstall
+
+    return uninstall(user=args.user, unit_dir=args.unit_dir, env_file=args.env_file, purge=args.purge)
+
+
 def add_serve(sub: argparse._SubParsersAction) -> None:
     from supervisor.settings import Settings
 
@@ -73,8 +96,44 @@ def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_make_checkpoint)
 
 
+def add_stop(sub: argparse._SubParsersAction) -> None:
+    from supervisor.stop import DEFAULT_TIMEOUT_S
+
+    p = sub.add_parser("stop", help="stop a server run outside systemd: SIGTERM (it drains), wait, report",
+                       description="Finds the server by --pid-file, else by --port (defaults: $OMNIVOICE_PID_FILE, "
+                                   "else $OMNIVOICE_PORT or 9194). Exit status: 0 stopped, 1 no server found, 3 still running.")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--pid-file", metavar="F", help="the file `serve --pid-file F` wrote")
+    where.add_argument("--port", type=int, metavar="P", help="the port the server listens on")
+    p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
+                   help="wait this long for the drain, then send a second SIGTERM (default: %(default)s)")
+    p.set_defaults(func=cmd_stop)
+
+
+def add_service(sub: argparse._SubParsersAction) -> None:
+    from supervisor import service
+
+    p = sub.add_parser("install-service", help="install, enable and start the systemd unit (as root)",
+                       description="Creates the user, writes the settings file (if absent) and the unit, then "
+                                   "systemctl daemon-reload, enable and restart. docs/DEPLOYMENT.md has the details.")
+    p.add_argument("--model", metavar="DIR_OR_HF_ID", help="OMNIVOICE_MODEL for a new settings file")
+    p.add_argument("--host", help="OMNIVOICE_HOST for a new settings file (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="OMNIVOICE_PORT for a new settings file (default 9194)")
+    p.add_argument("--data-dir", metavar="DIR", help="OMNIVOICE_DATA_DIR outside the state directory (shared storage); made writable in the unit")
+    p.add_argument("--no-start", dest="start", action="store_false", help="enable, but do not start or restart")
+    p.add_argument("--files-only", action="store_true", help="only write the settings file and the unit: no user, no systemctl")
+    p.set_defaults(func=cmd_install_service)
+    u = sub.add_parser("uninstall-service", help="stop (drain), disable and remove the systemd unit (as root)")
+    u.add_argument("--purge", action="store_true", help="also remove the settings file, state, cache, logs and the user")
+    u.set_defaults(func=cmd_uninstall_service)
+    for q in (p, u):
+        q.add_argument("--user", default=service.USER, help="the service's user (default: %(default)s)")
+        q.add_argument("--unit-dir", default=service.UNIT_DIR, help="where the unit goes (default: %(default)s)")
+        q.add_argument("--env-file", default=service.ENV_FILE, help="the settings file (default: %(default)s)")
+
+
 # Each entry adds one subcommand; `serve` and the others register themselves the same way.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_parity, add_make_checkpoint]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_stop, add_service, add_parity, add_make_checkpoint]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ def modules_after(statement: str) -> set[str]:
 @pytest.mark.parametrize(
     "module",
     ["supervisor.app", "supervisor.server", "supervisor.pool", "supervisor.scheduler", "supervisor.process",
-     "supervisor.gpu", "supervisor.settings", "supervisor.cli"],
+     "supervisor.gpu", "supervisor.settings", "supervisor.cli", "supervisor.systemd", "supervisor.stop", "supervisor.service"],
 )
 def test_supervisor_never_imports_torch(module: str) -> None:
     loaded = modules_after(f"import {module}")
