@@ -214,9 +214,9 @@ def install(*, model: str | None, host: str | None, port: int | None, data_dir: 
         print(f"kept {env_file} as it is" + (f" (set {', '.join(values)} there yourself)" if values else ""))
     else:  # read by systemd as root, and it may hold API keys: root's alone
         write_file(env_file, render_env_file(values), 0o600)
-    protect_home = "read-only" if under_home(command, model or "", data_dir or "") else "yes"
+    protect_home = "read-only" if under_home(command, sys.executable, model or "", data_dir or "") else "yes"
     if protect_home != "yes":
-        print("the installation, the model or the data directory is under /home or /root: ProtectHome=read-only")
+        print("the installation (or its Python), the model or the data directory is under /home or /root: ProtectHome=read-only")
     unit = render_unit(command, user, env_file, (data_dir,) if data_dir else (), protect_home)
     write_file(os.path.join(unit_dir, UNIT), unit, 0o644)
     if files_only:
