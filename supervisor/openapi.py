@@ -86,7 +86,10 @@ def document(settings: Settings) -> dict[str, Any]:
                  "preprocess": {"type": "boolean", "default": True, "description": "trim silences of the reference"}}  # fmt: skip
     audio = {"description": "audio in the requested format; text/event-stream with stream_format sse",
              "content": {**{t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()},
-                         "text/event-stream": {"schema": {"type": "string"}}}}  # fmt: skip
+                         "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {
+                             "event": {"type": "string"},
+                             "data": {"type": "string", "contentMediaType": "application/json",
+                                      "contentSchema": {"$ref": "#/components/schemas/SpeechStreamEvent"}}}}}}}  # fmt: skip
     speech_errors = (400, 413, 415, 429, 500, 503)
     paths: dict[str, Any] = {
         "/v1/audio/speech": {"post": {
@@ -163,6 +166,13 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
             "type": "object", "required": ["message", "type", "param", "code"],
             "properties": {"message": {"type": "string"}, "type": {"type": "string"}, "param": nullable_string, "code": nullable_string},
         }}},
+        "SpeechStreamEvent": {"anyOf": [
+            {"type": "object", "required": ["type", "audio"], "properties": {"type": {"const": "speech.audio.delta"}, "audio": {"type": "string"}}},
+            {"type": "object", "required": ["type", "usage"], "properties": {"type": {"const": "speech.audio.done"}, "usage": {
+                "type": "object", "required": ["input_tokens", "output_tokens", "total_tokens"],
+                "properties": {k: {"type": "integer"} for k in ("input_tokens", "output_tokens", "total_tokens")}}}},
+            {"type": "object", "required": ["type", "error"], "properties": {"type": {"const": "error"}, "error": {"type": "object"}}},
+        ]},
         "Voice": {"type": "object", "required": ["id", "object", "name", "type"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice"}, "name": {"type": "string"},
             "type": {"enum": ["audio_sample", "prompt"]}, "created_at": {"type": "integer"},
