@@ -21,11 +21,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from supervisor import gpu, metrics
-from supervisor.api import Services, ops, speech, voices
+from supervisor.api import Services, jobs, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.limits import BodyLimit
 from supervisor.gpu import Device
+from supervisor.job_runner import JobRunner
+from supervisor.jobs import JobStore
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
@@ -53,21 +55,25 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
         app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
+        app.state.jobs = JobRunner(app.state.services, JobStore(settings.resolved_data_dir()))
         collector = metrics.watch(pool)
         if not settings.api_keys:
             log.warning("no --api-key given: every route is open to anyone who can reach %s:%d", settings.host, settings.port)
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
         await pool.start()
+        await app.state.jobs.start()
         try:
             yield
         finally:
+            await app.state.jobs.stop()  # job items in flight go back to the queue; they run after the restart
             await pool.stop(settings.drain_s)
+            app.state.jobs.store.close()
             metrics.unwatch(collector)
 
     json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
     upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": upload_limit + json_limit,
-              "/v1/audio/voices": upload_limit}  # fmt: skip
+              "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes = [
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
@@ -82,6 +88,11 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
         Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
+        Route("/v1/jobs", jobs.create_job, methods=["POST"]),
+        Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", jobs.cancel_job, methods=["DELETE"]),
+        Route("/v1/jobs/{job_id}/items/{n}/audio", jobs.item_audio, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

@@ -76,6 +76,9 @@ class Settings:
     drain_s: float = setting(60.0, "on SIGTERM, let work in flight finish for this long before stopping")
     systemd_ready: str = setting("first", "under systemd, say READY=1 once the first sidecar is ready, or once all are", choices=("first", "all"))
     num_step: int = setting(32, "default denoising steps per request")
+    # --- jobs
+    job_retention_s: float = setting(604800.0, "remove a job and its result files this long after its last item ended (0: keep forever)")
+    max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
     test_faults: bool = setting(False, "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in production")
 
     def __post_init__(self) -> None:
@@ -90,7 +93,7 @@ class Settings:
             raise SettingsError(f"--port must be between 1 and 65535, got {self.port}")
         if not re.fullmatch(r"auto|cpu|\d+(,\d+)*", self.devices):
             raise SettingsError(f"--devices must be auto, cpu or indices like 0,1; got {self.devices!r}")
-        for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars"):
+        for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars", "max_job_items"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.chunk_s < 1:

@@ -1,0 +1,152 @@
+"""`/v1/jobs`: hand over a list of speech requests, follow it, fetch each result, cancel it.
+
+    POST   /v1/jobs                        {"items": [<speech request, optional "id">, ...]} -> 202, the job
+    GET    /v1/jobs?limit=20&after=JOB_ID  jobs, newest first, without their items
+    GET    /v1/jobs/{id}                   the job and every item's state, attempts and error
+    GET    /v1/jobs/{id}/items/{n}/audio   item n's result (0-based), once it is done
+    DELETE /v1/jobs/{id}                   cancel: queued items end cancelled; finished results stay
+
+Each item is checked exactly as the speech route checks a request (the same fields, the same
+messages, `param` prefixed with `items[n].`), and its voice must exist, so a job that is
+accepted will not fail on a typo hours later. The job is committed to disk before the 202 goes
+out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
+the first time (`Idempotent-Replayed: true`); with a different body, 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from supervisor import formats, schemas
+from supervisor.api import services
+from supervisor.api.speech import read_json, resolve_voice
+from supervisor.errors import Conflict, InvalidRequest, NotFound
+from supervisor.job_runner import JobRunner
+from supervisor.jobs import NewItem, body_digest
+
+ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
+MAX_KEY_CHARS = 255
+MAX_PAGE = 100
+BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
+
+
+def runner(request: Request) -> JobRunner:
+    jobs: JobRunner = request.app.state.jobs
+    return jobs
+
+
+def located(error: InvalidRequest, index: int) -> InvalidRequest:
+    """The same error, saying which item it is about."""
+    param = f"items[{index}]" + (f".{error.param}" if error.param else "")
+    moved = type(error)(f"items[{index}]: {error.message}", param=param)
+    moved.code = error.code
+    return moved
+
+
+def job_items(body: Any, request: Request) -> list[NewItem]:
+    """The body's items as they will be stored; InvalidRequest names the first bad one."""
+    svc = services(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object {\"items\": [...]}.")
+    schemas.refuse_unknown(body, frozenset({"items"}))
+    items = body.get("items")
+    if not isinstance(items, list) or not items:
+        raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
+    if len(items) > svc.settings.max_job_items:
+        raise InvalidRequest(f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.", param="items")
+    seen: dict[str, int] = {}
+    out = []
+    for index, item in enumerate(items):
+        try:
+            if not isinstance(item, dict):
+                raise InvalidRequest("An item must be a JSON object (a speech request with an optional 'id').")
+            client_id = item.get("id")
+            if client_id is not None:
+                if not isinstance(client_id, str) or not ITEM_ID.fullmatch(client_id):
+                    raise InvalidRequest("'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
+                                         f"letter or digit (it becomes a file name); got {client_id!r}.", param="id")  # fmt: skip
+                if client_id in seen:
+                    raise InvalidRequest(f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.", param="id")
+                seen[client_id] = index
+            fields = {key: value for key, value in item.items() if key != "id"}
+            speech = schemas.speech_request(fields, svc.settings)
+            if speech.stream_format == "sse":
+                raise InvalidRequest("A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.", param="stream_format")
+            resolve_voice(speech, svc.voices)
+        except InvalidRequest as exc:
+            raise located(exc, index) from None
+        out.append(NewItem(fields, client_id, speech.response_format))
+    return out
+
+
+async def create_job(request: Request) -> JSONResponse:
+    jobs = runner(request)
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
+        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
+    body = await read_json(request)
+    items = job_items(body, request)
+    job_id, created = await asyncio.to_thread(jobs.store.create, items, body_digest(body), key)
+    if created:
+        jobs.wake()
+    job = await asyncio.to_thread(jobs.store.job, job_id)
+    headers = {"Location": f"/v1/jobs/{job_id}"}
+    if not created:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(job, status_code=202, headers=headers)
+
+
+async def list_jobs(request: Request) -> JSONResponse:
+    raw = request.query_params.get("limit", "20")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit")
+    page, has_more = await asyncio.to_thread(runner(request).store.list, int(raw), request.query_params.get("after"))
+    return JSONResponse({
+        "object": "list", "data": page, "has_more": has_more,
+        "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
+    })  # fmt: skip
+
+
+def no_job(job_id: str) -> NotFound:
+    error = NotFound(f"No job {job_id!r}: it never existed, or was removed after its retention.", param="job_id")
+    error.code = "job_not_found"
+    return error
+
+
+async def get_job(request: Request) -> JSONResponse:
+    job_id = request.path_params["job_id"]
+    job = await asyncio.to_thread(runner(request).store.job, job_id)
+    if job is None:
+        raise no_job(job_id)
+    return JSONResponse(job)
+
+
+async def item_audio(request: Request) -> Response:
+    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
+    item = await asyncio.to_thread(jobs.store.item, job_id, int(raw)) if raw.isdigit() else None
+    if item is None:
+        if await asyncio.to_thread(jobs.store.job, job_id, False) is None:
+            raise no_job(job_id)
+        raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
+    if item["state"] != "done":
+        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; its audio exists once it is done.", param="n")
+        error.code = "item_not_done"
+        raise error
+    path = jobs.store.result_path(job_id, item["index"], item["format"])
+    if not path.is_file():
+        raise NotFound(f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n")
+    name = f"{item['id'] or item['index']}.{item['format']}"
+    return FileResponse(path, media_type=formats.MEDIA_TYPES[item["format"]], filename=name)
+
+
+async def cancel_job(request: Request) -> JSONResponse:
+    jobs, job_id = runner(request), request.path_params["job_id"]
+    if not await asyncio.to_thread(jobs.store.cancel, job_id):
+        raise no_job(job_id)
+    jobs.cancel_job(job_id)
+    return JSONResponse(await asyncio.to_thread(jobs.store.job, job_id, False))

@@ -1,0 +1,385 @@
+"""Durable jobs: a SQLite store (write-ahead log) with exactly-once item states and atomic result files.
+
+    <data dir>/jobs.sqlite3            jobs and items (WAL mode, synchronous=FULL)
+    <data dir>/jobs/<job id>/<n>.<fmt> the result of item n, once it is done
+
+An item's states, and who moves it:
+
+    queued  --claim (runner)-->    running
+    running --finish (runner)-->   done
+    running --fail (runner)-->     failed
+    running --release (runner)-->  queued, or cancelled if its job was cancelled meanwhile
+    queued  --cancel (DELETE)-->   cancelled
+
+Only the runner moves an item out of `running`, and every move is a conditional UPDATE on the
+state it expects, so no item is ever finished twice. `finish` writes the result to a temporary
+file, flushes it, renames it to its final name, flushes the directory, and only then commits
+`done`, all under one lock. A crash can therefore leave an item `running` with its final file
+already in place; `recover` (at start) marks such an item done, puts every other `running`
+item back to `queued`, and removes temporary files. So after a crash or a restart unfinished
+items run again, finished ones are never redone, and a file under a final name is always whole.
+
+Every method is synchronous and takes the store's lock: the server calls them through
+`asyncio.to_thread`, tests and tools call them directly. A commit is flushed to disk before it
+returns (synchronous=FULL), so a job acknowledged to a client survives a power cut, not only a
+crash of the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from supervisor.errors import Conflict, ServerError
+
+DB_NAME = "jobs.sqlite3"
+LOCK_NAME = "jobs.lock"
+RESULTS_DIR = "jobs"
+TMP_SUFFIX = ".tmp"
+ITEM_STATES = ("queued", "running", "done", "failed", "cancelled")
+ENDED = ("done", "failed", "cancelled")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT UNIQUE,
+    body_sha256 TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    cancelled_at REAL
+);
+CREATE TABLE IF NOT EXISTS items (
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    n INTEGER NOT NULL,
+    client_id TEXT,
+    request TEXT NOT NULL,
+    format TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    started_at REAL,
+    finished_at REAL,
+    error TEXT,
+    seed INTEGER,
+    audio_s REAL,
+    PRIMARY KEY (job_id, n)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_by_state ON items (state);
+"""
+
+
+class StoreLocked(RuntimeError):
+    """Another server holds this data directory's job store."""
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """An item as submitted: its speech fields (without "id"), the client's id, its format."""
+
+    request: dict[str, Any]
+    client_id: str | None
+    format: str
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """An item the runner has taken: queued -> running."""
+
+    job_id: str
+    n: int
+    request: dict[str, Any]
+    format: str
+    attempts: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job_id, self.n)
+
+
+def body_digest(body: Any) -> str:
+    """The same JSON, however it was spaced or ordered, gives the same digest."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def error_record(error: ServerError) -> dict[str, Any]:
+    """What an item keeps of the error it failed with: OpenAI's error object plus the HTTP status."""
+    return {**error.to_body()["error"], "status": error.status}
+
+
+class JobStore:
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = Path(data_dir)
+        self.results = self.data_dir / RESULTS_DIR
+        self.results.mkdir(parents=True, exist_ok=True)
+        self._lock_file = (self.data_dir / LOCK_NAME).open("a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise StoreLocked(f"another server is using the job store in {self.data_dir}") from None
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+            self._lock_file.close()  # releases the flock
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT under the lock (ROLLBACK if anything raises)."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------ jobs
+
+    def create(self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None) -> tuple[str, bool]:
+        """Store a job; (its id, True). With a key already used for the same body: (that job, False).
+
+        The same key with a different body raises Conflict.
+        """
+        now = time.time()
+        with self.transaction() as db:
+            if idempotency_key is not None:
+                row = db.execute("SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)).fetchone()
+                if row is not None:
+                    if row["body_sha256"] != body_sha256:
+                        error = Conflict(
+                            f"Idempotency-Key {idempotency_key!r} was already used for job {row['id']} with a different "
+                            "body; use a new key for a different job.", param="Idempotency-Key")  # fmt: skip
+                        error.code = "idempotency_key_reused"
+                        raise error
+                    return row["id"], False
+            job_id = "job_" + uuid.uuid4().hex
+            db.execute("INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) VALUES (?, ?, ?, ?)",
+                       (job_id, idempotency_key, body_sha256, now))  # fmt: skip
+            db.executemany(
+                "INSERT INTO items (job_id, n, client_id, request, format, state) VALUES (?, ?, ?, ?, ?, 'queued')",
+                ((job_id, n, item.client_id, json.dumps(item.request), item.format) for n, item in enumerate(items)),
+            )
+        return job_id, True
+
+    def job(self, job_id: str, with_items: bool = True) -> dict[str, Any] | None:
+        """The job as the API shows it, or None."""
+        with self.lock:
+            row = self.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            view = self._view(row)
+            if with_items:
+                items = self.db.execute("SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)).fetchall()
+                view["items"] = [self._item_view(job_id, item) for item in items]
+        return view
+
+    def list(self, limit: int, after: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """Jobs newest first, without their items: (a page of at most `limit`, whether more follow)."""
+        with self.lock:
+            seq = 2**63 - 1
+            if after is not None:
+                anchor = self.db.execute("SELECT seq FROM jobs WHERE id = ?", (after,)).fetchone()
+                if anchor is None:
+                    return [], False
+                seq = anchor["seq"]
+            rows = self.db.execute("SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)).fetchall()
+            return [self._view(row) for row in rows[:limit]], len(rows) > limit
+
+    def _view(self, row: sqlite3.Row) -> dict[str, Any]:
+        """A job's fields and progress (the lock is held)."""
+        progress = {state: 0 for state in ITEM_STATES}
+        started, last_end = False, None
+        for state, count, attempted, finished_at in self.db.execute(
+            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state", (row["id"],)
+        ):
+            progress[state] = count
+            started = started or attempted > 0 or state != "queued"
+            if finished_at is not None:
+                last_end = max(last_end or 0.0, finished_at)
+        unfinished = progress["queued"] + progress["running"]
+        if row["cancelled_at"] is not None:
+            state = "cancelled"
+        elif unfinished:
+            state = "running" if started else "queued"
+        else:
+            state = "failed" if progress["failed"] else "completed"
+        return {
+            "id": row["id"],
+            "object": "job",
+            "state": state,
+            "created_at": row["created_at"],
+            "finished_at": None if unfinished else last_end,
+            "cancelled_at": row["cancelled_at"],
+            "progress": {"total": sum(progress.values()), **progress},
+        }
+
+    @staticmethod
+    def _item_view(job_id: str, item: sqlite3.Row) -> dict[str, Any]:
+        return {
+            "index": item["n"],
+            "id": item["client_id"],
+            "state": item["state"],
+            "attempts": item["attempts"],
+            "format": item["format"],
+            "started_at": item["started_at"],
+            "finished_at": item["finished_at"],
+            "error": json.loads(item["error"]) if item["error"] else None,
+            "seed": item["seed"],
+            "audio_seconds": item["audio_s"],
+            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio" if item["state"] == "done" else None,
+        }
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job: its queued items end `cancelled`; running ones are the runner's to stop. False: no such job."""
+        now = time.time()
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+                return False
+            # A job whose every item has ended is left as it is: there is nothing to cancel.
+            db.execute("UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
+                       "(SELECT 1 FROM items WHERE job_id = ? AND state IN ('queued', 'running'))", (now, job_id, job_id))  # fmt: skip
+            db.execute("UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'", (now, job_id))
+        return True
+
+    def item(self, job_id: str, n: int) -> dict[str, Any] | None:
+        with self.lock:
+            row = self.db.execute("SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+        return None if row is None else self._item_view(job_id, row)
+
+    # ------------------------------------------------------------ result files
+
+    def result_path(self, job_id: str, n: int, fmt: str) -> Path:
+        return self.results / job_id / f"{n}.{fmt}"
+
+    def _write_result(self, path: Path, data: bytes) -> None:
+        """Temporary file, flushed, renamed over the final name, directory flushed."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    # ------------------------------------------------------------ the runner's moves
+
+    def queued(self, limit: int) -> list[Claimed]:
+        """Up to `limit` queued items, oldest job first, in item order (not claimed yet)."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i JOIN jobs j ON j.id = i.job_id "
+                "WHERE i.state = 'queued' ORDER BY j.seq, i.n LIMIT ?", (limit,)).fetchall()  # fmt: skip
+        return [Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"]) for r in rows]
+
+    def claim(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """queued -> running, one attempt more; returns the keys that were still queued."""
+        now, claimed = time.time(), set()
+        with self.transaction() as db:
+            for job_id, n in keys:
+                changed = db.execute(
+                    "UPDATE items SET state = 'running', attempts = attempts + 1, started_at = ? "
+                    "WHERE job_id = ? AND n = ? AND state = 'queued'", (now, job_id, n)).rowcount  # fmt: skip
+                if changed:
+                    claimed.add((job_id, n))
+        return claimed
+
+    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float) -> bool:
+        """Write the result atomically, then running -> done. False if the item was not running."""
+        job_id, n = key
+        with self.lock:
+            row = self.db.execute("SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+            if row is None or row["state"] != "running":
+                return False
+            self._write_result(self.result_path(job_id, n, fmt), data)
+            self.db.execute(
+                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ? "
+                "WHERE job_id = ? AND n = ? AND state = 'running'", (time.time(), seed, round(audio_s, 3), job_id, n))  # fmt: skip
+        return True
+
+    def fail(self, key: tuple[str, int], error: ServerError, claimed: bool = True) -> bool:
+        """running -> failed (or queued -> failed, claimed=False: invalid before it ran), with the error."""
+        job_id, n = key
+        with self.transaction() as db:
+            return bool(db.execute(
+                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, attempts = attempts + ? "
+                "WHERE job_id = ? AND n = ? AND state = ?",
+                (time.time(), json.dumps(error_record(error)), 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
+            ).rowcount)  # fmt: skip
+
+    def release(self, key: tuple[str, int]) -> str | None:
+        """running -> queued (it will run again), or -> cancelled if its job was cancelled. The new state."""
+        job_id, n = key
+        now = time.time()
+        with self.transaction() as db:
+            cancelled = db.execute("SELECT cancelled_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            state = "cancelled" if cancelled is not None and cancelled["cancelled_at"] is not None else "queued"
+            changed = db.execute(
+                "UPDATE items SET state = ?, finished_at = ? WHERE job_id = ? AND n = ? AND state = 'running'",
+                (state, now if state == "cancelled" else None, job_id, n)).rowcount  # fmt: skip
+        return state if changed else None
+
+    def recover(self) -> tuple[int, int]:
+        """After a crash or a restart: running items whose final file exists -> done, others -> queued.
+
+        Also removes temporary files and result folders no job owns. Returns (done, queued).
+        """
+        num_done = num_queued = 0
+        with self.transaction() as db:
+            for row in db.execute("SELECT job_id, n, format FROM items WHERE state = 'running'").fetchall():
+                path = self.result_path(row["job_id"], row["n"], row["format"])
+                if path.is_file():  # renamed into place; the commit of `done` did not happen
+                    db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
+                               (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
+                    num_done += 1
+                else:
+                    db.execute("UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?", (row["job_id"], row["n"]))
+                    num_queued += 1
+            known = {row["id"] for row in db.execute("SELECT id FROM jobs")}
+        for folder in self.results.iterdir():
+            if folder.name not in known:
+                shutil.rmtree(folder, ignore_errors=True)
+                continue
+            for tmp in folder.glob(f".*{TMP_SUFFIX}"):
+                tmp.unlink(missing_ok=True)
+        return num_done, num_queued
+
+    def sweep(self, retention_s: float, now: float | None = None) -> list[str]:
+        """Remove jobs whose every item ended more than retention_s ago, with their results."""
+        cutoff = (time.time() if now is None else now) - retention_s
+        with self.transaction() as db:
+            old = [row["job_id"] for row in db.execute(
+                "SELECT job_id FROM items GROUP BY job_id "
+                "HAVING SUM(state IN ('queued', 'running')) = 0 AND MAX(COALESCE(finished_at, 0)) < ?", (cutoff,))]  # fmt: skip
+            db.executemany("DELETE FROM jobs WHERE id = ?", ((job_id,) for job_id in old))
+        for job_id in old:
+            shutil.rmtree(self.results / job_id, ignore_errors=True)
+        return old
+
+    def count_unfinished(self) -> int:
+        with self.lock:
+            return int(self.db.execute("SELECT COUNT(*) FROM items WHERE state IN ('queued', 'running')").fetchone()[0])

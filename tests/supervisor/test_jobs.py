@@ -1,0 +1,175 @@
+"""The job store on real SQLite files: idempotency, exactly-once moves, recovery after a crash, retention."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from supervisor.errors import Conflict, TaskFailed
+from supervisor.jobs import JobStore, NewItem, StoreLocked, body_digest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
+    return [NewItem({"input": f"item {i}", "response_format": fmt}, f"id{i}", fmt) for i in range(count)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    opened = JobStore(tmp_path)
+    yield opened
+    opened.close()
+
+
+def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_returns(store: JobStore, tmp_path: Path) -> None:
+    job_id, created = store.create(new_items(3), "sha")
+    assert created and job_id.startswith("job_")
+    # A second connection (another process, as after a crash) sees the committed job at once.
+    other = sqlite3.connect(tmp_path / "jobs.sqlite3")
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT COUNT(*) FROM items WHERE job_id = ?", (job_id,)).fetchone()[0] == 3
+    other.close()
+    job = store.job(job_id)
+    assert job is not None and job["state"] == "queued"
+    assert job["progress"] == {"total": 3, "queued": 3, "running": 0, "done": 0, "failed": 0, "cancelled": 0}
+    assert [i["id"] for i in job["items"]] == ["id0", "id1", "id2"]
+
+
+def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
+    body = {"items": [{"input": "a"}]}
+    first, created = store.create(new_items(1), body_digest(body), "key-1")
+    again, created_again = store.create(new_items(1), body_digest({"items": [{"input": "a"}]}), "key-1")
+    assert created and not created_again and again == first
+    with pytest.raises(Conflict) as raised:
+        store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
+    assert raised.value.code == "idempotency_key_reused" and first in raised.value.message
+    assert store.list(10)[0] == [store.job(first, with_items=False)]
+
+
+def test_body_digest_ignores_spacing_and_key_order() -> None:
+    assert body_digest({"a": 1, "b": [1, 2]}) == body_digest({"b": [1, 2], "a": 1})
+    assert body_digest({"a": 1}) != body_digest({"a": 2})
+
+
+def test_each_move_happens_once(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(3), "sha")
+    queued = store.queued(10)
+    assert [c.n for c in queued] == [0, 1, 2]
+    keys = [c.key for c in queued]
+    assert store.claim(keys) == set(keys)
+    assert store.claim(keys) == set()  # claimed already: nothing is taken twice
+    assert store.finish(keys[0], "wav", b"RIFF", seed=7, audio_s=1.5)
+    assert not store.finish(keys[0], "wav", b"other", seed=8, audio_s=1.0)  # done already
+    assert store.result_path(job_id, 0, "wav").read_bytes() == b"RIFF"
+    assert store.fail(keys[1], TaskFailed("generation failed: boom"))
+    assert store.release(keys[2]) == "queued"
+    assert store.release(keys[2]) is None  # not running any more
+    job = store.job(job_id)
+    assert job is not None
+    states = [(i["state"], i["attempts"]) for i in job["items"]]
+    assert states == [("done", 1), ("failed", 1), ("queued", 1)]
+    assert job["items"][0]["seed"] == 7 and job["items"][0]["audio_seconds"] == 1.5
+    assert job["items"][1]["error"]["code"] == "generation_failed" and job["items"][1]["error"]["status"] == 500
+    assert job["state"] == "running"
+    store.claim([keys[2]])
+    store.finish(keys[2], "wav", b"RIFF2", seed=1, audio_s=1.0)
+    job = store.job(job_id)
+    assert job is not None and job["state"] == "failed" and job["finished_at"] is not None
+
+
+def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(3), "sha")
+    running = store.queued(1)[0].key
+    store.claim([running])
+    assert store.cancel(job_id)
+    assert store.release(running) == "cancelled"
+    job = store.job(job_id)
+    assert job is not None and job["state"] == "cancelled" and job["cancelled_at"] is not None
+    assert [i["state"] for i in job["items"]] == ["cancelled"] * 3
+    assert store.queued(10) == []
+    assert not store.cancel("job_nonexistent")
+
+
+def test_cancelling_a_finished_job_changes_nothing(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(1), "sha")
+    key = store.queued(1)[0].key
+    store.claim([key])
+    store.finish(key, "wav", b"x", seed=None, audio_s=0.1)
+    assert store.cancel(job_id)
+    job = store.job(job_id)
+    assert job is not None and job["state"] == "completed" and job["cancelled_at"] is None
+
+
+def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into_place(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job_id, _ = store.create(new_items(3), "sha")
+    keys = [c.key for c in store.queued(3)]
+    store.claim(keys)
+    # Item 0: its result was renamed into place, then the process died before the commit.
+    store.result_path(job_id, 0, "wav").parent.mkdir(parents=True, exist_ok=True)
+    store.result_path(job_id, 0, "wav").write_bytes(b"whole")
+    # Item 1: died while writing its temporary file.
+    (store.result_path(job_id, 1, "wav").parent / ".1.wav.abcd1234.tmp").write_bytes(b"half")
+    (store.results / "job_orphan").mkdir()
+    store.close()
+
+    again = JobStore(tmp_path)
+    assert again.recover() == (1, 2)
+    job = again.job(job_id)
+    assert job is not None
+    assert [(i["state"], i["attempts"]) for i in job["items"]] == [("done", 1), ("queued", 1), ("queued", 1)]
+    assert sorted(p.name for p in (again.results / job_id).iterdir()) == ["0.wav"]
+    assert not (again.results / "job_orphan").exists()
+    assert [c.n for c in again.queued(10)] == [1, 2]
+    again.close()
+
+
+def test_a_second_server_on_the_same_data_directory_is_refused(store: JobStore, tmp_path: Path) -> None:
+    with pytest.raises(StoreLocked):
+        JobStore(tmp_path)
+    code = "import sys; from supervisor.jobs import JobStore, StoreLocked\ntry:\n JobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
+    assert subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT).returncode == 7
+
+
+def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
+    code = "import sys, os, signal; from supervisor.jobs import JobStore\nJobStore(sys.argv[1])\nos.kill(os.getpid(), signal.SIGKILL)"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT)
+    JobStore(tmp_path).close()
+
+
+def test_sweep_removes_ended_jobs_past_retention_with_their_files(store: JobStore) -> None:
+    old, _ = store.create(new_items(1), "a")
+    key = store.queued(1)[0].key
+    store.claim([key])
+    store.finish(key, "wav", b"x", seed=None, audio_s=0.1)
+    unfinished, _ = store.create(new_items(1), "b")
+    assert store.sweep(3600) == []  # ended just now
+    assert store.sweep(3600, now=time.time() + 7200) == [old]
+    assert store.job(old) is None and not (store.results / old).exists()
+    assert store.job(unfinished) is not None  # still queued: never removed
+
+
+def test_list_pages_newest_first(store: JobStore) -> None:
+    ids = [store.create(new_items(1), str(i))[0] for i in range(5)]
+    page, more = store.list(2)
+    assert [j["id"] for j in page] == ids[:2:-1][:2] and more
+    page2, more2 = store.list(2, after=page[-1]["id"])
+    assert [j["id"] for j in page2] == [ids[2], ids[1]] and more2
+    page3, more3 = store.list(2, after=page2[-1]["id"])
+    assert [j["id"] for j in page3] == [ids[0]] and not more3
+    assert store.list(2, after="job_unknown") == ([], False)
+
+
+def test_results_are_written_without_leaving_temporary_files(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(1, "mp3"), "sha")
+    key = store.queued(1)[0].key
+    store.claim([key])
+    store.finish(key, "mp3", os.urandom(1000), seed=None, audio_s=0.5)
+    assert [p.name for p in (store.results / job_id).iterdir()] == ["0.mp3"]
