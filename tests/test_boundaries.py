@@ -21,11 +21,22 @@ def modules_after(statement: str) -> set[str]:
 @pytest.mark.parametrize(
     "module",
     ["supervisor.app", "supervisor.server", "supervisor.pool", "supervisor.scheduler", "supervisor.process",
-     "supervisor.gpu", "supervisor.settings", "supervisor.cli", "supervisor.systemd", "supervisor.stop", "supervisor.service"],
+     "supervisor.gpu", "supervisor.settings", "supervisor.cli", "supervisor.systemd", "supervisor.stop", "supervisor.service",
+     "supervisor.api.speech", "supervisor.api.voices", "supervisor.schemas", "supervisor.formats", "supervisor.chunking",
+     "supervisor.synthesis", "supervisor.metrics", "supervisor.voice_store", "supervisor.openapi"],
 )
 def test_supervisor_never_imports_torch(module: str) -> None:
     loaded = modules_after(f"import {module}")
     assert not loaded & {"torch", "numpy", "transformers", "safetensors"}, f"{module} pulled in {loaded & {'torch', 'numpy', 'transformers'}}"
+
+
+def test_encoding_every_format_needs_no_numpy() -> None:
+    """PyAV encodes from bytes in the supervisor: libav comes in, numpy does not."""
+    loaded = modules_after(
+        "from supervisor import formats\n"
+        "for fmt in formats.FORMATS: formats.encode(fmt, bytes(4800)); e = formats.encoder(fmt); e.feed(bytes(4800)); e.finish()"
+    )
+    assert "av" in loaded and not loaded & {"numpy", "torch"}
 
 
 def test_serve_command_parses_without_torch() -> None:
