@@ -113,7 +113,7 @@ def measure(host: str, port: int, server_pid: int | None, args: argparse.Namespa
         "requests": len(latencies), "failures": failures, "connections": args.connections, "format": args.format,
         "wall_s": round(wall, 3), "requests_per_s": round(len(latencies) / wall, 1),
         "latency_ms": {q: round(percentile(latencies, p) * 1000, 2) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
-        "audio_s_per_request": target_tokens(TEXT) / 25, "cpus": os.cpu_count(), "commit": commit(),
+        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / 25, "cpus": os.cpu_count(), "commit": commit(),
     }  # fmt: skip
     if server is not None:
         result["supervisor_cpu_ms_per_request"] = round((sum(server.cpu_times()[:2]) - cpu_before) * 1000 / len(latencies), 3)
@@ -128,6 +128,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--format", choices=("pcm", "wav"), default="pcm")
+    parser.add_argument("--log-level", default="warning", help="the server's; at info it logs a line per request")
     parser.add_argument("--url", help="measure this running server (host:port, started with --api-key bench-key) instead")
     parser.add_argument("--out", type=Path, help="also write the result as JSON here")
     args = parser.parse_args()
@@ -137,8 +138,8 @@ def main() -> int:
     else:
         port = free_port()
         argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port", str(port), "--api-key", KEY,
-                "--log-level", "warning", "--data-dir", "/tmp/omnivoice-bench"]  # fmt: skip
-        server = subprocess.Popen(argv, cwd=REPO_ROOT, env={**os.environ, "OMNIVOICE_LOG_LEVEL": "warning"})
+                "--log-level", args.log_level, "--data-dir", "/tmp/omnivoice-bench"]  # fmt: skip
+        server = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.DEVNULL if args.log_level != "warning" else None)
         try:
             deadline = time.monotonic() + 30
             while True:
