@@ -239,25 +239,27 @@ def uninstall(*, user: str, unit_dir: str, env_file: str, purge: bool) -> int:
         print("uninstall-service: run as root")
         return 2
     path = os.path.join(unit_dir, UNIT)
-    if shutil.which("systemctl"):
-        run("systemctl", "disable", "--now", UNIT, check=False)  # --now: stop, which drains
     if os.path.exists(path):
+        if shutil.which("systemctl"):
+            run("systemctl", "disable", "--now", UNIT, check=False)  # --now: stop, which drains
+            if run("systemctl", "is-failed", "--quiet", UNIT, check=False) == 0:
+                run("systemctl", "reset-failed", UNIT, check=False)
         os.unlink(path)
         print(f"removed {path}")
-    if shutil.which("systemctl"):
-        run("systemctl", "daemon-reload", check=False)
-        run("systemctl", "reset-failed", UNIT, check=False)
+        if shutil.which("systemctl"):
+            run("systemctl", "daemon-reload", check=False)
+    else:
+        print(f"{path} is not there; nothing to stop or disable")
+    leftovers = [p for p in (env_file, f"/var/lib/{NAME}", f"/var/cache/{NAME}", f"/var/log/{NAME}") if os.path.exists(p)]
     if not purge:
-        print(f"kept {env_file}, /var/lib/{NAME}, /var/cache/{NAME}, /var/log/{NAME} and user {user} (--purge removes them)")
+        if leftovers:
+            print(f"kept {', '.join(leftovers)} and user {user} (--purge removes them)")
         return 0
-    for leftover in (env_file, f"/var/lib/{NAME}", f"/var/cache/{NAME}", f"/var/log/{NAME}",
-                     f"/var/lib/private/{NAME}", f"/var/cache/private/{NAME}", f"/var/log/private/{NAME}"):
+    for leftover in leftovers:
         if os.path.isdir(leftover):
             shutil.rmtree(leftover)
-        elif os.path.exists(leftover):
-            os.unlink(leftover)
         else:
-            continue
+            os.unlink(leftover)
         print(f"removed {leftover}")
     try:
         pwd.getpwnam(user)
