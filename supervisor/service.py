@@ -95,6 +95,7 @@ ProtectSystem=strict
 ProtectHome={protect_home}
 {read_write_paths}PrivateTmp=yes
 PrivateIPC=yes
+PrivateMounts=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
 ProtectKernelLogs=yes
