@@ -67,6 +67,16 @@ def cmd_uninstall_service(args: argparse.Namespace) -> int:
     return uninstall(user=args.user, unit_dir=args.unit_dir, env_file=args.env_file, purge=args.purge)
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    import os
+
+    from supervisor.synth import synth
+
+    api_key = args.api_key or os.environ.get("OMNIVOICE_API_KEY")
+    return synth(args.manifest, args.out, args.server, args.model, api_key, job_size=args.job_size, poll_s=args.poll_s,
+                 retry_s=args.retry_s)  # fmt: skip
+
+
 def add_serve(sub: argparse._SubParsersAction) -> None:
     from supervisor.settings import Settings
 
@@ -132,8 +142,29 @@ def add_service(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--env-file", default=service.ENV_FILE, help="the settings file (default: %(default)s)")
 
 
+def add_synth(sub: argparse._SubParsersAction) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser("synth", help="synthesize a manifest (JSON lines of speech requests) into a folder; resumable",
+                       description="Submits the manifest as jobs, writes each result to DIR/<id>.<format> and skips what "
+                                   "is there already, so running it again resumes. Exit status: 0 all done, 1 some "
+                                   "failed (listed), 2 bad manifest or usage, 3 not finished (run it again).")  # fmt: skip
+    p.add_argument("manifest", metavar="MANIFEST.jsonl", type=Path, help="one speech request per line, with an optional \"id\"")
+    p.add_argument("--out", metavar="DIR", type=Path, required=True, help="where results go, as <id>.<format>")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--server", metavar="URL", help="a running server (default: $OMNIVOICE_SERVER, else http://127.0.0.1:9194)")
+    where.add_argument("--model", metavar="DIR_OR_HF_ID", help="start a server for this run (state in DIR/.synth-server)")
+    p.add_argument("--api-key", metavar="KEY", help="the server's API key (default: $OMNIVOICE_API_KEY)")
+    p.add_argument("--job-size", type=int, default=1000, help="most items per job (default: %(default)s)")
+    p.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks at the jobs (default: %(default)s)")
+    p.add_argument("--retry-s", type=float, default=300.0,
+                   help="keep retrying an unreachable or busy server this long before giving up (default: %(default)s)")
+    p.set_defaults(func=cmd_synth)
+
+
 # Each entry adds one subcommand; `serve` and the others register themselves the same way.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_stop, add_service, add_parity, add_make_checkpoint]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_stop, add_service, add_synth, add_parity,
+                                                                     add_make_checkpoint]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,95 @@
+"""The server `synth --model` starts for its run: `serve` on a free local port, with a random key.
+
+Its data directory is `DIR/.synth-server` (the job store and the log, `server.log`), so a run
+that is interrupted leaves its jobs there and the next run's server takes them up again. The
+server gets SIGTERM when the run ends (it drains), and also if the synth process dies without a
+chance to say so (the kernel sends it: PR_SET_PDEATHSIG). OMNIVOICE_* variables apply to it as
+to any `serve`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TextIO
+
+START_S = 900.0  # loading a large checkpoint from a cold disk can take minutes
+STOP_S = 90.0
+PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere nothing)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class ServerFailed(RuntimeError):
+    """The server did not become ready."""
+
+
+class EmbeddedServer:
+    def __init__(self, model: str, data_dir: Path, log: TextIO) -> None:
+        self.model = model
+        self.data_dir = data_dir
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> tuple[str, str]:
+        """Start it and wait until it is ready; (its URL, its API key)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        port, key = free_port(), "sk-synth-" + secrets.token_hex(16)
+        log_path = self.data_dir / "server.log"
+        argv = [sys.executable, "-m", "supervisor", "serve", "--model", self.model, "--host", "127.0.0.1",
+                "--port", str(port), "--data-dir", str(self.data_dir), "--api-key", key]  # fmt: skip
+        print(f"synth: starting a server for this run (log: {log_path})", file=self.log, flush=True)
+        with open(log_path, "ab") as server_log:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=server_log, stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent)  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_S
+        while not self.ready(url):
+            if self.proc.poll() is not None:
+                raise ServerFailed(f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}")
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"the server was not ready after {START_S:g} s; see {log_path}")
+            time.sleep(0.2)
+        print(f"synth: server ready at {url}", file=self.log, flush=True)
+        return url, key
+
+    @staticmethod
+    def ready(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url + "/ready", timeout=5) as response:
+                return bool(json.loads(response.read()).get("ready"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
