@@ -44,6 +44,16 @@ def reference_tokens(checkpoint: str, device: str, dtype: torch.dtype, texts: li
     prompt = model.create_voice_clone_prompt((wav, model.sampling_rate), ref_text=clone["text"])
     model.generate(text=texts, instruct=instructs, **GREEDY)
     model.generate(text=clone["texts"], voice_clone_prompt=prompt, **GREEDY)
+    if clone.get("baseline"):
+        # The reference against itself: the same items one at a time instead of in one batch.
+        batched = list(captured)
+        captured.clear()
+        for t, i in zip(texts, instructs):
+            model.generate(text=t, instruct=i, **GREEDY)
+        for t in clone["texts"]:
+            model.generate(text=t, voice_clone_prompt=prompt, **GREEDY)
+        clone["self_agreement"] = float(np.mean([(a == b).mean() for a, b in zip(batched, captured) if a.shape == b.shape]))
+        captured[:] = batched
     voice = {"tokens": prompt.ref_audio_tokens.cpu().numpy(), "ref_text": prompt.ref_text, "ref_rms": float(prompt.ref_rms)}
     del model
     if torch.cuda.is_available():
@@ -68,6 +78,7 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=24)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--baseline", action="store_true", help="also run the reference one item at a time and report its self-agreement")
     args = ap.parse_args()
     if args.dtype == "float32":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -77,7 +88,7 @@ def main() -> int:
     texts = [r.text for r in plain]
     instructs = [r.instruct for r in plain]
     clone_texts = [r.text for r in work if r.kind == "clone"] or [work[0].text]
-    clone = {"wav": workloads.clone_reference(), "text": workloads.CLONE_REF_TEXT, "texts": clone_texts}
+    clone = {"wav": workloads.clone_reference(), "text": workloads.CLONE_REF_TEXT, "texts": clone_texts, "baseline": args.baseline}
     ref, voice = reference_tokens(args.checkpoint, args.device, getattr(torch, args.dtype), texts, instructs, clone)
     ours, prompt_agreement = our_tokens(args.checkpoint, args.device, args.dtype, texts, instructs, clone_texts, voice, clone)
     per_item = []
@@ -92,6 +103,8 @@ def main() -> int:
         equal, total = equal + same, total + b.size
     result = {"dtype": args.dtype, "items": len(ref), "tokens": total, "agreement": round(equal / total, 5),
               "clone_prompt_agreement": round(prompt_agreement, 5), "per_item": per_item}
+    if "self_agreement" in clone:
+        result["reference_batch_vs_single_agreement"] = round(clone["self_agreement"], 5)
     print(json.dumps(result), flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

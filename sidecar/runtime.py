@@ -121,7 +121,9 @@ class OmniVoice:
         model = load_model(root, device, DTYPES[dtype])
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
-        use_graphs = torch_device.type == "cuda" and cuda_graphs
+        # Graphs need the FlashAttention varlen path (half precision); float32 on a GPU runs
+        # attention per segment, which reads the segment table on the host every pass.
+        use_graphs = torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
         if compile is None:
             compile = torch_device.type == "cuda" and dtype in ("bfloat16", "float16")
         runner = ModelRunner(model, use_graphs=use_graphs, compile=compile)
