@@ -112,10 +112,11 @@ def preprocess_flag(form: Form) -> bool:
     return True if value is None else bool(value)
 
 
-async def encode_reference(request: Request, svc: Services, audio: bytes, transcript: str, preprocess: bool) -> VoicePayload:
+async def encode_reference(request: Request, svc: Services, form: Form, transcript: str, preprocess: bool) -> VoicePayload:
     """A clone prompt from an uploaded file, computed by a sidecar."""
+    assert form.file is not None
     future = svc.scheduler.submit_encode({
-        "audio": audio, "encoding": "file", "sample_rate": 0, "ref_text": transcript, "preprocess": preprocess,
+        "audio": form.file, "encoding": "file", "sample_rate": 0, "ref_text": transcript, "preprocess": preprocess,
         "max_duration_s": svc.settings.max_reference_s,
     })  # fmt: skip
     try:
@@ -123,7 +124,7 @@ async def encode_reference(request: Request, svc: Services, audio: bytes, transc
     except InvalidRequest as exc:
         if type(exc) is not InvalidRequest:
             raise
-        raise Unprocessable(f"the reference audio cannot be used: {exc.message}", param="file") from None
+        raise Unprocessable(f"the reference audio cannot be used: {exc.message}", param=form.file_key) from None
     prompt: VoicePayload = message["voice"]
     return prompt
 
@@ -167,7 +168,7 @@ async def create_voice(request: Request) -> Response:
     if form.file is None:
         raise InvalidRequest("Missing required field: 'audio_sample' (the reference audio; 'file' works too).", param="audio_sample")
     try:
-        voice = await encode_reference(request, svc, form.file, transcript, preprocess_flag(form))
+        voice = await encode_reference(request, svc, form, transcript, preprocess_flag(form))
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED)
     source = {"filename": form.filename, "bytes": len(form.file), "consent": fields.get("consent")}
@@ -220,7 +221,7 @@ async def clone(request: Request) -> Response:
     prompt = cache.get(key)
     if prompt is None:
         try:
-            prompt = await encode_reference(request, svc, form.file, transcript, preprocess)
+            prompt = await encode_reference(request, svc, form, transcript, preprocess)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
         cache.put(key, prompt)
