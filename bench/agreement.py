@@ -26,6 +26,7 @@ from sidecar.request import GenerationRequest, VoicePrompt  # noqa: E402
 from sidecar.runtime import OmniVoice as Ours  # noqa: E402
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
+EAGER = "--eager" in sys.argv  # our side without CUDA graphs and torch.compile
 
 
 def reference_tokens(checkpoint: str, device: str, dtype: torch.dtype, texts: list[str], instructs: list[str | None], clone: dict) -> tuple[list[np.ndarray], dict]:
@@ -62,7 +63,7 @@ def reference_tokens(checkpoint: str, device: str, dtype: torch.dtype, texts: li
 
 
 def our_tokens(checkpoint: str, device: str, dtype: str, texts: list[str], instructs: list[str | None], clone_texts: list[str], voice: dict, clone: dict) -> tuple[list[np.ndarray], float]:
-    model = Ours.load(checkpoint, device=device, dtype=dtype)
+    model = Ours.load(checkpoint, device=device, dtype=dtype, cuda_graphs=not EAGER, compile=False if EAGER else None)
     mine = model.encode_voice(np.asarray(clone["wav"], dtype=np.float32), 24000, clone["text"])
     prompt_agreement = float((mine.tokens == voice["tokens"]).mean()) if mine.tokens.shape == voice["tokens"].shape else 0.0
     prompt = VoicePrompt(voice["tokens"].astype(np.int64), voice["ref_text"], voice["ref_rms"])
@@ -78,6 +79,7 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=24)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--eager", action="store_true", help="run our runtime without CUDA graphs or torch.compile")
     ap.add_argument("--baseline", action="store_true", help="also run the reference one item at a time and report its self-agreement")
     args = ap.parse_args()
     if args.dtype == "float32":
