@@ -2,8 +2,9 @@
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
 it has one); request metrics come next, so that they count refusals too; then authentication;
-then the body limits; then the routes. Each route has its own body limit: a JSON body fits in a few kilobytes per
-character allowed, an upload in --max-upload-mb and a little for the form around it.
+then the body limits; then the routes. Each route that takes a body has its own limit: a JSON
+body 64 KiB and 16 bytes per input character allowed, an upload --max-upload-mb and 1 MiB for
+the form around it.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from supervisor import gpu, metrics
 from supervisor.api import Services, jobs, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
-from supervisor.limits import BodyLimit
 from supervisor.gpu import Device
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import JobStore
+from supervisor.limits import BodyLimit
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings

@@ -48,7 +48,7 @@ def _json(schema_ref: str, description: str) -> dict[str, Any]:
 
 def _speech_properties(settings: Settings) -> dict[str, Any]:
     text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars, "pattern": r"\S"}
-    return {
+    properties: dict[str, Any] = {
         "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
                   "description": "every name is the one OmniVoice model"},
         "input": {**text, "description": "the text to speak; long text is chunked"},
@@ -71,6 +71,21 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
     }  # fmt: skip
+    return {k: v if k == "input" else _nullable(v) for k, v in properties.items()}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional field: null means "not given" (the default), as some clients send it."""
+    out = dict(schema)
+    if "anyOf" in out:
+        out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+        return out
+    kind = out.get("type")
+    if kind is not None:
+        out["type"] = [*(kind if isinstance(kind, list) else [kind]), *([] if "null" in kind else ["null"])]
+    if "enum" in out:
+        out["enum"] = [*out["enum"], None]
+    return out
 
 
 def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
