@@ -12,6 +12,7 @@ from typing import Any
 
 import av
 
+from harness import assert_gone
 from live_server import KEY, REPO_ROOT, LiveServer
 
 RATE = 24000
@@ -65,4 +66,17 @@ def run_synth(*args: str, timeout_s: float = 300, env: dict[str, str] | None = N
     return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
-__all__ = ["KEY", "decoded_seconds", "ended", "job", "run_synth", "submit", "wait_job"]
+def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Sidecars whose supervisor was SIGKILLed exit on their own within about a second."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            assert_gone(pids)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+__all__ = ["KEY", "decoded_seconds", "ended", "job", "run_synth", "submit", "wait_gone", "wait_job"]

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness import assert_gone
-from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_job
+from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_gone, wait_job
 from live_server import REPO_ROOT, LiveServer, live
 
 SENTENCES = [
@@ -253,15 +252,3 @@ def test_synth_with_a_model_starts_and_stops_its_own_server(checkpoint_dir: Path
     again = run_synth(str(manifest), "--out", str(out), "--model", str(checkpoint_dir), env=env)
     assert again.returncode == 0 and "starting a server" not in again.stderr  # nothing to do: no server started
 
-
-def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
-    """Sidecars whose supervisor was SIGKILLed exit on their own within about a second."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            assert_gone(pids)
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
