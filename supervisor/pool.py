@@ -451,9 +451,7 @@ class Pool:
 
     async def stop(self, drain_s: float) -> None:
         """Stop admitting, let work in flight finish for up to drain_s, then stop every sidecar.
-
-        There is only ever one stop: a later call waits for the first one to finish.
-        """
+        There is only one stop: a later call waits for the first one to finish."""
         if self._stop_task is None:
             self._stop_task = asyncio.create_task(self._stop(drain_s), name="pool-stop")
         await asyncio.shield(self._stop_task)

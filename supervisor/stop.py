@@ -47,12 +47,12 @@ def find_by_port(port: int) -> int:
     if not servers:
         names = ", ".join(f"pid {pid} ({_name(pid)})" for pid in sorted(listeners))
         raise NotFound(f"port {port} is held by {names}, not an omnivoice-supervisor server")
-    return servers[0]
+    return int(servers[0])
 
 
 def _name(pid: int) -> str:
     try:
-        return psutil.Process(pid).name()
+        return str(psutil.Process(pid).name())
     except psutil.Error:
         return "gone"
 
