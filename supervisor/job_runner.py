@@ -119,11 +119,20 @@ class JobRunner:
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
                 await asyncio.to_thread(self.store.fail, item.key, exc, False)
                 continue
+            except Exception as exc:  # a bug must not leave the item at the head of the queue for ever
+                log.exception("jobs: item %s/%d cannot be prepared", item.job_id, item.n)
+                await asyncio.to_thread(self.store.fail, item.key, ServerError(f"the item cannot be run: {exc!r}"), False)
+                continue
             if self.over_share():
                 break
         if not admitted:
             return
-        claimed = await asyncio.to_thread(self.store.claim, list(admitted))
+        try:
+            claimed = await asyncio.to_thread(self.store.claim, list(admitted))
+        except BaseException:
+            for _, synthesis in admitted.values():
+                synthesis.close()  # give the admitted audio back
+            raise
         for key, (item, synthesis) in admitted.items():
             if key not in claimed:  # cancelled meanwhile
                 synthesis.close()
@@ -168,7 +177,11 @@ class JobRunner:
             log.exception("jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format)
             await asyncio.to_thread(self.store.fail, item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
             return
-        await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
+        try:
+            await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
+        except OSError as exc:  # disk full, data directory gone: the item fails with the reason
+            log.error("jobs: the result of item %s/%d cannot be written: %s", item.job_id, item.n, exc)
+            await asyncio.to_thread(self.store.fail, item.key, ServerError(f"writing the result failed: {exc}"))
 
     # ------------------------------------------------------------ cancelling and stopping
 

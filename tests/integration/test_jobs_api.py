@@ -7,9 +7,11 @@ Every result is decoded by libav to its end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -154,6 +156,25 @@ def test_an_interactive_request_does_not_wait_for_a_running_job(server: LiveServ
     at_answer = job(server, created["id"])["progress"]
     assert at_answer["queued"] + at_answer["running"] >= 8, at_answer
     assert wait_job(server, created["id"], ended, 120, "the job to end")["state"] == "completed"
+
+
+def test_sigterm_does_not_wait_for_a_job_and_the_restarted_server_finishes_it(checkpoint_dir: Path, tmp_path: Path) -> None:
+    """The drain is for requests in flight; job items go back to the queue and run after the restart."""
+    flags = ("--max-batch-size", "2", "--drain-s", "60")
+    with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
+        created = submit(server, texts(40))
+        wait_job(server, created["id"], lambda j: j["progress"]["done"] >= 4, 60, "a few items")
+        stopping = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(30) == 0
+        stopped_in = time.monotonic() - stopping
+    with contextlib.closing(sqlite3.connect(tmp_path / "data" / "jobs.sqlite3")) as db:
+        states = dict(db.execute("SELECT state, COUNT(*) FROM items GROUP BY state").fetchall())
+    assert "running" not in states and states["queued"] > 20, states  # handed back cleanly, not left running
+    with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
+        final = wait_job(server, created["id"], ended, 120, "the job to finish after the restart")
+    assert final["state"] == "completed" and all(i["attempts"] <= 2 for i in final["items"])
+    assert stopped_in < 15, stopped_in  # not the 40 items' worth, nor the 60 s drain
 
 
 # ---------------------------------------------------------------- synth
