@@ -114,7 +114,7 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
         log = tmp_path / f"server-{port}.log"
         argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
                 "--devices", "cpu", "--test-faults", "--warmup-steps", "1", "--num-step", "4",
-                "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", *flags]
+                "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NOTIFY_SOCKET": manager.address,
                "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6))}
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)

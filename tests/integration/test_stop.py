@@ -37,7 +37,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     def start(*flags: str, wait_ready: bool = True) -> tuple[subprocess.Popen[bytes], int]:
         port = free_port()
         argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--devices", "cpu", "--port", str(port),
-                "--test-faults", "--stop-timeout-s", "5", *flags]
+                "--test-faults", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         log = (tmp_path / f"server-{port}.log").open("wb")
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
         started.append(proc)
