@@ -163,6 +163,10 @@ class JobRunner:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, exc.message)
             await asyncio.to_thread(self.store.fail, key, exc)
             return
+        except Exception as exc:  # a bug: the item fails with it rather than staying `running` until a restart
+            log.exception("jobs: item %s/%d", item.job_id, item.n)
+            await asyncio.to_thread(self.store.fail, key, ServerError(f"internal error: {exc!r}"))
+            return
         finally:
             self.generating.pop(key, None)
             self.wake()
