@@ -225,7 +225,7 @@ class Sidecar:
         # The runtime's forward-pass counters (passes, tokens, useful FLOPs, device seconds,
         # graph hits and misses) for this batch alone, so the supervisor can add them up.
         after = self.engine.stats() if self.engine is not None else {}
-        stats.update({f"forward_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k not in ("capture_s",)})
+        stats.update({f"runtime_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k != "capture_s"})
         stats.update(engines.memory_stats(self.device))
         self.channel.send({"op": "done", "batch": batch, "stats": stats})
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.protocol import PROTOCOL_VERSION, ExitCode, Message, ProtocolError
-from supervisor import gpu
+from supervisor import gpu, metrics
 from supervisor.errors import SidecarLost, Unavailable, from_error_frame
 from supervisor.gpu import Device
 from supervisor.process import KillReason, SidecarProcess, State
@@ -388,6 +388,7 @@ class Pool:
             raise ProtocolError(f"batch {batch.id} ended without an answer for {missing}")
         proc.batches.popleft()
         self.scheduler.finish_batch(batch, time.monotonic() - batch.sent_at, batch.audio_s, message["stats"])
+        metrics.record_runtime_stats(message["stats"], proc.device.torch_device)
         if not proc.batches and proc.state is State.BUSY:
             proc.change_state(State.READY)
             proc.idle_since = time.monotonic()

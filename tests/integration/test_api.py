@@ -249,3 +249,23 @@ def test_openapi_document(server: LiveServer) -> None:
     doc = server.request("GET", "/openapi.json").json()
     assert doc["openapi"].startswith("3.1") and {"/v1/audio/speech", "/v1/audio/voices", "/v1/models"} <= set(doc["paths"])
     assert doc["components"]["schemas"]["CreateSpeechRequest"]["additionalProperties"] is False
+
+
+def test_metrics_add_up_the_runtime_forward_passes(server: LiveServer, client: openai.OpenAI) -> None:
+    def counters() -> dict[str, float]:
+        out = {}
+        for line in server.request("GET", "/metrics").text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name in ("omnivoice_forward_passes_total", "omnivoice_forward_useful_flops_total", "omnivoice_forward_seconds_total",
+                        "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total"):
+                out[name] = float(value)
+        return out
+
+    before = counters()
+    client.audio.speech.create(model="tts-1", voice="alloy", input=SHORT, response_format="pcm", extra_body={"num_step": 4})
+    after = counters()
+    assert after["omnivoice_forward_passes_total"] - before["omnivoice_forward_passes_total"] == 4
+    assert after["omnivoice_forward_useful_flops_total"] > before["omnivoice_forward_useful_flops_total"]
+    assert after["omnivoice_forward_seconds_total"] > before["omnivoice_forward_seconds_total"]
+    # No CUDA graphs on the CPU: nothing is padded.
+    assert after["omnivoice_tokens_padded_total"] - before["omnivoice_tokens_padded_total"] == after["omnivoice_tokens_real_total"] - before["omnivoice_tokens_real_total"]
