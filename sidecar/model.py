@@ -9,6 +9,8 @@ sees every other position of the same item.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -191,14 +193,6 @@ class OmniVoiceModel(nn.Module):
         """Audio logits [M, C, V] from hidden states [M, hidden]."""
         return self.audio_heads(hidden).view(-1, self.cfg.num_codebooks, self.cfg.audio_vocab_size)
 
-    def forward_packed(
-        self,
-        input_ids: torch.Tensor,
-        audio_mask: torch.Tensor,
-        positions: torch.Tensor,
-        cu_seqlens: torch.Tensor,
-        max_seqlen: int,
-        head_index: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward_packed(self, *inputs: Any) -> torch.Tensor:
         """Logits [M, C, V] for the M positions in head_index only (see `hidden_packed`)."""
-        return self.head(self.hidden_packed(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index))
+        return self.head(self.hidden_packed(*inputs))

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -167,26 +168,19 @@ class ModelRunner:
         i["cu_seqlens"][num_segments + 1 :].fill_(n)
         i["head_index"][: head_index.numel()].copy_(head_index)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        audio_mask: torch.Tensor,
-        positions: torch.Tensor,
-        cu_seqlens: torch.Tensor,
-        max_seqlen: int,
-        head_index: torch.Tensor,
-    ) -> torch.Tensor:
-        """Logits [len(head_index), C, V] for one packed batch, timed on the device."""
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        """Logits [len(head_index), C, V] for one packed batch (the arguments of
+        `OmniVoiceModel.forward_packed`), timed on the device."""
         self.stats.forward_passes += 1
         if self.device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            logits = self._forward(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
+            logits = self._forward(*inputs)
             end.record()
             self._timers.append((start, end))
             return logits
         began = time.perf_counter()
-        logits = self._forward(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
+        logits = self._forward(*inputs)
         self.stats.forward_s += time.perf_counter() - began
         return logits
 
