@@ -249,19 +249,21 @@ def error_message(body: Any) -> str:
 
 
 class Synth:
-    def __init__(self, client: Client, out: Path, entries: list[Entry], job_size: int, poll_s: float, log: TextIO) -> None:
-        self.client, self.out, self.job_size, self.poll_s, self.log = client, out, job_size, poll_s, log
+    def __init__(self, out: Path, entries: list[Entry], job_size: int, poll_s: float, log: TextIO) -> None:
+        self.out, self.job_size, self.poll_s, self.log = out, job_size, poll_s, log
         self.pending = [e for e in entries if not (out / e.filename).exists()]
         self.progress = Progress(len(entries), len(entries) - len(self.pending), log)
         self.state = State(out)
         self.following: dict[str, dict[int, Entry]] = {}  # job id -> position -> entry
         self.failures: list[tuple[Entry, str]] = []
 
-    def run(self) -> int:
+    def summary(self) -> None:
         print(f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
               f"{len(self.pending)} to do", file=self.log, flush=True)  # fmt: skip
-        if not self.pending:
-            return EXIT_OK
+
+    def run(self, client: Client) -> int:
+        """Submit or follow every pending item until each has ended; the exit status."""
+        self.client = client
         self.submit(self.resume())
         self.progress.show(final=True)
         while self.following:
@@ -378,13 +380,16 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         print("synth: the manifest has problems; nothing was submitted:\n  " + "\n  ".join(exc.problems), file=log)
         return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
+    run = Synth(out, entries, job_size, poll_s, log)
+    run.summary()
+    if not run.pending:
+        return EXIT_OK
     embedded = None
     try:
-        if model and not all((out / e.filename).exists() for e in entries):
+        if model:
             embedded = EmbeddedServer(model, out / SERVER_DIR, log)
             server, api_key = embedded.start()
-        client = Client(server or os.environ.get("OMNIVOICE_SERVER") or DEFAULT_SERVER, api_key, retry_s, log)
-        return Synth(client, out, entries, job_size, poll_s, log).run()
+        return run.run(Client(server or os.environ.get("OMNIVOICE_SERVER") or DEFAULT_SERVER, api_key, retry_s, log))
     except ManifestError as exc:
         print("\nsynth: " + "\n".join(exc.problems), file=log)
         return EXIT_USAGE

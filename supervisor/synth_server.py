@@ -62,8 +62,9 @@ class EmbeddedServer:
                 "--port", str(port), "--data-dir", str(self.data_dir), "--api-key", key]  # fmt: skip
         print(f"synth: starting a server for this run (log: {log_path})", file=self.log, flush=True)
         with open(log_path, "ab") as server_log:
+            # Its own session: a Ctrl-C at the terminal reaches synth alone, which then stops the server once.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=server_log, stderr=subprocess.STDOUT,
-                                         preexec_fn=die_with_parent)  # fmt: skip
+                                         start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_S
         while not self.ready(url):
