@@ -51,7 +51,7 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
 def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        found = devices if devices is not None else gpu.discover(settings.devices)
+        found = devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")

@@ -31,26 +31,39 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from supervisor.logs import setup_logging
+    from supervisor import logs
     from supervisor.server import serve
     from supervisor.settings import Settings, SettingsError
 
+    notes: list[str] = []
     try:
-        settings = Settings.from_namespace(args)
-    except SettingsError as exc:
-        print(f"omnivoice-supervisor serve: {exc}", file=sys.stderr)
+        settings = logs.prepare(Settings.from_namespace(args, notes=notes))
+    except (SettingsError, OSError) as exc:
+        print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings)
+    logs.setup_logging(settings)
+    for note in notes:  # which name won, values converted, flags of other systems that mean nothing here
+        logging.getLogger("omnivoice.settings").warning("%s", note)
     return asyncio.run(serve(settings))
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
     import os
 
-    from supervisor.stop import stop
+    from supervisor.stop import DEFAULT_PORT, stop, stop_systemd
 
-    pid_file = args.pid_file or (None if args.port else os.environ.get("OMNIVOICE_PID_FILE"))
-    port = args.port or int(os.environ.get("OMNIVOICE_PORT") or 0) or None
+    if args.systemd:
+        return stop_systemd(args.service_name)
+    pid_file = args.pid_file
+    if pid_file is None and args.log_dir:
+        from supervisor.logs import LATEST, PID_FILE
+
+        pid_file = os.path.join(args.log_dir, LATEST, PID_FILE)
+    port = None if args.no_port else args.port
+    if pid_file is None and port is None:
+        pid_file = os.environ.get("OMNIVOICE_PID_FILE") or None
+        if pid_file is None and not args.no_port:
+            port = int(os.environ.get("OMNIVOICE_PORT") or 0) or DEFAULT_PORT
     return stop(pid_file, port, args.timeout_s)
 
 
@@ -82,8 +95,10 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "serve",
-        help="run the HTTP server and its sidecars",
-        description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable.",
+        aliases=["start"],
+        help="run the HTTP server and its sidecars (`start` is the same command)",
+        description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable. "
+                    "Flags and variables of omnivoice-triton-server and OmniVoice-Studio are accepted too (docs/MIGRATING.md).",
     )
     Settings.add_arguments(p)
     p.set_defaults(func=cmd_serve)
@@ -109,14 +124,21 @@ def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
 def add_stop(sub: argparse._SubParsersAction) -> None:
     from supervisor.stop import DEFAULT_TIMEOUT_S
 
-    p = sub.add_parser("stop", help="stop a server run outside systemd: SIGTERM (it drains), wait, report",
-                       description="Finds the server by --pid-file, else by --port (defaults: $OMNIVOICE_PID_FILE, "
-                                   "else $OMNIVOICE_PORT or 9194). Exit status: 0 stopped, 1 no server found, 3 still running.")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--pid-file", metavar="F", help="the file `serve --pid-file F` wrote")
-    where.add_argument("--port", type=int, metavar="P", help="the port the server listens on")
+    p = sub.add_parser("stop", help="stop a server: SIGTERM (it drains), wait, report",
+                       description="Finds the server by --pid-file (or --log-dir's latest run), by --port, or both "
+                                   "(defaults: $OMNIVOICE_PID_FILE, else $OMNIVOICE_PORT or 9194); with --systemd, "
+                                   "systemctl stop does it. Exit status: 0 stopped, 1 no server found, 3 still running.")
+    p.add_argument("--pid-file", metavar="F", help="the file `serve --pid-file F` wrote")
+    p.add_argument("--log-dir", metavar="DIR", help="the pid file of the latest run under `serve --log-dir DIR`")
+    p.add_argument("--port", type=int, metavar="P", help="the port the server listens on")
+    p.add_argument("--no-port", action="store_true",
+                   help="never look for the server by its port (with a pid file we never do unless --port is given)")
+    p.add_argument("--systemd", action="store_true", help="stop the systemd unit instead: systemctl stop SERVICE")
+    p.add_argument("--service-name", default="omnivoice-supervisor", metavar="SERVICE",
+                   help="the unit --systemd stops (default: %(default)s)")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
                    help="wait this long for the drain, then send a second SIGTERM (default: %(default)s)")
+    p.add_argument("--no-kill", action="store_true", help="accepted for omnivoice-triton-server scripts: stop never sends SIGKILL")
     p.set_defaults(func=cmd_stop)
 
 

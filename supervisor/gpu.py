@@ -78,9 +78,13 @@ def _count_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def discover(spec: str) -> list[Device]:
-    """Devices for the --devices setting: 'auto', 'cpu', or indices such as '0,1'."""
+def discover(spec: str, count: int | None = None) -> list[Device]:
+    """Devices for the --devices setting: 'auto', 'cpu', or indices such as '0,1'; at most `count`
+    GPUs (--gpu-inferer: the first ones, clamped to those there are)."""
+    asked = f" (--gpu-inferer {count} asks for {count} GPU sidecar{'s' if count != 1 else ''})" if count is not None else ""
     if spec == "cpu":
+        if count is not None:
+            log.info("--devices cpu: one sidecar runs on the CPU%s", asked)
         return [CPU]
     if spec == "auto":
         indices = list(range(_count_gpus()))
@@ -89,10 +93,16 @@ def discover(spec: str) -> list[Device]:
             wanted = [int(p) for p in visible.split(",") if p.strip().isdigit()]
             indices = [i for i in wanted if i in indices]
         if not indices:
-            log.info("no GPU found: one sidecar runs on the CPU")
+            log.info("no GPU found: one sidecar runs on the CPU%s", asked)
             return [CPU]
     else:
         indices = [int(p) for p in spec.split(",")]
+    if count is not None and count < len(indices):
+        log.info("--gpu-inferer %d: sidecars on GPUs %s of %s", count, ",".join(map(str, indices[:count])), ",".join(map(str, indices)))
+        indices = indices[:count]
+    elif count is not None and count > len(indices):
+        log.warning("clamping --gpu-inferer from %d to the %d GPU%s there %s", count, len(indices), "s" if len(indices) != 1 else "",
+                    "are" if len(indices) != 1 else "is")
     return [Device(f"gpu{i}", f"cuda:{i}", i) for i in indices]
 
 

@@ -13,7 +13,7 @@ class PidFileError(RuntimeError):
 
 
 def is_server(pid: int) -> bool:
-    """Whether pid is a live `omnivoice-supervisor serve` (or `python -m supervisor serve`)."""
+    """Whether pid is a live `omnivoice-supervisor serve` (or `start`, or `python -m supervisor serve`)."""
     try:
         proc = psutil.Process(pid)
         argv = proc.cmdline()
@@ -21,7 +21,8 @@ def is_server(pid: int) -> bool:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     command = [os.path.basename(arg) for arg in argv[:4]]
-    return alive and "serve" in argv and ("omnivoice-supervisor" in command or "supervisor" in command)
+    serving = "serve" in argv or "start" in argv
+    return alive and serving and ("omnivoice-supervisor" in command or "supervisor" in command)
 
 
 def read(path: str) -> int | None:
@@ -41,6 +42,7 @@ def write(path: str) -> None:
     other = read(path)
     if other is not None and other != os.getpid() and is_server(other):
         raise PidFileError(f"{path} names pid {other}, a server that is still running")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as f:
         f.write(f"{os.getpid()}\n")

@@ -4,6 +4,15 @@ Each field of `Settings` declares its default, its type and its help text once. 
 environment variable (OMNIVOICE_<NAME>), the `--flag`, the `--help` text and the settings table
 in the docs are all derived from those declarations. Nothing writes to a Settings after startup;
 facts learned at run time (sample rate, devices found) live elsewhere.
+
+A field may also declare the other names it answers to, for users of omnivoice-triton-server
+and OmniVoice-Studio (docs/MIGRATING.md): alias flags (`--model-id`), alias variables
+(`OMNIVOICE_MODEL_ID`, each with an optional conversion, such as Studio's 30 s floor on its recv
+timeout) and alias values (`fp16`). Precedence: a flag, whichever spelling (the last one given
+wins); then our own variable; then the alias variables in the order declared; then the default.
+`IGNORED` lists flags and variables of those systems that mean nothing here: they are accepted,
+and each one set adds a line saying what we do instead. Every such decision (an alias that lost,
+a value floored, a flag ignored) is returned as a note, which `serve` logs once logging is up.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import dataclasses
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,38 +33,86 @@ class SettingsError(ValueError):
     """A setting with a value it cannot take; the message names the flag and the variable."""
 
 
+@dataclass(frozen=True)
+class EnvAlias:
+    """Another system's variable for a setting; `convert` maps its value to ours (with a note, or None)."""
+
+    name: str
+    convert: Callable[[Any], tuple[Any, str | None]] | None = None
+
+
 def setting(
-    default: Any, help: str, *, flag: str | None = None, metavar: str | None = None, choices: tuple[str, ...] | None = None
+    default: Any, help: str, *, flag: str | None = None, metavar: str | None = None, choices: tuple[str, ...] | None = None,
+    aliases: tuple[str, ...] = (), env: tuple[EnvAlias | str, ...] = (), values: Mapping[str, str] | None = None,
 ) -> Any:
-    return field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "choices": choices})
+    env_aliases = tuple(e if isinstance(e, EnvAlias) else EnvAlias(e) for e in env)
+    return field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "choices": choices,
+                                            "aliases": aliases, "env": env_aliases, "values": dict(values or {})})  # fmt: skip
+
+
+def _floor_30(value: float) -> tuple[float, str | None]:
+    """OmniVoice-Studio floors its sidecar recv timeout at 30 s; so do we, for its variable."""
+    return (30.0, f"raised to its floor of 30 s (as OmniVoice-Studio does)") if value < 30 else (value, None)
+
+
+def _off_at_zero(value: float) -> tuple[float, str | None]:
+    """OmniVoice-Studio's idle timeout: 0 or less disables idle reaping."""
+    return (0.0, "0 or less: idle reaping off") if value <= 0 else (value, None)
+
+
+DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # omnivoice-triton-server's spellings
+FORMAT_NAMES = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # supervisor.formats.FORMATS (a test keeps them equal)
 
 
 @dataclass(frozen=True)
 class Settings:
     # --- server
-    model: str = setting("", "checkpoint directory or Hugging Face id (not needed with --engine null)", metavar="DIR_OR_HF_ID")
+    model: str = setting("", "checkpoint directory or Hugging Face id (not needed with --engine null)", metavar="DIR_OR_HF_ID",
+                         aliases=("--model-id",), env=("OMNIVOICE_MODEL_ID",))
     host: str = setting("127.0.0.1", "address to listen on")
     port: int = setting(9194, "port to listen on")
-    devices: str = setting("auto", "auto (every visible GPU, else the CPU), cpu, or GPU indices such as 0,1")
-    api_keys: tuple[str, ...] = setting((), "API key clients must send as a Bearer token; repeatable (env: comma-separated)", flag="--api-key", metavar="KEY")
+    devices: str = setting("auto", "auto (every visible GPU, else the CPU), cpu, or GPU indices such as 0,1", aliases=("--device",),
+                           env=("OMNIVOICE_DEVICE",), values={"cuda": "auto"})
+    gpu_inferer: int | None = setting(None, "run sidecars on at most this many of those GPUs, the first ones (clamped to the GPUs "
+                                            "visible; none: all). With no GPU one CPU sidecar runs, whatever this says", metavar="N")
+    api_keys: tuple[str, ...] = setting((), "API key clients must send as a Bearer token; repeatable (env: comma-separated)", flag="--api-key",
+                                        metavar="KEY", env=("OMNIVOICE_API_KEY",))
     data_dir: str = setting("", "state directory (default: $STATE_DIRECTORY, else ~/.local/state/omnivoice-supervisor)")
-    pid_file: str | None = setting(None, "write the server's pid to this file")
-    log_dir: str | None = setting(None, "also write the log to DIR/omnivoice-supervisor.log")
+    pid_file: str | None = setting(None, "write the server's pid to this file (default with --log-dir: the run's folder/server.pid)")
+    log_dir: str | None = setting(None, "also write the log to DIR/<run id>/server.log, the pid file beside it, and point "
+                                        "DIR/latest at that folder", metavar="DIR")
+    log_run_id: str | None = setting(None, "the run's folder name under --log-dir (default: the start time, YYYYmmdd-HHMMSS)", metavar="ID")
+    log_file: str | None = setting(None, "also write the log to this file (default with --log-dir: the run's folder/server.log)", metavar="FILE")
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
     # --- HTTP API
     max_input_chars: int = setting(4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400")
-    chunk_s: float = setting(15.0, "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)")
+    chunk_s: float = setting(15.0, "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
+                             aliases=("--audio-chunk-duration",), env=("OMNIVOICE_AUDIO_CHUNK_DURATION",))
+    text_chunk_words: int = setting(0, "split long input by words instead: chunks of about this many words (a CJK or Thai "
+                                       "character counts as one; input up to twice this stays whole). 0: by --chunk-s")
+    max_continuity_audio_tokens: int = setting(0, "a later chunk is prompted with at most the last this-many codec frames "
+                                                  "of the chunk before it (25 a second; 0: all of them)")
+    max_continuity_text_words: int = setting(0, "... and at most the last this-many words of its text (0: all of it)")
+    request_timeout_s: float = setting(0.0, "end a speech request not answered in full after this long with a 504, freeing its "
+                                            "queue slots; a request's own request_timeout_s wins (0: no limit)",
+                                       env=("OMNIVOICE_GENERATE_TIMEOUT_S",))
+    default_response_format: str = setting("mp3", "response_format of a request that names none (OpenAI's default is mp3)",
+                                           choices=FORMAT_NAMES)
     max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
     max_reference_s: float = setting(30.0, "longest reference audio accepted for a voice, in seconds")
-    clone_cache_size: int = setting(32, "one-shot clone prompts kept in memory (least recently used first out)")
+    clone_cache_size: int = setting(32, "one-shot clone prompts kept in memory, by the reference's samples and transcript "
+                                        "(least recently used first out; 0: none)", aliases=("--max-clone-audio-prompt-cache",),
+                                    env=("OMNIVOICE_MAX_CLONE_AUDIO_PROMPT_CACHE",))
     # --- sidecars
     engine: str = setting("omnivoice", "what sidecars run: the model, or silence for overhead benchmarks", choices=("omnivoice", "null"))
-    dtype: str = setting("auto", "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16")
+    dtype: str = setting("auto", "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16", values=DTYPE_NAMES)
     warmup_steps: int = setting(2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)")
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB")
     load_timeout_s: float = setting(120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)")
-    load_total_s: float = setting(600.0, "kill a sidecar not ready this long after it started")
-    heartbeat_timeout_s: float = setting(60.0, "kill a busy sidecar that sends no frame for this long")
+    load_total_s: float = setting(600.0, "kill a sidecar not ready this long after it started", aliases=("--infer-start-timeout-s",),
+                                  env=("OMNIVOICE_INFER_START_TIMEOUT_S", "OMNIVOICE_MODEL_LOAD_TIMEOUT"))
+    heartbeat_timeout_s: float = setting(60.0, "kill a busy sidecar that sends no frame for this long",
+                                         env=(EnvAlias("OMNIVOICE_SIDECAR_RECV_TIMEOUT_S", _floor_30),))
     ping_interval_s: float = setting(30.0, "ping an idle sidecar after this long without a frame")
     ping_timeout_s: float = setting(10.0, "kill an idle sidecar that does not answer a ping within this long")
     stop_timeout_s: float = setting(10.0, "after asking a sidecar to shut down, SIGKILL it after this long")
@@ -65,17 +122,19 @@ class Settings:
     restart_window_s: float = setting(600.0, "... within this window; beyond it the device is marked failed")
     backoff_initial_s: float = setting(1.0, "delay before the second respawn in a row (the first is immediate); doubles after each")
     backoff_max_s: float = setting(60.0, "longest delay between respawns")
-    idle_reap_s: float = setting(0.0, "stop a sidecar idle this long to free its device; the next request starts it (0: never)")
+    idle_reap_s: float = setting(0.0, "stop a sidecar idle this long to free its device; the next request starts it (0: never)",
+                                 env=(EnvAlias("OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S", _off_at_zero),))
     min_warm: int = setting(0, "with idle reaping, keep at least this many sidecars running")
     failed_exit_s: float = setting(30.0, "when every device has failed, exit non-zero after this long (for systemd to restart)")
     # --- scheduling
-    max_batch_size: int = setting(64, "most tasks in one batch")
+    max_batch_size: int = setting(64, "most tasks in one batch", aliases=("--batch-size",), env=("OMNIVOICE_BATCH_SIZE",))
     max_batch_tokens: int = setting(32768, "token budget of one batch (estimated target frames plus text)")
-    max_batch_latency_ms: float = setting(50.0, "a busy sidecar's next batch is sent ahead once full, or once its oldest task waited this long")
+    max_batch_latency_ms: float = setting(50.0, "a busy sidecar's next batch is sent ahead once full, or once its oldest task waited "
+                                                "this long", aliases=("--max-batch-latency", "--batch-wait-ms"), env=("OMNIVOICE_BATCH_WAIT_MS",))
     max_queue_audio_s: float = setting(600.0, "admission limit per usable sidecar, in seconds of estimated audio; beyond it 429")
     drain_s: float = setting(60.0, "on SIGTERM, let work in flight finish for this long before stopping")
     systemd_ready: str = setting("first", "under systemd, say READY=1 once the first sidecar is ready, or once all are", choices=("first", "all"))
-    num_step: int = setting(32, "default denoising steps per request")
+    num_step: int = setting(32, "default denoising steps per request", aliases=("--default-num-step",), env=("OMNIVOICE_DEFAULT_NUM_STEP",))
     # --- jobs
     job_retention_s: float = setting(604800.0, "remove a job and its result files this long after its last item ended (0: keep forever)")
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
@@ -98,6 +157,12 @@ class Settings:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
+        if self.gpu_inferer is not None and self.gpu_inferer < 1:
+            raise SettingsError("--gpu-inferer (OMNIVOICE_GPU_INFERER) must be at least 1; leave it out for every GPU")
+        if self.log_run_id is not None and not self.log_dir:
+            raise SettingsError("--log-run-id names a folder under --log-dir: set --log-dir (OMNIVOICE_LOG_DIR) too")
+        if self.log_run_id is not None and (not self.log_run_id or self.log_run_id in (".", "..", "latest") or "/" in self.log_run_id):
+            raise SettingsError(f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
 
@@ -122,27 +187,57 @@ class Settings:
     # ------------------------------------------------------------ sources
 
     @classmethod
-    def from_sources(cls, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-        """Defaults, overridden by OMNIVOICE_* variables, overridden by flags (attribute names)."""
+    def from_sources(cls, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                     notes: list[str] | None = None) -> Settings:  # fmt: skip
+        """Defaults, overridden by variables (ours, then the aliases), overridden by flags (attribute names).
+
+        `notes` gets one line per decision worth logging: which of two variables won, a value
+        converted, an ignored flag or variable of another system."""
         environ = os.environ if environ is None else environ
+        notes = [] if notes is None else notes
         hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        given_env: dict[str, list[str]] = {}
         for f in dataclasses.fields(cls):
-            raw = environ.get(env_of(f))
-            if raw is not None:
-                values[f.name] = _parse_env(f, hints[f.name], raw)
+            found: list[tuple[str, Any]] = []
+            for name, convert in ((env_of(f), None), *((a.name, a.convert) for a in f.metadata["env"])):
+                raw = environ.get(name)
+                if raw is None:
+                    continue
+                value = _parse_env(f, hints[f.name], raw, name)
+                if convert is not None:
+                    value, why = convert(value)
+                    if why:
+                        notes.append(f"{name}={raw}: {why}, so {flag_of(f)} is {value:g}")
+                found.append((name, value))
+            if found:
+                values[f.name] = found[0][1]
+                given_env[f.name] = [name for name, _ in found]
+                if len(found) > 1:
+                    losers = ", ".join(f"{name}={environ[name]}" for name, _ in found[1:])
+                    notes.append(f"{found[0][0]}={environ[found[0][0]]} and {losers} are all set: {found[0][0]} wins "
+                                 "(our own name first, then the others in the order docs/MIGRATING.md lists)")  # fmt: skip
         for name, value in (flags or {}).items():
-            values[name] = tuple(value) if isinstance(value, list) else value
+            value = tuple(value) if isinstance(value, list) else value
+            if name in given_env and values[name] != value:
+                shown = ",".join(value) if isinstance(value, tuple) else value
+                notes.append(f"{' and '.join(given_env[name])} overridden by the command line ({flag_of(fields[name])} {shown})")
+            values[name] = value
+        for entry in IGNORED:
+            if entry.env and environ.get(entry.env) is not None:
+                notes.append(entry.note(f"{entry.env}={environ[entry.env]}"))
         return cls(**values)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per field; flags left out fall through to the environment and the default."""
+        """One flag per field (and its aliases); flags left out fall through to the environment and the default."""
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             kind = hints[f.name]
             shown = ",".join(f.default) if isinstance(f.default, tuple) else f.default
-            help_text = f"{f.metadata['help']} [env {env_of(f)}; default: {shown}]".replace("%", "%%")
+            names = [env_of(f), *(a.name for a in f.metadata["env"])]
+            help_text = f"{f.metadata['help']} [env {', '.join(names)}; default: {shown}]".replace("%", "%%")
             options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
             if f.metadata.get("metavar"):
                 options["metavar"] = f.metadata["metavar"]
@@ -151,14 +246,35 @@ class Settings:
             elif kind == tuple[str, ...]:
                 options["action"] = "append"
             else:
-                options["type"] = _scalar_type(kind)
+                options["action"] = _Store
+                options["type"] = _value_type(_scalar_type(kind), f.metadata["values"])
                 options["choices"] = f.metadata.get("choices")
-            parser.add_argument(flag_of(f), **options)
+            parser.add_argument(flag_of(f), *f.metadata["aliases"], **options)
+        group = parser.add_argument_group(
+            "accepted from omnivoice-triton-server, no effect here",
+            "Each one given is logged with what this server does instead (docs/MIGRATING.md).")
+        for entry in IGNORED:
+            options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": entry.instead.replace("%", "%%")}
+            if entry.kind is bool:
+                options["action"] = argparse.BooleanOptionalAction
+            else:
+                options["type"] = entry.kind
+                options["metavar"] = "X"
+            group.add_argument(*entry.flags, **options)
 
     @classmethod
-    def from_namespace(cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls.from_sources({k: v for k, v in vars(namespace).items() if k in names}, environ)
+    def from_namespace(cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None,
+                       notes: list[str] | None = None) -> Settings:  # fmt: skip
+        notes = [] if notes is None else notes
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        given = vars(namespace)
+        for dest, spellings in given.get(_Store.SPELLINGS, {}).items():
+            if len(set(spellings)) > 1:
+                notes.append(f"{' and '.join(dict.fromkeys(spellings))} both given: the last one ({spellings[-1]} {given[dest]}) wins")
+        for entry in IGNORED:
+            if entry.dest in given:
+                notes.append(entry.note(f"{entry.flags[0]} {given[entry.dest]}"))
+        return cls.from_sources({k: v for k, v in given.items() if k in fields}, environ, notes)
 
     @classmethod
     def table(cls) -> list[tuple[str, str, str, str]]:
@@ -181,8 +297,90 @@ def _scalar_type(kind: Any) -> Any:
     return args[0] if args else str
 
 
-def _parse_env(f: dataclasses.Field, kind: Any, raw: str) -> Any:  # type: ignore[type-arg]
-    name = env_of(f)
+class _Store(argparse.Action):
+    """argparse's store, noting which spelling of a flag was used (a flag and its alias both given is a note)."""
+
+    SPELLINGS = "_spellings"
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        spellings: dict[str, list[str]] = namespace.__dict__.setdefault(self.SPELLINGS, {})
+        spellings.setdefault(self.dest, []).append(option_string or self.dest)
+
+
+def _value_type(scalar: Any, aliases: Mapping[str, str]) -> Any:
+    """The flag's converter, taking another system's spelling of a value (fp16) as ours (float16)."""
+    if not aliases:
+        return scalar
+
+    def convert(raw: str) -> Any:
+        return scalar(aliases.get(raw, raw))
+
+    convert.__name__ = getattr(scalar, "__name__", "value")
+    return convert
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A flag (and variable) of another system that means nothing here: accepted, and logged."""
+
+    flags: tuple[str, ...]
+    instead: str  # what this server does instead, one line
+    kind: Any = str
+    env: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return "ignored_" + self.flags[0].lstrip("-").replace("-", "_")
+
+    def note(self, given: str) -> str:
+        return f"{given}: no effect here; {self.instead}"
+
+
+_SAMPLING = "the runtime samples as the reference does (guidance_scale 2, t_shift 0.1, position temperature 5, class temperature 0, layer penalty 5)"
+_CHUNKER = "our chunker balances chunks and cuts at the strongest break near each share (--chunk-s or --text-chunk-words)"
+IGNORED: tuple[Ignored, ...] = (
+    Ignored(("--fastapi-workers", "--workers"), "one process serves HTTP and batches for every GPU (PERFORMANCE.md: 1683 requests/s on 2 cores)", int, "OMNIVOICE_WORKERS"),
+    Ignored(("--cuda-stream-count", "--cuda-streams"), "each sidecar runs one batch at a time, the next one waiting in its pipe", int, "OMNIVOICE_CUDA_STREAMS"),
+    Ignored(("--runner-mode",), "the runtime is our own: CUDA graphs over fixed shape buckets in half precision, chosen by itself", str, "OMNIVOICE_RUNNER_MODE"),
+    Ignored(("--attn-backend",), "the runtime chooses its own attention kernels", str, "OMNIVOICE_ATTN_BACKEND"),
+    Ignored(("--cuda-graph-min-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_MIN_WIDTH"),
+    Ignored(("--cuda-graph-max-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_MAX_WIDTH"),
+    Ignored(("--cuda-graph-auto-width-tokens-per-word",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int,
+            "OMNIVOICE_CUDA_GRAPH_AUTO_WIDTH_TOKENS_PER_WORD"),
+    Ignored(("--cuda-graph-auto-max-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_AUTO_MAX_WIDTH"),
+    Ignored(("--infer-host",), "sidecars talk to the supervisor over pipes, not TCP", str, "OMNIVOICE_INFER_HOST"),
+    Ignored(("--infer-port",), "sidecars talk to the supervisor over pipes, not TCP", int, "OMNIVOICE_INFER_PORT"),
+    Ignored(("--metrics-shm-path",), "/metrics is Prometheus text from the supervisor's own memory", str, "OMNIVOICE_METRICS_SHM_PATH"),
+    Ignored(("--metrics-shm-size",), "/metrics is Prometheus text from the supervisor's own memory", int, "OMNIVOICE_METRICS_SHM_SIZE"),
+    Ignored(("--metrics-snapshot-interval-s",), "/metrics is read at scrape time", float, "OMNIVOICE_METRICS_SNAPSHOT_INTERVAL_S"),
+    Ignored(("--log-retention-days",), "run folders under --log-dir are kept; remove old ones with tmpfiles.d or find -mtime", int, "OMNIVOICE_LOG_RETENTION_DAYS"),
+    Ignored(("--sample-rate",), "audio is always the model's 24 kHz", int, "OMNIVOICE_SAMPLE_RATE"),
+    Ignored(("--max-sse-audio-b64-chars",), "each SSE delta carries at most 48000 bytes of audio", int, "OMNIVOICE_MAX_SSE_AUDIO_B64_CHARS"),
+    Ignored(("--guidance-scale",), _SAMPLING + "; send guidance_scale per request", float, "OMNIVOICE_GUIDANCE_SCALE"),
+    Ignored(("--t-shift",), _SAMPLING, float, "OMNIVOICE_T_SHIFT"),
+    Ignored(("--position-temperature",), _SAMPLING, float, "OMNIVOICE_POSITION_TEMPERATURE"),
+    Ignored(("--class-temperature",), _SAMPLING, float, "OMNIVOICE_CLASS_TEMPERATURE"),
+    Ignored(("--layer-penalty-factor",), _SAMPLING, float, "OMNIVOICE_LAYER_PENALTY_FACTOR"),
+    Ignored(("--denoise",), "denoise is per request (default true)", bool, "OMNIVOICE_DENOISE"),
+    Ignored(("--postprocess-output",), "output is always post-processed as the reference does (silence trim, fades, peak level)", bool,
+            "OMNIVOICE_POSTPROCESS_OUTPUT"),
+    Ignored(("--audio-chunk-threshold",), "input estimated at up to twice --chunk-s (--audio-chunk-duration) stays whole", float, "OMNIVOICE_AUDIO_CHUNK_THRESHOLD"),
+    Ignored(("--text-chunk-soft-overflow-ratio",), _CHUNKER, float, "OMNIVOICE_TEXT_CHUNK_SOFT_OVERFLOW_RATIO"),
+    Ignored(("--text-chunk-same-sentence-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SAME_SENTENCE_PENALTY"),
+    Ignored(("--text-chunk-sentence-boundary-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SENTENCE_BOUNDARY_PENALTY"),
+    Ignored(("--text-chunk-fragment-boundary-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_FRAGMENT_BOUNDARY_PENALTY"),
+    Ignored(("--text-chunk-short-underfill-ratio",), _CHUNKER, float, "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_RATIO"),
+    Ignored(("--text-chunk-short-underfill-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_PENALTY"),
+    Ignored(("--default-voice-instructions",), "voice 'auto' lets the model choose a voice; send instructions or an OpenAI voice name", str,
+            "OMNIVOICE_DEFAULT_VOICE_INSTRUCTIONS"),
+    Ignored(("--tts-backend",), "the model always runs in a crash-isolated sidecar (OmniVoice-Studio's omnivoice-subprocess)", str, "OMNIVOICE_TTS_BACKEND"),
+)
+
+
+def _parse_env(f: dataclasses.Field, kind: Any, raw: str, name: str | None = None) -> Any:  # type: ignore[type-arg]
+    name = name or env_of(f)
+    raw = f.metadata.get("values", {}).get(raw, raw)
     if kind is bool:
         lowered = raw.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -195,6 +393,8 @@ def _parse_env(f: dataclasses.Field, kind: Any, raw: str) -> Any:  # type: ignor
     scalar = _scalar_type(kind)
     if scalar is str:
         return raw if raw or kind is str else None
+    if not raw.strip() and type(None) in typing.get_args(kind):
+        return None  # an optional number left empty: not set
     try:
         return scalar(raw)
     except ValueError:

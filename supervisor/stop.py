@@ -1,15 +1,18 @@
 """`omnivoice-supervisor stop`: find a server run outside systemd, SIGTERM it, wait, report.
 
-The server is found by its pid file, or by the port it listens on. Either way the process must
-look like `omnivoice-supervisor serve` before it is signalled, so a stale pid file or a port
-now held by something else is never acted on. The first SIGTERM starts the server's drain;
-if it has not exited by --timeout-s, a second SIGTERM ends the drain at once.
+The server is found by its pid file, by the port it listens on, or both (two servers, or the
+same one found twice). Either way the process must look like `omnivoice-supervisor serve` (or
+`start`) before it is signalled, so a stale pid file or a port now held by something else is
+never acted on. The first SIGTERM starts the server's drain; if it has not exited by
+--timeout-s, a second SIGTERM ends the drain at once. Under systemd, `stop --systemd` runs
+`systemctl stop` instead, so the unit knows it was stopped.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import psutil
@@ -72,12 +75,41 @@ def wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 def stop(pid_file: str | None, port: int | None, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
-    """Stop the server; print what happened; return the exit status for the command."""
-    try:
-        pid = find_by_pid_file(pid_file) if pid_file else find_by_port(port or DEFAULT_PORT)
-    except NotFound as exc:
-        print(f"omnivoice-supervisor stop: no server: {exc}")
+    """Stop the server(s) the pid file and the port name; print what happened; return the exit status."""
+    pids: list[int] = []
+    missing: list[str] = []
+    for find, where in ((find_by_pid_file, pid_file), (find_by_port, port)):
+        if not where:
+            continue
+        try:
+            pid = find(where)  # type: ignore[operator]
+        except NotFound as exc:
+            missing.append(str(exc))
+            continue
+        if pid not in pids:
+            pids.append(pid)
+    if not pids:
+        print(f"omnivoice-supervisor stop: no server: {'; '.join(missing) or 'no pid file given, and --no-port'}")
         return EXIT_NOT_RUNNING
+    for reason in missing:
+        print(f"(also looked: {reason})")
+    statuses = [stop_pid(pid, timeout_s) for pid in pids]
+    return max(statuses)
+
+
+def stop_systemd(service: str) -> int:
+    """`systemctl stop` the unit (it drains the same way); its exit status is ours."""
+    unit = service if service.endswith(".service") else f"{service}.service"
+    print(f"systemctl stop {unit}")
+    try:
+        return subprocess.run(["systemctl", "stop", unit], check=False).returncode
+    except FileNotFoundError:
+        print("omnivoice-supervisor stop: systemctl is not installed here")
+        return EXIT_NOT_RUNNING
+
+
+def stop_pid(pid: int, timeout_s: float) -> int:
+    """SIGTERM one server, wait for its drain, a second SIGTERM past timeout_s; the exit status."""
     started = time.monotonic()
     try:
         os.kill(pid, signal.SIGTERM)
