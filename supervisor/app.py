@@ -73,7 +73,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
 
     json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
     upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
-    limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": upload_limit + json_limit,
+    base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
+    limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
               "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes = [
         Route("/health", ops.health, methods=["GET"]),

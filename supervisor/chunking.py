@@ -147,10 +147,11 @@ def estimate_s(text: str, ref_text: str | None = None, ref_frames: int | None = 
     return target_tokens(text, ref_text, ref_frames, speed=speed) / FRAME_RATE
 
 
-def split_text(text: str, chunk_s: float, total_s: float | None = None) -> list[str]:
-    """Chunks of about chunk_s seconds of audio; `total_s` is the whole text's estimate if known."""
+def split_text(text: str, chunk_s: float, total_s: float | None = None, whole_s: float | None = None) -> list[str]:
+    """Chunks of about chunk_s seconds of audio; `total_s` is the whole text's estimate if known;
+    a text estimated at up to `whole_s` (default: twice chunk_s) stays whole."""
     total_s = estimate_s(text) if total_s is None else total_s
-    if total_s <= WHOLE_UP_TO * chunk_s or not text.strip():
+    if total_s <= (WHOLE_UP_TO * chunk_s if whole_s is None else whole_s) or not text.strip():
         return [text.strip()]
     count = max(2, round(total_s / chunk_s))
     pieces = atoms(text)
@@ -161,6 +162,19 @@ def split_text(text: str, chunk_s: float, total_s: float | None = None) -> list[
     for atom in pieces:
         exploded.extend(_explode(atom) if atom.weight > GIANT_WORD * ideal and len(atom.text) > 1 else [atom])
     return [chunk for chunk in _cut(exploded, count) if chunk]
+
+
+def split_words(text: str, words: int) -> list[str]:
+    """Chunks of about `words` words each (omnivoice-triton-server's --text-chunk-words), cut at
+    the same breaks as split_text; a character of a script written without spaces counts as a
+    word, punctuation as nothing. A text of up to twice `words` stays whole."""
+    pieces = atoms(text)
+    for atom in pieces:
+        atom.weight = 1.0 if any(ch.isalnum() for ch in atom.text) else 0.0
+    total = sum(a.weight for a in pieces)
+    if total <= WHOLE_UP_TO * words or not text.strip():
+        return [text.strip()]
+    return [chunk for chunk in _cut(pieces, max(2, round(total / words))) if chunk]
 
 
 def _cut(pieces: list[Atom], count: int) -> list[str]:

@@ -10,6 +10,7 @@
     ├── Unauthorized            401 invalid_request_error   missing or unknown API key
     ├── Overloaded              429 rate_limit_error    the admission queue is full (Retry-After)
     ├── Unavailable             503 server_error        starting, draining, or no device left (Retry-After)
+    ├── RequestTimeout          504 server_error        not done within its request_timeout_s; the rest is cancelled
     └── TaskFailed              500 server_error        a sidecar could not produce the audio
         ├── SidecarLost         500                     the sidecar died and the task cannot be retried
         └── PoisonRequest       500                     the request crashed a sidecar by itself; never retried
@@ -117,6 +118,13 @@ class Unavailable(ServerError):
 
     status = 503
     code = "unavailable"
+
+
+class RequestTimeout(ServerError):
+    """The request was not answered in full within its deadline (request_timeout_s); what was left is cancelled."""
+
+    status = 504
+    code = "request_timeout"
 
 
 class TaskFailed(ServerError):

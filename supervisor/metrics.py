@@ -72,6 +72,9 @@ RUNTIME_COUNTERS = {
     "runtime_graph_hits": Counter(f"{PREFIX}_graph_hits", "forward passes replayed from a captured CUDA graph", registry=REGISTRY),
     "runtime_graph_misses": Counter(f"{PREFIX}_graph_misses", "forward passes that fit no graph bucket and ran eagerly", registry=REGISTRY),
 }
+clone_cache_hits = Counter(f"{PREFIX}_clone_prompt_cache_hits", "one-shot clones whose reference prompt was in the cache (no encoding)", registry=REGISTRY)
+clone_cache_misses = Counter(f"{PREFIX}_clone_prompt_cache_misses", "one-shot clones whose reference had to be encoded by a sidecar", registry=REGISTRY)
+clone_cache_entries = Gauge(f"{PREFIX}_clone_prompt_cache_entries", "clone prompts in the cache (at most --clone-cache-size)", registry=REGISTRY)
 gpu_memory_peak = Gauge(f"{PREFIX}_gpu_memory_peak_bytes", "largest GPU memory a sidecar's allocator has held (as last reported)", ["device"], registry=REGISTRY)
 
 

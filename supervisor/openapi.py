@@ -25,6 +25,7 @@ ERRORS: dict[int, str] = {
     429: "the queue is full; retry after Retry-After seconds",
     500: "generation failed (the message says why)",
     503: "starting, draining, or no device left; retry after Retry-After seconds",
+    504: "not done within the request's request_timeout_s (or the server's --request-timeout-s)",
 }
 
 
@@ -59,7 +60,7 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         ], "default": "auto"},
         "instructions": {"type": "string", "maxLength": settings.max_input_chars,
                          "description": "voice design: comma-separated items such as 'female, low pitch, british accent'"},
-        "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": "mp3"},
+        "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": settings.default_response_format},
         "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
         "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},
         "language": {"type": ["string", "null"], "description": "a language id ('en') or English name ('German'); none: the model tells"},
@@ -70,6 +71,17 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
+        "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
+        "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
+        "instruct": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
+        "description": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
+        "request_timeout_s": {"type": "number", "minimum": schemas.REQUEST_TIMEOUT_S[0], "maximum": schemas.REQUEST_TIMEOUT_S[1],
+                              "description": "answer 504 if not done by then (default: the server's --request-timeout-s)"},
+        "preprocess_prompt": {"type": "boolean", "deprecated": True, "description": "OmniVoice-Studio: accepted; a saved voice was preprocessed when saved"},
+        "chunk_duration": {"type": "number", "minimum": 1, "maximum": schemas.MAX_DURATION_S, "description": "this request's chunk length, seconds"},
+        "chunk_threshold": {"type": "number", "minimum": 0, "maximum": 2 * schemas.MAX_DURATION_S,
+                            "description": "input estimated at up to this many seconds stays one chunk"},
     }  # fmt: skip
     return {k: v if k == "input" else _nullable(v) for k, v in properties.items()}
 
@@ -94,7 +106,7 @@ def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 def document(settings: Settings) -> dict[str, Any]:
     speech = _speech_properties(settings)
-    options = {k: v for k, v in speech.items() if k != "voice"}
+    options = {k: v for k, v in speech.items() if k not in ("voice", "speaker")}
     upload = {"type": "string", "format": "binary", "description": "WAV, FLAC, MP3 or OGG, at most "
               f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s"}  # fmt: skip
     reference = {"file": upload, "transcript": {"type": "string", "minLength": 1, "description": "what the reference says"},
@@ -105,7 +117,7 @@ def document(settings: Settings) -> dict[str, Any]:
                              "event": {"type": "string"},
                              "data": {"type": "string", "contentMediaType": "application/json",
                                       "contentSchema": {"$ref": "#/components/schemas/SpeechStreamEvent"}}}}}}}  # fmt: skip
-    speech_errors = (400, 413, 415, 429, 500, 503)
+    speech_errors = (400, 413, 415, 429, 500, 503, 504)
     paths: dict[str, Any] = {
         "/v1/audio/speech": {"post": {
             "operationId": "createSpeech", "summary": "Speech from text (OpenAI-compatible)",

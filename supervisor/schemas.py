@@ -4,6 +4,10 @@ Every check names the offending field in the error's `param` and says what would
 Unknown fields are refused, never ignored: a misspelt `num_steps` must not silently run with
 the default. Form fields (the clone and design forms) arrive as strings and are converted to
 the type the JSON field has before the same checks run.
+
+Clients of omnivoice-triton-server and OmniVoice-Studio send fields of their own; `ALIASES`
+lists each with the field of ours it means (docs/MIGRATING.md), and `fold_aliases` rewrites a
+body into our fields before the checks, so an error names the field the client sent.
 """
 
 from __future__ import annotations
@@ -53,10 +57,28 @@ SPEECH_FIELDS = frozenset({
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
+# Fields other systems' clients send: name -> (our field it stands for, who sends it). An alias
+# is accepted wherever its field is; `request_timeout_s`, `chunk_duration` and `chunk_threshold`
+# have no field of OpenAI's and are ours under those names.
+ALIASES: dict[str, tuple[str, str]] = {
+    "stream": ("stream_format", "omnivoice-triton-server: true means stream_format 'sse' (and pcm unless response_format says otherwise)"),
+    "speaker": ("voice", "omnivoice-triton-server: the voice; given with 'voice', it wins"),
+    "instruct": ("instructions", "OmniVoice-Studio"),
+    "description": ("instructions", "OmniVoice-Studio"),
+    "request_timeout_s": ("request_timeout_s", "omnivoice-triton-server: the request's deadline, 1 to 1200 s"),
+    "preprocess_prompt": ("preprocess_prompt", "OmniVoice-Studio: a saved voice's prompt was preprocessed when it was saved; no effect here"),
+    "chunk_duration": ("chunk_duration", "OmniVoice-Studio: this request's chunk length in seconds (--chunk-s)"),
+    "chunk_threshold": ("chunk_threshold", "OmniVoice-Studio: this request's input estimated at up to this many seconds stays whole"),
+}
+DESIGN_PREFIX = "design:"  # omnivoice-triton-server: voice "design:<items>" is instructions "<items>"
+REQUEST_TIMEOUT_S = (1.0, 1200.0)
+
 # How a form's string becomes the JSON type of each field.
 _FORM_TYPES: dict[str, str] = {
     "speed": "number", "guidance_scale": "number", "duration": "number",
     "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean",
+    "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
+    "chunk_duration": "number", "chunk_threshold": "number",
 }  # fmt: skip
 
 
@@ -78,6 +100,9 @@ class SpeechRequest:
     chunk_mode: str
     seed: int | None
     denoise: bool | None
+    request_timeout_s: float | None = None  # answer 504 if not done by then (None: the server's --request-timeout-s)
+    chunk_s: float | None = None  # this request's chunk length (None: the server's)
+    whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
 
 
 def default_seed(voice: str) -> int:
@@ -148,8 +173,54 @@ def boolean(body: dict[str, Any], key: str) -> bool | None:
     raise _wrong_type(key, "a boolean", value)
 
 
-def refuse_unknown(body: dict[str, Any], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(body) - allowed)
+def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
+    """The alias fields a route takes: those whose field it takes, and the three that are ours alone."""
+    own = {"request_timeout_s", "preprocess_prompt", "chunk_duration", "chunk_threshold"}
+    return frozenset(name for name, (target, _) in ALIASES.items() if target in allowed or name in own and "input" in allowed)
+
+
+def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body in our fields, and for each field set from an alias the alias's name (for errors)."""
+    out = dict(body)
+    sent: dict[str, str] = {}
+    if "stream" in out and "stream_format" in allowed:
+        stream = boolean(out, "stream")
+        del out["stream"]
+        if stream:
+            if out.get("stream_format") not in (None, "sse"):
+                raise InvalidRequest(f"'stream': true asks for server-sent events, but 'stream_format' is {out['stream_format']!r}; "
+                                     "send one of them.", param="stream")  # fmt: skip
+            out["stream_format"] = "sse"
+            sent["stream_format"] = "stream"
+            if out.get("response_format") is None:
+                out["response_format"] = "pcm"  # what omnivoice-triton-server streams, whatever its response_format
+    for name in ("instruct", "description"):
+        if name in out and "instructions" in allowed:
+            value = out.pop(name)
+            if value is None:
+                continue
+            if out.get("instructions") is not None and out["instructions"] != value:
+                raise InvalidRequest(f"'{name}' and '{sent.get('instructions', 'instructions')}' are both given and differ; "
+                                     "they are the same field (voice design): send one.", param=name)  # fmt: skip
+            out["instructions"] = value
+            sent["instructions"] = name
+    if "speaker" in out and "voice" in allowed:
+        speaker = out.pop("speaker")
+        if speaker is not None:
+            out["voice"] = speaker
+            sent["voice"] = "speaker"
+    voice = out.get("voice")
+    if isinstance(voice, str) and voice.strip().lower().startswith(DESIGN_PREFIX):
+        out["voice"] = "auto"
+        if out.get("instructions") is None:  # as omnivoice-triton-server: instructions win over the voice
+            out["instructions"] = voice.strip()[len(DESIGN_PREFIX):].strip()
+            sent["instructions"] = sent.get("voice", "voice")
+    return out, sent
+
+
+def refuse_unknown(body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()) -> None:
+    """A 400 for any field not in `allowed` (listed in the message) nor in `also` (aliases, not listed)."""
+    unknown = sorted(set(body) - allowed - also)
     if unknown:
         raise InvalidRequest(
             f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(allowed))}.", param=unknown[0]
@@ -213,18 +284,29 @@ def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = S
     """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong."""
     if not isinstance(body, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {_type_name(body)}.")
-    refuse_unknown(body, allowed)
+    refuse_unknown(body, allowed, aliases_for(allowed))
+    body, sent = fold_aliases(body, allowed)
+    try:
+        return _speech_request(body, settings)
+    except InvalidRequest as exc:
+        if exc.param in sent:  # the client sent it under another name: say that name
+            exc.param = sent[exc.param]
+        raise
+
+
+def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
     if "input" not in body:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
+    boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
     return SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
         instructions=instructions(string(body, "instructions", max_chars=settings.max_input_chars), text),
-        response_format=choice(body, "response_format", FORMATS, "mp3"),
+        response_format=choice(body, "response_format", FORMATS, settings.default_response_format),
         speed=number(body, "speed", 0.25, 4.0) or 1.0,
         stream_format=choice(body, "stream_format", STREAM_FORMATS, "audio"),
         language=language(string(body, "language")),
@@ -234,6 +316,9 @@ def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = S
         chunk_mode=choice(body, "chunk_mode", CHUNK_MODES, "concurrent"),
         seed=integer(body, "seed", 0, MAX_SEED),
         denoise=boolean(body, "denoise"),
+        request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
+        chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
+        whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
     )
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
-from sidecar.protocol import Item, VoicePayload
+from sidecar.protocol import Item, TokenArray, VoicePayload
 from supervisor import chunking
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
@@ -48,12 +48,34 @@ class Voice:
     seed: int | None = None  # used when the request names no seed (OpenAI voice names)
 
 
-def continuity(result: dict[str, Any], text: str) -> VoicePayload | None:
-    """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself)."""
+def continuity(result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0) -> VoicePayload | None:
+    """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself),
+    cut to its last `max_frames` codec frames and its last `max_words` words (0: all)."""
     tokens = result.get("tokens") or []
     if len(tokens) != 1:
         return None
-    return {"tokens": tokens[0], "ref_text": text, "ref_rms": None}
+    return {"tokens": last_frames(tokens[0], max_frames), "ref_text": last_words(text, max_words), "ref_rms": None}
+
+
+def last_frames(tokens: TokenArray, count: int) -> TokenArray:
+    """The last `count` frames of [codebooks, frames] int16 tokens (row-major), or all of them."""
+    codebooks, frames = tokens["shape"]
+    if count <= 0 or frames <= count:
+        return tokens
+    data = memoryview(tokens["data"])
+    rows = [data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)]
+    return {"shape": [codebooks, count], "data": b"".join(rows)}
+
+
+def last_words(text: str, count: int) -> str:
+    """The last `count` words of a text (a character of a script without spaces is a word), or all of it."""
+    if count <= 0:
+        return text
+    pieces = chunking.atoms(text)
+    words = [i for i, atom in enumerate(pieces) if any(ch.isalnum() for ch in atom.text)]
+    if len(words) <= count:
+        return text
+    return "".join(atom.text for atom in pieces[words[-count] :]).strip()
 
 
 class Synthesis:
@@ -77,11 +99,14 @@ class Synthesis:
         r = self.request
         if r.chunk_mode == "none" or r.duration is not None:
             return [r.input]
+        words = self.scheduler.settings.text_chunk_words
+        if words and r.chunk_s is None and r.whole_s is None:  # by words, unless the request gave seconds
+            return chunking.split_words(r.input, words)
         prompt = self.voice.prompt
         total_s = chunking.estimate_s(r.input, prompt["ref_text"] if prompt else None,
                                       prompt["tokens"]["shape"][1] if prompt else None, r.speed)  # fmt: skip
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
-        return chunking.split_text(r.input, chunk_s, total_s)
+        return chunking.split_text(r.input, r.chunk_s or chunk_s, total_s, r.whole_s)
 
     def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> Item:
         r = self.request
@@ -100,6 +125,11 @@ class Synthesis:
             item["return_tokens"] = True
         return item
 
+    def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
+        """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
+        s = self.scheduler.settings
+        return continuity(result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words)
+
     def submit(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> asyncio.Future[Any]:
         [future] = self.scheduler.submit([self.item(index, prompt, return_tokens)], self.priority, self.reservation)
         self.futures.append(future)
@@ -115,12 +145,12 @@ class Synthesis:
                 for i in range(count):
                     result = await pending
                     if i + 1 < count:
-                        prompt = continuity(result, self.chunks[i]) if own_prompt else None
+                        prompt = self.follow(result, i) if own_prompt else None
                         pending = self.submit(i + 1, prompt, return_tokens=own_prompt and i + 2 < count)
                     yield self.account(result)
             elif own_prompt and count > 1:
                 first = await self.submit(0, return_tokens=True)
-                rest = [self.submit(i, continuity(first, self.chunks[0])) for i in range(1, count)]
+                rest = [self.submit(i, self.follow(first, 0)) for i in range(1, count)]
                 yield self.account(first)
                 for future in rest:
                     yield self.account(await future)

@@ -28,6 +28,7 @@ import msgpack
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import FROM_SIDECAR, ProtocolError, VoicePayload, validate
+from supervisor import metrics
 from supervisor.errors import Conflict, ServerError
 
 log = logging.getLogger("omnivoice.voices")
@@ -193,7 +194,8 @@ class VoiceStore:
 
 
 class PromptCache:
-    """One-shot clone prompts, by a digest of the upload and its transcript; least recently used out."""
+    """One-shot clone prompts, by a digest of the reference's samples and its transcript; least
+    recently used out. Lookups count as hits or misses in /metrics."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -201,7 +203,7 @@ class PromptCache:
 
     @staticmethod
     def key(audio: bytes, transcript: str, preprocess: bool) -> str:
-        digest = hashlib.sha256(audio)
+        digest = hashlib.sha256(samples(audio))
         digest.update(b"\0" + transcript.encode() + b"\0" + bytes([preprocess]))
         return digest.hexdigest()
 
@@ -209,6 +211,7 @@ class PromptCache:
         prompt = self.prompts.get(key)
         if prompt is not None:
             self.prompts.move_to_end(key)
+        (metrics.clone_cache_hits if prompt is not None else metrics.clone_cache_misses).inc()
         return prompt
 
     def put(self, key: str, prompt: VoicePayload) -> None:
@@ -218,3 +221,23 @@ class PromptCache:
         self.prompts.move_to_end(key)
         while len(self.prompts) > self.size:
             self.prompts.popitem(last=False)
+        metrics.clone_cache_entries.set(len(self.prompts))
+
+
+def samples(audio: bytes) -> bytes:
+    """What identifies a reference's audio for the cache: a WAV's format and sample data, so the
+    same samples with other metadata (tags, chunk order) are the same reference; any other
+    container as uploaded (it is decoded only in a sidecar, never here). Only the RIFF chunk
+    headers are read, each bounded by the upload; anything unexpected falls back to all bytes."""
+    if audio[:4] != b"RIFF" or audio[8:12] != b"WAVE":
+        return audio
+    found: dict[bytes, bytes] = {}
+    at = 12
+    while at + 8 <= len(audio) and len(found) < 2:
+        chunk, size = audio[at : at + 4], int.from_bytes(audio[at + 4 : at + 8], "little")
+        if chunk in (b"fmt ", b"data"):
+            found.setdefault(chunk, audio[at + 8 : at + 8 + size])
+        at += 8 + size + (size & 1)
+    if len(found) < 2:
+        return audio
+    return b"fmt " + found[b"fmt "] + b"data" + found[b"data"]

@@ -12,7 +12,9 @@ Then:
 - `stream_format: "sse"`: `speech.audio.delta` events with base64 audio in the requested format,
   then `speech.audio.done` with usage; a chunk that fails later sends an `error` event.
 
-A client that goes away cancels everything of its request still queued or running.
+A client that goes away cancels everything of its request still queued or running, and so
+does a request's deadline (`request_timeout_s`, else `--request-timeout-s`): a 504 if no audio
+has gone out yet, else the stream ends as a failed chunk would end it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -29,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from supervisor import formats, metrics, schemas
 from supervisor.api import Services, services
-from supervisor.errors import InvalidRequest, ServerError, UnsupportedMedia
+from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
 from supervisor.voice_store import VoiceStore
@@ -73,9 +75,41 @@ async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
     raise ClientGone()
 
 
+class Deadline:
+    """A request's deadline: awaiting past it cancels what is awaited and raises RequestTimeout."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.at = time.monotonic() + timeout_s if timeout_s else None
+
+    async def __call__(self, work: Awaitable[T]) -> T:
+        if self.at is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, max(0.0, self.at - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
+                                 "what was left of it is cancelled") from None  # fmt: skip
+
+    async def pieces(self, pieces: AsyncGenerator[dict[str, Any], None]) -> AsyncIterator[dict[str, Any]]:
+        """The pieces, each awaited within the deadline; closing this closes them."""
+        try:
+            while True:
+                try:
+                    piece = await self(pieces.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield piece
+        finally:
+            await pieces.aclose()
+
+
 def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
-    """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else."""
+    """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else.
+    OmniVoice-Studio's 'default' is 'auto', unless a saved voice has that name."""
     name = request.voice
+    if name == "default" and store.get(name) is None:
+        name = "auto"
     if name == "auto":
         return Voice(instruct=request.instructions)
     if name in schemas.OPENAI_VOICES:
@@ -84,7 +118,7 @@ def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
     if saved is None:
         error = InvalidRequest(
             f"Voice {name!r} not found: use 'auto', an OpenAI voice name ({', '.join(schemas.OPENAI_VOICES)}) "
-            "or a saved voice (GET /v1/audio/voices lists them).",
+            "or a saved voice (GET /v1/audio/voices lists them); to design a voice, send 'instructions' or 'design:<items>'.",
             param="voice",
         )
         error.code = "voice_not_found"
@@ -141,7 +175,8 @@ async def _sse_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s)
-    pieces = synthesis.pieces()
+    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+    pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
     except ClientGone:

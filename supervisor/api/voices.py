@@ -13,6 +13,8 @@ no sidecar work.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
 import time
 from typing import Any
@@ -32,11 +34,18 @@ from supervisor.voice_store import PromptCache, SavedVoice
 
 MAX_FORM_FIELDS = 32
 MAX_FIELD_BYTES = 256 * 1024
-FILE_FIELDS = frozenset({"file", "audio_sample"})
+FILE_FIELDS = frozenset({"file", "audio_sample", "ref_audio"})
 VOICE_FIELDS = frozenset({"name", "type", "file", "audio_sample", "transcript", "preprocess", "consent", "prompt", "model", "script_hint"})
 CLONE_FIELDS = schemas.OPTION_FIELDS | {"file", "transcript", "preprocess"}
 DESIGN_FIELDS = schemas.OPTION_FIELDS
 AUDIO_KINDS = "WAV, FLAC, MP3 or OGG (Vorbis or Opus)"
+# omnivoice-triton-server's form fields for the clone and design routes: name -> ours. The upload
+# `ref_audio` is `file`; `ref_audio_base64` (base64 or a data: URL) is `file` sent as text.
+FORM_ALIASES = {"text": "input", "ref_text": "transcript", "language_id": "language", "preprocess_prompt": "preprocess"}
+BASE64_FIELD = "ref_audio_base64"
+CLONE_FORM = CLONE_FIELDS | schemas.aliases_for(schemas.OPTION_FIELDS) | set(FORM_ALIASES) | {"ref_audio", BASE64_FIELD}
+DESIGN_ALIASES = {"text": "input", "language_id": "language"}
+DESIGN_FORM = DESIGN_FIELDS | schemas.aliases_for(DESIGN_FIELDS) | set(DESIGN_ALIASES)
 
 
 class Form:
@@ -49,13 +58,14 @@ class Form:
         self.file_key = file_key
 
 
-async def read_form(request: Request, svc: Services, allowed: frozenset[str], *, multipart_only: bool) -> Form:
+async def read_form(request: Request, svc: Services, allowed: frozenset[str], *, multipart_only: bool,
+                    max_part_size: int = MAX_FIELD_BYTES) -> Form:  # fmt: skip
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     kinds = ("multipart/form-data",) if multipart_only else ("multipart/form-data", "application/x-www-form-urlencoded")
     if content_type not in kinds:
         raise UnsupportedMedia(f"this route takes a form ({' or '.join(kinds)}), not {content_type or 'a body without a Content-Type'}")
     try:
-        form = await request.form(max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES)
+        form = await request.form(max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=max_part_size)
     except HTTPException as exc:
         raise InvalidRequest(f"The form could not be parsed: {exc.detail}") from None
     try:
@@ -206,15 +216,56 @@ async def delete_voice(request: Request) -> JSONResponse:
 # ---------------------------------------------------------------- one-shot forms
 
 
+def fold_form_aliases(fields: dict[str, Any], aliases: dict[str, str] = FORM_ALIASES) -> dict[str, Any]:
+    """omnivoice-triton-server's form names as ours; the same field under both names must agree
+    (but `language` wins over `language_id`, as it does there)."""
+    out = dict(fields)
+    for alias, ours in aliases.items():
+        if alias not in out:
+            continue
+        value = out.pop(alias)
+        if ours in out and out[ours] != value and alias != "language_id":
+            raise InvalidRequest(f"'{alias}' and '{ours}' are both given and differ; they are the same field: send one.", param=alias)
+        out.setdefault(ours, value)
+    return out
+
+
+def base64_reference(form: Form, svc: Services) -> None:
+    """A reference sent as `ref_audio_base64` text becomes the form's file, checked as an upload is."""
+    text = form.fields.pop(BASE64_FIELD, None)
+    if text is None:
+        return
+    if form.file is not None:
+        raise InvalidRequest(f"Send the reference audio once: as a file or as '{BASE64_FIELD}', not both.", param=BASE64_FIELD)
+    payload = text.split(",", 1)[1] if text.startswith("data:") and "," in text else text
+    try:
+        data = base64.b64decode("".join(payload.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(f"'{BASE64_FIELD}' is not valid base64 (nor a data: URL).", param=BASE64_FIELD) from None
+    limit = int(svc.settings.max_upload_mb * 2**20)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param=BASE64_FIELD)
+    if not data:
+        raise InvalidRequest("the reference audio in 'ref_audio_base64' is empty", param=BASE64_FIELD)
+    if sniff(data) is None:
+        raise UnsupportedMedia(f"the reference in '{BASE64_FIELD}' is not audio we read: send {AUDIO_KINDS}", param=BASE64_FIELD)
+    form.file, form.filename, form.file_key = data, None, BASE64_FIELD
+
+
 async def clone(request: Request) -> Response:
     """Speech in the voice of an uploaded reference, without saving it."""
     svc = services(request)
-    form = await read_form(request, svc, CLONE_FIELDS, multipart_only=True)
-    transcript = schemas.transcript(form.fields.get("transcript"), svc.settings)
-    body = schemas.from_form({k: v for k, v in form.fields.items() if k not in ("transcript", "preprocess")})
+    # A base64 reference is a text part: let it be as large as the upload it stands for.
+    base64_part = (int(svc.settings.max_upload_mb * 2**20) + 2) // 3 * 4 + 1024
+    form = await read_form(request, svc, frozenset(CLONE_FORM), multipart_only=True, max_part_size=max(MAX_FIELD_BYTES, base64_part))
+    base64_reference(form, svc)
+    fields = fold_form_aliases(form.fields)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings)
+    body = schemas.from_form({k: v for k, v in fields.items() if k not in ("transcript", "preprocess")})
     speech = schemas.speech_request(body, svc.settings, allowed=schemas.OPTION_FIELDS)
     if form.file is None:
         raise InvalidRequest("Missing required field: 'file' (the reference audio).", param="file")
+    form.fields = fields
     preprocess = preprocess_flag(form)
     cache: PromptCache = svc.clones
     key = cache.key(form.file, transcript, preprocess)
@@ -233,8 +284,11 @@ async def design(request: Request) -> Response:
     svc = services(request)
     if request.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         body = await read_json(request)
+        if isinstance(body, dict):
+            body = fold_form_aliases(body, DESIGN_ALIASES)
     else:
-        body = schemas.from_form((await read_form(request, svc, DESIGN_FIELDS, multipart_only=False)).fields)
+        form = await read_form(request, svc, frozenset(DESIGN_FORM), multipart_only=False)
+        body = schemas.from_form(fold_form_aliases(form.fields, DESIGN_ALIASES))
     speech = schemas.speech_request(body, svc.settings, allowed=DESIGN_FIELDS)
     if speech.instructions is None:
         raise InvalidRequest("Missing required field: 'instructions' (the voice to design, e.g. 'female, british accent').", param="instructions")
