@@ -257,7 +257,9 @@ async def clone(request: Request) -> Response:
     svc = services(request)
     # A base64 reference is a text part: let it be as large as the upload it stands for.
     base64_part = (int(svc.settings.max_upload_mb * 2**20) + 2) // 3 * 4 + 1024
-    form = await read_form(request, svc, frozenset(CLONE_FORM), multipart_only=True, max_part_size=max(MAX_FIELD_BYTES, base64_part))
+    form = await read_form(request, svc, frozenset(CLONE_FORM), multipart_only=False, max_part_size=max(MAX_FIELD_BYTES, base64_part))
+    if BASE64_FIELD not in form.fields and not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        raise UnsupportedMedia(f"this route takes multipart/form-data with the reference as a file (or, in any form, as '{BASE64_FIELD}')")
     base64_reference(form, svc)
     fields = fold_form_aliases(form.fields)
     transcript = schemas.transcript(fields.get("transcript"), svc.settings)
