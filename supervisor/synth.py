@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from supervisor.formats import FORMATS
 from supervisor.synth_server import EmbeddedServer, ServerFailed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 STATE_FILE = ".synth-state.json"
 SERVER_DIR = ".synth-server"
 DEFAULT_SERVER = "http://127.0.0.1:9194"
-DEFAULT_FORMAT = "mp3"  # the speech route's default response_format
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # the server's rule for item ids
 HTTP_TIMEOUT_S = 60.0
 
@@ -67,11 +67,11 @@ class Entry:
     line: int
     id: str
     item: dict[str, Any]  # as submitted, "id" included
-    format: str
+    format: str | None  # None: the server's default (--default-response-format)
 
-    @property
-    def filename(self) -> str:
-        return f"{self.id}.{self.format}"
+    def is_in(self, out: Path) -> bool:
+        """Its result is in `out` already (with no format given, a file in any format counts)."""
+        return any((out / f"{self.id}.{fmt}").exists() for fmt in ([self.format] if self.format else FORMATS))
 
     @property
     def digest(self) -> str:
@@ -96,12 +96,12 @@ def read_manifest(path: Path) -> list[Entry]:
                 problems.append(f"{path}:{number}: a line must be a JSON object (a speech request)")
                 continue
             item_id = item.setdefault("id", str(number))
-            fmt = item.get("response_format", DEFAULT_FORMAT)
+            fmt = item.get("response_format")
             if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
                 problems.append(f"{path}:{number}: \"id\" must be 1 to 128 letters, digits, '.', '_' or '-' (it names the file); got {item_id!r}")
             elif item_id in seen:
                 problems.append(f"{path}:{number}: \"id\" {item_id!r} is also on line {seen[item_id]}")
-            elif not isinstance(fmt, str) or not fmt.isalnum():
+            elif fmt is not None and (not isinstance(fmt, str) or not fmt.isalnum()):
                 problems.append(f"{path}:{number}: \"response_format\" must be a format name; got {fmt!r}")
             else:
                 seen[item_id] = number
@@ -251,7 +251,7 @@ def error_message(body: Any) -> str:
 class Synth:
     def __init__(self, out: Path, entries: list[Entry], job_size: int, poll_s: float, log: TextIO) -> None:
         self.out, self.job_size, self.poll_s, self.log = out, job_size, poll_s, log
-        self.pending = [e for e in entries if not (out / e.filename).exists()]
+        self.pending = [e for e in entries if not e.is_in(out)]
         self.progress = Progress(len(entries), len(entries) - len(self.pending), log)
         self.state = State(out)
         self.following: dict[str, dict[int, Entry]] = {}  # job id -> position -> entry
@@ -337,7 +337,7 @@ class Synth:
         for n, entry in list(positions.items()):
             item = job["items"][n]
             if item["state"] == "done":
-                got, answer = self.client.download(item["audio_url"], self.out / entry.filename)
+                got, answer = self.client.download(item["audio_url"], self.out / f"{entry.id}.{item['format']}")
                 if got == 200:
                     self.progress.done += 1
                 else:
