@@ -186,3 +186,22 @@ def test_studio_environment_names(checkpoint_dir: Path, tmp_path: Path, cleanup:
     assert done.returncode == 0 and f"pid {proc.pid} exited after" in done.stdout, done.stdout + done.stderr
     assert proc.wait(10) == 0
     assert_gone(pids)
+
+
+def test_request_timeout_s_answers_504_and_frees_the_queue(tmp_path: Path) -> None:
+    from live_server import live
+
+    with live(tmp_path, "--test-faults", "--request-timeout-s", "30") as server:
+        started = time.monotonic()
+        slow = server.request("POST", "/v1/audio/speech", json={"input": "Too slow. [[fault:slow:3]]", "request_timeout_s": 1})
+        assert slow.status_code == 504 and time.monotonic() - started < 2.8
+        assert slow.json()["error"]["code"] == "request_timeout" and "request_timeout_s of 1 s" in slow.json()["error"]["message"]
+        deadline = time.monotonic() + 10
+        while server.health()["queue"]["tasks"]:  # the task was cancelled; nothing of it stays admitted
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        events = server.request("POST", "/v1/audio/speech", json={"input": "Also slow. [[fault:slow:3]]", "stream": True, "request_timeout_s": 1})
+        assert events.status_code == 504  # no audio had gone out yet: a status, not an event
+        # A batch already running in the sidecar runs to its end (its answer is dropped): the next request waits for it.
+        fast = server.request("POST", "/v1/audio/speech", json={"input": "Quick.", "request_timeout_s": 20, "response_format": "wav"})
+        assert fast.status_code == 200 and server.health()["settings"]["request_timeout_s"] == 30.0
