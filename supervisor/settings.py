@@ -52,7 +52,7 @@ def setting(
 
 def _floor_30(value: float) -> tuple[float, str | None]:
     """OmniVoice-Studio floors its sidecar recv timeout at 30 s; so do we, for its variable."""
-    return (30.0, f"raised to its floor of 30 s (as OmniVoice-Studio does)") if value < 30 else (value, None)
+    return (30.0, "raised to its floor of 30 s (as OmniVoice-Studio does)") if value < 30 else (value, None)
 
 
 def _off_at_zero(value: float) -> tuple[float, str | None]:
@@ -69,7 +69,7 @@ class Settings:
     # --- server
     model: str = setting("", "checkpoint directory or Hugging Face id (not needed with --engine null)", metavar="DIR_OR_HF_ID",
                          aliases=("--model-id",), env=("OMNIVOICE_MODEL_ID",))
-    host: str = setting("127.0.0.1", "address to listen on")
+    host: str = setting("127.0.0.1", "address to listen on", env=("OMNIVOICE_BIND_HOST",))
     port: int = setting(9194, "port to listen on")
     devices: str = setting("auto", "auto (every visible GPU, else the CPU), cpu, or GPU indices such as 0,1", aliases=("--device",),
                            env=("OMNIVOICE_DEVICE",), values={"cuda": "auto"})
@@ -110,7 +110,7 @@ class Settings:
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB")
     load_timeout_s: float = setting(120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)")
     load_total_s: float = setting(600.0, "kill a sidecar not ready this long after it started", aliases=("--infer-start-timeout-s",),
-                                  env=("OMNIVOICE_INFER_START_TIMEOUT_S", "OMNIVOICE_MODEL_LOAD_TIMEOUT"))
+                                  env=("OMNIVOICE_INFER_START_TIMEOUT_S", EnvAlias("OMNIVOICE_MODEL_LOAD_TIMEOUT", _floor_30)))
     heartbeat_timeout_s: float = setting(60.0, "kill a busy sidecar that sends no frame for this long",
                                          env=(EnvAlias("OMNIVOICE_SIDECAR_RECV_TIMEOUT_S", _floor_30),))
     ping_interval_s: float = setting(30.0, "ping an idle sidecar after this long without a frame")

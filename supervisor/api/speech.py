@@ -189,7 +189,8 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     if started is not None:
         metrics.first_audio.observe(time.monotonic() - started)
     fmt = speech.response_format
-    headers = {"X-Seed": str(synthesis.seed), "X-Chunks": str(len(synthesis.chunks)), "X-Sample-Rate": str(first["sample_rate"])}
+    rate = str(first["sample_rate"])  # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    headers = {"X-Seed": str(synthesis.seed), "X-Chunks": str(len(synthesis.chunks)), "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate}
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
         return SynthesisStream(synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers)
