@@ -60,7 +60,7 @@ def prepare(settings: Settings) -> Settings:
     """The settings with the run's paths filled in; the run folder made and DIR/latest pointed at it."""
     if not settings.log_dir:
         return settings
-    root = Path(settings.log_dir).expanduser()
+    root = Path(settings.log_dir).expanduser().absolute()  # /health and the log show where the files are, whatever the cwd
     root.mkdir(parents=True, exist_ok=True)
     run_id = settings.log_run_id or new_run_id(root)
     run = root / run_id

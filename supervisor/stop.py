@@ -100,7 +100,7 @@ def stop(pid_file: str | None, port: int | None, timeout_s: float = DEFAULT_TIME
 def stop_systemd(service: str) -> int:
     """`systemctl stop` the unit (it drains the same way); its exit status is ours."""
     unit = service if service.endswith(".service") else f"{service}.service"
-    print(f"systemctl stop {unit}")
+    print(f"systemctl stop {unit}", flush=True)
     try:
         return subprocess.run(["systemctl", "stop", unit], check=False).returncode
     except FileNotFoundError:
