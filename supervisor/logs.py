@@ -78,4 +78,4 @@ def setup_logging(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format=FORMAT, handlers=handlers, force=True)
     if settings.log_dir:
         log.info("run %s: log %s, pid file %s; %s points at it", settings.log_run_id, settings.log_file, settings.pid_file,
-                 Path(settings.log_dir) / LATEST)
+                 Path(settings.log_dir).expanduser().absolute() / LATEST)

@@ -216,7 +216,7 @@ class Settings:
                 given_env[f.name] = [name for name, _ in found]
                 if len(found) > 1:
                     losers = ", ".join(f"{name}={environ[name]}" for name, _ in found[1:])
-                    notes.append(f"{found[0][0]}={environ[found[0][0]]} and {losers} are all set: {found[0][0]} wins "
+                    notes.append(f"{found[0][0]}={environ[found[0][0]]} and {losers} are {'both' if len(found) == 2 else 'all'} set: {found[0][0]} wins "
                                  "(our own name first, then the others in the order docs/MIGRATING.md lists)")  # fmt: skip
         for name, value in (flags or {}).items():
             value = tuple(value) if isinstance(value, list) else value

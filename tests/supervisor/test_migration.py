@@ -81,7 +81,7 @@ def test_studio_idle_timeout_is_idle_reaping_and_zero_or_less_turns_it_off(raw: 
 def test_two_names_set_the_documented_one_wins_and_a_note_says_so() -> None:
     s, notes = parse([], {"OMNIVOICE_MODEL": "ours", "OMNIVOICE_MODEL_ID": "theirs"})
     assert s.model == "ours"
-    assert notes == ["OMNIVOICE_MODEL=ours and OMNIVOICE_MODEL_ID=theirs are all set: OMNIVOICE_MODEL wins "
+    assert notes == ["OMNIVOICE_MODEL=ours and OMNIVOICE_MODEL_ID=theirs are both set: OMNIVOICE_MODEL wins "
                      "(our own name first, then the others in the order docs/MIGRATING.md lists)"]
     s, notes = parse(["--engine", "null"], {"OMNIVOICE_HEARTBEAT_TIMEOUT_S": "90", "OMNIVOICE_SIDECAR_RECV_TIMEOUT_S": "5"})
     assert s.heartbeat_timeout_s == 90.0 and any("OMNIVOICE_HEARTBEAT_TIMEOUT_S wins" in n for n in notes)
