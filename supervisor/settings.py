@@ -253,7 +253,7 @@ class Settings:
         group = parser.add_argument_group(
             "accepted from omnivoice-triton-server, no effect here",
             "Each one given is logged with what this server does instead (docs/MIGRATING.md).")
-        for entry in IGNORED:
+        for entry in (e for e in IGNORED if e.flags):
             options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": entry.instead.replace("%", "%%")}
             if entry.kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
@@ -331,7 +331,7 @@ class Ignored:
 
     @property
     def dest(self) -> str:
-        return "ignored_" + self.flags[0].lstrip("-").replace("-", "_")
+        return "ignored_" + (self.flags[0].lstrip("-").replace("-", "_") if self.flags else str(self.env).lower())
 
     def note(self, given: str) -> str:
         return f"{given}: no effect here; {self.instead}"
@@ -374,7 +374,7 @@ IGNORED: tuple[Ignored, ...] = (
     Ignored(("--text-chunk-short-underfill-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_PENALTY"),
     Ignored(("--default-voice-instructions",), "voice 'auto' lets the model choose a voice; send instructions or an OpenAI voice name", str,
             "OMNIVOICE_DEFAULT_VOICE_INSTRUCTIONS"),
-    Ignored(("--tts-backend",), "the model always runs in a crash-isolated sidecar (OmniVoice-Studio's omnivoice-subprocess)", str, "OMNIVOICE_TTS_BACKEND"),
+    Ignored((), "the model always runs in a crash-isolated sidecar (OmniVoice-Studio's omnivoice-subprocess)", str, "OMNIVOICE_TTS_BACKEND"),
 )
 
 
