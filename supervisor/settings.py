@@ -201,6 +201,7 @@ class Settings:
         given_env: dict[str, list[str]] = {}
         for f in dataclasses.fields(cls):
             found: list[tuple[str, Any]] = []
+            converted: str | None = None
             for name, convert in ((env_of(f), None), *((a.name, a.convert) for a in f.metadata["env"])):
                 raw = environ.get(name)
                 if raw is None:
@@ -208,9 +209,11 @@ class Settings:
                 value = _parse_env(f, hints[f.name], raw, name)
                 if convert is not None:
                     value, why = convert(value)
-                    if why:
-                        notes.append(f"{name}={raw}: {why}, so {flag_of(f)} is {value:g}")
+                    if why and not found:  # said only of the variable that wins
+                        converted = f"{name}={raw}: {why}, so {flag_of(f)} is {value:g}"
                 found.append((name, value))
+            if converted:
+                notes.append(converted)
             if found:
                 values[f.name] = found[0][1]
                 given_env[f.name] = [name for name, _ in found]
