@@ -6,7 +6,6 @@ import contextlib
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,15 +21,7 @@ import pytest
 from harness import SPAWN_S, assert_gone
 from sidecar.faults import LOAD_ENV
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-KEY = "sk-test-key"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from live_server import AUTH, KEY, REPO_ROOT, free_port
 
 
 class Server:
