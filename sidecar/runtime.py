@@ -8,7 +8,7 @@
 target length), short ones run as one batch, long ones (estimated above
 `audio_chunk_threshold`) are split at punctuation and run chunk by chunk, then everything is
 decoded and post-processed. Unlike the reference, every request carries its own settings and
-its own random generator, and requests with and without a voice prompt may be long together.
+its own random numbers (a hash of its seed), and requests with and without a voice prompt may be long together.
 """
 
 from __future__ import annotations
