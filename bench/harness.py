@@ -157,8 +157,18 @@ async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[
         after = metric_values((await client.get("/metrics")).text)
     delta = {name: metric_sum(after, name) - metric_sum(before, name) for name in (
         "omnivoice_forward_useful_flops_total", "omnivoice_forward_seconds_total", "omnivoice_forward_passes_total",
-        "omnivoice_graph_hits_total", "omnivoice_graph_misses_total", "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total")}
+        "omnivoice_graph_hits_total", "omnivoice_graph_misses_total", "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total",
+        "omnivoice_batch_size_sum", "omnivoice_batch_size_count", "omnivoice_audio_produced_seconds_total")}
     out["forward"] = delta
+    # Where the mixed run's time went: the forward passes' share of the wall time, the batches formed.
+    wall = out["mixed"].get("wall_s") or 0.0
+    out["mixed_profile"] = {
+        "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3) if wall else None,
+        "mean_batch_items": round(delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1) if delta["omnivoice_batch_size_count"] else None,
+        "batches": delta["omnivoice_batch_size_count"],
+        "forward_passes": delta["omnivoice_forward_passes_total"],
+        "padding_waste": round(1 - delta["omnivoice_tokens_real_total"] / delta["omnivoice_tokens_padded_total"], 3) if delta["omnivoice_tokens_padded_total"] else None,
+    }
     out["peak_memory_bytes"] = metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
     return out
 
@@ -195,6 +205,7 @@ def main() -> int:
         log("reference arm")
         result["reference"] = run_reference(args, mixed, clone_wav, work_dir)
         log(f"reference: {result['reference']}")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")  # partial, in case the server arm fails
     if on_gpu:
         torch.cuda.empty_cache()
 
@@ -207,6 +218,7 @@ def main() -> int:
         server.stop()
         log_tail = (work_dir / "server.log").read_text().splitlines()[-40:]
         result["server_log_tail"] = log_tail
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     s, f = result["server"], result["server"]["forward"]
     result["mixed_http_x_realtime"] = s["mixed"]["x_realtime"]
