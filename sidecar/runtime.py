@@ -5,10 +5,11 @@
     prompt = model.encode_voice(waveform, sample_rate, ref_text="...")
 
 `generate` follows the reference `generate()`: requests are normalised (language, instruct,
-target length), short ones run as one batch, long ones (estimated above
-`audio_chunk_threshold`) are split at punctuation and run chunk by chunk, then everything is
-decoded and post-processed. Unlike the reference, every request carries its own settings and
-its own random numbers (a hash of its seed), and requests with and without a voice prompt may be long together.
+target length), long ones (estimated above `audio_chunk_threshold`) are split at punctuation,
+all items and chunks run in at most two batches (the later chunks of a long item without a voice
+prompt clone its first chunk, so they wait for the second), then everything is decoded and
+post-processed. Unlike the reference, every request carries its own settings and its own random
+numbers (a hash of its seed), and requests with and without a voice prompt may be long together.
 """
 
 from __future__ import annotations
@@ -150,19 +151,24 @@ class OmniVoice:
     # ------------------------------------------------------------------ generation
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
-        """Generate every request as one batch; results come back in request order."""
+        """Generate every request as one batch; results come back in request order.
+
+        A short item is one chunk; a long one is split into several (`_chunk_texts`). Everything
+        runs in at most two `generate_tokens` rounds: first every chunk that needs no generated
+        tokens, then the later chunks of long items without a voice prompt, which use their own
+        chunk 0 as one (`_chunk_prompt`). `on_step` counts each round's steps from 1 again.
+        """
         items = [self._normalise(r) for r in requests]
-        tokens: list[list[torch.Tensor]] = [[] for _ in items]
-        short = [i for i, it in enumerate(items) if not it.is_long]
-        if short:
-            prompts = [self._prompt(items[i], items[i].text, items[i].target_len, items[i].ref_text, items[i].ref_tokens) for i in short]
-            for i, t in zip(short, generate_tokens(self.model, prompts, on_step, self.runner)):
-                tokens[i] = [t]
-        long_items = [i for i, it in enumerate(items) if it.is_long]
-        for group in ([i for i in long_items if items[i].ref_tokens is not None], [i for i in long_items if items[i].ref_tokens is None]):
-            if group:
-                for i, chunks in zip(group, self._generate_chunked([items[i] for i in group], on_step)):
-                    tokens[i] = chunks
+        texts = [self._chunk_texts(it) for it in items]
+        jobs = [(i, ci) for i, chunks in enumerate(texts) for ci in range(len(chunks))]
+        first = [(i, ci) for i, ci in jobs if ci == 0 or items[i].ref_tokens is not None]
+        second = [(i, ci) for i, ci in jobs if ci > 0 and items[i].ref_tokens is None]
+        done: dict[tuple[int, int], torch.Tensor] = {}
+        for round_jobs in (first, second):
+            if round_jobs:
+                prompts = [self._chunk_prompt(items[i], texts[i], ci, done.get((i, 0))) for i, ci in round_jobs]
+                done.update(zip(round_jobs, generate_tokens(self.model, prompts, on_step, self.runner)))
+        tokens = [[done[i, ci] for ci in range(len(chunks))] for i, chunks in enumerate(texts)]
         flat = [t for toks in tokens for t in toks]
         decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many([t.to(self.device) for t in flat]))
         return [self._finish(it, toks, [next(decoded) for _ in toks]) for it, toks in zip(items, tokens)]
@@ -220,34 +226,33 @@ class OmniVoice:
             seed=(item.seed + chunk * CHUNK_SEED_STRIDE) % (1 << 63),  # fresh noise for every chunk
         )
 
-    def _generate_chunked(self, items: list[_Item], on_step: StepCallback | None) -> list[list[torch.Tensor]]:
-        """Long items chunk by chunk, batched across items per chunk index.
+    def _chunk_texts(self, item: _Item) -> list[str]:
+        """The item's text as chunks: itself when short, split at punctuation when long."""
+        if not item.is_long:
+            return [item.text]
+        chunk_len = chunk_char_len(item.target_len, item.text, item.request.audio_chunk_duration, self.frame_rate)
+        return chunk_text(item.text, chunk_len, MIN_CHUNK_CHARS)
 
-        With a voice prompt every chunk uses it. Without one, chunk 0 runs bare and becomes the
-        voice prompt (tokens and raw text) of the item's later chunks, so the voice stays the same.
+    def _chunk_prompt(self, item: _Item, texts: list[str], ci: int, chunk0: torch.Tensor | None) -> Prompt:
+        """The prompt of chunk `ci` of an item whose chunk texts are `texts`.
+
+        A short item is one prompt with its own target length. A long item's chunks are
+        estimated one by one: with a voice prompt every chunk uses it; without one, chunk 0 runs
+        bare and becomes the voice prompt (tokens `chunk0` and raw text) of the item's later
+        chunks, so the voice stays the same.
         """
-        chunks = [
-            chunk_text(it.text, chunk_char_len(it.target_len, it.text, it.request.audio_chunk_duration, self.frame_rate), MIN_CHUNK_CHARS)
-            for it in items
-        ]
-        results: list[list[torch.Tensor]] = [[] for _ in items]
-        for ci in range(max(len(c) for c in chunks)):
-            members = [j for j in range(len(items)) if ci < len(chunks[j])]
-            prompts = []
-            for j in members:
-                it = items[j]
-                if it.ref_tokens is not None:
-                    ref_text, ref_tokens = it.ref_text, it.ref_tokens
-                elif ci == 0:
-                    ref_text, ref_tokens = None, None
-                else:
-                    ref_text, ref_tokens = chunks[j][0], results[j][0].cpu()
-                num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
-                target_len = target_tokens(chunks[j][ci], ref_text, num_ref, speed=it.speed or 1.0)
-                prompts.append(self._prompt(it, chunks[j][ci], target_len, ref_text, ref_tokens, chunk=ci))
-            for j, t in zip(members, generate_tokens(self.model, prompts, on_step, self.runner)):
-                results[j].append(t)
-        return results
+        if not item.is_long:
+            return self._prompt(item, item.text, item.target_len, item.ref_text, item.ref_tokens)
+        if item.ref_tokens is not None:
+            ref_text, ref_tokens = item.ref_text, item.ref_tokens
+        elif ci == 0:
+            ref_text, ref_tokens = None, None
+        else:
+            assert chunk0 is not None, "a later chunk of an item without a voice prompt needs its chunk 0"
+            ref_text, ref_tokens = texts[0], chunk0.cpu()
+        num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
+        target_len = target_tokens(texts[ci], ref_text, num_ref, speed=item.speed or 1.0)
+        return self._prompt(item, texts[ci], target_len, ref_text, ref_tokens, chunk=ci)
 
     def _finish(self, item: _Item, tokens: list[torch.Tensor], pieces: list[np.ndarray]) -> GenerationResult:
         """Join decoded chunks and post-process as the reference does."""

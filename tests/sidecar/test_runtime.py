@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from sidecar import runtime
 from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput, InvalidInstruct
 from sidecar.request import GenerationRequest, VoicePrompt
 from sidecar.runtime import OmniVoice
@@ -244,3 +245,32 @@ def test_stats_count_passes_tokens_and_flops(model: OmniVoice) -> None:
     assert (after["useful_flops"] - before["useful_flops"]) / 3 >= 2 * tokens * cfg.num_parameters
     assert after["forward_s"] > before["forward_s"]
     assert after["graph_hits"] == 0  # no CUDA graphs on the CPU
+
+
+def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(model: OmniVoice, voice: VoicePrompt, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_text = " ".join(["This sentence is long enough to add up over many repetitions."] * 8)
+    settings = {"num_step": 2, "audio_chunk_threshold": 5.0, "audio_chunk_duration": 4.0, "return_tokens": True}
+    requests = [
+        GenerationRequest(text="A short one.", seed=1, **settings),
+        GenerationRequest(text=long_text, seed=2, **settings),  # long, no voice prompt: chunks 1.. wait for chunk 0
+        GenerationRequest(text="A short cloned one.", voice=voice, seed=3, **settings),
+        GenerationRequest(text=long_text, voice=voice, seed=4, **settings),  # long with a voice prompt: all chunks at once
+    ]
+    rounds: list[int] = []
+    real = runtime.generate_tokens
+
+    def counting(net: object, prompts: list, *rest: object) -> list[torch.Tensor]:  # counts, then runs the real model
+        rounds.append(len(prompts))
+        return real(net, prompts, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runtime, "generate_tokens", counting)
+    batch = model.generate(requests)
+    assert len(batch[1].tokens) > 1 and len(batch[3].tokens) > 1
+    # Round 1: both short items, chunk 0 of the bare long item, every chunk of the cloned one;
+    # round 2: the bare long item's later chunks.
+    assert rounds == [2 + 1 + len(batch[3].tokens), len(batch[1].tokens) - 1]
+    for request, together in zip(requests, batch):
+        [alone] = model.generate([request])
+        assert len(alone.tokens) == len(together.tokens)
+        for a, b in zip(alone.tokens, together.tokens):
+            assert np.array_equal(a, b)
