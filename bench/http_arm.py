@@ -41,14 +41,23 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "mean": round(statistics.fmean(ordered), 4)}
 
 
-async def one(client: httpx.AsyncClient, r: Request, results: list[dict[str, Any]]) -> None:
+async def one(client: httpx.AsyncClient, r: Request, results: list[dict[str, Any]], max_retries: int = 20) -> None:
+    """One request; a 429 is retried after its Retry-After, as OpenAI's clients do. Latency counts from the first try."""
     start = time.perf_counter()
-    try:
-        resp = await client.post("/v1/audio/speech", json=body(r), timeout=3600)
-        status, size = resp.status_code, len(resp.content)
-    except httpx.HTTPError as exc:
-        status, size = f"error:{type(exc).__name__}", 0
-    results.append({"status": status, "latency": time.perf_counter() - start, "audio_s": size / BYTES_PER_SECOND if status == 200 else 0.0})
+    retries = 0
+    while True:
+        try:
+            resp = await client.post("/v1/audio/speech", json=body(r), timeout=3600)
+            status, size = resp.status_code, len(resp.content)
+        except httpx.HTTPError as exc:
+            status, size = f"error:{type(exc).__name__}", 0
+            break
+        if status != 429 or retries >= max_retries:
+            break
+        retries += 1
+        await asyncio.sleep(float(resp.headers.get("retry-after", "1")))
+    results.append({"status": status, "retries": retries, "latency": time.perf_counter() - start,
+                    "audio_s": size / BYTES_PER_SECOND if status == 200 else 0.0})
 
 
 def summarise(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
@@ -60,6 +69,7 @@ def summarise(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     return {
         "requests": len(results),
         "statuses": statuses,
+        "retries_429": sum(r.get("retries", 0) for r in results),
         "wall_s": round(wall, 3),
         "audio_s": round(audio, 2),
         "x_realtime": round(audio / wall, 2) if wall else 0.0,
