@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,9 +25,16 @@ ENGINES = ("omnivoice", "null")
 
 
 class Engine(Protocol):
+    """`generate` = `decode(denoise(...))`. The sidecar calls the halves apart, so that one batch
+    decodes (in a thread) while the next denoises; `denoise` returns one opaque value per request."""
+
     sample_rate: int
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]: ...
+
+    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> Sequence[object]: ...
+
+    def decode(self, denoised: Sequence[Any]) -> list[GenerationResult]: ...
 
     def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt: ...
 
@@ -44,10 +51,16 @@ class NullEngine:
         return {}  # no forward passes to count
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
+        return self.decode(self.denoise(requests, on_step))
+
+    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationRequest]:
         num_step = max((r.num_step for r in requests), default=0)
         for step in range(1, num_step + 1):
             if on_step is not None:
                 on_step(step, num_step)
+        return list(requests)
+
+    def decode(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         results = []
         for r in requests:
             if r.duration is not None:

@@ -15,6 +15,8 @@ for every batch the item is in:
     oversize    a header announcing a frame one byte over the cap is written
     raise       the step raises RuntimeError (an exception inside one item)
     oom         the step raises an out-of-memory error while the batch holds other items
+    decodeslow:S  decoding the item's group (in the finisher thread) sleeps S seconds first
+    decoderaise   decoding any group that holds the item raises RuntimeError
 
 Load faults come from the environment variable OMNIVOICE_TEST_FAULT_LOAD, checked when the
 sidecar starts loading (before any heavy import):
@@ -43,7 +45,7 @@ from sidecar.protocol import HEADER, ErrorKind, ExitCode
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
-REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom"})
+REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom", "decodeslow", "decoderaise"})
 
 
 class InjectedOutOfMemory(RuntimeError):
@@ -127,3 +129,11 @@ class Faults:
                 raise RuntimeError("injected fault: exception inside the model")
             elif fault.name == "oom" and batch_size > 1:
                 raise InjectedOutOfMemory()
+
+    def on_decode(self, faults: list[Fault]) -> None:
+        """Fire the decode faults of a group's items; called in the finisher thread."""
+        for fault in faults:
+            if fault.name == "decodeslow":
+                time.sleep(float(fault.arg or 1))
+            elif fault.name == "decoderaise":
+                raise RuntimeError("injected fault: exception while decoding")

@@ -87,6 +87,7 @@ class ExitCode(enum.IntEnum):
     PROTOCOL = 4  # the supervisor sent a malformed frame
     ORPHANED = 5  # the supervisor went away
     DEVICE_FATAL = 6  # a sticky device error; the process must be replaced
+    INTERNAL = 7  # a bug left a batch unanswerable; a fresh process takes over
 
 
 class ProtocolError(Exception):

@@ -67,6 +67,14 @@ class _Item:
         return self.target_len > int(self.request.audio_chunk_threshold * 25)
 
 
+@dataclass
+class Denoised:
+    """One request's generated tokens (one [C, T] tensor per chunk), waiting to be decoded."""
+
+    item: _Item
+    tokens: list[torch.Tensor]
+
+
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
@@ -151,7 +159,11 @@ class OmniVoice:
     # ------------------------------------------------------------------ generation
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
-        """Generate every request as one batch; results come back in request order.
+        """Generate every request as one batch; results come back in request order."""
+        return self.decode(self.denoise(requests, on_step))
+
+    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[Denoised]:
+        """The denoising half of `generate`: every request's tokens, not yet decoded.
 
         A short item is one chunk; a long one is split into several (`_chunk_texts`). Everything
         runs in at most two `generate_tokens` rounds: first every chunk that needs no generated
@@ -168,10 +180,15 @@ class OmniVoice:
             if round_jobs:
                 prompts = [self._chunk_prompt(items[i], texts[i], ci, done.get((i, 0))) for i, ci in round_jobs]
                 done.update(zip(round_jobs, generate_tokens(self.model, prompts, on_step, self.runner)))
-        tokens = [[done[i, ci] for ci in range(len(chunks))] for i, chunks in enumerate(texts)]
-        flat = [t for toks in tokens for t in toks]
+        return [Denoised(item, [done[i, ci] for ci in range(len(chunks))]) for i, (item, chunks) in enumerate(zip(items, texts))]
+
+    def decode(self, denoised: Sequence[Denoised]) -> list[GenerationResult]:
+        """The other half: decode every chunk in one codec batch, then post-process each item.
+
+        The sidecar runs it in a thread of its own, while the next batch denoises."""
+        flat = [t for d in denoised for t in d.tokens]
         decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many([t.to(self.device) for t in flat]))
-        return [self._finish(it, toks, [next(decoded) for _ in toks]) for it, toks in zip(items, tokens)]
+        return [self._finish(d.item, d.tokens, [next(decoded) for _ in d.tokens]) for d in denoised]
 
     def _normalise(self, req: GenerationRequest) -> _Item:
         if not req.text or not req.text.strip():

@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -83,6 +85,9 @@ class Channel:
         return read_frame(self.rfile, self.max_frame_bytes, TO_SIDECAR)
 
 
+ItemError = tuple[str, ErrorKind, str]  # item id, kind, message
+
+
 @dataclass
 class Entry:
     """One item of a batch, ready for the engine."""
@@ -90,6 +95,15 @@ class Entry:
     id: str
     request: GenerationRequest
     faults: list[Fault]
+
+
+@dataclass
+class Denoised:
+    """Entries whose tokens exist (the engine's opaque `pending`, one per entry), to be decoded."""
+
+    entries: list[Entry]
+    pending: Sequence[object]
+    started: float  # when their denoising began
 
 
 def tokens_to_wire(tokens: np.ndarray) -> TokenArray:
@@ -143,6 +157,8 @@ class Sidecar:
         self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes)
         self.engine: engines.Engine | None = None
         self.steps = 0
+        # Decodes and answers batches in order while the frame loop denoises the next one.
+        self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -160,10 +176,12 @@ class Sidecar:
                 return ExitCode.PROTOCOL
             if message is None:
                 log.info("stdin closed; exiting")
+                self.drain()
                 return ExitCode.OK
             op = message["op"]
             if op == "shutdown":
                 log.info("shutdown requested")
+                self.drain()
                 return ExitCode.OK
             getattr(self, f"handle_{op}")(message)
 
@@ -208,35 +226,57 @@ class Sidecar:
         self.channel.send({"op": "pong", "nonce": message["nonce"], "memory": engines.memory_stats(self.device)})  # type: ignore[typeddict-item]
 
     def handle_generate(self, message: Generate) -> None:
+        """Denoise the batch here, then hand it to the finisher thread to decode and answer.
+
+        The frame loop is free again as soon as the tokens exist, so the next batch (already
+        waiting in the pipe) denoises on the GPU while this one decodes and its audio is sent.
+        Every answer of a batch (errors, results, `done`) goes through the finisher, in order.
+        """
         batch = message["batch"]
         started = time.monotonic()
         self.steps = 0
-        entries = []
+        entries, failed = [], []
         for item in message["items"]:
             try:
                 entries.append(self.to_entry(item))
             except (InvalidInput, TypeError, ValueError) as exc:
-                self.send_error(batch, item["id"], ErrorKind.INVALID_INPUT, str(exc))
+                failed.append((item["id"], ErrorKind.INVALID_INPUT, str(exc)))
         before = self.engine.stats() if self.engine is not None else {}
-        if entries:
-            self.run_entries(batch, entries, message["encoding"])
-        wall = time.monotonic() - started
-        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps, "wall_s": wall}
+        groups = self.denoise_entries(batch, entries, failed) if entries else []
         # The runtime's forward-pass counters (passes, tokens, useful FLOPs, device seconds,
         # graph hits and misses) for this batch alone, so the supervisor can add them up.
         after = self.engine.stats() if self.engine is not None else {}
+        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps}
         stats.update({f"runtime_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k != "capture_s"})
-        stats.update(engines.memory_stats(self.device))
-        self.channel.send({"op": "done", "batch": batch, "stats": stats})
+        self.finish(self.answer_batch, batch, message["encoding"], failed, groups, started, stats)
+
+    def finish(self, fn: Callable[..., None], *args: object) -> None:
+        """Run fn in the finisher thread. An exception there is a bug that would leave a batch
+        unanswered, so the process exits and the pool replaces it (re-queueing the batch)."""
+
+        def guarded() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:
+                code = ExitCode.DEVICE_FATAL if isinstance(exc, Exception) and engines.is_device_fatal(exc) else ExitCode.INTERNAL
+                log.critical("finishing a batch failed; exiting:\n%s", "".join(traceback.format_exception(exc)).rstrip())
+                os._exit(code)
+
+        self.finisher.submit(guarded)
+
+    def drain(self) -> None:
+        """Wait until every batch handed to the finisher has been answered."""
+        self.finisher.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
+        self.drain()  # answers stay in batch order; encodes are rare, so no overlap is lost
         batch, item_id = message["batch"], message["id"]
         assert self.engine is not None
         try:
             audio, sample_rate = decode_reference(message)
             prompt = self.engine.encode_voice(audio, sample_rate, message["ref_text"], message["preprocess"])
         except Exception as exc:
-            self.fail_items(batch, [item_id], exc)
+            self.send_errors(batch, self.item_errors([item_id], exc))
         else:
             voice: VoicePayload = {"tokens": tokens_to_wire(prompt.tokens), "ref_text": prompt.ref_text, "ref_rms": prompt.ref_rms}
             self.channel.send({"op": "encoded", "batch": batch, "id": item_id, "voice": voice})
@@ -253,8 +293,10 @@ class Sidecar:
             options["voice"] = VoicePrompt(tokens=tokens_from_wire(voice["tokens"]), ref_text=voice["ref_text"], ref_rms=voice["ref_rms"])
         return Entry(item["id"], GenerationRequest(**options), faults)
 
-    def run_entries(self, batch: int, entries: list[Entry], encoding: str) -> None:
-        """Generate entries as one batch; on failure split it and retry each half."""
+    def denoise_entries(self, batch: int, entries: list[Entry], failed: list[ItemError]) -> list[Denoised]:
+        """Denoise entries as one batch; on failure split it and retry each half.
+
+        Returns the groups that succeeded; the items that failed alone are added to `failed`."""
         assert self.engine is not None
         faults = [fault for entry in entries for fault in entry.faults]
 
@@ -266,31 +308,56 @@ class Sidecar:
         started = time.monotonic()
         failure: Exception | None = None
         try:
-            results = self.engine.generate([entry.request for entry in entries], on_step)
+            pending = self.engine.denoise([entry.request for entry in entries], on_step)
         except Exception as exc:
             failure = exc
         if failure is None:
-            wall = time.monotonic() - started
-            for entry, result in zip(entries, results):
-                self.send_result(batch, entry, result, encoding, wall)
-            return
+            return [Denoised(entries, pending, started)]
         if engines.is_device_fatal(failure):
             log.critical("device error, exiting so a fresh process takes over: %s", failure)
             os._exit(ExitCode.DEVICE_FATAL)
         if len(entries) == 1:
-            self.fail_items(batch, [entries[0].id], failure)
+            failed.extend(self.item_errors([entries[0].id], failure))
             failure = None
             engines.release_cached_memory()
-            return
+            return []
         log.warning("batch %d of %d items failed (%s: %s); splitting", batch, len(entries), type(failure).__name__, failure)
         # Drop the exception before retrying: its traceback holds the failed attempt's tensors.
         failure = None
         engines.release_cached_memory()
         middle = len(entries) // 2
-        self.run_entries(batch, entries[:middle], encoding)
-        self.run_entries(batch, entries[middle:], encoding)
+        return self.denoise_entries(batch, entries[:middle], failed) + self.denoise_entries(batch, entries[middle:], failed)
 
-    def fail_items(self, batch: int, item_ids: list[str], exc: BaseException) -> None:
+    def answer_batch(self, batch: int, encoding: str, failed: list[ItemError], groups: list[Denoised], started: float, stats: dict[str, float]) -> None:
+        """In the finisher thread: decode each group, send every answer, then `done`."""
+        self.send_errors(batch, failed)
+        for group in groups:
+            self.decode_group(batch, group, encoding)
+        stats["wall_s"] = time.monotonic() - started
+        stats.update(engines.memory_stats(self.device))
+        self.channel.send({"op": "done", "batch": batch, "stats": stats})
+
+    def decode_group(self, batch: int, group: Denoised, encoding: str) -> None:
+        """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
+        assert self.engine is not None
+        try:
+            self.faults.on_decode([fault for entry in group.entries for fault in entry.faults])
+            results = self.engine.decode(group.pending)
+        except Exception as exc:
+            if engines.is_device_fatal(exc):
+                raise
+            if len(group.entries) == 1:
+                self.send_errors(batch, self.item_errors([group.entries[0].id], exc))
+                return
+            log.warning("decoding %d items of batch %d failed (%s: %s); one at a time", len(group.entries), batch, type(exc).__name__, exc)
+            for entry, pending in zip(group.entries, group.pending):
+                self.decode_group(batch, Denoised([entry], [pending], group.started), encoding)
+            return
+        wall = time.monotonic() - group.started
+        for entry, result in zip(group.entries, results):
+            self.send_result(batch, entry, result, encoding, wall)
+
+    def item_errors(self, item_ids: list[str], exc: BaseException) -> list[ItemError]:
         if isinstance(exc, InvalidInput):
             kind = ErrorKind.INVALID_INPUT
         elif engines.is_out_of_memory(exc):
@@ -298,8 +365,12 @@ class Sidecar:
         else:
             kind = ErrorKind.INTERNAL
             log.error("item %s failed:\n%s", item_ids, "".join(traceback.format_exception(exc)).rstrip())
-        for item_id in item_ids:
-            self.send_error(batch, item_id, kind, f"{type(exc).__name__}: {exc}" if kind is not ErrorKind.INVALID_INPUT else str(exc))
+        text = f"{type(exc).__name__}: {exc}" if kind is not ErrorKind.INVALID_INPUT else str(exc)
+        return [(item_id, kind, text) for item_id in item_ids]
+
+    def send_errors(self, batch: int, errors: list[ItemError]) -> None:
+        for item_id, kind, text in errors:
+            self.send_error(batch, item_id, kind, text)
 
     def send_result(self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float) -> None:
         audio = audio_to_wire(result.audio, encoding)

@@ -186,7 +186,7 @@ class Pool:
                 if self.stopping or planned:
                     self.scheduler.fail_batch(batch, SidecarLost("the server shut down before this request finished"))
                 else:
-                    self.scheduler.requeue(batch, reason.value, ran=i == 0)
+                    self.scheduler.requeue(batch, reason.value, ran=i == 0 or batch.started)
             if self.stopping:
                 slot.change_state(SlotState.STOPPED)
             elif reason is KillReason.IDLE:
@@ -365,7 +365,12 @@ class Pool:
             proc.ping_sent_at = None
 
     def on_step(self, proc: SidecarProcess, message: Any) -> None:
-        self.running_batch(proc, message["batch"]).started = True
+        # The next batch may step while the first one still decodes and answers (the sidecar
+        # overlaps them); answers and `done` still come in batch order.
+        batch = next((b for b in proc.batches if b.id == message["batch"]), None)
+        if batch is None:
+            raise ProtocolError(f"step for batch {message['batch']}, which this sidecar does not hold")
+        batch.started = True
 
     def on_result(self, proc: SidecarProcess, message: Any) -> None:
         task = self.pending_task(proc, message)

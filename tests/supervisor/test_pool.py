@@ -115,3 +115,40 @@ def test_backoff_grows_between_respawns(monkeypatch: pytest.MonkeyPatch) -> None
         assert gaps[2] > gaps[1]
 
     run(scenario())
+
+
+def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() -> None:
+    """The sidecar denoises the next batch while the first still decodes (its finisher thread):
+    step frames of batch 2 arrive before `done` of batch 1, and the pool must take them."""
+
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, max_batch_size=1)) as pool:
+            futures = pool.scheduler.submit([{"id": "a", "text": "Decode slowly. [[fault:decodeslow:1]]", "seed": 0},
+                                             {"id": "b", "text": "Right behind it.", "seed": 1}])
+            stepped_early = False
+            while not futures[0].done():
+                proc = process(pool)
+                stepped_early = stepped_early or (len(proc.batches) == 2 and proc.batches[1].started)
+                await asyncio.sleep(0.01)
+            results = await asyncio.gather(*futures)
+            assert [r["op"] for r in results] == ["result", "result"]
+            assert stepped_early, "batch 2 never stepped while batch 1 decoded"
+            assert not pool.slots[0].kills
+
+    run(scenario())
+
+
+def test_a_crash_in_the_next_batch_requeues_the_one_still_decoding(tmp_path: Path) -> None:
+    slow, crash = tmp_path / "slow", tmp_path / "crash"
+    slow.touch()
+    crash.touch()
+
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, max_batch_size=1)) as pool:
+            futures = pool.scheduler.submit([{"id": "a", "text": f"Decoding. [[fault:decodeslow:2@{slow}]]", "seed": 0},
+                                             {"id": "b", "text": f"Crashes once. [[fault:crash@{crash}]]", "seed": 1}])
+            results = await asyncio.wait_for(asyncio.gather(*futures), 60)
+            assert [r["op"] for r in results] == ["result", "result"]
+            assert dict(pool.slots[0].kills) == {"exited": 1}
+
+    run(scenario())

@@ -1,0 +1,101 @@
+"""sidecar/serve.py's finisher: a batch decodes and answers in a thread while the next one denoises.
+
+A real sidecar process (the null engine, `--test-faults`) on real pipes. Decode faults stand in
+for a slow or failing codec, which the null engine does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.protocol import FROM_SIDECAR, encode_frame, read_frame
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class NullSidecar:
+    def __init__(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        argv = [sys.executable, "-m", "sidecar", "--engine", "null", "--test-faults", "--warmup-steps", "0"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT)
+        assert self.read_until("ready")["op"] == "ready"
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(encode_frame(message))
+        self.proc.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        frame = read_frame(self.proc.stdout, 1 << 26, FROM_SIDECAR)
+        assert frame is not None, "the sidecar closed its stdout"
+        return frame  # type: ignore[return-value]
+
+    def read_until(self, op: str, batch: int | None = None) -> dict[str, Any]:
+        while True:
+            frame = self.read()
+            if frame["op"] == op and (batch is None or frame.get("batch") == batch):
+                return frame
+
+    def generate(self, batch: int, texts: list[str], num_step: int = 4) -> None:
+        items = [{"id": f"b{batch}-{i}", "text": t, "num_step": num_step, "seed": i} for i, t in enumerate(texts)]
+        self.send({"op": "generate", "batch": batch, "items": items, "encoding": "s16le"})
+
+    def close(self) -> int:
+        self.send({"op": "shutdown"})
+        return self.proc.wait(10)
+
+
+@pytest.fixture
+def sidecar():  # type: ignore[no-untyped-def]
+    s = NullSidecar()
+    yield s
+    if s.proc.poll() is None:
+        s.proc.kill()
+        s.proc.wait()
+
+
+def test_the_next_batch_denoises_while_the_first_decodes_and_answers_stay_in_order(sidecar: NullSidecar) -> None:
+    sidecar.generate(1, ["First batch. [[fault:decodeslow:1.5]]", "Also first."])
+    sidecar.generate(2, ["Second batch."])
+    frames = [sidecar.read()]
+    while not (frames[-1]["op"] == "done" and frames[-1]["batch"] == 2):
+        frames.append(sidecar.read())
+    order = [(f["op"], f["batch"]) for f in frames]
+    first_done = order.index(("done", 1))
+    # Batch 2 stepped to its end while batch 1 was still decoding...
+    assert [i for i, o in enumerate(order) if o == ("step", 2)][-1] < first_done
+    # ...but every answer of batch 1 came before `done` 1, and every answer of batch 2 after it.
+    answers = [(op, b) for op, b in order if op in ("result", "error")]
+    assert answers == [("result", 1), ("result", 1), ("result", 2)]
+    assert order.index(("result", 2)) > first_done
+    assert sidecar.close() == 0
+
+
+def test_a_failed_decode_is_retried_one_item_at_a_time(sidecar: NullSidecar) -> None:
+    sidecar.generate(1, ["Fine.", "Broken codec. [[fault:decoderaise]]", "Also fine."])
+    answers = {}
+    while True:
+        frame = sidecar.read()
+        if frame["op"] in ("result", "error"):
+            answers[frame["id"]] = frame
+        if frame["op"] == "done":
+            break
+    assert answers["b1-1"]["op"] == "error" and "while decoding" in answers["b1-1"]["message"]
+    assert answers["b1-0"]["op"] == answers["b1-2"]["op"] == "result"
+    assert answers["b1-0"]["audio"] and answers["b1-2"]["audio"]
+
+
+def test_shutdown_waits_for_the_batch_still_decoding(sidecar: NullSidecar) -> None:
+    sidecar.generate(1, ["Decode slowly. [[fault:decodeslow:1]]"])
+    sidecar.read_until("step", 1)
+    sidecar.send({"op": "shutdown"})
+    assert sidecar.read_until("result", 1)["id"] == "b1-0"
+    assert sidecar.read_until("done", 1)["stats"]["items"] == 1
+    assert sidecar.proc.wait(10) == 0
