@@ -2,7 +2,9 @@
 
     python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --out result.json
 
-Steps, in one run on one GPU:
+With --reference-gpu N (a host with two GPUs) the reference arm runs on GPU N at the same time
+as the server arms on --devices, so one run fits a device session; each arm still has a whole
+GPU of its own. Steps, in one run:
   1. a `full` checkpoint with random weights (the work depends on lengths, not weights);
   2. the card's bf16 matrix rate (8192^3 products);
   3. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
@@ -120,7 +122,8 @@ class Server:
         self.log.close()
 
 
-def run_reference(args: argparse.Namespace, mixed: list[workloads.Request], clone_wav: list[float], work_dir: Path) -> dict[str, Any]:
+def start_reference(args: argparse.Namespace, mixed: list[workloads.Request], clone_wav: list[float], work_dir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """bench/reference_arm.py in the interpreter with omnivoice 0.2.1, on --reference-gpu if given."""
     work = {
         "mixed": [r.__dict__ for r in mixed],
         "single_text": workloads.SINGLE_TEXT,
@@ -130,8 +133,16 @@ def run_reference(args: argparse.Namespace, mixed: list[workloads.Request], clon
     }
     (work_dir / "work.json").write_text(json.dumps(work))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([args.reference_site, os.environ.get("PYTHONPATH", "")]))
+    if args.reference_gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(args.reference_gpu)
     out = work_dir / "reference.json"
-    subprocess.run([sys.executable, str(HERE / "reference_arm.py"), args.checkpoint, str(work_dir / "work.json"), str(out)], env=env, check=True)
+    proc = subprocess.Popen([sys.executable, str(HERE / "reference_arm.py"), args.checkpoint, str(work_dir / "work.json"), str(out)], env=env)
+    return proc, out
+
+
+def finish_reference(proc: subprocess.Popen[bytes], out: Path) -> dict[str, Any]:
+    if proc.wait() != 0:
+        raise RuntimeError(f"the reference arm exited with {proc.returncode}")
     return json.loads(out.read_text())
 
 
@@ -143,12 +154,14 @@ async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[
         if resp.status_code not in (200, 201, 409):
             raise RuntimeError(f"creating the clone voice failed: {resp.status_code} {resp.text}")
     out: dict[str, Any] = {}
-    log("single (c)")
-    out["single"] = await http_arm.sequential(url, workloads.SINGLE_TEXT, args.single_repeats)
-    log("time to first audio (streaming)")
-    out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
-    log(f"short (a): {args.requests} at {args.short_rate}/s")
-    out["short"] = await http_arm.fixed_rate(url, workloads.short(args.requests), args.short_rate)
+    if "single" in args.arms:
+        log("single (c)")
+        out["single"] = await http_arm.sequential(url, workloads.SINGLE_TEXT, args.single_repeats)
+        log("time to first audio (streaming)")
+        out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
+    if "short" in args.arms:
+        log(f"short (a): {args.requests} at {args.short_rate}/s")
+        out["short"] = await http_arm.fixed_rate(url, workloads.short(args.requests), args.short_rate)
     async with httpx.AsyncClient(base_url=url) as client:
         before = metric_values((await client.get("/metrics")).text)
     log(f"mixed (b): {len(mixed)} saturated")
@@ -185,7 +198,12 @@ def main() -> int:
     ap.add_argument("--commit", default=os.environ.get("BENCH_COMMIT", ""))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--devices", default="0", help="the server's --devices; 'cpu' for a dry run of the harness itself")
+    ap.add_argument("--reference-gpu", type=int, help="run the reference arm on this GPU, alongside the server arms")
+    ap.add_argument("--arms", default="reference,single,short,mixed", help="which arms to run (comma-separated; mixed always runs)")
     args = ap.parse_args()
+    args.arms = set(args.arms.split(","))
+    if "reference" not in args.arms:
+        args.reference_site = None
 
     import torch
 
@@ -201,11 +219,14 @@ def main() -> int:
     clone_wav = workloads.clone_reference()
     work_dir = Path(tempfile.mkdtemp(prefix="bench-"))
 
+    reference = None
     if args.reference_site:
-        log("reference arm")
-        result["reference"] = run_reference(args, mixed, clone_wav, work_dir)
-        log(f"reference: {result['reference']}")
-        args.out.write_text(json.dumps(result, indent=2) + "\n")  # partial, in case the server arm fails
+        log("reference arm" + (f" (on GPU {args.reference_gpu}, alongside the server)" if args.reference_gpu is not None else ""))
+        reference = start_reference(args, mixed, clone_wav, work_dir)
+        if args.reference_gpu is None:
+            result["reference"] = finish_reference(*reference)
+            log(f"reference: {result['reference']}")
+            args.out.write_text(json.dumps(result, indent=2) + "\n")  # partial, in case the server arm fails
     if on_gpu:
         torch.cuda.empty_cache()
 
@@ -219,11 +240,15 @@ def main() -> int:
         log_tail = (work_dir / "server.log").read_text().splitlines()[-40:]
         result["server_log_tail"] = log_tail
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if reference is not None and "reference" not in result:
+        log("waiting for the reference arm")
+        result["reference"] = finish_reference(*reference)
+        log(f"reference: {result['reference']}")
 
     s, f = result["server"], result["server"]["forward"]
     result["mixed_http_x_realtime"] = s["mixed"]["x_realtime"]
-    result["short_http_x_realtime"] = s["short"]["x_realtime"]
-    result["single_p50_s"] = s["single"]["latency_s"].get("p50")
+    result["short_http_x_realtime"] = s["short"]["x_realtime"] if "short" in s else None
+    result["single_p50_s"] = s["single"]["latency_s"].get("p50") if "single" in s else None
     result["denoise_tflops"] = round(f["omnivoice_forward_useful_flops_total"] / f["omnivoice_forward_seconds_total"] / 1e12, 1) if f.get("omnivoice_forward_seconds_total") else None
     if "reference" in result:
         ref = result["reference"]

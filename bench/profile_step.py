@@ -1,6 +1,7 @@
-"""Where one denoising step's time goes: forward, scoring, reveal, for a batch of auto-voice items.
+"""Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
+batch the decode (codec and post-processing), for batches of ~8 s auto-voice items.
 
-    python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 32
+    python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.generate import BatchState  # noqa: E402
 from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import OmniVoice  # noqa: E402
+from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
 
 TEXT = (
     "Every morning the baker rose before the sun, lit the old stone oven, and waited for the "
@@ -43,11 +44,13 @@ def main() -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the layer stack before graph capture")
     ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     params = model.model.cfg.num_parameters + model.model.cfg.hidden_size * model.model.cfg.num_codebooks * model.model.cfg.audio_vocab_size
     out = []
+    cfg_codebooks = model.num_codebooks
     for b in args.batch:
         items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
@@ -58,19 +61,25 @@ def main() -> int:
             choose = timeit(lambda: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
             reveal = timeit(lambda: state.reveal(tokens, conf, 0), sync)
+            # Random codes of each item's length: decoding costs the same whatever they are.
+            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (cfg_codebooks, it.target_len))]) for it in items]
+            decode = timeit(lambda: model.decode(denoised), sync, repeats=3)
         n = state.packed.num_tokens
         lens = state.packed.segment_lens
         cfg = model.model.cfg
         flops = 2 * n * cfg.num_parameters + sum(4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * l * l for l in lens)
         flops += 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
         row = {"batch": b, "tokens": n, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
-               "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1)}
+               "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1),
+               "decode_ms": round(decode * 1e3, 1), "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1)}
         if model.runner is not None:
             row["graph_hits"], row["graph_misses"] = model.runner.stats.graph_hits, model.runner.stats.graph_misses
             row["capture_s"] = model.runner.stats.capture_s
         print(json.dumps(row), flush=True)
         out.append(row)
     del params
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 
