@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The committed benchmark run on a two-H200 host through the `device` tool, in two calls (one
+# call may last 10 minutes; the whole run takes about 13). Carry .whl and .whl-ref.
+#
+#   bash bench/h200x2.sh start COMMIT   # harness in the background: reference arm on GPU 1,
+#                                       # server arms on GPU 0, then profile_step and fused_ab on GPU 0
+#   bash bench/h200x2.sh finish COMMIT  # waits for the harness, then the server on both GPUs (mixed)
+#
+# Everything lands in /tmp/run on the machine and is copied to $OUT at the end of each call.
+set -u
+what=$1 commit=$2
+run=/tmp/run
+mkdir -p "$run"
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+
+if [ "$what" = start ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/refsite .whl-ref/*.whl || exit 1
+    setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --reference-gpu 1 --devices 0 \
+        --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &
+    # GPU 0 is free once the server arms are over; profile it while the reference arm finishes.
+    until grep -q "waiting for the reference arm\|Traceback" "$run/harness.log" 2>/dev/null || [ $SECONDS -gt 500 ]; do sleep 5; done
+    if grep -q "waiting for the reference arm" "$run/harness.log"; then
+        CUDA_VISIBLE_DEVICES=0 timeout $((560 - SECONDS)) python3 bench/profile_step.py /tmp/full --batch 1 8 32 64 --out "$run/profile.json" > "$run/profile.log" 2>&1
+        [ $SECONDS -lt 440 ] && CUDA_VISIBLE_DEVICES=0 timeout $((570 - SECONDS)) python3 bench/fused_ab.py --checkpoint /tmp/full --items 64 --out "$run/fused_ab.json" > "$run/fused_ab.log" 2>&1
+    fi
+elif [ "$what" = finish ]; then
+    while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 400 ]; do sleep 5; done
+    python3 bench/harness.py --arms mixed --devices 0,1 --commit "$commit" --out "$run/x2.json" > "$run/x2.log" 2>&1
+fi
+cp -r "$run"/. "$OUT"/
+cp /tmp/bench-*/server.log "$OUT"/ 2>/dev/null
+tail -5 "$run"/*.log
+exit 0
