@@ -29,6 +29,6 @@ elif [ "$what" = finish ]; then
     python3 bench/harness.py --arms mixed --devices 0,1 --commit "$commit" --out "$run/x2.json" > "$run/x2.log" 2>&1
 fi
 cp -r "$run"/. "$OUT"/
-cp /tmp/bench-*/server.log "$OUT"/ 2>/dev/null
+for d in /tmp/bench-*; do cp "$d/server.log" "$OUT/$(basename "$d")-server.log" 2>/dev/null; done
 tail -5 "$run"/*.log
 exit 0
