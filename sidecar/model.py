@@ -93,7 +93,7 @@ class Attention(nn.Module):
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q = self.q_norm(q.view(shape))
         k = self.k_norm(k.view(shape))
-        v = v.contiguous().view(shape)  # a slice of the fused product; the attention kernel gets plain rows
+        v = v.view(shape)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin

@@ -19,7 +19,6 @@ SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,9 +77,7 @@ class ModelRunner:
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
-        if fuse is None:  # on a GPU, unless OMNIVOICE_FUSED_PROJECTIONS=0 (for an A/B run)
-            fuse = self.device.type == "cuda" and os.environ.get("OMNIVOICE_FUSED_PROJECTIONS", "1") != "0"
-        if fuse:  # see OmniVoiceModel.fuse_projections
+        if fuse or (fuse is None and self.device.type == "cuda"):  # see OmniVoiceModel.fuse_projections
             model.fuse_projections()
         self.max_segments = max_segments
         self.max_segment_len = max_segment_len
