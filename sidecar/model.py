@@ -32,16 +32,6 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def fuse_linears(*linears: nn.Linear) -> torch.Tensor:
-    """One weight [sum of outputs, inputs] for bias-free linears that read the same input; each
-    linear's weight becomes a view into it, so the fused copy costs no extra memory."""
-    with torch.no_grad():
-        fused = torch.cat([lin.weight for lin in linears])
-        for lin, part in zip(linears, fused.split([lin.out_features for lin in linears])):
-            lin.weight.data = part
-    return fused
-
-
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -57,11 +47,6 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
-        self.register_buffer("qkv_weight", None, persistent=False)  # set by fuse(); packed path only
-
-    def fuse(self) -> None:
-        if self.qkv_weight is None:
-            self.qkv_weight = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
@@ -87,13 +72,9 @@ class Attention(nn.Module):
     def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
         """x [N, hidden] holding many segments end to end; attention stays inside each segment."""
         shape = (x.shape[0], -1, self.head_dim)
-        if self.qkv_weight is not None:  # one wide matrix product runs nearer the GPU's peak than three narrow ones
-            q, k, v = F.linear(x, self.qkv_weight).split([self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features], dim=-1)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q = self.q_norm(q.view(shape))
-        k = self.k_norm(k.view(shape))
-        v = v.view(shape)
+        q = self.q_norm(self.q_proj(x).view(shape))
+        k = self.k_norm(self.k_proj(x).view(shape))
+        v = self.v_proj(x).view(shape)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -107,20 +88,9 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-        self.register_buffer("gate_up_weight", None, persistent=False)  # set by fuse(); packed path only
-
-    def fuse(self) -> None:
-        if self.gate_up_weight is None:
-            self.gate_up_weight = fuse_linears(self.gate_proj, self.up_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-    def forward_packed(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gate_up_weight is None:
-            return self.forward(x)
-        gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -139,7 +109,7 @@ class DecoderLayer(nn.Module):
 
     def forward_packed(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
         h = h + self.self_attn.forward_packed(self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen)
-        return h + self.mlp.forward_packed(self.post_attention_layernorm(h))
+        return h + self.mlp(self.post_attention_layernorm(h))
 
 
 class Backbone(nn.Module):
@@ -178,14 +148,6 @@ class OmniVoiceModel(nn.Module):
         self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
         offsets = torch.arange(cfg.num_codebooks) * cfg.audio_vocab_size
         self.register_buffer("codebook_layer_offsets", offsets)
-
-    def fuse_projections(self) -> None:
-        """Let the packed path run q/k/v and gate/up as one matrix product each (narrow products
-        run below a GPU's best rate). Parameters and checkpoint keys stay as they are, now views
-        into the fused weights; the padded `forward` is unchanged. Call after moving the model."""
-        for layer in self.llm.layers:
-            layer.self_attn.fuse()
-            layer.mlp.fuse()
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """Text positions take the text embedding of codebook row 0; audio positions the sum of

@@ -8,9 +8,6 @@ is then a copy into the bucket's static inputs and one replay. A batch that fits
 many tokens or segments, or one segment longer than the attention cap) runs eagerly: an
 explicit condition, counted as a graph miss.
 
-On a GPU (or with `fuse=True`) the model's q/k/v and gate/up projections are first fused into
-one matrix product each (`OmniVoiceModel.fuse_projections`), for the packed path only.
-
 With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
 SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024.
@@ -73,12 +70,9 @@ class ModelRunner:
         max_segment_len: int = MAX_SEGMENT_LEN,
         use_graphs: bool | None = None,
         compile: bool = False,
-        fuse: bool | None = None,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
-        if fuse or (fuse is None and self.device.type == "cuda"):  # see OmniVoiceModel.fuse_projections
-            model.fuse_projections()
         self.max_segments = max_segments
         self.max_segment_len = max_segment_len
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
