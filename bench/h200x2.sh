@@ -3,10 +3,11 @@
 # call may last 10 minutes; the whole run takes about 13). Carry .whl and .whl-ref.
 #
 #   bash bench/h200x2.sh start COMMIT   # harness in the background: reference arm on GPU 1,
-#                                       # server arms on GPU 0, then profile_step and fused_ab on GPU 0
+#                                       # server arms on GPU 0, then profile_step on GPU 0
 #   bash bench/h200x2.sh finish COMMIT  # waits for the harness, then the server on both GPUs (mixed)
 #
-# Everything lands in /tmp/run on the machine and is copied to $OUT at the end of each call.
+# Everything lands in /tmp/run on the machine and goes back as one archive, $OUT/run.tar.gz (the
+# device tool returns only a few files per call).
 set -u
 what=$1 commit=$2
 run=/tmp/run
@@ -22,13 +23,12 @@ if [ "$what" = start ]; then
     until grep -q "waiting for the reference arm\|Traceback" "$run/harness.log" 2>/dev/null || [ $SECONDS -gt 500 ]; do sleep 5; done
     if grep -q "waiting for the reference arm" "$run/harness.log"; then
         CUDA_VISIBLE_DEVICES=0 timeout $((560 - SECONDS)) python3 bench/profile_step.py /tmp/full --batch 1 8 32 64 --out "$run/profile.json" > "$run/profile.log" 2>&1
-        [ $SECONDS -lt 440 ] && CUDA_VISIBLE_DEVICES=0 timeout $((570 - SECONDS)) python3 bench/fused_ab.py --checkpoint /tmp/full --items 64 --out "$run/fused_ab.json" > "$run/fused_ab.log" 2>&1
     fi
 elif [ "$what" = finish ]; then
     while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 400 ]; do sleep 5; done
     python3 bench/harness.py --arms mixed --devices 0,1 --commit "$commit" --out "$run/x2.json" > "$run/x2.log" 2>&1
 fi
-cp -r "$run"/. "$OUT"/
-for d in /tmp/bench-*; do cp "$d/server.log" "$OUT/$(basename "$d")-server.log" 2>/dev/null; done
-tail -5 "$run"/*.log
+for d in /tmp/bench-*; do cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null; done
+tar -czf "$OUT/run.tar.gz" -C "$run" .
+for f in "$run"/*.log; do echo "== $f"; tail -n 5 "$f"; done
 exit 0
