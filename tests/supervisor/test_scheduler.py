@@ -182,3 +182,20 @@ def test_fail_queued_ends_everything_waiting() -> None:
                 await future
 
     run(scenario)
+
+
+def test_a_long_request_is_admitted_whenever_the_queue_has_room() -> None:
+    """Below the limit any request gets in, however long; at or above it, even a short one waits.
+    (Checking queued + incoming would refuse the long one for as long as short ones keep coming.)"""
+
+    async def scenario() -> None:
+        short_s, _ = estimate(item("short", 20))
+        long_s, _ = estimate(item("long", 200))
+        s = make(max_queue_audio_s=short_s + 1)
+        s.submit([item("short", 20)])
+        s.submit([item("long", 200)])  # room left, though short + long is far over the limit
+        with pytest.raises(Overloaded):
+            s.submit([item("another short", 20)])
+        assert s.admitted_audio_s == pytest.approx(short_s + long_s)
+
+    run(scenario)

@@ -20,7 +20,7 @@ def test_defaults_match_the_design() -> None:
     s = parse(["--model", "m"])
     assert (s.host, s.port, s.devices, s.api_keys) == ("127.0.0.1", 9194, "auto", ())
     assert (s.load_timeout_s, s.load_total_s, s.heartbeat_timeout_s, s.ping_timeout_s, s.drain_s) == (120, 600, 60, 10, 60)
-    assert (s.idle_reap_s, s.max_queue_audio_s, s.max_batch_size, s.max_restarts, s.restart_window_s) == (0, 3600, 64, 5, 600)
+    assert (s.idle_reap_s, s.max_queue_audio_s, s.max_batch_size, s.max_restarts, s.restart_window_s) == (0, 7200, 64, 5, 600)
     assert s.max_frame_bytes == 64 * 2**20 and s.num_step == 32
 
 

@@ -164,9 +164,11 @@ def test_closing_early_cancels_queued_chunks_and_frees_the_queue() -> None:
 def test_the_whole_request_is_admitted_or_refused_at_once() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null", max_queue_audio_s=60))
-        held = Synthesis(scheduler, request(input="Short."), Voice(), chunk_s=5.0)
+        held = Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)  # ~120 s: fits an empty queue
+        before = scheduler.admitted_audio_s
         with pytest.raises(Overloaded):
-            Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)  # ~120 s of audio
+            Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)  # the queue is full
+        assert scheduler.admitted_audio_s == before  # none of the refused one's chunks were admitted
         held.close()
         assert scheduler.admitted_audio_s == 0
         reserved = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
