@@ -20,8 +20,8 @@ if [ "$what" = start ]; then
     setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --reference-gpu 1 --devices 0 \
         --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &
     # GPU 0 is free once the server arms are over; profile it while the reference arm finishes.
-    until grep -q "waiting for the reference arm\|Traceback" "$run/harness.log" 2>/dev/null || [ $SECONDS -gt 500 ]; do sleep 5; done
-    if grep -q "waiting for the reference arm" "$run/harness.log"; then
+    until grep -q "waiting for the reference arm\|mixed_http_x_realtime\|Traceback" "$run/harness.log" 2>/dev/null || [ $SECONDS -gt 500 ]; do sleep 5; done
+    if grep -q "waiting for the reference arm\|mixed_http_x_realtime" "$run/harness.log"; then
         CUDA_VISIBLE_DEVICES=0 timeout $((560 - SECONDS)) python3 bench/profile_step.py /tmp/full --batch 1 8 32 64 --out "$run/profile.json" > "$run/profile.log" 2>&1
     fi
 elif [ "$what" = finish ]; then
