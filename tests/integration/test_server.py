@@ -90,11 +90,12 @@ def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
     bad = server.speak("Hi.", model="whisper-1")
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "model"
 
-    # One slow request fills the 5 s queue; a long one behind it is refused with Retry-After.
-    slow = threading.Thread(target=lambda: server.speak("Slow. [[fault:slow:3]]"))
+    # One slow request (~8 s of audio) fills the 5 s queue; even a short one behind it is refused
+    # with Retry-After. (A queue below its limit admits any request, however long.)
+    slow = threading.Thread(target=lambda: server.speak("Slow and steady wins the race, " * 4 + "[[fault:slow:3]]"))
     slow.start()
     server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the slow request to be admitted")
-    refused = server.speak("A much longer request, " * 12)
+    refused = server.speak("Hi.")
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
     slow.join(60)
