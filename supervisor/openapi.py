@@ -155,6 +155,34 @@ def document(settings: Settings) -> dict[str, Any]:
             "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
             "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
         },
+        "/v1/jobs": {
+            "post": {"operationId": "createJob", "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
+                     "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                                     "schema": {"type": "string", "minLength": 1, "maxLength": 255}}],
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                         "type": "object", "required": ["items"], "additionalProperties": False, "properties": {"items": {
+                             "type": "array", "minItems": 1, "maxItems": settings.max_job_items,
+                             "items": {"$ref": "#/components/schemas/JobItemRequest"}}}}}}},
+                     "responses": {"202": _json("Job", "the job, committed to disk"),
+                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503)}}},
+            "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",
+                    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+                                   {"name": "after", "in": "query", "schema": {"type": "string"}}],
+                    "responses": _responses(_json("JobList", "a page of jobs"), 400)},
+        },
+        "/v1/jobs/{job_id}": {
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "getJob", "responses": _responses(_json("Job", "the job and its items"), 404)},
+            "delete": {"operationId": "cancelJob", "summary": "Cancel: items not yet done end cancelled",
+                       "responses": _responses(_json("Job", "the job"), 404)},
+        },
+        "/v1/jobs/{job_id}/items/{n}/audio": {
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
+            "get": {"operationId": "getJobItemAudio", "summary": "An item's result, once it is done",
+                    "responses": _responses({"description": "the audio file", "content": {
+                        t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
+        },
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
@@ -210,6 +238,21 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
         "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
+        "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
+            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}},
+        "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
+            "id": {"type": "string"}, "object": {"const": "job"},
+            "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},
+            "created_at": {"type": "number"}, "finished_at": {"type": ["number", "null"]}, "cancelled_at": {"type": ["number", "null"]},
+            "progress": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "items": {"type": "array", "items": {"type": "object", "required": ["index", "state"], "properties": {
+                "index": {"type": "integer"}, "id": nullable_string,
+                "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
+                "attempts": {"type": "integer"}, "audio_url": nullable_string}}},
+        }},
+        "JobList": {"type": "object", "required": ["object", "data", "has_more"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "first_id": nullable_string, "last_id": nullable_string, "has_more": {"type": "boolean"}}},
         "Model": {"type": "object", "required": ["id", "object", "created", "owned_by"], "properties": {
             "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"}, "owned_by": {"type": "string"}}},
         "ModelList": {"type": "object", "required": ["object", "data"], "properties": {

@@ -128,7 +128,9 @@ async def get_job(request: Request) -> JSONResponse:
 
 async def item_audio(request: Request) -> Response:
     jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
-    item = await asyncio.to_thread(jobs.store.item, job_id, int(raw)) if raw.isdigit() else None
+    # Only ASCII digits that fit SQLite's integers can name an item ("²" and 10**30 cannot).
+    index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    item = await asyncio.to_thread(jobs.store.item, job_id, index) if index is not None else None
     if item is None:
         if await asyncio.to_thread(jobs.store.job, job_id, False) is None:
             raise no_job(job_id)

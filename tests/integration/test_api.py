@@ -247,7 +247,7 @@ def test_metrics_after_traffic(server: LiveServer, client: openai.OpenAI) -> Non
 
 def test_openapi_document(server: LiveServer) -> None:
     doc = server.request("GET", "/openapi.json").json()
-    assert doc["openapi"].startswith("3.1") and {"/v1/audio/speech", "/v1/audio/voices", "/v1/models"} <= set(doc["paths"])
+    assert doc["openapi"].startswith("3.1") and {"/v1/audio/speech", "/v1/audio/voices", "/v1/models", "/v1/jobs"} <= set(doc["paths"])
     assert doc["components"]["schemas"]["CreateSpeechRequest"]["additionalProperties"] is False
 
 

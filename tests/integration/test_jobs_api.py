@@ -83,6 +83,8 @@ def test_a_job_runs_every_item_and_keeps_each_error(server: LiveServer) -> None:
     not_done = server.request("GET", f"/v1/jobs/{created['id']}/items/4/audio")
     assert not_done.status_code == 409 and not_done.json()["error"]["code"] == "item_not_done"
     assert server.request("GET", f"/v1/jobs/{created['id']}/items/6/audio").status_code == 404
+    for odd in ("%C2%B2", "1" * 30):  # a Unicode digit, and a number beyond SQLite's integers (found by the fuzz test)
+        assert server.request("GET", f"/v1/jobs/{created['id']}/items/{odd}/audio").status_code == 404
     missing = server.request("GET", "/v1/jobs/job_nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "job_not_found"
 
