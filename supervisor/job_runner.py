@@ -30,7 +30,7 @@ from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.api.speech import resolve_voice
+from supervisor.voice_store import resolve_voice
 from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority

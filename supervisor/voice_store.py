@@ -10,6 +10,9 @@ written to a temporary name, flushed to disk, then hard-linked to its final name
 if the name is taken (two uploads racing for one name: the second gets 409), and the directory
 is flushed too. A crash at any point leaves either no voice or a whole one. Files that do not
 read back as a voice are logged and skipped, never served.
+
+`resolve_voice` turns a request's `voice` (and `instructions`) into what a synthesis runs with;
+the speech route and job items share it.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ import msgpack
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import FROM_SIDECAR, ProtocolError, VoicePayload, validate
-from supervisor import metrics
-from supervisor.errors import Conflict, ServerError
+from supervisor import metrics, schemas
+from supervisor.errors import Conflict, InvalidRequest, ServerError
+from supervisor.schemas import SpeechRequest
+from supervisor.synthesis import Voice
 
 log = logging.getLogger("omnivoice.voices")
 
@@ -241,3 +246,27 @@ def samples(audio: bytes) -> bytes:
     if len(found) < 2:
         return audio
     return b"fmt " + found[b"fmt "] + b"data" + found[b"data"]
+
+
+def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
+    """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else.
+    OmniVoice-Studio's 'default' is 'auto', unless a saved voice has that name."""
+    name = request.voice
+    if name == "default" and store.get(name) is None:
+        name = "auto"
+    if name == "auto":
+        return Voice(instruct=request.instructions)
+    if name in schemas.OPENAI_VOICES:
+        return Voice(instruct=request.instructions or schemas.OPENAI_VOICES[name], seed=schemas.default_seed(name))
+    saved = store.get(name)
+    if saved is None:
+        error = InvalidRequest(
+            f"Voice {name!r} not found: use 'auto', an OpenAI voice name ({', '.join(schemas.OPENAI_VOICES)}) "
+            "or a saved voice (GET /v1/audio/voices lists them); to design a voice, send 'instructions' or 'design:<items>'.",
+            param="voice",
+        )
+        error.code = "voice_not_found"
+        raise error
+    if saved.type == "prompt":
+        return Voice(instruct=request.instructions or saved.prompt, seed=saved.seed)
+    return Voice(instruct=request.instructions, prompt=saved.voice)

@@ -24,7 +24,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from supervisor import formats, schemas
 from supervisor.api import services
-from supervisor.api.speech import read_json, resolve_voice
+from supervisor.api.speech import read_json
+from supervisor.voice_store import resolve_voice
 from supervisor.errors import Conflict, InvalidRequest, NotFound
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest

@@ -34,7 +34,7 @@ from supervisor.api import Services, services
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
-from supervisor.voice_store import VoiceStore
+from supervisor.voice_store import resolve_voice
 
 T = TypeVar("T")
 CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
@@ -102,30 +102,6 @@ class Deadline:
                 yield piece
         finally:
             await pieces.aclose()
-
-
-def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
-    """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else.
-    OmniVoice-Studio's 'default' is 'auto', unless a saved voice has that name."""
-    name = request.voice
-    if name == "default" and store.get(name) is None:
-        name = "auto"
-    if name == "auto":
-        return Voice(instruct=request.instructions)
-    if name in schemas.OPENAI_VOICES:
-        return Voice(instruct=request.instructions or schemas.OPENAI_VOICES[name], seed=schemas.default_seed(name))
-    saved = store.get(name)
-    if saved is None:
-        error = InvalidRequest(
-            f"Voice {name!r} not found: use 'auto', an OpenAI voice name ({', '.join(schemas.OPENAI_VOICES)}) "
-            "or a saved voice (GET /v1/audio/voices lists them); to design a voice, send 'instructions' or 'design:<items>'.",
-            param="voice",
-        )
-        error.code = "voice_not_found"
-        raise error
-    if saved.type == "prompt":
-        return Voice(instruct=request.instructions or saved.prompt, seed=saved.seed)
-    return Voice(instruct=request.instructions, prompt=saved.voice)
 
 
 class SynthesisStream(StreamingResponse):
