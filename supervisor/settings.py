@@ -133,7 +133,7 @@ class Settings:
                                                 "this long", aliases=("--max-batch-latency", "--batch-wait-ms"), env=("OMNIVOICE_BATCH_WAIT_MS",))
     # 7200 s is ~45 s of work for one H200 (PERFORMANCE.md): it admits 256 mixed requests in flight
     # (~4,500 s) without refusals. 600 s (DESIGN's starting point) capped mixed batches at ~14 items.
-    max_queue_audio_s: float = setting(7200.0, "admission limit per usable sidecar, in seconds of estimated audio; beyond it 429")
+    max_queue_audio_s: float = setting(7200.0, "admission limit per usable sidecar, in seconds of estimated audio: requests are admitted while the queue is below it, then 429")
     drain_s: float = setting(60.0, "on SIGTERM, let work in flight finish for this long before stopping")
     systemd_ready: str = setting("first", "under systemd, say READY=1 once the first sidecar is ready, or once all are", choices=("first", "all"))
     num_step: int = setting(32, "default denoising steps per request", aliases=("--default-num-step",), env=("OMNIVOICE_DEFAULT_NUM_STEP",))
