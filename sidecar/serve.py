@@ -98,7 +98,7 @@ class Entry:
 
 
 @dataclass
-class Denoised:
+class DenoisedGroup:
     """Entries whose tokens exist (the engine's opaque `pending`, one per entry), to be decoded."""
 
     entries: list[Entry]
@@ -293,7 +293,7 @@ class Sidecar:
             options["voice"] = VoicePrompt(tokens=tokens_from_wire(voice["tokens"]), ref_text=voice["ref_text"], ref_rms=voice["ref_rms"])
         return Entry(item["id"], GenerationRequest(**options), faults)
 
-    def denoise_entries(self, batch: int, entries: list[Entry], failed: list[ItemError]) -> list[Denoised]:
+    def denoise_entries(self, batch: int, entries: list[Entry], failed: list[ItemError]) -> list[DenoisedGroup]:
         """Denoise entries as one batch; on failure split it and retry each half.
 
         Returns the groups that succeeded; the items that failed alone are added to `failed`."""
@@ -312,7 +312,7 @@ class Sidecar:
         except Exception as exc:
             failure = exc
         if failure is None:
-            return [Denoised(entries, pending, started)]
+            return [DenoisedGroup(entries, pending, started)]
         if engines.is_device_fatal(failure):
             log.critical("device error, exiting so a fresh process takes over: %s", failure)
             os._exit(ExitCode.DEVICE_FATAL)
@@ -328,7 +328,7 @@ class Sidecar:
         middle = len(entries) // 2
         return self.denoise_entries(batch, entries[:middle], failed) + self.denoise_entries(batch, entries[middle:], failed)
 
-    def answer_batch(self, batch: int, encoding: str, failed: list[ItemError], groups: list[Denoised], started: float, stats: dict[str, float]) -> None:
+    def answer_batch(self, batch: int, encoding: str, failed: list[ItemError], groups: list[DenoisedGroup], started: float, stats: dict[str, float]) -> None:
         """In the finisher thread: decode each group, send every answer, then `done`."""
         self.send_errors(batch, failed)
         for group in groups:
@@ -337,7 +337,7 @@ class Sidecar:
         stats.update(engines.memory_stats(self.device))
         self.channel.send({"op": "done", "batch": batch, "stats": stats})
 
-    def decode_group(self, batch: int, group: Denoised, encoding: str) -> None:
+    def decode_group(self, batch: int, group: DenoisedGroup, encoding: str) -> None:
         """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
         assert self.engine is not None
         try:
@@ -351,7 +351,7 @@ class Sidecar:
                 return
             log.warning("decoding %d items of batch %d failed (%s: %s); one at a time", len(group.entries), batch, type(exc).__name__, exc)
             for entry, pending in zip(group.entries, group.pending):
-                self.decode_group(batch, Denoised([entry], [pending], group.started), encoding)
+                self.decode_group(batch, DenoisedGroup([entry], [pending], group.started), encoding)
             return
         wall = time.monotonic() - group.started
         for entry, result in zip(group.entries, results):

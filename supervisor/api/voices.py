@@ -92,14 +92,23 @@ async def read_form(request: Request, svc: Services, allowed: frozenset[str], *,
 
 
 async def read_upload(upload: UploadFile, svc: Services, key: str) -> bytes:
-    limit = int(svc.settings.max_upload_mb * 2**20)
-    data = await upload.read(limit + 1)
-    if len(data) > limit:
+    data = await upload.read(upload_limit(svc) + 1)
+    return checked_audio(data, svc, key, "the uploaded audio file", "the uploaded file")
+
+
+def upload_limit(svc: Services) -> int:
+    return int(svc.settings.max_upload_mb * 2**20)
+
+
+def checked_audio(data: bytes, svc: Services, key: str, empty_name: str, file_name: str) -> bytes:
+    """An uploaded reference (a file, or base64 text decoded): 413 if too large, 400 if empty,
+    415 if it is not audio we read. The names say what was sent, in the error messages."""
+    if len(data) > upload_limit(svc):
         raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param=key)
     if not data:
-        raise InvalidRequest("the uploaded audio file is empty", param=key)
+        raise InvalidRequest(f"{empty_name} is empty", param=key)
     if sniff(data) is None:
-        raise UnsupportedMedia(f"the uploaded file is not audio we read: send {AUDIO_KINDS}", param=key)
+        raise UnsupportedMedia(f"{file_name} is not audio we read: send {AUDIO_KINDS}", param=key)
     return data
 
 
@@ -242,13 +251,7 @@ def base64_reference(form: Form, svc: Services) -> None:
         data = base64.b64decode("".join(payload.split()), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidRequest(f"'{BASE64_FIELD}' is not valid base64 (nor a data: URL).", param=BASE64_FIELD) from None
-    limit = int(svc.settings.max_upload_mb * 2**20)
-    if len(data) > limit:
-        raise PayloadTooLarge(f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param=BASE64_FIELD)
-    if not data:
-        raise InvalidRequest("the reference audio in 'ref_audio_base64' is empty", param=BASE64_FIELD)
-    if sniff(data) is None:
-        raise UnsupportedMedia(f"the reference in '{BASE64_FIELD}' is not audio we read: send {AUDIO_KINDS}", param=BASE64_FIELD)
+    checked_audio(data, svc, BASE64_FIELD, f"the reference audio in '{BASE64_FIELD}'", f"the reference in '{BASE64_FIELD}'")
     form.file, form.filename, form.file_key = data, None, BASE64_FIELD
 
 
@@ -256,7 +259,7 @@ async def clone(request: Request) -> Response:
     """Speech in the voice of an uploaded reference, without saving it."""
     svc = services(request)
     # A base64 reference is a text part: let it be as large as the upload it stands for.
-    base64_part = (int(svc.settings.max_upload_mb * 2**20) + 2) // 3 * 4 + 1024
+    base64_part = (upload_limit(svc) + 2) // 3 * 4 + 1024
     form = await read_form(request, svc, frozenset(CLONE_FORM), multipart_only=False, max_part_size=max(MAX_FIELD_BYTES, base64_part))
     if BASE64_FIELD not in form.fields and not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMedia(f"this route takes multipart/form-data with the reference as a file (or, in any form, as '{BASE64_FIELD}')")

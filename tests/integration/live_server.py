@@ -8,12 +8,16 @@ SIGTERM (and SIGKILL if it lingers), and no sidecar of it may be left.
 from __future__ import annotations
 
 import contextlib
+import io
+import math
 import os
 import signal
 import socket
 import subprocess
+import struct
 import sys
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,18 @@ from harness import SPAWN_S, assert_gone
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def tone_wav(seconds: float, amplitude: int = 8000, hz: float = 220.0, rate: int = 24000) -> bytes:
+    """A mono 16-bit WAV of a sine tone: a reference clip the server can decode (amplitude 0: silence)."""
+    count = int(seconds * rate)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(struct.pack(f"<{count}h", *(int(amplitude * math.sin(2 * math.pi * hz * i / rate)) for i in range(count))))
+    return out.getvalue()
 
 
 def free_port() -> int:

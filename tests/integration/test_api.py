@@ -10,10 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-import math
-import struct
 import time
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ import av
 import openai
 import pytest
 
-from live_server import KEY, LiveServer, live
+from live_server import KEY, LiveServer, live, tone_wav
 from supervisor.chunking import estimate_s
 
 SHORT = "Hello from the quiet harbour."
@@ -58,17 +55,6 @@ def plausible(seconds: float, text: str) -> bool:
     """About the duration rule's estimate: silence trimming takes some away, fades and pads add 0.2 s per chunk."""
     expected = estimate_s(text)
     return 0.4 * expected < seconds < 2.0 * expected + 1.0
-
-
-def tone_wav(seconds: float, hz: float = 220.0) -> bytes:
-    count = int(seconds * RATE)
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(struct.pack(f"<{count}h", *(int(8000 * math.sin(2 * math.pi * hz * i / RATE)) for i in range(count))))
-    return out.getvalue()
 
 
 # ---------------------------------------------------------------- speech

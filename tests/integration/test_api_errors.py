@@ -7,19 +7,14 @@ lowered (--max-upload-mb, --max-reference-s) so that "too large" and "too long" 
 
 from __future__ import annotations
 
-import io
-import math
-import struct
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from live_server import LiveServer, live
+from live_server import LiveServer, live, tone_wav
 
-RATE = 24000
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +24,6 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         flags = ("--max-upload-mb", "0.5", "--max-reference-s", "3", "--max-input-chars", "500")
         with live(tmp_path_factory.mktemp("errors"), *flags, checkpoint=checkpoint_dir) as running:
             yield running
-
-
-def wav(seconds: float, amplitude: int = 8000) -> bytes:
-    count = int(seconds * RATE)
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(struct.pack(f"<{count}h", *(int(amplitude * math.sin(2 * math.pi * 220 * i / RATE)) for i in range(count))))
-    return out.getvalue()
 
 
 def assert_openai_error(reply: Any, status: int, param: str | None = None, code: str | None = None) -> None:
@@ -118,24 +102,24 @@ GOOD = {"name": "ok-voice", "transcript": "A steady tone for two seconds."}
 
 
 @pytest.mark.parametrize(("data", "files", "status", "param"), [
-    ({**GOOD, "name": "has space"}, {"file": ("a.wav", wav(1.0))}, 400, "name"),
-    ({**GOOD, "name": "Alloy"}, {"file": ("a.wav", wav(1.0))}, 400, "name"),
-    ({"transcript": "x"}, {"file": ("a.wav", wav(1.0))}, 400, "name"),
-    ({"name": "no-transcript"}, {"file": ("a.wav", wav(1.0))}, 400, "transcript"),
+    ({**GOOD, "name": "has space"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+    ({**GOOD, "name": "Alloy"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+    ({"transcript": "x"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+    ({"name": "no-transcript"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "transcript"),
     (GOOD, None, 400, "audio_sample"),
-    ({**GOOD, "type": "audio_sample"}, {"other": ("a.wav", wav(1.0))}, 400, "other"),
-    ({**GOOD, "colour": "red"}, {"file": ("a.wav", wav(1.0))}, 400, "colour"),
-    ({**GOOD, "type": "cloned"}, {"file": ("a.wav", wav(1.0))}, 400, "type"),
-    ({**GOOD, "prompt": "male"}, {"file": ("a.wav", wav(1.0))}, 400, "prompt"),
+    ({**GOOD, "type": "audio_sample"}, {"other": ("a.wav", tone_wav(1.0))}, 400, "other"),
+    ({**GOOD, "colour": "red"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "colour"),
+    ({**GOOD, "type": "cloned"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "type"),
+    ({**GOOD, "prompt": "male"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "prompt"),
     ({"name": "designed", "type": "prompt", "prompt": "very robotic"}, None, 400, "prompt"),
     ({"name": "designed", "type": "prompt"}, None, 400, "prompt"),
     (GOOD, {"file": ("notes.txt", b"these are not audio samples at all")}, 415, "file"),
     (GOOD, {"audio_sample": ("a.png", b"\x89PNG\r\n\x1a\n" + bytes(100))}, 415, "audio_sample"),
     (GOOD, {"file": ("empty.wav", b"")}, 400, "file"),
-    (GOOD, {"file": ("big.wav", wav(12.0))}, 413, "file"),
+    (GOOD, {"file": ("big.wav", tone_wav(12.0))}, 413, "file"),
     (GOOD, {"file": ("broken.wav", b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunkjunk")}, 422, "file"),
-    (GOOD, {"file": ("long.wav", wav(4.0))}, 422, "file"),
-    (GOOD, {"file": ("silent.wav", wav(1.0, amplitude=0))}, 422, "file"),
+    (GOOD, {"file": ("long.wav", tone_wav(4.0))}, 422, "file"),
+    (GOOD, {"file": ("silent.wav", tone_wav(1.0, amplitude=0))}, 422, "file"),
 ])  # fmt: skip
 def test_bad_voice_uploads(server: LiveServer, data: dict[str, Any], files: Any, status: int, param: str | None) -> None:
     assert_openai_error(create(server, data, files), status, param)
@@ -149,7 +133,7 @@ def test_bad_forms_and_voice_routes(server: LiveServer) -> None:
     assert_openai_error(broken, 400)
     no_boundary = server.request("POST", "/v1/audio/voices", content=b"anything", headers={"content-type": "multipart/form-data"})
     assert_openai_error(no_boundary, 400)
-    twice = create(server, GOOD, [("file", ("a.wav", wav(1.0))), ("file", ("b.wav", wav(1.0)))])
+    twice = create(server, GOOD, [("file", ("a.wav", tone_wav(1.0))), ("file", ("b.wav", tone_wav(1.0)))])
     assert_openai_error(twice, 400)
     assert_openai_error(server.request("GET", "/v1/audio/voices/nobody"), 404, "name")
     assert_openai_error(server.request("DELETE", "/v1/audio/voices/nobody"), 404, "name")
@@ -158,7 +142,7 @@ def test_bad_forms_and_voice_routes(server: LiveServer) -> None:
 
 
 def test_bad_one_shot_forms(server: LiveServer) -> None:
-    clip = {"file": ("a.wav", wav(1.0))}
+    clip = {"file": ("a.wav", tone_wav(1.0))}
     assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi"}, files=clip), 400, "transcript")
     assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x"}), 415)
     assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x", "voice": "alloy"}, files=clip), 400, "voice")

@@ -18,26 +18,10 @@ import httpx
 import pytest
 
 from harness import SPAWN_S, assert_gone
-from live_server import REPO_ROOT, free_port
+from live_server import REPO_ROOT, free_port, tone_wav
 
 WORDS_36 = ("The harbour opens at dawn and the first ferry leaves at six. Fishing boats come back before noon with the catch. "
             "In the evening the lights along the pier are lit one by one, and the town goes quiet.")  # fmt: skip
-
-
-def tone_wav(seconds: float) -> bytes:
-    import io
-    import math
-    import struct
-    import wave
-
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(24000)
-        count = int(seconds * 24000)
-        w.writeframes(struct.pack(f"<{count}h", *(int(8000 * math.sin(2 * math.pi * 220 * i / 24000)) for i in range(count))))
-    return out.getvalue()
 
 
 def launch(argv: list[str], env: dict[str, str], output: Path) -> subprocess.Popen[bytes]:
