@@ -2,17 +2,17 @@
 
     python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --out result.json
 
-With --reference-gpu N (a host with two GPUs) the reference arm runs on GPU N at the same time
-as the server arms on --devices, so one run fits a device session; each arm still has a whole
-GPU of its own. Steps, in one run:
+Steps, in one run:
   1. a `full` checkpoint with random weights (the work depends on lengths, not weights);
   2. the card's bf16 matrix rate (8192^3 products);
-  3. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
-     the mixed texts in generate() calls of 32, and one 12-word sentence at a time;
-  4. our server (`omnivoice-supervisor serve`) on the same GPU: (c) the 12-word sentence one at a
-     time as wav, time to first audio when streaming, (a) short requests offered at a fixed
-     rate, (b) the mixed workload saturated (up to 256 in flight);
-  5. the denoising forward's achieved TFLOP/s over the mixed run, from the server's metrics.
+  3. our server (`omnivoice-supervisor serve`): (c) the 12-word sentence one at a time as wav,
+     time to first audio when streaming, (a) short requests offered at a fixed rate, (b) the
+     mixed workload saturated (up to 256 in flight);
+  4. the denoising forward's achieved TFLOP/s over the mixed run, from the server's metrics;
+  5. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
+     the mixed texts in generate() calls of 32, and one 12-word sentence at a time. It runs on
+     the same GPU once the server has stopped; with --reference-gpu N (a host with two GPUs) it
+     runs on GPU N alongside the server arms instead, each arm still with a whole GPU.
 The result file's keys are listed in DESIGN ("Bench results") and docs/PERFORMANCE.md.
 """
 
@@ -219,14 +219,12 @@ def main() -> int:
     clone_wav = workloads.clone_reference()
     work_dir = Path(tempfile.mkdtemp(prefix="bench-"))
 
+    # With a GPU of its own the reference arm runs alongside the server; on one GPU it runs after
+    # the server has stopped, so neither arm shares the card and the server's figures land first.
     reference = None
-    if args.reference_site:
-        log("reference arm" + (f" (on GPU {args.reference_gpu}, alongside the server)" if args.reference_gpu is not None else ""))
+    if args.reference_site and args.reference_gpu is not None:
+        log(f"reference arm (on GPU {args.reference_gpu}, alongside the server)")
         reference = start_reference(args, mixed, clone_wav, work_dir)
-        if args.reference_gpu is None:
-            result["reference"] = finish_reference(*reference)
-            log(f"reference: {result['reference']}")
-            args.out.write_text(json.dumps(result, indent=2) + "\n")  # partial, in case the server arm fails
     if on_gpu:
         torch.cuda.empty_cache()
 
@@ -240,7 +238,10 @@ def main() -> int:
         log_tail = (work_dir / "server.log").read_text().splitlines()[-40:]
         result["server_log_tail"] = log_tail
         args.out.write_text(json.dumps(result, indent=2) + "\n")
-    if reference is not None and "reference" not in result:
+    if args.reference_site and reference is None:
+        log("reference arm (the server has stopped)")
+        reference = start_reference(args, mixed, clone_wav, work_dir)
+    if reference is not None:
         log("waiting for the reference arm")
         result["reference"] = finish_reference(*reference)
         log(f"reference: {result['reference']}")
