@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 from transformers.models.dac.configuration_dac import DacConfig
-from transformers.models.dac.modeling_dac import DacDecoder, DacEncoder
+from transformers.models.dac.modeling_dac import DacDecoder, DacEncoder, Snake1d
 from transformers.models.hubert.configuration_hubert import HubertConfig
 from transformers.models.hubert.modeling_hubert import HubertModel
 
@@ -266,6 +267,13 @@ class _ResidualVQ(nn.Module):
         return out
 
 
+def _snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Snake, x + sin(alpha x)^2 / alpha, written as transformers' Snake1d computes it."""
+    shape = x.shape
+    x = x.reshape(shape[0], shape[1], -1)
+    return (x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)).reshape(shape)
+
+
 def _strip_final_tanh(decoder: DacDecoder) -> None:
     """Higgs' DAC decoder differs from transformers' DAC: each transposed conv gets output_padding
     stride % 2 (so every block multiplies the length exactly by its stride) and there is no final tanh."""
@@ -358,6 +366,21 @@ class Codec(nn.Module):
         audio = self.acoustic_decoder(latent.transpose(1, 2))
         return audio.to(self.io_dtype)
 
+
+    def fuse_activations(self) -> None:
+        """Compile the decoder's Snake activations into one kernel each (a GPU's fast path).
+
+        Eager Snake is five element-wise kernels over float32 audio-rate tensors: 69 % of the
+        decode's device time at 64 items (bench/results/2026-11-30-kernels.json). The arithmetic
+        stays float32. Compiles now, on short decodes of one and of two items, so that no
+        compilation happens during traffic (dynamic shapes; a batch of one is its own case)."""
+        fused = torch.compile(_snake, dynamic=True)
+        for module in self.acoustic_decoder.modules():
+            if isinstance(module, Snake1d):
+                module.forward = partial(fused, alpha=module.alpha)
+        for batch in (1, 2):
+            for frames in (3, 5):
+                self.decode(torch.zeros((batch, self.num_codebooks, frames), dtype=torch.long, device=self.device))
 
     @torch.inference_mode()
     def decode_many(self, codes: Sequence[torch.Tensor], max_frames: int = DECODE_FRAMES_PER_CALL) -> list[torch.Tensor]:

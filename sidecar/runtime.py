@@ -112,7 +112,8 @@ class OmniVoice:
     ) -> "OmniVoice":
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
-        half precision, where it doubles the forward pass's speed, off elsewhere)."""
+        half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
+        fuses the codec decoder's activations."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -128,13 +129,15 @@ class OmniVoice:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
         model = load_model(root, device, DTYPES[dtype])
+        if compile is None:
+            compile = torch_device.type == "cuda" and dtype in ("bfloat16", "float16")
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
+        if compile:
+            codec.fuse_activations()
         # Graphs need the FlashAttention varlen path (half precision); float32 on a GPU runs
         # attention per segment, which reads the segment table on the host every pass.
         use_graphs = torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
-        if compile is None:
-            compile = torch_device.type == "cuda" and dtype in ("bfloat16", "float16")
         runner = ModelRunner(model, use_graphs=use_graphs, compile=compile)
         if use_graphs:
             report("cuda_graphs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,19 @@ def test_batch_decode_equals_single(codec: Codec) -> None:
     batch = codec.decode(codes)
     for i in range(3):
         torch.testing.assert_close(batch[i : i + 1], codec.decode(codes[i : i + 1]), atol=1e-6, rtol=0)
+
+
+def test_fused_activations_decode_as_eager(checkpoint_dir: Path) -> None:
+    """The compiled Snake (a GPU's fast path) decodes as the eager one. torch.compile runs here on
+    inductor's CPU backend; bench/profile_kernels.py checks the CUDA kernels on the GPU."""
+    eager = load_codec(checkpoint_dir / "audio_tokenizer")
+    fused = load_codec(checkpoint_dir / "audio_tokenizer")
+    fused.fuse_activations()
+    codes = torch.randint(0, 1024, (3, 8, 12), generator=torch.Generator().manual_seed(2))
+    for batch in (codes, codes[:1], codes[:, :, :7]):  # batched, one item (its own compiled case), other length
+        torch.testing.assert_close(fused.decode(batch), eager.decode(batch), atol=1e-5, rtol=1e-5)
+    snakes = [m for m in fused.acoustic_decoder.modules() if type(m).__name__ == "Snake1d"]
+    assert snakes and all(isinstance(m.forward, partial) for m in snakes)
 
 
 def test_batch_encode_equals_single(codec: Codec, expected: dict) -> None:

@@ -1,0 +1,136 @@
+"""Where a forward pass's and a decode's device time goes, by kernel kind: matrix products,
+attention, compiled element-wise (Triton), convolutions, other.
+
+    python bench/profile_kernels.py CHECKPOINT --batch 64 --out kernels.json
+
+Runs the forward eagerly (torch.compile on, CUDA graphs off) so that the profiler sees every
+kernel; the kernels are the ones a graph replays, so their device times are the same. The
+host-side gap (launches) is the eager wall time less the kernel sum; graphs remove most of it.
+The decode is profiled whole (codec and post-processing, as the sidecar runs it) and the codec
+alone twice, with its activations fused and eager, with the largest difference between the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sidecar.codec import load_codec  # noqa: E402
+from sidecar.generate import BatchState  # noqa: E402
+from sidecar.request import GenerationRequest  # noqa: E402
+from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
+
+from profile_step import TEXT  # noqa: E402
+
+# First match wins; names are CUDA kernel names as the profiler reports them.
+KINDS = (
+    ("attention", ("flash", "fmha", "attention")),
+    ("convolution", ("conv", "fprop", "dgrad", "implicit_gemm", "winograd", "cudnn")),
+    ("matrix product", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
+    ("compiled element-wise (Triton)", ("triton",)),
+)
+
+
+def kind_of(name: str) -> str:
+    low = name.lower()
+    for kind, keys in KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other"
+
+
+def kernel_times(fn, repeats: int) -> tuple[dict[str, float], list[tuple[str, float]], float]:
+    """Per-call device milliseconds by kind, the top kernels, and the per-call wall time."""
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / repeats
+    by_kind: dict[str, float] = defaultdict(float)
+    by_name: dict[str, float] = defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            ms = ev.device_time / 1e3 / repeats  # microseconds -> ms, per call
+            by_kind[kind_of(ev.name)] += ms
+            by_name[ev.name] += ms
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:12]
+    return dict(by_kind), top, wall * 1e3
+
+
+def report(label: str, by_kind: dict[str, float], top: list[tuple[str, float]], wall_ms: float) -> dict:
+    total = sum(by_kind.values())
+    row = {
+        "what": label,
+        "wall_ms": round(wall_ms, 2),
+        "kernel_ms": round(total, 2),
+        "by_kind_ms": {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+        "by_kind_share": {k: round(v / total, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+        "top_kernels_ms": [[name[:120], round(ms, 3)] for name, ms in top],
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkpoint")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--batch", type=int, nargs="+", default=[64])
+    ap.add_argument("--skip-forward", action="store_true")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    model = OmniVoice.load(args.checkpoint, device=args.device, dtype="bfloat16", cuda_graphs=False, compile=True)
+    eager_codec = load_codec(Path(args.checkpoint) / "audio_tokenizer", device=args.device)
+    cfg = model.model.cfg
+    out = []
+    for b in args.batch:
+        items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
+        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        with torch.inference_mode():
+            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
+            by_kind, top, wall = kernel_times(lambda: model.decode(denoised), repeats=2)
+            row = report(f"decode, {b} items", by_kind, top, wall)
+            row.update(batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1))
+            out.append(row)
+            codes = [d.tokens[0].to(args.device) for d in denoised]
+            for label, codec in (("fused", model.codec), ("eager", eager_codec)):
+                by_kind, top, wall = kernel_times(lambda: codec.decode_many(codes), repeats=2)
+                out.append(report(f"codec decode_many, {b} items, activations {label}", by_kind, top, wall))
+            fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
+            diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))
+            peak = max(float(e.abs().max()) for e in eager)
+            out.append({"what": f"fused vs eager activations, {b} items", "max_abs_diff": diff, "max_abs_eager": peak})
+            print(json.dumps(out[-1]), flush=True)
+            if args.skip_forward:
+                continue
+            state = BatchState(model.model, prompts, model.runner)
+            by_kind, top, wall = kernel_times(state.forward, repeats=10)
+            row = report(f"forward, {b} items", by_kind, top, wall)
+            n, lens = state.packed.num_tokens, state.packed.segment_lens
+            attn = sum(4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * l * l for l in lens)
+            dense = 2 * n * cfg.num_parameters + 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
+            row.update(batch=b, tokens=n, attention_flops=attn, dense_flops=dense)
+            if row["by_kind_ms"].get("matrix product"):
+                row["matrix_product_tflops"] = round(dense / row["by_kind_ms"]["matrix product"] / 1e9, 1)
+            if row["by_kind_ms"].get("attention"):
+                row["attention_tflops"] = round(attn / row["by_kind_ms"]["attention"] / 1e9, 1)
+            out.append(row)
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
