@@ -377,7 +377,9 @@ class Codec(nn.Module):
         fused = torch.compile(_snake, dynamic=True)
         for module in self.acoustic_decoder.modules():
             if isinstance(module, Snake1d):
-                module.forward = partial(fused, alpha=module.alpha)
+                # alpha as a plain tensor: torch.compile keeps a Parameter's shape static, which
+                # compiled once per layer, hit its recompile limit and left most layers eager.
+                module.forward = partial(fused, alpha=module.alpha.detach())
         for batch in (1, 2):
             for frames in (3, 5):
                 self.decode(torch.zeros((batch, self.num_codebooks, frames), dtype=torch.long, device=self.device))
