@@ -171,12 +171,15 @@ async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[
     delta = {name: metric_sum(after, name) - metric_sum(before, name) for name in (
         "omnivoice_forward_useful_flops_total", "omnivoice_forward_seconds_total", "omnivoice_forward_passes_total",
         "omnivoice_graph_hits_total", "omnivoice_graph_misses_total", "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total",
-        "omnivoice_batch_size_sum", "omnivoice_batch_size_count", "omnivoice_audio_produced_seconds_total")}
+        "omnivoice_batch_size_sum", "omnivoice_batch_size_count", "omnivoice_audio_produced_seconds_total",
+        "omnivoice_denoise_seconds_total", "omnivoice_decode_seconds_total")}
     out["forward"] = delta
     # Where the mixed run's time went: the forward passes' share of the wall time, the batches formed.
     wall = out["mixed"].get("wall_s") or 0.0
     out["mixed_profile"] = {
         "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3) if wall else None,
+        # The rest of the denoise loop (scoring, launches, stalls), and the gaps between batches.
+        "denoise_share_of_wall": round(delta["omnivoice_denoise_seconds_total"] / wall, 3) if wall else None,
         "mean_batch_items": round(delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1) if delta["omnivoice_batch_size_count"] else None,
         "batches": delta["omnivoice_batch_size_count"],
         "forward_passes": delta["omnivoice_forward_passes_total"],

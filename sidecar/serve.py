@@ -242,11 +242,15 @@ class Sidecar:
             except (InvalidInput, TypeError, ValueError) as exc:
                 failed.append((item["id"], ErrorKind.INVALID_INPUT, str(exc)))
         before = self.engine.stats() if self.engine is not None else {}
+        denoise_started = time.monotonic()
         groups = self.denoise_entries(batch, entries, failed) if entries else []
+        denoise_s = time.monotonic() - denoise_started
         # The runtime's forward-pass counters (passes, tokens, useful FLOPs, device seconds,
         # graph hits and misses) for this batch alone, so the supervisor can add them up.
         after = self.engine.stats() if self.engine is not None else {}
-        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps}
+        # Host wall times: `denoise_s` here, `decode_s` in the finisher. Against the device time
+        # of the forward passes they say where a batch's time went (docs/PERFORMANCE.md).
+        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps, "denoise_s": denoise_s}
         stats.update({f"runtime_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k != "capture_s"})
         self.finish(self.answer_batch, batch, message["encoding"], failed, groups, started, stats)
 
@@ -330,9 +334,11 @@ class Sidecar:
 
     def answer_batch(self, batch: int, encoding: str, failed: list[ItemError], groups: list[DenoisedGroup], started: float, stats: dict[str, float]) -> None:
         """In the finisher thread: decode each group, send every answer, then `done`."""
+        decode_started = time.monotonic()
         self.send_errors(batch, failed)
         for group in groups:
             self.decode_group(batch, group, encoding)
+        stats["decode_s"] = time.monotonic() - decode_started
         stats["wall_s"] = time.monotonic() - started
         stats.update(engines.memory_stats(self.device))
         self.channel.send({"op": "done", "batch": batch, "stats": stats})

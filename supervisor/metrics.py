@@ -71,6 +71,10 @@ RUNTIME_COUNTERS = {
     "runtime_padded_tokens": Counter(f"{PREFIX}_tokens_padded", "tokens the passes computed, padding to CUDA-graph buckets included", registry=REGISTRY),
     "runtime_graph_hits": Counter(f"{PREFIX}_graph_hits", "forward passes replayed from a captured CUDA graph", registry=REGISTRY),
     "runtime_graph_misses": Counter(f"{PREFIX}_graph_misses", "forward passes that fit no graph bucket and ran eagerly", registry=REGISTRY),
+    # Host wall times, from the same frames. Under saturation, wall clock less denoise_seconds is
+    # the gaps between batches, and denoise_seconds less forward_seconds the scoring and stalls.
+    "denoise_s": Counter(f"{PREFIX}_denoise_seconds", "wall time sidecars spent denoising batches (forward passes, scoring, launches)", registry=REGISTRY),
+    "decode_s": Counter(f"{PREFIX}_decode_seconds", "wall time sidecars spent decoding, post-processing and sending batches (alongside the next batch's denoising)", registry=REGISTRY),
 }
 clone_cache_hits = Counter(f"{PREFIX}_clone_prompt_cache_hits", "one-shot clones whose reference prompt was in the cache (no encoding)", registry=REGISTRY)
 clone_cache_misses = Counter(f"{PREFIX}_clone_prompt_cache_misses", "one-shot clones whose reference had to be encoded by a sidecar", registry=REGISTRY)

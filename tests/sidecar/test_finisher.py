@@ -99,3 +99,14 @@ def test_shutdown_waits_for_the_batch_still_decoding(sidecar: NullSidecar) -> No
     assert sidecar.read_until("result", 1)["id"] == "b1-0"
     assert sidecar.read_until("done", 1)["stats"]["items"] == 1
     assert sidecar.proc.wait(10) == 0
+
+
+def test_done_reports_the_denoise_and_decode_wall_times_apart(sidecar: NullSidecar) -> None:
+    # One second of slow steps and one of slow decoding: each timer holds its own second and not
+    # the other's (which would take it to two).
+    sidecar.generate(1, ["Slow steps. [[fault:slow:1]]", "Slow decode. [[fault:decodeslow:1]]"])
+    stats = sidecar.read_until("done", 1)["stats"]
+    assert 1.0 <= stats["denoise_s"] < 2.0
+    assert 1.0 <= stats["decode_s"] < 2.0
+    assert stats["wall_s"] >= stats["denoise_s"] + stats["decode_s"]
+    assert sidecar.close() == 0
