@@ -366,7 +366,6 @@ class Codec(nn.Module):
         audio = self.acoustic_decoder(latent.transpose(1, 2))
         return audio.to(self.io_dtype)
 
-
     def fuse_activations(self) -> None:
         """Compile the decoder's Snake activations into one kernel each (a GPU's fast path).
 
