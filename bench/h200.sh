@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The committed benchmark run on one H200 through the `device` tool, in two calls (one call may
-# last 10 minutes; the whole run takes about 18). Carry .whl and .whl-ref. Make the calls back to
-# back: the harness runs on in the background between them, while the machine stays warm.
+# The committed benchmark run on one or two H200s through the `device` tool, in two calls (one
+# call may last 10 minutes; the whole run takes about 18 on one GPU, 13 on two). Carry .whl and
+# .whl-ref. Make the calls back to back: the harness runs on in the background between them,
+# while the machine stays warm.
 #
 #   bash bench/h200.sh start COMMIT    # installs, then the harness in the background: checkpoint,
-#                                      # peak rate, server arms, then the reference arm
-#   bash bench/h200.sh finish COMMIT   # waits for the harness to end
+#                                      # peak rate, server arms on GPU 0, the reference arm after
+#                                      # them (one GPU) or alongside them on GPU 1 (two GPUs, which
+#                                      # then also profile GPU 0 with profile_step once it is free)
+#   bash bench/h200.sh finish COMMIT   # waits for the harness; on two GPUs then the server on both (mixed)
 #
 # Everything lands in /tmp/run on the machine and goes back as one archive, $OUT/run.tar.gz (the
 # device tool returns only a few files per call). Each call packs what there is so far.
@@ -14,15 +17,30 @@ what=$1 commit=$2
 run=/tmp/run
 mkdir -p "$run"
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+gpus=$(nvidia-smi -L | wc -l)
+reference_gpu=()
+[ "$gpus" -ge 2 ] && reference_gpu=(--reference-gpu 1)
 
 if [ "$what" = start ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/refsite .whl-ref/*.whl || exit 1
-    setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite --devices 0 \
+    setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite "${reference_gpu[@]}" --devices 0 \
         --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &
+    if [ "$gpus" -ge 2 ]; then
+        # GPU 0 is free once the server arms are over; profile it while the reference arm finishes.
+        until grep -q "waiting for the reference arm\|mixed_http_x_realtime\|Traceback" "$run/harness.log" 2>/dev/null || [ $SECONDS -gt 500 ]; do sleep 5; done
+        if grep -q "waiting for the reference arm\|mixed_http_x_realtime" "$run/harness.log"; then
+            CUDA_VISIBLE_DEVICES=0 timeout $((560 - SECONDS)) python3 bench/profile_step.py /tmp/full --batch 1 8 32 64 --out "$run/profile.json" > "$run/profile.log" 2>&1
+        fi
+    fi
 fi
-while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 550 ]; do sleep 5; done
+limit=550
+[ "$what" = finish ] && [ "$gpus" -ge 2 ] && limit=400  # room left for the two-GPU run
+while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt $limit ]; do sleep 5; done
+if [ "$what" = finish ] && [ "$gpus" -ge 2 ]; then
+    python3 bench/harness.py --arms mixed --devices 0,1 --commit "$commit" --out "$run/x2.json" > "$run/x2.log" 2>&1
+fi
 for d in /tmp/bench-*; do cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null; done
 tar -czf "$OUT/run.tar.gz" -C "$run" .
-tail -n 8 "$run/harness.log"
+for f in "$run"/*.log; do echo "== $f"; tail -n 5 "$f"; done
 exit 0

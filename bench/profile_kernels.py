@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.codec import load_codec  # noqa: E402
-from sidecar.generate import BatchState  # noqa: E402
+from sidecar.generate import BatchState, attention_flops, useful_flops  # noqa: E402
 from sidecar.request import GenerationRequest  # noqa: E402
 from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
 
@@ -118,10 +118,10 @@ def main() -> int:
             state = BatchState(model.model, prompts, model.runner)
             by_kind, top, wall = kernel_times(state.forward, repeats=10)
             row = report(f"forward, {b} items", by_kind, top, wall)
-            n, lens = state.packed.num_tokens, state.packed.segment_lens
-            attn = sum(4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * l * l for l in lens)
-            dense = 2 * n * cfg.num_parameters + 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
-            row.update(batch=b, tokens=n, attention_flops=attn, dense_flops=dense)
+            packed = state.packed
+            attn = attention_flops(cfg, packed.segment_lens)
+            dense = useful_flops(cfg, packed.segment_lens, packed.num_targets) - attn  # matrix products and head
+            row.update(batch=b, tokens=packed.num_tokens, attention_flops=attn, dense_flops=dense)
             if row["by_kind_ms"].get("matrix product"):
                 row["matrix_product_tflops"] = round(dense / row["by_kind_ms"]["matrix product"] / 1e9, 1)
             if row["by_kind_ms"].get("attention"):

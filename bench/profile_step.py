@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.generate import BatchState  # noqa: E402
+from sidecar.generate import BatchState, useful_flops  # noqa: E402
 from sidecar.request import GenerationRequest  # noqa: E402
 from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
 
@@ -48,9 +48,7 @@ def main() -> int:
     args = ap.parse_args()
     model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    params = model.model.cfg.num_parameters + model.model.cfg.hidden_size * model.model.cfg.num_codebooks * model.model.cfg.audio_vocab_size
     out = []
-    cfg_codebooks = model.num_codebooks
     for b in args.batch:
         items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
@@ -62,14 +60,10 @@ def main() -> int:
             tokens, conf = state.choose(logits, 0)
             reveal = timeit(lambda: state.reveal(tokens, conf, 0), sync)
             # Random codes of each item's length: decoding costs the same whatever they are.
-            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (cfg_codebooks, it.target_len))]) for it in items]
+            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
             decode = timeit(lambda: model.decode(denoised), sync, repeats=3)
-        n = state.packed.num_tokens
-        lens = state.packed.segment_lens
-        cfg = model.model.cfg
-        flops = 2 * n * cfg.num_parameters + sum(4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * l * l for l in lens)
-        flops += 2 * state.packed.num_targets * 2 * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
-        row = {"batch": b, "tokens": n, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
+        flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
+        row = {"batch": b, "tokens": state.packed.num_tokens, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
                "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1),
                "decode_ms": round(decode * 1e3, 1), "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1)}
         if model.runner is not None:
@@ -77,7 +71,6 @@ def main() -> int:
             row["capture_s"] = model.runner.stats.capture_s
         print(json.dumps(row), flush=True)
         out.append(row)
-    del params
     if args.out:
         args.out.write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -226,6 +226,10 @@ def useful_flops(cfg: ModelConfig, segment_lens: Sequence[int], num_targets: int
     """FLOPs of one packed forward pass with no padding: the matrix products of every token,
     bidirectional attention inside each segment, and the audio head on both rows' targets."""
     tokens = sum(segment_lens)
-    attention = 4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * sum(n * n for n in segment_lens)
     head = 2 * (2 * num_targets) * cfg.hidden_size * cfg.num_codebooks * cfg.audio_vocab_size
-    return 2.0 * tokens * cfg.num_parameters + attention + head
+    return 2.0 * tokens * cfg.num_parameters + attention_flops(cfg, segment_lens) + head
+
+
+def attention_flops(cfg: ModelConfig, segment_lens: Sequence[int]) -> float:
+    """The attention part of `useful_flops`: scores and weighted values inside each segment."""
+    return 4 * cfg.num_layers * cfg.num_heads * cfg.head_dim * sum(n * n for n in segment_lens)

@@ -164,13 +164,18 @@ def split_text(text: str, chunk_s: float, total_s: float | None = None, whole_s:
     return [chunk for chunk in _cut(exploded, count) if chunk]
 
 
+def is_word(atom: Atom) -> bool:
+    """A word, or a character of a script written without spaces; not punctuation."""
+    return any(ch.isalnum() for ch in atom.text)
+
+
 def split_words(text: str, words: int) -> list[str]:
     """Chunks of about `words` words each (omnivoice-triton-server's --text-chunk-words), cut at
     the same breaks as split_text; a character of a script written without spaces counts as a
     word, punctuation as nothing. A text of up to twice `words` stays whole."""
     pieces = atoms(text)
     for atom in pieces:
-        atom.weight = 1.0 if any(ch.isalnum() for ch in atom.text) else 0.0
+        atom.weight = 1.0 if is_word(atom) else 0.0
     total = sum(a.weight for a in pieces)
     if total <= WHOLE_UP_TO * words or not text.strip():
         return [text.strip()]

@@ -56,9 +56,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return stop_systemd(args.service_name)
     pid_file = args.pid_file
     if pid_file is None and args.log_dir:
-        from supervisor.logs import LATEST, PID_FILE
+        from supervisor.logs import latest_pid_file
 
-        pid_file = os.path.join(args.log_dir, LATEST, PID_FILE)
+        pid_file = latest_pid_file(args.log_dir)
     port = None if args.no_port else args.port
     if pid_file is None and port is None:
         pid_file = os.environ.get("OMNIVOICE_PID_FILE") or None

@@ -56,6 +56,11 @@ def point_latest(root: Path, run_id: str) -> None:
         raise
 
 
+def latest_pid_file(log_dir: str) -> str:
+    """The pid file of the newest run under --log-dir (what `stop --log-dir` reads)."""
+    return str(Path(log_dir).expanduser().absolute() / LATEST / PID_FILE)
+
+
 def prepare(settings: Settings) -> Settings:
     """The settings with the run's paths filled in; the run folder made and DIR/latest pointed at it."""
     if not settings.log_dir:
@@ -73,8 +78,9 @@ def prepare(settings: Settings) -> Settings:
 def setup_logging(settings: Settings) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if settings.log_file:
-        Path(settings.log_file).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(Path(settings.log_file).expanduser()))
+        path = Path(settings.log_file).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(path))
     logging.basicConfig(level=settings.log_level.upper(), format=FORMAT, handlers=handlers, force=True)
     if settings.log_dir:
         log.info("run %s: log %s, pid file %s; %s points at it", settings.log_run_id, settings.log_file, settings.pid_file,

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.formats import FORMATS
+
 ENV_PREFIX = "OMNIVOICE_"
 
 
@@ -61,7 +63,7 @@ def _off_at_zero(value: float) -> tuple[float, str | None]:
 
 
 DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # omnivoice-triton-server's spellings
-FORMAT_NAMES = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # supervisor.formats.FORMATS (a test keeps them equal)
+FORMAT_NAMES = FORMATS
 
 
 @dataclass(frozen=True)
@@ -344,20 +346,23 @@ class Ignored:
 
 _SAMPLING = "the runtime samples as the reference does (guidance_scale 2, t_shift 0.1, position temperature 5, class temperature 0, layer penalty 5)"
 _CHUNKER = "our chunker balances chunks and cuts at the strongest break near each share (--chunk-s or --text-chunk-words)"
+_GRAPHS = "the runtime captures CUDA graphs for its own fixed shape buckets at start"
+_PIPES = "sidecars talk to the supervisor over pipes, not TCP"
+_METRICS = "/metrics is Prometheus text from the supervisor's own memory"
 IGNORED: tuple[Ignored, ...] = (
     Ignored(("--fastapi-workers", "--workers"), "one process serves HTTP and batches for every GPU (PERFORMANCE.md: 1683 requests/s on 2 cores)", int, "OMNIVOICE_WORKERS"),
     Ignored(("--cuda-stream-count", "--cuda-streams"), "each sidecar runs one batch at a time, the next one waiting in its pipe", int, "OMNIVOICE_CUDA_STREAMS"),
     Ignored(("--runner-mode",), "the runtime is our own: CUDA graphs over fixed shape buckets in half precision, chosen by itself", str, "OMNIVOICE_RUNNER_MODE"),
     Ignored(("--attn-backend",), "the runtime chooses its own attention kernels", str, "OMNIVOICE_ATTN_BACKEND"),
-    Ignored(("--cuda-graph-min-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_MIN_WIDTH"),
-    Ignored(("--cuda-graph-max-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_MAX_WIDTH"),
-    Ignored(("--cuda-graph-auto-width-tokens-per-word",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int,
+    Ignored(("--cuda-graph-min-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_MIN_WIDTH"),
+    Ignored(("--cuda-graph-max-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_MAX_WIDTH"),
+    Ignored(("--cuda-graph-auto-width-tokens-per-word",), _GRAPHS, int,
             "OMNIVOICE_CUDA_GRAPH_AUTO_WIDTH_TOKENS_PER_WORD"),
-    Ignored(("--cuda-graph-auto-max-width",), "the runtime captures CUDA graphs for its own fixed shape buckets at start", int, "OMNIVOICE_CUDA_GRAPH_AUTO_MAX_WIDTH"),
-    Ignored(("--infer-host",), "sidecars talk to the supervisor over pipes, not TCP", str, "OMNIVOICE_INFER_HOST"),
-    Ignored(("--infer-port",), "sidecars talk to the supervisor over pipes, not TCP", int, "OMNIVOICE_INFER_PORT"),
-    Ignored(("--metrics-shm-path",), "/metrics is Prometheus text from the supervisor's own memory", str, "OMNIVOICE_METRICS_SHM_PATH"),
-    Ignored(("--metrics-shm-size",), "/metrics is Prometheus text from the supervisor's own memory", int, "OMNIVOICE_METRICS_SHM_SIZE"),
+    Ignored(("--cuda-graph-auto-max-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_AUTO_MAX_WIDTH"),
+    Ignored(("--infer-host",), _PIPES, str, "OMNIVOICE_INFER_HOST"),
+    Ignored(("--infer-port",), _PIPES, int, "OMNIVOICE_INFER_PORT"),
+    Ignored(("--metrics-shm-path",), _METRICS, str, "OMNIVOICE_METRICS_SHM_PATH"),
+    Ignored(("--metrics-shm-size",), _METRICS, int, "OMNIVOICE_METRICS_SHM_SIZE"),
     Ignored(("--metrics-snapshot-interval-s",), "/metrics is read at scrape time", float, "OMNIVOICE_METRICS_SNAPSHOT_INTERVAL_S"),
     Ignored(("--log-retention-days",), "run folders under --log-dir are kept; remove old ones with tmpfiles.d or find -mtime", int, "OMNIVOICE_LOG_RETENTION_DAYS"),
     Ignored(("--sample-rate",), "audio is always the model's 24 kHz", int, "OMNIVOICE_SAMPLE_RATE"),

@@ -72,7 +72,7 @@ def last_words(text: str, count: int) -> str:
     if count <= 0:
         return text
     pieces = chunking.atoms(text)
-    words = [i for i, atom in enumerate(pieces) if any(ch.isalnum() for ch in atom.text)]
+    words = [i for i, atom in enumerate(pieces) if chunking.is_word(atom)]
     if len(words) <= count:
         return text
     return "".join(atom.text for atom in pieces[words[-count] :]).strip()
@@ -150,7 +150,8 @@ class Synthesis:
                     yield self.account(result)
             elif own_prompt and count > 1:
                 first = await self.submit(0, return_tokens=True)
-                rest = [self.submit(i, self.follow(first, 0)) for i in range(1, count)]
+                prompt = self.follow(first, 0)  # every later chunk follows the first
+                rest = [self.submit(i, prompt) for i in range(1, count)]
                 yield self.account(first)
                 for future in rest:
                     yield self.account(await future)

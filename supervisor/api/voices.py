@@ -43,9 +43,9 @@ AUDIO_KINDS = "WAV, FLAC, MP3 or OGG (Vorbis or Opus)"
 # `ref_audio` is `file`; `ref_audio_base64` (base64 or a data: URL) is `file` sent as text.
 FORM_ALIASES = {"text": "input", "ref_text": "transcript", "language_id": "language", "preprocess_prompt": "preprocess"}
 BASE64_FIELD = "ref_audio_base64"
-CLONE_FORM = CLONE_FIELDS | schemas.aliases_for(schemas.OPTION_FIELDS) | set(FORM_ALIASES) | {"ref_audio", BASE64_FIELD}
+CLONE_FORM: frozenset[str] = CLONE_FIELDS | schemas.aliases_for(schemas.OPTION_FIELDS) | set(FORM_ALIASES) | {"ref_audio", BASE64_FIELD}
 DESIGN_ALIASES = {"text": "input", "language_id": "language"}
-DESIGN_FORM = DESIGN_FIELDS | schemas.aliases_for(DESIGN_FIELDS) | set(DESIGN_ALIASES)
+DESIGN_FORM: frozenset[str] = DESIGN_FIELDS | schemas.aliases_for(DESIGN_FIELDS) | set(DESIGN_ALIASES)
 
 
 class Form:
@@ -260,7 +260,7 @@ async def clone(request: Request) -> Response:
     svc = services(request)
     # A base64 reference is a text part: let it be as large as the upload it stands for.
     base64_part = (upload_limit(svc) + 2) // 3 * 4 + 1024
-    form = await read_form(request, svc, frozenset(CLONE_FORM), multipart_only=False, max_part_size=max(MAX_FIELD_BYTES, base64_part))
+    form = await read_form(request, svc, CLONE_FORM, multipart_only=False, max_part_size=max(MAX_FIELD_BYTES, base64_part))
     if BASE64_FIELD not in form.fields and not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMedia(f"this route takes multipart/form-data with the reference as a file (or, in any form, as '{BASE64_FIELD}')")
     base64_reference(form, svc)
@@ -292,7 +292,7 @@ async def design(request: Request) -> Response:
         if isinstance(body, dict):
             body = fold_form_aliases(body, DESIGN_ALIASES)
     else:
-        form = await read_form(request, svc, frozenset(DESIGN_FORM), multipart_only=False)
+        form = await read_form(request, svc, DESIGN_FORM, multipart_only=False)
         body = schemas.from_form(fold_form_aliases(form.fields, DESIGN_ALIASES))
     speech = schemas.speech_request(body, svc.settings, allowed=DESIGN_FIELDS)
     if speech.instructions is None:
