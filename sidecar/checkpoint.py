@@ -6,6 +6,7 @@ import argparse
 import base64
 import json
 import math
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -365,6 +366,17 @@ def make_checkpoint(out: Path, size: str = "tiny", seed: int = 0,
     tokenizer, tok_config = build_tokenizer(real_vocab=size == "full")
     tokenizer.save(str(out / "tokenizer.json"))
     _write_json(out / "tokenizer_config.json", tok_config)
+    _give_umask_modes(out)
+
+
+def _give_umask_modes(out: Path) -> None:
+    """safetensors writes through a private temporary file (mode 0600); give every file the mode
+    a plain open() would (0644 under the usual umask), so a service user can read the weights."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in out.rglob("*"):
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
 
 
 def main(argv: list[str] | None = None) -> None:

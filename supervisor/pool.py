@@ -38,6 +38,7 @@ from supervisor.gpu import Device
 from supervisor.process import KillReason, SidecarProcess, State
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
+from supervisor.sidecar_command import sidecar_command
 
 log = logging.getLogger("omnivoice.pool")
 
@@ -307,7 +308,7 @@ class Pool:
 
     def sidecar_argv(self, device: Device) -> list[str]:
         s = self.settings
-        argv = [sys.executable, "-m", "sidecar", "--engine", s.engine, "--model", s.model, "--device", device.torch_device,
+        argv = [*sidecar_command(), "--engine", s.engine, "--model", s.model, "--device", device.torch_device,
                 "--dtype", s.dtype, "--id", device.id, "--max-frame-bytes", str(s.max_frame_bytes),
                 "--warmup-steps", str(s.warmup_steps)]
         return argv + (["--test-faults"] if s.test_faults else [])

@@ -53,14 +53,15 @@ class Server:
 def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
     started: list[Server] = []
 
-    def start(*flags: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> Server:
+    def start(*flags: str, env: dict[str, str] | None = None, wait_ready: bool = True, cwd: Path = REPO_ROOT,
+              command: tuple[str, ...] = (sys.executable, "-m", "supervisor")) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
-        argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
+        argv = [*command, "serve", "--model", str(checkpoint_dir), "--port", str(port),
                 "--api-key", KEY, "--test-faults", "--warmup-steps", "1", "--num-step", "4", "--heartbeat-timeout-s", "5",
                 "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", *flags]
         environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         if wait_ready:
@@ -145,3 +146,16 @@ def test_every_device_failed_means_failed_health_and_a_nonzero_exit(start_server
     assert server.get("/ready").status_code == 503
     assert server.speak("Anyone?").status_code == 503
     assert server.proc.wait(30) == 1
+
+
+def test_folders_named_like_packages_in_the_working_directory_do_not_shadow_them(start_server: Any, tmp_path: Path) -> None:
+    """Issue 19.1: `python -m sidecar` put the working directory first on sys.path, so a local
+    `triton/` shadowed the installed one and every sidecar crash-looped."""
+    here = tmp_path / "project"
+    for name in ("triton", "torch", "sidecar", "supervisor", "numpy"):
+        (here / name).mkdir(parents=True)
+        (here / name / "__init__.py").write_text(f"raise ImportError('the local {name}/ folder was imported')\n")
+    script = Path(sys.executable).with_name("omnivoice-supervisor")  # the installed entry point: no cwd on sys.path
+    server = start_server(cwd=here, command=(str(script),))
+    assert server.speak("Hello from a crowded folder.", response_format="wav").status_code == 200
+    assert "local" not in server.log.read_text()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -131,3 +133,14 @@ def test_real_qwen_vocabulary_matches_tiktoken() -> None:
     ]
     for text in texts:
         assert tok.encode(text).ids == ref.encode(text, allowed_special=set(), disallowed_special=()), text
+
+
+def test_files_are_readable_by_other_users(tmp_path: Path) -> None:
+    """Issue 19.7: model.safetensors came out 0600, so a service user could not read it."""
+    umask = os.umask(0o022)
+    try:
+        make_checkpoint(tmp_path / "shared", "tiny", seed=0)
+    finally:
+        os.umask(umask)
+    modes = {name: stat.S_IMODE((tmp_path / "shared" / name).stat().st_mode) for name in FILES}
+    assert modes == {name: 0o644 for name in FILES}
