@@ -53,6 +53,7 @@ class JobRunner:
         self.store = store
         self.generating: dict[Key, Synthesis] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -140,7 +141,9 @@ class JobRunner:
             self.generating[key] = synthesis
             task = asyncio.create_task(self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}")
             self.tasks.add(task)
+            self.item_tasks[key] = task
             task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(lambda _task, key=key: self.item_tasks.pop(key, None))  # type: ignore[misc]
 
     # ------------------------------------------------------------ one item
 
@@ -189,11 +192,15 @@ class JobRunner:
 
     # ------------------------------------------------------------ cancelling and stopping
 
-    def cancel_job(self, job_id: str) -> None:
-        """After the store cancelled a job: close what of it is still being generated."""
+    async def cancel_job(self, job_id: str, wait_s: float) -> None:
+        """After the store cancelled a job: close what of it is still being generated, and wait
+        (at most wait_s) until its items have ended, so the answer counts them `cancelled` or `done`."""
         for key, synthesis in list(self.generating.items()):
             if key[0] == job_id:
                 synthesis.close()  # run_item releases it; the store ends it `cancelled`
+        ending = [task for key, task in self.item_tasks.items() if key[0] == job_id]  # also those being written
+        if ending:
+            await asyncio.wait(ending, timeout=wait_s)
 
     def close_all(self) -> None:
         """Close every synthesis in flight; their items go back to the queue."""

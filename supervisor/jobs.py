@@ -117,8 +117,25 @@ def error_record(error: ServerError) -> dict[str, Any]:
     return {**error.to_body()["error"], "status": error.status}
 
 
+def lock_holder(data_dir: Path | str) -> str | None:
+    """Who holds this data directory ("pid 123, port 9194"), or None when no server does."""
+    path = Path(data_dir) / LOCK_NAME
+    try:
+        probe = path.open("r")
+    except FileNotFoundError:
+        return None
+    with probe:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return probe.read().strip() or "another process"
+        fcntl.flock(probe, fcntl.LOCK_UN)
+    return None
+
+
 class JobStore:
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, owner: str = "") -> None:
+        """`owner` ("port 9194") is written into the lock file after our pid, for a second server's message."""
         self.data_dir = Path(data_dir)
         self.results = self.data_dir / RESULTS_DIR
         self.results.mkdir(parents=True, exist_ok=True)
@@ -127,7 +144,11 @@ class JobStore:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
-            raise StoreLocked(f"another server is using the job store in {self.data_dir}") from None
+            raise StoreLocked(f"another server ({lock_holder(self.data_dir) or 'unknown'}) is using the job store "
+                              f"in {self.data_dir}") from None
+        self._lock_file.truncate(0)
+        self._lock_file.write(", ".join(part for part in (f"pid {os.getpid()}", owner) if part) + "\n")
+        self._lock_file.flush()
         self.lock = threading.Lock()
         self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row

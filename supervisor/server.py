@@ -17,6 +17,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from types import FrameType
 import uvicorn
 from starlette.applications import Starlette
 
-from supervisor import pidfile
+from supervisor import jobs, pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
 from supervisor.pool import SlotState
@@ -36,6 +37,7 @@ log = logging.getLogger("omnivoice.server")
 
 EXIT_ALL_FAILED = 1
 EXIT_PID_FILE = 2
+EXIT_DATA_DIR_BUSY = 2
 POOL_ALIVE_S = 10.0  # the pool loop passes every 0.1 s; silent this long, the watchdog stops
 ANSWERS_S = 2.0  # after a forced stop, time for the error answers already due to go out
 TEST_BLOCK_S = 3.0  # under --test-faults, SIGUSR2 blocks the event loop this long
@@ -150,6 +152,13 @@ class Server(uvicorn.Server):
 
 async def serve(settings: Settings) -> int:
     faulthandler.enable()  # a watchdog SIGABRT then leaves every thread's traceback in the log
+    data_dir = settings.resolved_data_dir()
+    holder = jobs.lock_holder(data_dir)
+    if holder is not None:  # said in one line before anything starts (the job store would refuse it later)
+        port = re.search(r"port (\d+)", holder)
+        log.error("the data directory %s is in use by another server (%s): stop it (omnivoice-supervisor stop "
+                  "--port %s) or give this one its own --data-dir", data_dir, holder, port[1] if port else "PORT")
+        return EXIT_DATA_DIR_BUSY
     notifier = Notifier.from_environ(os.environ)  # removed from the environment: sidecars never notify
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, lifespan="on",

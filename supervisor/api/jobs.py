@@ -118,6 +118,15 @@ def no_job(job_id: str) -> NotFound:
     error.code = "job_not_found"
     return error
 
+# Why an item that is not done has no audio, by its state.
+NO_AUDIO_YET = {
+    "queued": "its audio exists once it is done.",
+    "running": "its audio exists once it is done.",
+    "failed": "it has no audio; its error is in GET /v1/jobs/{id}.",
+    "cancelled": "it was cancelled before it finished, so it has no audio.",
+}
+CANCEL_WAIT_S = 10.0  # a cancel answers once its running items ended (cancelled at once, or written)
+
 
 async def get_job(request: Request) -> JSONResponse:
     job_id = request.path_params["job_id"]
@@ -137,7 +146,7 @@ async def item_audio(request: Request) -> Response:
             raise no_job(job_id)
         raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
     if item["state"] != "done":
-        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; its audio exists once it is done.", param="n")
+        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {NO_AUDIO_YET[item['state']]}", param="n")
         error.code = "item_not_done"
         raise error
     path = jobs.store.result_path(job_id, item["index"], item["format"])
@@ -151,5 +160,5 @@ async def cancel_job(request: Request) -> JSONResponse:
     jobs, job_id = runner(request), request.path_params["job_id"]
     if not await asyncio.to_thread(jobs.store.cancel, job_id):
         raise no_job(job_id)
-    jobs.cancel_job(job_id)
+    await jobs.cancel_job(job_id, CANCEL_WAIT_S)
     return JSONResponse(await asyncio.to_thread(jobs.store.job, job_id, False))

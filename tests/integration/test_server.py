@@ -159,3 +159,18 @@ def test_folders_named_like_packages_in_the_working_directory_do_not_shadow_them
     server = start_server(cwd=here, command=(str(script),))
     assert server.speak("Hello from a crowded folder.", response_format="wav").status_code == 200
     assert "local" not in server.log.read_text()
+
+
+def test_a_second_server_on_the_same_data_directory_says_who_holds_it_in_one_line(start_server: Any, tmp_path: Path) -> None:
+    """Issue 19.6: the second server died with a 10-line traceback from the job store's lock."""
+    data = str(tmp_path / "shared-data")
+    first = start_server("--data-dir", data)
+    port = first.url.rsplit(":", 1)[1]
+    second = start_server("--data-dir", data, wait_ready=False)
+    assert second.proc.wait(60) == 2
+    output = second.log.read_text()
+    assert "Traceback" not in output
+    said = [line for line in output.splitlines() if data in line]
+    assert len(said) == 1 and f"pid {first.proc.pid}, port {port}" in said[0], output
+    assert f"omnivoice-supervisor stop --port {port}" in said[0] and "--data-dir" in said[0]
+    assert first.get("/ready").status_code == 200  # the first one is untouched
