@@ -93,3 +93,18 @@ def test_sse_events_carry_the_audio_in_slices_then_usage() -> None:
     assert b"".join(base64.b64decode(p["audio"]) for p in payloads) == audio
     done = json.loads(formats.sse_done({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}).decode()[6:])
     assert done == {"type": "speech.audio.done", "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
+
+
+def test_a_streamed_flac_says_its_length_is_unknown_and_decodes_to_the_end() -> None:
+    """Issue 19.5: a streamed FLAC's STREAMINFO cannot know the length, so it must say 'unknown'
+    (total samples 0, MD5 0, per the FLAC format) rather than claim one; libav reads all three chunks."""
+    encoder = formats.encoder("flac", RATE)
+    data = b"".join([encoder.feed(tone(1.0)), encoder.feed(tone(1.0)), encoder.feed(tone(1.0)), encoder.finish()])
+    assert data[:4] == b"fLaC" and data[4] & 0x7F == 0  # the first metadata block is STREAMINFO
+    info = data[8:42]
+    fields = int.from_bytes(info[10:18], "big")
+    assert fields >> 44 == RATE and fields & (2**36 - 1) == 0 and info[18:34] == bytes(16)
+    rate, seconds = decode_av(data)
+    assert rate == RATE and seconds == 3.0
+    # libsndfile 1.2 takes 'unknown' as SF_COUNT_MAX frames, so soundfile's read() of it fails
+    # ("array is too big") whatever the header says; docs/API.md says what to do instead.
