@@ -22,13 +22,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
+from sidecar import layout
 from sidecar.config import ModelConfig
 from sidecar.errors import CheckpointError
 from sidecar.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors")
 SPECIAL_TOKENS = ("<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>", "<|text_start|>", "<|text_end|>")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -36,25 +36,32 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def resolve_checkpoint(source: str) -> Path:
     """A local directory as it is; otherwise a Hugging Face id, downloaded once into the HF cache."""
+    problem = layout.local_problem(source)
+    if problem:
+        raise CheckpointError(problem)
     path = Path(source).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise CheckpointError(f"checkpoint {source!r} is a file; expected a directory in the published layout")
         return path
-    if source.count("/") != 1 or source.startswith((".", "/", "~")):
-        raise CheckpointError(f"checkpoint {source!r} not found: no such directory, and not a Hugging Face id (owner/name)")
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
+    if layout.hub_offline():
+        try:
+            return Path(snapshot_download(source, local_files_only=True))
+        except Exception:
+            raise CheckpointError(f"checkpoint {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
+                                  "download it first (hf download " + source + "), or pass the checkpoint "
+                                  "directory instead") from None  # fmt: skip
+    try:
         return Path(snapshot_download(source))
     except Exception as exc:  # network, auth, unknown repo: all end as one clear message
-        raise CheckpointError(f"checkpoint {source!r}: could not download from Hugging Face ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(f"checkpoint {source!r}: could not download from Hugging Face ({type(exc).__name__}: {exc}); "
+                              "pass a checkpoint directory instead") from None  # fmt: skip
 
 
 def check_layout(root: Path) -> None:
-    missing = [name for name in REQUIRED_FILES if not (root / name).is_file()]
+    missing = layout.missing_files(root)
     if missing:
-        raise CheckpointError(f"checkpoint {root} is incomplete: missing {', '.join(missing)}")
+        raise CheckpointError(f"checkpoint {root} is incomplete: missing {', '.join(missing)} (a checkpoint holds {layout.LAYOUT})")
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from supervisor import logs
+    from supervisor.model_check import model_problem
     from supervisor.server import serve
     from supervisor.settings import Settings, SettingsError
 
@@ -40,6 +41,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = logs.prepare(Settings.from_namespace(args, notes=notes))
     except (SettingsError, OSError) as exc:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
+        return 2
+    problem = model_problem(settings)
+    if problem:  # said once, before the port opens, instead of by every sidecar that tries
+        print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
         return 2
     logs.setup_logging(settings)
     for note in notes:  # which name won, values converted, flags of other systems that mean nothing here

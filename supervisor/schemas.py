@@ -24,6 +24,7 @@ from sidecar.text import contains_cjk
 from sidecar.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
+from supervisor.instructions import read_free_form
 from supervisor.settings import Settings
 
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -103,6 +104,7 @@ class SpeechRequest:
     request_timeout_s: float | None = None  # answer 504 if not done by then (None: the server's --request-timeout-s)
     chunk_s: float | None = None  # this request's chunk length (None: the server's)
     whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
+    instructions_read: str | None = None  # X-OmniVoice-Instructions, when free-form instructions were read loosely
 
 
 def default_seed(voice: str) -> int:
@@ -262,6 +264,18 @@ def instructions(value: str | None, text: str, param: str = "instructions") -> s
     return value.strip()
 
 
+def free_form_instructions(value: str | None, text: str, strict: bool) -> tuple[str | None, str | None]:
+    """(design items, X-OmniVoice-Instructions) of OpenAI's instructions: valid items as they are;
+    prose, unless `strict` (then a 400), reduced to the items it names."""
+    try:
+        return instructions(value, text), None
+    except InvalidRequest:
+        if strict:
+            raise
+    reading = read_free_form(value or "")
+    return instructions(reading.instructions, text), reading.header()
+
+
 def voice(value: Any) -> str:
     """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
     if isinstance(value, dict):
@@ -280,32 +294,36 @@ def voice(value: Any) -> str:
 # ---------------------------------------------------------------- requests
 
 
-def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = SPEECH_FIELDS) -> SpeechRequest:
-    """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong."""
+def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = SPEECH_FIELDS,
+                   strict_instructions: bool = False) -> SpeechRequest:
+    """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong.
+    `strict_instructions` (or the setting): instructions that are not design items are a 400."""
     if not isinstance(body, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {_type_name(body)}.")
     refuse_unknown(body, allowed, aliases_for(allowed))
     body, sent = fold_aliases(body, allowed)
     try:
-        return _speech_request(body, settings)
+        return _speech_request(body, settings, strict_instructions or settings.strict_instructions)
     except InvalidRequest as exc:
         if exc.param in sent:  # the client sent it under another name: say that name
             exc.param = sent[exc.param]
         raise
 
 
-def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
+def _speech_request(body: dict[str, Any], settings: Settings, strict_instructions: bool) -> SpeechRequest:
     if "input" not in body:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
+    design, read = free_form_instructions(string(body, "instructions", max_chars=settings.max_input_chars), text,
+                                          strict_instructions)  # fmt: skip
     return SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
-        instructions=instructions(string(body, "instructions", max_chars=settings.max_input_chars), text),
+        instructions=design,
         response_format=choice(body, "response_format", FORMATS, settings.default_response_format),
         speed=number(body, "speed", 0.25, 4.0) or 1.0,
         stream_format=choice(body, "stream_format", STREAM_FORMATS, "audio"),
@@ -319,6 +337,7 @@ def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
         request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
+        instructions_read=read,
     )
 
 

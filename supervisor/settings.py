@@ -69,7 +69,7 @@ FORMAT_NAMES = FORMATS
 @dataclass(frozen=True)
 class Settings:
     # --- server
-    model: str = setting("", "checkpoint directory or Hugging Face id (not needed with --engine null)", metavar="DIR_OR_HF_ID",
+    model: str = setting("", "checkpoint directory or Hugging Face id (required), e.g. k2-fsa/OmniVoice", metavar="DIR_OR_HF_ID",
                          aliases=("--model-id",), env=("OMNIVOICE_MODEL_ID",))
     host: str = setting("127.0.0.1", "address to listen on", env=("OMNIVOICE_BIND_HOST",))
     port: int = setting(9194, "port to listen on")
@@ -98,6 +98,9 @@ class Settings:
     request_timeout_s: float = setting(0.0, "end a speech request not answered in full after this long with a 504, freeing its "
                                             "queue slots; a request's own request_timeout_s wins (0: no limit)",
                                        env=("OMNIVOICE_GENERATE_TIMEOUT_S",))
+    strict_instructions: bool = setting(False, "answer speech 'instructions' that are not voice-design items with a 400 "
+                                               "(default: use the items the text names, ignore the rest, and say which in the "
+                                               "X-OmniVoice-Instructions header)")
     default_response_format: str = setting("mp3", "response_format of a request that names none (OpenAI's default is mp3)",
                                            choices=FORMAT_NAMES)
     max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
@@ -168,7 +171,8 @@ class Settings:
         if self.log_run_id is not None and (not self.log_run_id or self.log_run_id in (".", "..", "latest") or "/" in self.log_run_id):
             raise SettingsError(f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}")
         if self.engine == "omnivoice" and not self.model:
-            raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
+            raise SettingsError("--model (OMNIVOICE_MODEL) is required: a checkpoint directory (--model /path/to/checkpoint) "
+                                "or a Hugging Face id (--model k2-fsa/OmniVoice)")
 
     @property
     def max_frame_bytes(self) -> int:

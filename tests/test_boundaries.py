@@ -23,7 +23,8 @@ def modules_after(statement: str) -> set[str]:
     ["supervisor.app", "supervisor.server", "supervisor.pool", "supervisor.scheduler", "supervisor.process",
      "supervisor.gpu", "supervisor.settings", "supervisor.cli", "supervisor.systemd", "supervisor.stop", "supervisor.service",
      "supervisor.api.speech", "supervisor.api.voices", "supervisor.schemas", "supervisor.formats", "supervisor.chunking",
-     "supervisor.synthesis", "supervisor.metrics", "supervisor.voice_store", "supervisor.openapi"],
+     "supervisor.synthesis", "supervisor.metrics", "supervisor.voice_store", "supervisor.openapi",
+     "supervisor.model_check", "supervisor.instructions", "supervisor.sidecar_command"],
 )
 def test_supervisor_never_imports_torch(module: str) -> None:
     loaded = modules_after(f"import {module}")
@@ -50,7 +51,7 @@ def test_sidecar_never_imports_the_http_stack(module: str) -> None:
     assert not loaded & {"starlette", "uvicorn", "httpx", "anyio", "supervisor"}
 
 
-@pytest.mark.parametrize("module", ["sidecar.protocol", "sidecar.duration"])
+@pytest.mark.parametrize("module", ["sidecar.protocol", "sidecar.duration", "sidecar.layout"])
 def test_shared_modules_need_only_the_stdlib_and_msgpack(module: str) -> None:
     baseline = modules_after("pass")
     extra = modules_after(f"import {module}") - baseline - {"sidecar", "msgpack", "cython_runtime"}  # msgpack's C part

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from supervisor import formats, metrics, schemas
+from supervisor import formats, instructions, metrics, schemas
 from supervisor.api import Services, services
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
@@ -167,6 +167,8 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     fmt = speech.response_format
     rate = str(first["sample_rate"])  # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
     headers = {"X-Seed": str(synthesis.seed), "X-Chunks": str(len(synthesis.chunks)), "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate}
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
         return SynthesisStream(synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers)

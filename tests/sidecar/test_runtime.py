@@ -194,8 +194,9 @@ def test_missing_directory_is_one_clear_error(tmp_path: Path) -> None:
 def test_missing_piece_is_named(checkpoint_dir: Path, tmp_path: Path, missing: str) -> None:
     ckpt = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt")
     (ckpt / missing).unlink()
-    with pytest.raises(CheckpointError, match=missing.replace(".", r"\.")):
+    with pytest.raises(CheckpointError, match=f"missing {missing}".replace(".", r"\.")) as caught:
         OmniVoice.load(str(ckpt))
+    assert "a checkpoint holds config.json, model.safetensors" in str(caught.value)  # what a whole one has
 
 
 def test_corrupt_weights_and_config_are_named(checkpoint_dir: Path, tmp_path: Path) -> None:
@@ -223,8 +224,9 @@ def test_weights_of_the_wrong_shape_are_named(checkpoint_dir: Path, tmp_path: Pa
 def test_unreachable_hub_id_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(CheckpointError, match="Hugging Face"):
+    with pytest.raises(CheckpointError, match="not in the Hugging Face cache and HF_HUB_OFFLINE is set") as caught:
         OmniVoice.load("nobody/no-such-omnivoice")
+    assert "hf download nobody/no-such-omnivoice" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_unknown_dtype_is_refused(checkpoint_dir: Path) -> None:

@@ -51,8 +51,6 @@ def test_languages_by_id_or_name(value: str | None, expected: str | None) -> Non
         ({"input": "Hi", "voice": 3}, "voice", "a string or an object"),
         ({"input": "Hi", "voice": {"id": "a", "name": "b"}}, "voice", "exactly one key"),
         ({"input": "Hi", "voice": {"id": 1}}, "voice.id", "a string"),
-        ({"input": "Hi", "instructions": "robotic"}, "instructions", "Valid English items"),
-        ({"input": "Hi", "instructions": "male, female"}, "instructions", "Conflicting"),
         ({"input": "Hi", "response_format": "ogg"}, "response_format", "mp3, opus, aac, flac, wav, pcm"),
         ({"input": "Hi", "speed": 4.5}, "speed", "at most 4"),
         ({"input": "Hi", "speed": "fast"}, "speed", "expected a number"),
@@ -133,3 +131,38 @@ def test_any_json_is_a_request_or_a_400(body: Any) -> None:
         assert 400 <= exc.status < 500 and exc.message
     else:
         assert isinstance(request.input, str) and request.input.strip()
+
+
+STRICT = Settings(engine="null", strict_instructions=True)
+
+
+@pytest.mark.parametrize(("instructions", "message"), [("robotic", "Valid English items"), ("male, female", "Conflicting")])
+def test_strict_instructions_refuse_what_is_not_design_items(instructions: str, message: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        schemas.speech_request({"input": "Hi", "instructions": instructions}, STRICT)
+    assert caught.value.param == "instructions" and message in caught.value.message
+    with pytest.raises(InvalidRequest):  # /v1/audio/design asks for it whatever the setting
+        schemas.speech_request({"input": "Hi", "instructions": instructions}, SETTINGS, strict_instructions=True)
+
+
+@pytest.mark.parametrize(("instructions", "design", "header"), [
+    ("Speak in a cheerful and positive tone.", None, "used=; ignored=Speak in a cheerful and positive tone."),
+    ("A female voice with low pitch. Speak in a cheerful tone.", "female, low pitch",
+     "used=female,low pitch; ignored=Speak in a cheerful tone."),
+    ("Whisper like an old man with a British accent", "whisper, elderly, male, british accent",
+     "used=whisper,elderly,male,british accent; ignored="),
+    ("male, female", "male", "used=male; ignored=female"),
+    ("A very high pitch, 30-year-old woman", "very high pitch, female", "used=very high pitch,female; ignored="),
+    ("女声，河南话，温柔一点", "女, 河南话", "used=%E5%A5%B3,%E6%B2%B3%E5%8D%97%E8%AF%9D; ignored=%E6%B8%A9%E6%9F%94%E4%B8%80%E7%82%B9"),
+])  # fmt: skip
+def test_free_form_instructions_use_the_items_they_name(instructions: str, design: str | None, header: str) -> None:
+    """Issue 19.4: OpenAI's prose instructions were a 400; now the items named are used, the rest
+    ignored, and the X-OmniVoice-Instructions header (ASCII, percent-encoded) says which."""
+    r = parse(instructions=instructions)
+    assert (r.instructions, r.instructions_read) == (design, header)
+    assert header.isascii()
+
+
+def test_design_items_as_they_are_need_no_header() -> None:
+    r = parse(instructions="male, british accent")
+    assert (r.instructions, r.instructions_read) == ("male, british accent", None)
