@@ -26,6 +26,7 @@ used for HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -256,6 +257,7 @@ class Synth:
         self.state = State(out)
         self.following: dict[str, dict[int, Entry]] = {}  # job id -> position -> entry
         self.failures: list[tuple[Entry, str]] = []
+        self.client: Client | None = None
 
     def summary(self) -> None:
         print(f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
@@ -276,6 +278,16 @@ class Synth:
         if self.progress.tty:
             print(file=self.log)
         return self.report()
+
+    def keep_finished(self) -> int:
+        """After an interrupt: write what the server has finished, asking once (no retries); how
+        many were written. The rest stays with its job for the next run to follow."""
+        before = self.progress.done
+        if self.client is not None:
+            self.client.retry_s = 0.0
+            for job_id in list(self.following):
+                self.poll(job_id)
+        return self.progress.done - before
 
     def resume(self) -> list[Entry]:
         """Follow the jobs an earlier run submitted; the entries no live job holds are returned."""
@@ -397,7 +409,10 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         print(f"\nsynth: {exc}\nsynth: not finished; run the same command again to resume", file=log)
         return EXIT_INCOMPLETE
     except KeyboardInterrupt:
-        print("\nsynth: interrupted; run the same command again to resume", file=log)
+        print("\nsynth: interrupted; writing the items the server has finished (Ctrl-C again to skip)", file=log, flush=True)
+        with contextlib.suppress(KeyboardInterrupt, Incomplete):
+            run.keep_finished()
+        print(f"synth: {run.progress.done} written in all; run the same command again to resume", file=log)
         return EXIT_INCOMPLETE
     finally:
         if embedded is not None:

@@ -220,6 +220,42 @@ def test_synth_writes_each_item_and_a_second_run_only_does_what_is_missing(serve
     assert third.returncode == 0 and "0 to do" in third.stderr and job_count(server) == jobs_before
 
 
+def test_synth_interrupted_writes_the_items_already_finished(server: LiveServer, tmp_path: Path) -> None:
+    """Issue 19.10: a Ctrl-C (a real SIGINT) while synth waits between looks at its job wrote
+    nothing; now the items the server has finished are written before synth exits."""
+    items = [{"id": f"int-{i}", "input": f"{SENTENCES[i % 4]} [[fault:slow:0.6]]", "response_format": "wav"} for i in range(8)]
+    manifest, out = write_manifest(tmp_path / "manifest.jsonl", items), tmp_path / "out"
+    argv = [sys.executable, "-m", "supervisor", "synth", str(manifest), "--out", str(out), "--server", server.url,
+            "--api-key", KEY, "--poll-s", "600"]  # it looks once, then sleeps: only the interrupt can save the rest
+    synth = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        newest = wait_job_submitted(server, "int-0")
+        finished = wait_job(server, newest, lambda j: j["progress"]["done"] >= 4, 120, "a first batch to finish")
+        synth.send_signal(signal.SIGINT)
+        _, stderr = synth.communicate(timeout=60)
+    finally:
+        if synth.poll() is None:
+            synth.kill()
+        server.request("DELETE", f"/v1/jobs/{newest}")  # the rest of it would only slow the next tests
+    assert synth.returncode == 3 and "run the same command again to resume" in stderr, stderr
+    written = sorted(p.name for p in out.glob("int-*"))
+    done = [i["id"] for i in finished["items"] if i["state"] == "done"]
+    assert len(written) >= len(done) >= 4 and set(f"{d}.wav" for d in done) <= set(written), stderr
+    for name in written:
+        assert decoded_seconds((out / name).read_bytes(), "wav") > 0.3
+
+
+def wait_job_submitted(server: LiveServer, first_id: str) -> str:
+    """The id of the newest job, once its first item has the given id."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        jobs = server.request("GET", "/v1/jobs?limit=1").json()["data"]
+        if jobs and job(server, jobs[0]["id"])["items"][0]["id"] == first_id:
+            return str(jobs[0]["id"])
+        time.sleep(0.1)
+    raise AssertionError("synth submitted no job")
+
+
 def test_synth_lists_failed_items_and_refuses_a_bad_manifest(server: LiveServer, tmp_path: Path) -> None:
     out = tmp_path / "out"
     failing = write_manifest(tmp_path / "failing.jsonl", [
