@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 
 Command = Callable[[argparse.Namespace], int]
@@ -95,6 +96,17 @@ def cmd_synth(args: argparse.Namespace) -> int:
                  retry_s=args.retry_s)  # fmt: skip
 
 
+class FlagFormatter(argparse.HelpFormatter):
+    """argparse's help, never wrapping a line inside a --flag-name at its hyphens."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)  # fmt: skip
+
+
 def add_serve(sub: argparse._SubParsersAction) -> None:
     from supervisor.settings import Settings
 
@@ -102,6 +114,9 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "serve",
         aliases=["start"],
         help="run the HTTP server and its sidecars (`start` is the same command)",
+        formatter_class=FlagFormatter,
+        usage="%(prog)s --model DIR_OR_HF_ID [--host HOST] [--port PORT] [--devices auto|cpu|0,1] "
+              "[--api-key KEY ...] [--data-dir DIR] [more flags below]",
         description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable. "
                     "Flags and variables of omnivoice-triton-server and OmniVoice-Studio are accepted too (docs/MIGRATING.md).",
     )

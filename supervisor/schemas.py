@@ -303,7 +303,9 @@ def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = S
     refuse_unknown(body, allowed, aliases_for(allowed))
     body, sent = fold_aliases(body, allowed)
     try:
-        return _speech_request(body, settings, strict_instructions or settings.strict_instructions)
+        # Free-form reading is for OpenAI's `instructions`; the other products' design fields stay strict.
+        strict = strict_instructions or settings.strict_instructions or "instructions" in sent
+        return _speech_request(body, settings, strict)
     except InvalidRequest as exc:
         if exc.param in sent:  # the client sent it under another name: say that name
             exc.param = sent[exc.param]

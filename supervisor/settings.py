@@ -242,16 +242,20 @@ class Settings:
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per field (and its aliases); flags left out fall through to the environment and the default."""
+        """One flag per field, in the groups of HELP_GROUPS; the other products' spellings (aliases,
+        ignored flags) are accepted but named once, in one short section at the end.
+        Flags left out fall through to the environment and the default."""
         hints = typing.get_type_hints(cls)
+        group: Any = parser
+        compat: list[str] = []
         for f in dataclasses.fields(cls):
+            if f.name in HELP_GROUPS:
+                group = parser.add_argument_group(HELP_GROUPS[f.name])
             kind = hints[f.name]
-            shown = ",".join(f.default) if isinstance(f.default, tuple) else f.default
-            names = [env_of(f), *(a.name for a in f.metadata["env"])]
-            help_text = f"{f.metadata['help']} [env {', '.join(names)}; default: {shown}]".replace("%", "%%")
-            options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
-            if f.metadata.get("metavar"):
-                options["metavar"] = f.metadata["metavar"]
+            help_text = f"{f.metadata['help']} [env {env_of(f)}{_shown_default(f.default)}]".replace("%", "%%")
+            options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
+            if kind is not bool and not f.metadata.get("choices"):
+                options["metavar"] = f.metadata.get("metavar") or _metavar(f.name, _scalar_type(kind))
             if kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
             elif kind == tuple[str, ...]:
@@ -260,18 +264,24 @@ class Settings:
                 options["action"] = _Store
                 options["type"] = _value_type(_scalar_type(kind), f.metadata["values"])
                 options["choices"] = f.metadata.get("choices")
-            parser.add_argument(flag_of(f), *f.metadata["aliases"], **options)
-        group = parser.add_argument_group(
-            "accepted from omnivoice-triton-server, no effect here",
-            "Each one given is logged with what this server does instead (docs/MIGRATING.md).")
-        for entry in (e for e in IGNORED if e.flags):
-            options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": entry.instead.replace("%", "%%")}
+            group.add_argument(flag_of(f), help=help_text, **options)
+            for alias in f.metadata["aliases"]:
+                parser.add_argument(alias, help=argparse.SUPPRESS, **options)
+            spellings = [*f.metadata["aliases"], *(a.name for a in f.metadata["env"])]
+            if spellings:
+                compat.append(f"{', '.join(spellings)} = {flag_of(f)}")
+        ignored = [e for e in IGNORED if e.flags]
+        compat.append("accepted with no effect (each one given is logged with what this server does instead): "
+                      + ", ".join("/".join(e.flags) for e in ignored))
+        parser.add_argument_group("flags and variables of omnivoice-triton-server and OmniVoice-Studio (docs/MIGRATING.md)",
+                                  "; ".join(compat).replace("%", "%%") + ".")
+        for entry in ignored:
+            options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
             if entry.kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
             else:
                 options["type"] = entry.kind
-                options["metavar"] = "X"
-            group.add_argument(*entry.flags, **options)
+            parser.add_argument(*entry.flags, **options)
 
     @classmethod
     def from_namespace(cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None,
@@ -291,6 +301,32 @@ class Settings:
     def table(cls) -> list[tuple[str, str, str, str]]:
         """(flag, variable, default, help) per field, for the docs."""
         return [(flag_of(f), env_of(f), repr(f.default), f.metadata["help"]) for f in dataclasses.fields(cls)]
+
+
+# serve --help: the group each field starts (fields follow in declaration order).
+HELP_GROUPS = {
+    "model": "common settings",
+    "pid_file": "logs and the pid file",
+    "max_input_chars": "requests",
+    "engine": "sidecars and their supervision",
+    "max_batch_size": "batching and admission",
+    "job_retention_s": "jobs",
+}
+
+
+def _metavar(name: str, kind: Any) -> str:
+    """A short placeholder by unit or kind: --drain-s SECONDS, --max-upload-mb MB, --data-dir DIR."""
+    for suffix, metavar in (("_ms", "MS"), ("_s", "SECONDS"), ("_mb", "MB"), ("_dir", "DIR"), ("_file", "FILE")):
+        if name.endswith(suffix):
+            return metavar
+    return "N" if kind in (int, float) else name.upper()
+
+
+def _shown_default(default: Any) -> str:
+    """'; default: X' for --help, or nothing where the default is 'not set'."""
+    if default is None or default == "" or default == ():
+        return ""
+    return f"; default: {default}"
 
 
 def flag_of(f: dataclasses.Field) -> str:  # type: ignore[type-arg]

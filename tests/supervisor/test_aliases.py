@@ -17,7 +17,7 @@ import pytest
 
 from supervisor import chunking, formats, gpu, logs, schemas
 from supervisor.api.voices import fold_form_aliases
-from supervisor.cli import build_parser
+from supervisor.cli import FlagFormatter, build_parser
 from supervisor.errors import InvalidRequest
 from supervisor.settings import IGNORED, Settings, SettingsError
 from supervisor.synthesis import last_frames, last_words
@@ -106,7 +106,7 @@ def test_flags_with_no_meaning_here_are_accepted_with_one_line_each() -> None:
 
 
 def test_help_lists_every_alias_flag_and_variable() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(formatter_class=FlagFormatter)
     Settings.add_arguments(parser)
     text = " ".join(parser.format_help().split())
     for flag in ("--model-id", "--gpu-inferer", "--max-batch-latency", "--batch-wait-ms", "--default-num-step", "--text-chunk-words",
@@ -320,3 +320,16 @@ def test_the_cache_keeps_the_most_recent_and_counts_hits_and_misses() -> None:
     off = PromptCache(0)
     off.put("a", prompt)
     assert off.get("a") is None
+
+
+def test_serve_help_is_grouped_with_no_empty_defaults() -> None:
+    """Issue 19.8: 364 lines, one sentence repeated for six ignored flags, `default: None`."""
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    text = serve.format_help()
+    assert "default: None" not in text and "default: ]" not in text and "default: ()" not in text
+    titles = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert titles[:2] == ["options:", "common settings:"] and titles[-1].startswith("flags and variables of")
+    compat = text.split(titles[-1])[1]
+    assert all(entry.instead not in text for entry in IGNORED if entry.flags)  # named once, not explained each time
+    assert "--fastapi-workers/--workers" in compat and "--model-id, OMNIVOICE_MODEL_ID = --model" in compat
+    assert len(text.splitlines()) < 250
