@@ -221,11 +221,13 @@ def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[st
 
 
 def refuse_unknown(body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()) -> None:
-    """A 400 for any field not in `allowed` (listed in the message) nor in `also` (aliases, not listed)."""
+    """A 400 for any field not in `allowed` nor in `also` (aliases); the message lists `allowed` and
+    the aliases that are fields of their own (request_timeout_s), not other names for ours."""
     unknown = sorted(set(body) - allowed - also)
     if unknown:
+        listed = allowed | {name for name in also if name in ALIASES and ALIASES[name][0] == name}
         raise InvalidRequest(
-            f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(allowed))}.", param=unknown[0]
+            f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(listed))}.", param=unknown[0]
         )
 
 

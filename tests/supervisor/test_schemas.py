@@ -166,3 +166,12 @@ def test_free_form_instructions_use_the_items_they_name(instructions: str, desig
 def test_design_items_as_they_are_need_no_header() -> None:
     r = parse(instructions="male, british accent")
     assert (r.instructions, r.instructions_read) == ("male, british accent", None)
+
+
+def test_the_unknown_field_error_lists_every_field_accepted() -> None:
+    """Issue 19.9: `request_timeout_s` is accepted but was missing from the `Accepted:` list."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse(temperature=0.7)
+    accepted = caught.value.message.split("Accepted: ")[1].rstrip(".").split(", ")
+    assert {"request_timeout_s", "chunk_duration", "chunk_threshold", "instructions"} <= set(accepted)
+    assert "speaker" not in accepted and "instruct" not in accepted  # other names for ours are not listed
