@@ -9,9 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "audio_tokenizer/config.json",
-                  "audio_tokenizer/model.safetensors")  # fmt: skip
-LAYOUT = "config.json, model.safetensors, tokenizer.json and audio_tokenizer/{config.json,model.safetensors}"
+REQUIRED_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "audio_tokenizer/config.json",
+    "audio_tokenizer/model.safetensors",
+)
+LAYOUT = ("config.json, model.safetensors, tokenizer.json and "
+          "audio_tokenizer/{config.json,model.safetensors}")
 
 
 def missing_files(root: Path) -> list[str]:
@@ -20,12 +26,14 @@ def missing_files(root: Path) -> list[str]:
 
 def is_hub_id(source: str) -> bool:
     """owner/name, and not a path that merely does not exist."""
-    return source.count("/") == 1 and not source.startswith((".", "/", "~")) and all(source.split("/"))
+    owner_and_name = source.count("/") == 1 and all(source.split("/"))
+    return owner_and_name and not source.startswith((".", "/", "~"))
 
 
 def hub_offline() -> bool:
     """HF_HUB_OFFLINE as huggingface_hub reads it: anything but empty, 0, false, no, off."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no", "off")
+    value = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
 
 
 def local_problem(source: str) -> str | None:
@@ -34,10 +42,17 @@ def local_problem(source: str) -> str | None:
     if not path.exists():
         if is_hub_id(source):
             return None
-        return f"checkpoint {source!r} not found: no such directory, and not a Hugging Face id (owner/name)"
+        return (f"checkpoint {source!r} not found: no such directory, "
+                "and not a Hugging Face id (owner/name)")
     if not path.is_dir():
         return f"checkpoint {source!r} is a file; expected a directory holding {LAYOUT}"
     missing = missing_files(path)
     if missing:
-        return f"checkpoint {source} is incomplete: missing {', '.join(missing)} (a checkpoint holds {LAYOUT})"
+        return incomplete(source, missing)
     return None
+
+
+def incomplete(root: Path | str, missing: list[str]) -> str:
+    """The message for a checkpoint directory without some of its files."""
+    return (f"checkpoint {root} is incomplete: missing {', '.join(missing)} "
+            f"(a checkpoint holds {LAYOUT})")

@@ -48,20 +48,24 @@ def resolve_checkpoint(source: str) -> Path:
         try:
             return Path(snapshot_download(source, local_files_only=True))
         except Exception:
-            raise CheckpointError(f"checkpoint {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
-                                  "download it first (hf download " + source + "), or pass the checkpoint "
-                                  "directory instead") from None  # fmt: skip
+            raise CheckpointError(
+                f"checkpoint {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is "
+                f"set: download it first (hf download {source}), or pass the checkpoint "
+                "directory instead"
+            ) from None
     try:
         return Path(snapshot_download(source))
     except Exception as exc:  # network, auth, unknown repo: all end as one clear message
-        raise CheckpointError(f"checkpoint {source!r}: could not download from Hugging Face ({type(exc).__name__}: {exc}); "
-                              "pass a checkpoint directory instead") from None  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {source!r}: could not download from Hugging Face "
+            f"({type(exc).__name__}: {exc}); pass a checkpoint directory instead"
+        ) from None
 
 
 def check_layout(root: Path) -> None:
     missing = layout.missing_files(root)
     if missing:
-        raise CheckpointError(f"checkpoint {root} is incomplete: missing {', '.join(missing)} (a checkpoint holds {layout.LAYOUT})")
+        raise CheckpointError(layout.incomplete(root, missing))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -56,7 +56,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
         app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
-        app.state.jobs = JobRunner(app.state.services, JobStore(settings.resolved_data_dir(), f"port {settings.port}"))
+        store_of_jobs = JobStore(settings.resolved_data_dir(), f"port {settings.port}")
+        app.state.jobs = JobRunner(app.state.services, store_of_jobs)
         collector = metrics.watch(pool)
         if not settings.api_keys:
             log.warning("no --api-key given: every route is open to anyone who can reach %s:%d", settings.host, settings.port)

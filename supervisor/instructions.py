@@ -1,4 +1,4 @@
-"""OpenAI's free-form `instructions` read as voice design: the items the text names, the rest ignored.
+"""OpenAI's free-form `instructions` read as voice design: the items the text names, no more.
 
 Code written for gpt-4o-mini-tts sends prose ("Speak in a cheerful and positive tone."). The
 model takes only design items (sidecar/voice_design.py), so by default we take the items the
@@ -26,11 +26,16 @@ SYNONYMS = {
 }  # fmt: skip
 # Longest first, so "very low pitch" wins over "low pitch" and "young adult" over nothing shorter.
 _NAMES = sorted([*VALID_INSTRUCT_ITEMS, *SYNONYMS], key=len, reverse=True)
-_ITEM_RE = re.compile("|".join(rf"(?<![\w-]){re.escape(n)}(?![\w-])" if n.isascii() else re.escape(n)
-                               for n in _NAMES), re.IGNORECASE)  # fmt: skip
+# An English name is a whole word ("man" is not in "human", "old" not in "30-year-old").
+_ITEM_RE = re.compile(
+    "|".join(rf"(?<![\w-]){re.escape(n)}(?![\w-])" if n.isascii() else re.escape(n)
+             for n in _NAMES),
+    re.IGNORECASE,
+)
 _CLAUSE_RE = re.compile(r"[^.,;:!?。，；：！？\n]+[.,;:!?。，；：！？]*")
-_CATEGORY = {item: category for category, members in INSTRUCT_CATEGORIES.items() for item in members}
-_ACCENT_OR_DIALECT = ("accent", "dialect")  # one or the other: accents are English, dialects Chinese
+_CATEGORY = {item: cat for cat, members in INSTRUCT_CATEGORIES.items() for item in members}
+# One or the other: accents are for English speech, dialects for Chinese.
+_ACCENT_OR_DIALECT = ("accent", "dialect")
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Reading:
         return ", ".join(self.used) or None
 
     def header(self) -> str:
-        """`used=female,low pitch; ignored=Speak in a cheerful tone.`, percent-encoded where not ASCII."""
+        """`used=female,low pitch; ignored=Speak in a cheerful tone.`, off ASCII percent-encoded."""
         value = f"used={','.join(self.used)}; ignored={' '.join(self.ignored)}"
         return urllib.parse.quote(value, safe=" !\"#$&'()*+,-./:;<=>?@[]^_`{|}~")
 

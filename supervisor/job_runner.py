@@ -24,6 +24,7 @@ How an item ends:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -143,7 +144,7 @@ class JobRunner:
             self.tasks.add(task)
             self.item_tasks[key] = task
             task.add_done_callback(self.tasks.discard)
-            task.add_done_callback(lambda _task, key=key: self.item_tasks.pop(key, None))  # type: ignore[misc]
+            task.add_done_callback(functools.partial(self.forget_task, key))
 
     # ------------------------------------------------------------ one item
 
@@ -192,13 +193,17 @@ class JobRunner:
 
     # ------------------------------------------------------------ cancelling and stopping
 
+    def forget_task(self, key: Key, _task: asyncio.Task[None]) -> None:
+        self.item_tasks.pop(key, None)
+
     async def cancel_job(self, job_id: str, wait_s: float) -> None:
         """After the store cancelled a job: close what of it is still being generated, and wait
-        (at most wait_s) until its items have ended, so the answer counts them `cancelled` or `done`."""
+        (at most wait_s) until its items have ended: the answer counts them `cancelled` or `done`."""
         for key, synthesis in list(self.generating.items()):
             if key[0] == job_id:
                 synthesis.close()  # run_item releases it; the store ends it `cancelled`
-        ending = [task for key, task in self.item_tasks.items() if key[0] == job_id]  # also those being written
+        # Those being written too: they end `done` within moments.
+        ending = [task for key, task in self.item_tasks.items() if key[0] == job_id]
         if ending:
             await asyncio.wait(ending, timeout=wait_s)
 

@@ -135,7 +135,7 @@ def lock_holder(data_dir: Path | str) -> str | None:
 
 class JobStore:
     def __init__(self, data_dir: Path | str, owner: str = "") -> None:
-        """`owner` ("port 9194") is written into the lock file after our pid, for a second server's message."""
+        """`owner` ("port 9194") goes into the lock file after our pid, for a second server to name."""
         self.data_dir = Path(data_dir)
         self.results = self.data_dir / RESULTS_DIR
         self.results.mkdir(parents=True, exist_ok=True)
@@ -144,10 +144,10 @@ class JobStore:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
-            raise StoreLocked(f"another server ({lock_holder(self.data_dir) or 'unknown'}) is using the job store "
-                              f"in {self.data_dir}") from None
+            holder = lock_holder(self.data_dir) or "unknown"
+            raise StoreLocked(f"another server ({holder}) is using the job store in {self.data_dir}") from None
         self._lock_file.truncate(0)
-        self._lock_file.write(", ".join(part for part in (f"pid {os.getpid()}", owner) if part) + "\n")
+        self._lock_file.write(", ".join(p for p in (f"pid {os.getpid()}", owner) if p) + "\n")
         self._lock_file.flush()
         self.lock = threading.Lock()
         self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)

@@ -12,7 +12,8 @@ from pathlib import Path
 from sidecar import layout
 from supervisor.settings import Settings
 
-WHAT_TO_DO = "give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)"
+WHAT_TO_DO = ("give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id "
+              "(--model k2-fsa/OmniVoice)")
 
 
 def model_problem(settings: Settings) -> str | None:
@@ -24,12 +25,14 @@ def model_problem(settings: Settings) -> str | None:
     if problem:
         return f"--model: {problem}; {WHAT_TO_DO}"
     if not Path(source).expanduser().exists() and layout.hub_offline() and not _cached(source):
-        return (f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; download it first "
-                f"(hf download {source}) or give a checkpoint directory (--model /path/to/checkpoint)")  # fmt: skip
+        return (f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+                f"download it first (hf download {source}) or give a checkpoint directory "
+                "(--model /path/to/checkpoint)")
     return None
 
 
 def _cached(repo_id: str) -> bool:
     from huggingface_hub import try_to_load_from_cache  # only offline: no network, no torch
 
-    return all(isinstance(try_to_load_from_cache(repo_id, name), str) for name in layout.REQUIRED_FILES)
+    found = [try_to_load_from_cache(repo_id, name) for name in layout.REQUIRED_FILES]
+    return all(isinstance(path, str) for path in found)  # a path; None or a sentinel otherwise

@@ -104,7 +104,7 @@ class SpeechRequest:
     request_timeout_s: float | None = None  # answer 504 if not done by then (None: the server's --request-timeout-s)
     chunk_s: float | None = None  # this request's chunk length (None: the server's)
     whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
-    instructions_read: str | None = None  # X-OmniVoice-Instructions, when free-form instructions were read loosely
+    instructions_read: str | None = None  # X-OmniVoice-Instructions: free-form text was read
 
 
 def default_seed(voice: str) -> int:
@@ -226,9 +226,8 @@ def refuse_unknown(body: dict[str, Any], allowed: frozenset[str], also: frozense
     unknown = sorted(set(body) - allowed - also)
     if unknown:
         listed = allowed | {name for name in also if name in ALIASES and ALIASES[name][0] == name}
-        raise InvalidRequest(
-            f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(listed))}.", param=unknown[0]
-        )
+        raise InvalidRequest(f"Unrecognized request argument(s): {', '.join(unknown)}. "
+                             f"Accepted: {', '.join(sorted(listed))}.", param=unknown[0])
 
 
 @functools.lru_cache(maxsize=1)
@@ -266,7 +265,8 @@ def instructions(value: str | None, text: str, param: str = "instructions") -> s
     return value.strip()
 
 
-def free_form_instructions(value: str | None, text: str, strict: bool) -> tuple[str | None, str | None]:
+def free_form_instructions(value: str | None, text: str,
+                           strict: bool) -> tuple[str | None, str | None]:
     """(design items, X-OmniVoice-Instructions) of OpenAI's instructions: valid items as they are;
     prose, unless `strict` (then a 400), reduced to the items it names."""
     try:
@@ -305,7 +305,7 @@ def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = S
     refuse_unknown(body, allowed, aliases_for(allowed))
     body, sent = fold_aliases(body, allowed)
     try:
-        # Free-form reading is for OpenAI's `instructions`; the other products' design fields stay strict.
+        # Free-form reading is for OpenAI's `instructions`; the others' design fields stay strict.
         strict = strict_instructions or settings.strict_instructions or "instructions" in sent
         return _speech_request(body, settings, strict)
     except InvalidRequest as exc:
@@ -314,15 +314,16 @@ def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = S
         raise
 
 
-def _speech_request(body: dict[str, Any], settings: Settings, strict_instructions: bool) -> SpeechRequest:
+def _speech_request(body: dict[str, Any], settings: Settings,
+                    strict_instructions: bool) -> SpeechRequest:
     if "input" not in body:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
-    design, read = free_form_instructions(string(body, "instructions", max_chars=settings.max_input_chars), text,
-                                          strict_instructions)  # fmt: skip
+    given = string(body, "instructions", max_chars=settings.max_input_chars)
+    design, read = free_form_instructions(given, text, strict_instructions)
     return SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,

@@ -154,10 +154,11 @@ async def serve(settings: Settings) -> int:
     faulthandler.enable()  # a watchdog SIGABRT then leaves every thread's traceback in the log
     data_dir = settings.resolved_data_dir()
     holder = jobs.lock_holder(data_dir)
-    if holder is not None:  # said in one line before anything starts (the job store would refuse it later)
+    if holder is not None:  # one line, before anything starts (the job store would refuse later)
         port = re.search(r"port (\d+)", holder)
-        log.error("the data directory %s is in use by another server (%s): stop it (omnivoice-supervisor stop "
-                  "--port %s) or give this one its own --data-dir", data_dir, holder, port[1] if port else "PORT")
+        log.error("the data directory %s is in use by another server (%s): stop it "
+                  "(omnivoice-supervisor stop --port %s) or give this one its own --data-dir",
+                  data_dir, holder, port[1] if port else "PORT")
         return EXIT_DATA_DIR_BUSY
     notifier = Notifier.from_environ(os.environ)  # removed from the environment: sidecars never notify
     app = create_app(settings)

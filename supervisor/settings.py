@@ -98,9 +98,9 @@ class Settings:
     request_timeout_s: float = setting(0.0, "end a speech request not answered in full after this long with a 504, freeing its "
                                             "queue slots; a request's own request_timeout_s wins (0: no limit)",
                                        env=("OMNIVOICE_GENERATE_TIMEOUT_S",))
-    strict_instructions: bool = setting(False, "answer speech 'instructions' that are not voice-design items with a 400 "
-                                               "(default: use the items the text names, ignore the rest, and say which in the "
-                                               "X-OmniVoice-Instructions header)")
+    strict_instructions: bool = setting(
+        False, "answer speech 'instructions' that are not voice-design items with a 400 (default: use the "
+               "items the text names, ignore the rest, and say which in the X-OmniVoice-Instructions header)")
     default_response_format: str = setting("mp3", "response_format of a request that names none (OpenAI's default is mp3)",
                                            choices=FORMAT_NAMES)
     max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
@@ -171,8 +171,8 @@ class Settings:
         if self.log_run_id is not None and (not self.log_run_id or self.log_run_id in (".", "..", "latest") or "/" in self.log_run_id):
             raise SettingsError(f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}")
         if self.engine == "omnivoice" and not self.model:
-            raise SettingsError("--model (OMNIVOICE_MODEL) is required: a checkpoint directory (--model /path/to/checkpoint) "
-                                "or a Hugging Face id (--model k2-fsa/OmniVoice)")
+            raise SettingsError("--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
+                                "(--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)")
 
     @property
     def max_frame_bytes(self) -> int:
@@ -252,10 +252,11 @@ class Settings:
             if f.name in HELP_GROUPS:
                 group = parser.add_argument_group(HELP_GROUPS[f.name])
             kind = hints[f.name]
-            help_text = f"{f.metadata['help']} [env {env_of(f)}{_shown_default(f.default)}]".replace("%", "%%")
+            shown = f"[env {env_of(f)}{_shown_default(f.default)}]"
+            help_text = f"{f.metadata['help']} {shown}".replace("%", "%%")
             options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
             if kind is not bool and not f.metadata.get("choices"):
-                options["metavar"] = f.metadata.get("metavar") or _metavar(f.name, _scalar_type(kind))
+                options["metavar"] = f.metadata.get("metavar") or _metavar(f.name, kind)
             if kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
             elif kind == tuple[str, ...]:
@@ -271,10 +272,10 @@ class Settings:
             if spellings:
                 compat.append(f"{', '.join(spellings)} = {flag_of(f)}")
         ignored = [e for e in IGNORED if e.flags]
-        compat.append("accepted with no effect (each one given is logged with what this server does instead): "
-                      + ", ".join("/".join(e.flags) for e in ignored))
-        parser.add_argument_group("flags and variables of omnivoice-triton-server and OmniVoice-Studio (docs/MIGRATING.md)",
-                                  "; ".join(compat).replace("%", "%%") + ".")
+        compat.append("accepted with no effect (each one given is logged with what this server "
+                      "does instead): " + ", ".join("/".join(e.flags) for e in ignored))
+        title = "flags and variables of omnivoice-triton-server and OmniVoice-Studio (docs/MIGRATING.md)"
+        parser.add_argument_group(title, "; ".join(compat).replace("%", "%%") + ".")
         for entry in ignored:
             options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
             if entry.kind is bool:
@@ -316,10 +317,11 @@ HELP_GROUPS = {
 
 def _metavar(name: str, kind: Any) -> str:
     """A short placeholder by unit or kind: --drain-s SECONDS, --max-upload-mb MB, --data-dir DIR."""
-    for suffix, metavar in (("_ms", "MS"), ("_s", "SECONDS"), ("_mb", "MB"), ("_dir", "DIR"), ("_file", "FILE")):
+    units = (("_ms", "MS"), ("_s", "SECONDS"), ("_mb", "MB"), ("_dir", "DIR"), ("_file", "FILE"))
+    for suffix, metavar in units:
         if name.endswith(suffix):
             return metavar
-    return "N" if kind in (int, float) else name.upper()
+    return "N" if _scalar_type(kind) in (int, float) else name.upper()
 
 
 def _shown_default(default: Any) -> str:

@@ -409,10 +409,12 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         print(f"\nsynth: {exc}\nsynth: not finished; run the same command again to resume", file=log)
         return EXIT_INCOMPLETE
     except KeyboardInterrupt:
-        print("\nsynth: interrupted; writing the items the server has finished (Ctrl-C again to skip)", file=log, flush=True)
+        print("\nsynth: interrupted; writing the items the server has finished (Ctrl-C again to skip)",
+              file=log, flush=True)
         with contextlib.suppress(KeyboardInterrupt, Incomplete):
             run.keep_finished()
-        print(f"synth: {run.progress.done} written in all; run the same command again to resume", file=log)
+        print(f"synth: {run.progress.done} written in all; run the same command again to resume",
+              file=log)
         return EXIT_INCOMPLETE
     finally:
         if embedded is not None:

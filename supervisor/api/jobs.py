@@ -125,7 +125,8 @@ NO_AUDIO_YET = {
     "failed": "it has no audio; its error is in GET /v1/jobs/{id}.",
     "cancelled": "it was cancelled before it finished, so it has no audio.",
 }
-CANCEL_WAIT_S = 10.0  # a cancel answers once its running items ended (cancelled at once, or written)
+# A cancel answers once its running items ended (cancelled at once, or written).
+CANCEL_WAIT_S = 10.0
 
 
 async def get_job(request: Request) -> JSONResponse:
@@ -146,7 +147,8 @@ async def item_audio(request: Request) -> Response:
             raise no_job(job_id)
         raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
     if item["state"] != "done":
-        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {NO_AUDIO_YET[item['state']]}", param="n")
+        why = NO_AUDIO_YET[item["state"]]
+        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {why}", param="n")
         error.code = "item_not_done"
         raise error
     path = jobs.store.result_path(job_id, item["index"], item["format"])

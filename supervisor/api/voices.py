@@ -295,7 +295,8 @@ async def design(request: Request) -> Response:
         form = await read_form(request, svc, DESIGN_FORM, multipart_only=False)
         body = schemas.from_form(fold_form_aliases(form.fields, DESIGN_ALIASES))
     # Designing a voice is the point here: text naming no valid item is a 400 listing them.
-    speech = schemas.speech_request(body, svc.settings, allowed=DESIGN_FIELDS, strict_instructions=True)
+    speech = schemas.speech_request(body, svc.settings, allowed=DESIGN_FIELDS,
+                                    strict_instructions=True)
     if speech.instructions is None:
         raise InvalidRequest("Missing required field: 'instructions' (the voice to design, e.g. 'female, british accent').", param="instructions")
     return await respond(request, svc, speech, Voice(instruct=speech.instructions))
