@@ -59,7 +59,8 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
             {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"], "additionalProperties": False},
         ], "default": "auto"},
         "instructions": {"type": "string", "maxLength": settings.max_input_chars,
-                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'"},
+                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
+                                        "free-form text is read for the items it names (X-OmniVoice-Instructions says which)"},
         "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": settings.default_response_format},
         "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
         "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},

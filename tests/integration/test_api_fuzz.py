@@ -3,7 +3,8 @@
 The sidecar runs the null engine (silence of the estimated length) so that thousands of
 requests take seconds; everything up to the sidecar is the real server. Every check runs but
 `positive_data_acceptance`: the document says a voice is any string and instructions any text,
-while the server takes only voices that exist and design items it knows (a 400 naming the field).
+while the server takes only voices that exist (a 400 naming the field), and /v1/audio/design
+only design items it knows.
 """
 
 from __future__ import annotations
