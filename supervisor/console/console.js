@@ -366,12 +366,13 @@ function chart(canvas, points, format) {
   const top = Math.max(1e-9, ...points);
   ctx.fillStyle = "#667085";
   ctx.font = "11px system-ui";
-  ctx.fillText(`max ${format(top)}   now ${format(points.at(-1) ?? 0)}`, 6, 13);
+  ctx.fillText(`last 5 min   max ${format(top)}   now ${format(points.at(-1) ?? 0)}`, 6, 13);
   ctx.strokeStyle = "#2457c5";
   ctx.lineWidth = 1.5;
   ctx.beginPath();
+  const step = width / (CHART_POINTS - 1);
   points.forEach((p, i) => {
-    const x = (i / (CHART_POINTS - 1)) * width;
+    const x = width - (points.length - 1 - i) * step; // the newest sample at the right edge
     const y = height - 4 - (p / top) * (height - 24);
     if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
   });
@@ -454,6 +455,7 @@ async function start() {
 // one before any call that would be refused.
 (async () => {
   const health = await (await fetch("/health")).json();
+  $("try-steps").placeholder = health.settings.num_step;
   if (health.settings.api_keys && !sessionStorage.getItem(KEY_STORE)) askForKey("");
   else await start();
   poll();
