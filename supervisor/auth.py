@@ -1,4 +1,4 @@
-"""Bearer API keys. Only the paths in OPEN_PATHS, and the console's assets, are served without one."""
+"""Bearer API keys. Only OPEN_PATHS and the console's assets are served without one."""
 
 from __future__ import annotations
 

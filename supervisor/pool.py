@@ -104,7 +104,7 @@ class Slot:
 
 
 def resident_bytes(pid: int | None) -> int | None:
-    """A sidecar's resident memory (host RAM; its GPU memory is the gpu_memory_peak_bytes metric)."""
+    """A sidecar's resident memory (host RAM; GPU memory is the gpu_memory_peak_bytes metric)."""
     if pid is None:
         return None
     try:
@@ -460,7 +460,7 @@ class Pool:
                     "kills": dict(s.kills),
                     "last_kill": s.last_kill,
                     "last_error": s.last_error,
-                    "memory_bytes": resident_bytes(s.process.pid if s.process is not None else None),
+                    "memory_bytes": resident_bytes(s.process.pid if s.process else None),
                 }
                 for s in self.slots
             ],

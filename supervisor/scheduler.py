@@ -352,6 +352,7 @@ class Scheduler:
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,
             # estimated audio not yet sent to a sidecar, by priority (the console's queue view)
             "waiting_audio_s": {
-                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2) for p, q in self.queues.items()
+                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2)
+                for p, q in self.queues.items()
             },
         }

@@ -28,7 +28,9 @@ SECURITY_HEADERS = {
 
 
 def _file(name: str) -> Response:
-    return Response((CONSOLE_DIR / name).read_bytes(), media_type=MEDIA_TYPES[name], headers=SECURITY_HEADERS)
+    return Response(
+        (CONSOLE_DIR / name).read_bytes(), media_type=MEDIA_TYPES[name], headers=SECURITY_HEADERS
+    )
 
 
 async def page(request: Request) -> Response:

@@ -13,8 +13,8 @@ const DESIGN = {
   age: ["child", "teenager", "young adult", "middle-aged", "elderly"],
   pitch: ["very low pitch", "low pitch", "moderate pitch", "high pitch", "very high pitch"],
   style: ["whisper"],
-  accent: ["american", "australian", "british", "canadian", "chinese", "indian", "japanese", "korean",
-    "portuguese", "russian"].map((a) => `${a} accent`),
+  accent: ["american", "australian", "british", "canadian", "chinese", "indian", "japanese",
+    "korean", "portuguese", "russian"].map((a) => `${a} accent`),
 };
 const PREVIEW_TEXT = "This is how I sound. The ferry leaves at noon.";
 
@@ -37,7 +37,8 @@ function authHeaders() {
 
 // fetch with the key; an error answer (OpenAI shape) becomes an ApiError, a 401 asks for a key.
 async function call(path, options = {}) {
-  const response = await fetch(path, { ...options, headers: { ...authHeaders(), ...options.headers } });
+  const headers = { ...authHeaders(), ...options.headers };
+  const response = await fetch(path, { ...options, headers });
   if (response.ok) return response;
   const body = await response.json().catch(() => null);
   if (response.status === 401) askForKey(body?.error?.message || "the key was refused");
@@ -45,8 +46,9 @@ async function call(path, options = {}) {
 }
 
 const getJson = async (path) => (await call(path)).json();
-const postJson = (path, body) =>
-  call(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+const postJson = (path, body) => call(path, {
+  method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+});
 
 function showError(error) {
   $("error").textContent = error ? String(error.message || error) : "";
@@ -112,7 +114,8 @@ function download(blob, name) {
 // text starts playing with its first chunk; other formats play once whole. Resolves to the blob.
 async function playAnswer(response, audio, format) {
   audio.hidden = false;
-  const streamable = format === "mp3" && window.MediaSource && MediaSource.isTypeSupported("audio/mpeg");
+  const streamable = format === "mp3" && window.MediaSource
+    && MediaSource.isTypeSupported("audio/mpeg");
   if (!streamable) {
     const blob = await response.blob();
     audio.src = URL.createObjectURL(blob);
@@ -252,21 +255,29 @@ $("try-save").addEventListener("click", guarded(async () => {
 // ---------------------------------------------------------------- Voices
 
 async function preview(voice) {
-  const response = await postJson("/v1/audio/speech", { input: PREVIEW_TEXT, voice, response_format: "mp3" });
+  const body = { input: PREVIEW_TEXT, voice, response_format: "mp3" };
+  const response = await postJson("/v1/audio/speech", body);
   await playAnswer(response, $("voice-preview"), "mp3");
+}
+
+async function deleteVoice(name) {
+  await call(`/v1/audio/voices/${encodeURIComponent(name)}`, { method: "DELETE" });
+  await Promise.all([loadVoices(), loadVoiceChoices()]);
+}
+
+function voiceRow(v) {
+  const previewButton = el("button", { type: "button", onclick: guarded(() => preview(v.id)) },
+    "Preview");
+  const deleteButton = v.builtin ? null : el("button",
+    { type: "button", class: "delete", onclick: guarded(() => deleteVoice(v.id)) }, "Delete");
+  return el("tr", { "data-voice": v.id }, el("td", {}, v.id),
+    el("td", {}, v.builtin ? "built-in" : v.type), el("td", {}, v.prompt || v.transcript || ""),
+    el("td", {}, previewButton, deleteButton));
 }
 
 async function loadVoices() {
   const voices = (await getJson("/v1/audio/voices")).data;
-  $("voices-table").tBodies[0].replaceChildren(...voices.map((v) => el("tr", { "data-voice": v.id },
-    el("td", {}, v.id), el("td", {}, v.builtin ? "built-in" : v.type),
-    el("td", {}, v.prompt || v.transcript || ""),
-    el("td", {},
-      el("button", { type: "button", onclick: guarded(() => preview(v.id)) }, "Preview"),
-      v.builtin ? null : el("button", { type: "button", class: "delete", onclick: guarded(async () => {
-        await call(`/v1/audio/voices/${encodeURIComponent(v.id)}`, { method: "DELETE" });
-        await loadVoices();
-      }) }, "Delete")))));
+  $("voices-table").tBodies[0].replaceChildren(...voices.map(voiceRow));
 }
 
 $("voice-form").addEventListener("submit", guarded(async () => {
@@ -292,13 +303,14 @@ async function loadJobs() {
   $("jobs-table").tBodies[0].replaceChildren(...jobs.map((job) => el("tr", {
     class: `selectable${job.id === state.job ? " selected" : ""}`, "data-job": job.id,
     onclick: guarded(() => { state.job = job.id; return Promise.all([loadJobs(), loadJob()]); }),
-  }, el("td", {}, el("code", {}, job.id)), el("td", {}, badge(job.state)), progressCell(job.progress),
-  el("td", {}, when(job.created_at)))));
+  }, el("td", {}, el("code", {}, job.id)), el("td", {}, badge(job.state)),
+  progressCell(job.progress), el("td", {}, when(job.created_at)))));
 }
 
 function qaCell(qa) {
   if (!qa) return el("td", {});
-  return el("td", { title: JSON.stringify(qa.checks || {}) }, badge(qa.passed ? "passed" : "failed"));
+  const checks = JSON.stringify(qa.checks || {});
+  return el("td", { title: checks }, badge(qa.passed ? "passed" : "failed"));
 }
 
 async function itemAudio(item, play) {
@@ -319,7 +331,8 @@ async function loadJob() {
   $("job-cancel").disabled = !["queued", "running"].includes(job.state);
   $("items-table").tBodies[0].replaceChildren(...job.items.map((item) => el("tr", {},
     el("td", {}, item.index), el("td", {}, item.id ?? ""), el("td", {}, badge(item.state)),
-    el("td", {}, item.attempts), el("td", {}, item.audio_seconds?.toFixed(2) ?? ""), qaCell(item.qa),
+    el("td", {}, item.attempts), el("td", {}, item.audio_seconds?.toFixed(2) ?? ""),
+    qaCell(item.qa),
     el("td", {}, item.error?.message ?? ""),
     el("td", {}, item.audio_url ? el("span", {},
       el("button", { type: "button", onclick: guarded(() => itemAudio(item, true)) }, "Play"),
@@ -336,7 +349,11 @@ $("job-cancel").addEventListener("click", guarded(async () => {
 $("job-form").addEventListener("submit", guarded(async () => {
   const text = await $("job-file").files[0].text();
   const items = text.split("\n").filter((line) => line.trim()).map((line, n) => {
-    try { return JSON.parse(line); } catch { throw new Error(`manifest line ${n + 1} is not JSON`); }
+    try {
+      return JSON.parse(line);
+    } catch {
+      throw new Error(`manifest line ${n + 1} is not JSON`);
+    }
   });
   const job = await (await postJson("/v1/jobs", { items })).json();
   state.job = job.id;
@@ -356,8 +373,10 @@ function parseMetrics(text) {
   return values;
 }
 
-const sumOf = (metrics, prefix) => Object.entries(metrics)
-  .filter(([name]) => name === prefix || name.startsWith(`${prefix}{`)).reduce((a, [, v]) => a + v, 0);
+// The sum of a metric over all its label sets.
+const sumOf = (metrics, name) => Object.entries(metrics)
+  .filter(([key]) => key === name || key.startsWith(`${name}{`))
+  .reduce((total, [, value]) => total + value, 0);
 
 function chart(canvas, points, format) {
   const ctx = canvas.getContext("2d");
@@ -381,7 +400,8 @@ function chart(canvas, points, format) {
 
 // One sample of the server's own counters; rates come from the difference with the last one.
 function sample(metrics) {
-  const now = { t: performance.now() / 1000, audio: sumOf(metrics, "omnivoice_audio_produced_seconds_total"),
+  const now = { t: performance.now() / 1000,
+    audio: sumOf(metrics, "omnivoice_audio_produced_seconds_total"),
     firstSum: sumOf(metrics, "omnivoice_time_to_first_audio_seconds_sum"),
     firstCount: sumOf(metrics, "omnivoice_time_to_first_audio_seconds_count") };
   const before = state.previous;
@@ -399,12 +419,14 @@ async function loadSupervision() {
     call("/metrics").then((r) => r.text()).then(parseMetrics)]);
   $("sidecars-table").tBodies[0].replaceChildren(...health.sidecars.map((s) => {
     const gpu = metrics[`omnivoice_gpu_memory_peak_bytes{device="${s.device}"}`];
-    const memory = [s.memory_bytes ? `${bytes(s.memory_bytes)} RAM` : "", gpu ? `${bytes(gpu)} GPU peak` : ""];
+    const memory = [s.memory_bytes ? `${bytes(s.memory_bytes)} RAM` : "",
+      gpu ? `${bytes(gpu)} GPU peak` : ""];
     const kills = Object.entries(s.kills).map(([reason, n]) => `${reason} ×${n}`).join(", ");
     return el("tr", { "data-sidecar": s.id }, el("td", {}, s.id), el("td", {}, s.device),
       el("td", { class: "pid" }, s.pid ?? "—"), el("td", {}, badge(s.state)),
       el("td", {}, memory.filter(Boolean).join(", ")), el("td", { class: "restarts" }, s.restarts),
-      el("td", { class: "last-kill", title: kills }, s.last_kill ?? "—"), el("td", {}, s.last_error ?? ""));
+      el("td", { class: "last-kill", title: kills }, s.last_kill ?? "—"),
+      el("td", {}, s.last_error ?? ""));
   }));
   const queue = health.queue;
   const box = (label, value) => el("div", { class: "queue-box" }, el("b", {}, value), label);
@@ -420,17 +442,23 @@ async function loadSupervision() {
 
 // ---------------------------------------------------------------- views and polling
 
-const loaders = { try: loadVoiceChoices, voices: loadVoices, jobs: () => Promise.all([loadJobs(), loadJob()]),
-  supervision: loadSupervision };
+const loaders = {
+  try: loadVoiceChoices,
+  voices: loadVoices,
+  jobs: () => Promise.all([loadJobs(), loadJob()]),
+  supervision: loadSupervision,
+};
 
 function show(view) {
   state.view = view;
-  document.querySelectorAll("nav button").forEach((b) => b.classList.toggle("active", b.dataset.view === view));
+  document.querySelectorAll("nav button")
+    .forEach((b) => b.classList.toggle("active", b.dataset.view === view));
   document.querySelectorAll(".view").forEach((v) => (v.hidden = v.id !== `view-${view}`));
   return guarded(loaders[view])();
 }
 
-document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => show(b.dataset.view)));
+document.querySelectorAll("nav button")
+  .forEach((b) => b.addEventListener("click", () => show(b.dataset.view)));
 
 // The badge is /health (always open). Supervision samples all the time, so its charts have a
 // history when it is opened; jobs refresh while they are shown.

@@ -16,32 +16,45 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from live_server import KEY, LiveServer, live, tone_wav
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is in the test extra"
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]  # fmt: skip
 WAIT_MS = 120_000  # generous: a CPU sidecar on a busy 2-core machine
 SCREENSHOTS = os.environ.get("OMNIVOICE_CONSOLE_SCREENSHOTS")
-AUDIO_HAS_DURATION = "id => { const a = document.getElementById(id); return a.duration > 0 && isFinite(a.duration); }"
+AUDIO_HAS_DURATION = (  # an audio element that has loaded enough to know its length
+    "id => { const a = document.getElementById(id);"
+    " return a.duration > 0 && isFinite(a.duration); }"
+)
 
 
 @pytest.fixture(scope="module")
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # --chunk-s 2: the page's longer text becomes several chunks, so playback is streamed
-    with live(tmp_path_factory.mktemp("console"), "--test-faults", "--chunk-s", "2", checkpoint=checkpoint_dir) as running:
+    with live(
+        tmp_path_factory.mktemp("console"),
+        "--test-faults",
+        "--chunk-s",
+        "2",
+        checkpoint=checkpoint_dir,
+    ) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+        pytest.skip(
+            "Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)"
+        )
     with playwright_api.sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
@@ -56,7 +69,9 @@ class Watched:
         self.errors: list[str] = []
         self.allowed_errors: list[str] = []  # substrings of console errors a test expects
         self.requests: list[str] = []
-        page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        page.on(
+            "console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None
+        )
         page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
         page.on("request", lambda request: self.requests.append(request.url))
         page.set_default_timeout(WAIT_MS)
@@ -78,10 +93,16 @@ class Watched:
             self.page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
 
     def check(self) -> None:
-        unexpected = [e for e in self.errors if not any(allowed in e for allowed in self.allowed_errors)]
+        unexpected = [
+            e for e in self.errors if not any(allowed in e for allowed in self.allowed_errors)
+        ]
         assert not unexpected, f"console errors: {unexpected}"
         own = urlsplit(self.server.url).netloc
-        elsewhere = [u for u in self.requests if urlsplit(u).scheme not in ("blob", "data") and urlsplit(u).netloc != own]
+        elsewhere = [
+            u
+            for u in self.requests
+            if urlsplit(u).scheme not in ("blob", "data") and urlsplit(u).netloc != own
+        ]
         assert not elsewhere, f"requests to other hosts: {elsewhere}"
         assert self.requests, "the page made no request at all"
 
@@ -103,9 +124,15 @@ def test_the_page_needs_no_key_and_every_data_call_does(server: LiveServer) -> N
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert 'src="/console/console.js"' in page.text
     script = server.request("GET", "/console/console.js", auth=False)
-    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert script.status_code == 200 and script.headers["content-type"].startswith(
+        "text/javascript"
+    )
     assert "default-src 'self'" in script.headers["content-security-policy"]
-    assert server.request("GET", "/console/console.css", auth=False).headers["content-type"].startswith("text/css")
+    assert (
+        server.request("GET", "/console/console.css", auth=False)
+        .headers["content-type"]
+        .startswith("text/css")
+    )
     missing = server.request("GET", "/console/secrets.txt", auth=False)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     for path in ("/v1/audio/voices", "/v1/jobs", "/metrics"):
@@ -120,7 +147,9 @@ def test_without_a_key_the_page_asks_and_a_wrong_key_is_refused(console: Watched
     assert page.is_hidden("#views")
     page.fill("#auth-key", "sk-wrong")
     page.click("#auth-form button")
-    page.wait_for_function("() => document.getElementById('auth-error').textContent.includes('valid API key')")
+    page.wait_for_function(
+        "() => document.getElementById('auth-error').textContent.includes('valid API key')"
+    )
     assert page.is_hidden("#views")
     assert page.evaluate("sessionStorage.length") == 0, "a refused key is not kept"
     assert page.locator("#voices-table tbody tr").count() == 0
@@ -134,13 +163,20 @@ def test_without_a_key_the_page_asks_and_a_wrong_key_is_refused(console: Watched
 def test_synthesise_stream_and_play(console: Watched) -> None:
     console.open()
     page = console.page
-    page.wait_for_selector("#try-voice option[value=alloy], #try-voice option:text('alloy')", state="attached")
-    page.fill("#try-input", "The ferry to the islands leaves from pier four at noon. "
-                            "Passengers with bicycles board first, then everyone else, in a calm line.")
+    page.wait_for_selector(
+        "#try-voice option[value=alloy], #try-voice option:text('alloy')", state="attached"
+    )
+    page.fill(
+        "#try-input",
+        "The ferry to the islands leaves from pier four at noon. "
+        "Passengers with bicycles board first, then everyone else, in a calm line.",
+    )
     page.select_option("#try-voice", "alloy")
     page.select_option("#try-format", "mp3")
     page.click("#try-speak")
-    page.wait_for_function("() => document.getElementById('try-state').textContent.startsWith('done')")
+    page.wait_for_function(
+        "() => document.getElementById('try-state').textContent.startsWith('done')"
+    )
     page.wait_for_function(AUDIO_HAS_DURATION, arg="try-audio")
     chunks = int(page.text_content("#try-state").split("(")[1].split(" ")[0])
     assert chunks >= 2, "the long text was streamed in several chunks"
@@ -163,7 +199,9 @@ def test_synthesise_stream_and_play(console: Watched) -> None:
     # save the voice just tried under a name: a designed one keeps its design
     page.fill("#try-save-name", "platform-voice")
     page.click("#try-save")
-    page.wait_for_function("() => document.getElementById('try-state').textContent === 'saved as platform-voice'")
+    page.wait_for_function(
+        "() => document.getElementById('try-state').textContent === 'saved as platform-voice'"
+    )
     saved = console.server.request("GET", "/v1/audio/voices/platform-voice").json()
     assert saved["type"] == "prompt" and saved["prompt"] == "female, british accent"
     assert page.locator("#try-voice option", has_text="platform-voice").count() == 1
@@ -192,10 +230,14 @@ def test_create_preview_and_delete_a_voice(console: Watched, tmp_path: Path) -> 
     assert console.server.request("GET", "/v1/audio/voices/harbour-master").status_code == 404
 
 
-def test_a_submitted_manifest_is_watched_to_done_and_played(console: Watched, tmp_path: Path) -> None:
+def test_a_submitted_manifest_is_watched_to_done_and_played(
+    console: Watched, tmp_path: Path
+) -> None:
     manifest = tmp_path / "night.jsonl"
-    manifest.write_text('{"id": "doors", "input": "Please stand clear of the doors.", "response_format": "wav"}\n'
-                        '{"id": "delay", "input": "The train is delayed.", "voice": "onyx"}\n')  # fmt: skip
+    manifest.write_text(
+        '{"id": "doors", "input": "Please stand clear of the doors.", "response_format": "wav"}\n'
+        '{"id": "delay", "input": "The train is delayed.", "voice": "onyx"}\n'
+    )
     console.open()
     console.view("jobs")
     page = console.page
@@ -207,7 +249,10 @@ def test_a_submitted_manifest_is_watched_to_done_and_played(console: Watched, tm
     page.wait_for_function("() => document.getElementById('job-state').textContent === 'completed'")
     states = page.locator("#items-table tbody tr td:nth-child(3)").all_text_contents()
     assert states == ["done", "done"]
-    page.wait_for_function(f"() => document.querySelector(\"tr[data-job='{job_id}'] .state\").textContent === 'completed'")
+    page.wait_for_function(
+        f"() => document.querySelector(\"tr[data-job='{job_id}'] .state\").textContent"
+        " === 'completed'"
+    )
     page.locator("#items-table tbody tr").first.locator("button", has_text="Play").click()
     page.wait_for_function(AUDIO_HAS_DURATION, arg="item-audio")
     console.screenshot("jobs")
@@ -221,19 +266,32 @@ def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console:
     row.wait_for()
     restarts = int(row.locator(".restarts").text_content())
     pid = row.locator(".pid").text_content()
-    crashed = httpx.post(console.server.url + "/v1/audio/speech", headers={"Authorization": f"Bearer {KEY}"},
-                         json={"input": "Poison. [[fault:crash]]", "response_format": "wav"}, timeout=120)  # fmt: skip
-    assert crashed.status_code == 500 and crashed.json()["error"]["code"] == "request_crashed_sidecar"
+    poison = {"input": "Poison. [[fault:crash]]", "response_format": "wav"}
+    crashed = console.server.request("POST", "/v1/audio/speech", json=poison)
+    assert (
+        crashed.status_code == 500 and crashed.json()["error"]["code"] == "request_crashed_sidecar"
+    )
     # the view follows without a reload: the restart, its reason, a new process, ready again
     # (the crash may fire twice: once in a batch, once when the request is retried alone)
-    page.wait_for_function(f"() => Number(document.querySelector('tr[data-sidecar=cpu0] .restarts').textContent) > {restarts}")
-    page.wait_for_function("() => document.querySelector('tr[data-sidecar=cpu0] .state').textContent === 'ready'")
+    page.wait_for_function(
+        "() => Number(document.querySelector('tr[data-sidecar=cpu0] .restarts').textContent)"
+        f" > {restarts}"
+    )
+    page.wait_for_function(
+        "() => document.querySelector('tr[data-sidecar=cpu0] .state').textContent === 'ready'"
+    )
     assert row.locator(".last-kill").text_content() == "exited"
     assert row.locator(".pid").text_content() not in (pid, "—")
     # the charts follow the server's own counters: speech made now shows as throughput and latency
     for text in ("The tide is turning.", "Boats are coming in.", "The harbour lights are on."):
-        assert console.server.request("POST", "/v1/audio/speech", json={"input": text}).status_code == 200
-    page.wait_for_function("() => state.samples.some((s) => s.throughput > 0) && state.samples.some((s) => s.latency > 0)")
+        assert (
+            console.server.request("POST", "/v1/audio/speech", json={"input": text}).status_code
+            == 200
+        )
+    page.wait_for_function(
+        "() => state.samples.some((s) => s.throughput > 0)"
+        " && state.samples.some((s) => s.latency > 0)"
+    )
     if SCREENSHOTS:
         busy_minute(console.server)
     console.screenshot("supervision")
@@ -241,9 +299,14 @@ def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console:
 
 def busy_minute(server: LiveServer) -> None:
     """For the screenshot only: a job in the bulk queue and speech requests for about a minute."""
-    items = [{"input": f"Announcement number {n}: the harbour closes at dusk.", "response_format": "wav"} for n in range(40)]
+    items = [
+        {"input": f"Announcement number {n}: the harbour closes at dusk.", "response_format": "wav"}
+        for n in range(40)
+    ]
     job = server.request("POST", "/v1/jobs", json={"items": items}).json()
     for n in range(20):
-        server.request("POST", "/v1/audio/speech", json={"input": "Boats are coming in. " * (1 + n % 4)})
+        server.request(
+            "POST", "/v1/audio/speech", json={"input": "Boats are coming in. " * (1 + n % 4)}
+        )
         time.sleep(1)
     server.request("DELETE", f"/v1/jobs/{job['id']}")
