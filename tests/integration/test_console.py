@@ -27,7 +27,9 @@ playwright_api = pytest.importorskip(
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]  # fmt: skip
+                 "--disable-sync",
+                 # a fake microphone (a beeping tone) that needs no permission prompt: the recorder
+                 "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]  # fmt: skip
 WAIT_MS = 120_000  # generous: a CPU sidecar on a busy 2-core machine
 SCREENSHOTS = os.environ.get("OMNIVOICE_CONSOLE_SCREENSHOTS")
 AUDIO_HAS_DURATION = (  # an audio element that has loaded enough to know its length
@@ -208,6 +210,27 @@ def test_synthesise_stream_and_play(console: Watched) -> None:
     assert console.server.request("DELETE", "/v1/audio/voices/platform-voice").status_code == 200
 
 
+def test_clone_a_reference_and_save_it_as_a_voice(console: Watched, tmp_path: Path) -> None:
+    clip = tmp_path / "reference.wav"
+    clip.write_bytes(tone_wav(2.0, hz=180.0))
+    console.open()
+    page = console.page
+    page.fill("#try-input", "Welcome aboard.")
+    page.select_option("#try-format", "flac")
+    page.set_input_files("#try-ref", str(clip))
+    page.fill("#try-transcript", "This is my voice.")
+    page.click("#try-speak")
+    page.wait_for_function(AUDIO_HAS_DURATION, arg="try-audio")
+    page.fill("#try-save-name", "cloned-here")
+    page.click("#try-save")
+    page.wait_for_function(
+        "() => document.getElementById('try-state').textContent === 'saved as cloned-here'"
+    )
+    voice = console.server.request("GET", "/v1/audio/voices/cloned-here").json()
+    assert voice["type"] == "audio_sample" and voice["transcript"] == "This is my voice."
+    assert console.server.request("DELETE", "/v1/audio/voices/cloned-here").status_code == 200
+
+
 def test_create_preview_and_delete_a_voice(console: Watched, tmp_path: Path) -> None:
     clip = tmp_path / "reference.wav"
     clip.write_bytes(tone_wav(2.0))
@@ -228,6 +251,26 @@ def test_create_preview_and_delete_a_voice(console: Watched, tmp_path: Path) -> 
     row.locator("button.delete").click()
     row.wait_for(state="detached")
     assert console.server.request("GET", "/v1/audio/voices/harbour-master").status_code == 404
+
+
+def test_a_voice_from_a_microphone_recording(console: Watched) -> None:
+    console.open()
+    console.view("voices")
+    page = console.page
+    page.click("#voice-form button.record")
+    page.wait_for_function("() => document.querySelector('#voice-form button.record').textContent"
+                           " === 'Stop'")  # fmt: skip
+    page.wait_for_timeout(2500)  # the length of the recording, not a bound on anything
+    page.click("#voice-form button.record")
+    page.wait_for_function("() => document.getElementById('voice-file').files.length === 1")
+    assert page.evaluate("document.getElementById('voice-file').files[0].type") == "audio/wav"
+    page.fill("#voice-name", "recorded")
+    page.fill("#voice-transcript", "A beep from the microphone.")
+    page.click("#voice-form button.primary")
+    page.locator("tr[data-voice=recorded]").wait_for()
+    voice = console.server.request("GET", "/v1/audio/voices/recorded").json()
+    assert voice["type"] == "audio_sample" and voice["duration_s"] > 0.5
+    assert console.server.request("DELETE", "/v1/audio/voices/recorded").status_code == 200
 
 
 def test_a_submitted_manifest_is_watched_to_done_and_played(
