@@ -204,7 +204,7 @@ $("try-form").addEventListener("submit", guarded(async () => {
   const fields = { input: $("try-input").value, response_format: format };
   if ($("try-language").value) fields.language = $("try-language").value;
   if ($("try-steps").value) fields.num_step = Number($("try-steps").value);
-  if ($("try-seed").value) fields.seed = Number($("try-seed").value);
+  const seed = $("try-seed").value.trim(); // seeds go up to 2^63: kept as digits, never a Number
   const instructions = designInstructions();
   if (instructions) fields.instructions = instructions;
   const reference = $("try-ref").files[0];
@@ -215,25 +215,34 @@ $("try-form").addEventListener("submit", guarded(async () => {
     if (reference) {
       const form = new FormData();
       Object.entries(fields).forEach(([k, v]) => form.append(k, v));
+      if (seed) form.append("seed", seed);
       form.append("file", reference);
       form.append("transcript", $("try-transcript").value);
       response = await call("/v1/audio/clone", { method: "POST", body: form });
     } else {
-      response = await postJson("/v1/audio/speech", { ...fields, voice: $("try-voice").value });
+      const body = { ...fields, voice: $("try-voice").value };
+      if (seed) body.seed = JSON.rawJSON(seed);
+      response = await postJson("/v1/audio/speech", body);
     }
-    const seed = response.headers.get("X-Seed");
+    const used = response.headers.get("X-Seed");
     $("try-result").hidden = false;
-    $("try-seed-used").textContent = seed;
+    $("try-seed-used").textContent = used;
     state.lastTry = { instructions, reference, transcript: $("try-transcript").value };
     $("try-save").disabled = !instructions && !reference;
     const blob = await playAnswer(response, $("try-audio"), format);
     $("try-download").href = URL.createObjectURL(blob);
-    $("try-download").download = `omnivoice-${seed}.${format}`;
+    $("try-download").download = `omnivoice-${used}.${format}`;
     $("try-state").textContent = `done (${response.headers.get("X-Chunks")} chunk(s))`;
   } finally {
     $("try-speak").disabled = false;
+    if ($("try-state").textContent === "generating…") $("try-state").textContent = "";
   }
 }));
+
+// Keep the voice one liked: the next request uses the seed that made it.
+$("try-reuse-seed").addEventListener("click", () => {
+  $("try-seed").value = $("try-seed-used").textContent;
+});
 
 // Save what was just tried: a clone from its clip and transcript, a design from its items.
 $("try-save").addEventListener("click", guarded(async () => {

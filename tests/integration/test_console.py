@@ -182,7 +182,8 @@ def test_synthesise_stream_and_play(console: Watched) -> None:
     page.wait_for_function(AUDIO_HAS_DURATION, arg="try-audio")
     chunks = int(page.text_content("#try-state").split("(")[1].split(" ")[0])
     assert chunks >= 2, "the long text was streamed in several chunks"
-    assert page.text_content("#try-seed-used").isdigit()
+    seed = page.text_content("#try-seed-used")
+    assert seed.isdigit()
     assert page.get_attribute("#try-download", "href").startswith("blob:")
     console.screenshot("try")
 
@@ -191,12 +192,16 @@ def test_synthesise_stream_and_play(console: Watched) -> None:
     page.select_option("[data-design=gender]", "female")
     page.select_option("[data-design=accent]", "british accent")
     page.select_option("#try-format", "wav")
-    page.fill("#try-seed", "4242")
+    page.click("#try-reuse-seed")
+    assert page.input_value("#try-seed") == seed
+    page.fill("#try-seed", "9007199254740993")  # 2^53 + 1: a JavaScript Number would round it
     page.evaluate("document.getElementById('try-audio').removeAttribute('src')")
     page.click("#try-speak")
-    page.wait_for_function("() => document.getElementById('try-seed-used').textContent === '4242'")
+    page.wait_for_function(
+        "() => document.getElementById('try-seed-used').textContent === '9007199254740993'"
+    )
     page.wait_for_function(AUDIO_HAS_DURATION, arg="try-audio")
-    assert page.get_attribute("#try-download", "download") == "omnivoice-4242.wav"
+    assert page.get_attribute("#try-download", "download") == "omnivoice-9007199254740993.wav"
 
     # save the voice just tried under a name: a designed one keeps its design
     page.fill("#try-save-name", "platform-voice")
