@@ -29,7 +29,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync",
                  # a fake microphone (a beeping tone) that needs no permission prompt: the recorder
-                 "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]  # fmt: skip
+                 "--use-fake-device-for-media-stream",
+                 "--use-fake-ui-for-media-stream"]  # fmt: skip
 WAIT_MS = 120_000  # generous: a CPU sidecar on a busy 2-core machine
 SCREENSHOTS = os.environ.get("OMNIVOICE_CONSOLE_SCREENSHOTS")
 AUDIO_HAS_DURATION = (  # an audio element that has loaded enough to know its length
