@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from supervisor import gpu, metrics
-from supervisor.api import Services, jobs, ops, speech, voices
+from supervisor.api import Services, console, jobs, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
@@ -78,6 +78,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
               "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes = [
+        Route("/", console.page, methods=["GET"]),
+        Route("/console", console.page, methods=["GET"]),
+        Route("/console/{asset}", console.asset, methods=["GET"]),
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
         Route("/metrics", ops.prometheus, methods=["GET"]),

@@ -1,4 +1,4 @@
-"""Bearer API keys. Only the paths in OPEN_PATHS are served without one."""
+"""Bearer API keys. Only OPEN_PATHS and the console's assets are served without one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.errors import Unauthorized
 
-OPEN_PATHS = frozenset({"/health", "/ready"})
+# "/" and "/console" are the web console's page: it holds no data and asks for a key itself
+OPEN_PATHS = frozenset({"/health", "/ready", "/", "/console"})
+OPEN_PREFIX = "/console/"  # the console's script and style sheet
+
+
+def is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
 
 
 class BearerAuth:
@@ -20,7 +26,7 @@ class BearerAuth:
         self.keys = [key.encode() for key in keys]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or not self.keys or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization", b"")

@@ -43,6 +43,10 @@ def _responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
     return {"200": ok, **{str(s): _error(s) for s in (401, *statuses)}}
 
 
+_console_page = {"description": "the web console (docs/API.md, The console)",
+                 "content": {"text/html": {"schema": {"type": "string"}}}}  # fmt: skip
+
+
 def _json(schema_ref: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
 
@@ -199,6 +203,19 @@ def document(settings: Settings) -> dict[str, Any]:
             {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}})}},
         "/openapi.json": {"get": {"operationId": "openapi", "responses": _responses(
             {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}})}},
+        # the web console: its page and assets hold no data, so they need no key
+        "/": {"get": {"operationId": "console", "security": [],
+                      "responses": {"200": _console_page}}},
+        "/console": {"get": {"operationId": "consolePage", "security": [],
+                             "responses": {"200": _console_page}}},
+        "/console/{asset}": {
+            "parameters": [{"name": "asset", "in": "path", "required": True,
+                            "schema": {"type": "string", "enum": ["console.js", "console.css"]}}],
+            "get": {"operationId": "consoleAsset", "security": [], "responses": {"200": {
+                "description": "the console's script or style sheet",
+                "content": {"text/javascript": {"schema": {"type": "string"}},
+                            "text/css": {"schema": {"type": "string"}}}},
+                "404": _error(404)}}},
     }  # fmt: skip
     return {
         "openapi": "3.1.0",

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from sidecar.protocol import PROTOCOL_VERSION, ExitCode, Message, ProtocolError
 from supervisor import gpu, metrics
 from supervisor.errors import SidecarLost, Unavailable, from_error_frame
@@ -72,6 +74,7 @@ class Slot:
     process: SidecarProcess | None = None
     restarts: int = 0
     kills: Counter[str] = field(default_factory=Counter)
+    last_kill: str | None = None  # the reason the last process of this slot ended
     last_error: str | None = None
     restart_times: deque[float] = field(default_factory=deque)
     failures_in_row: int = 0
@@ -99,6 +102,16 @@ class Slot:
     @property
     def usable(self) -> bool:
         return self.state not in (SlotState.FAILED, SlotState.STOPPED)
+
+
+def resident_bytes(pid: int | None) -> int | None:
+    """A sidecar's resident memory (host RAM; GPU memory is the gpu_memory_peak_bytes metric)."""
+    if pid is None:
+        return None
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
 
 
 class Pool:
@@ -181,6 +194,7 @@ class Pool:
             slot.process = None
             reason = proc.kill_reason or KillReason.EXITED
             slot.kills[reason.value] += 1
+            slot.last_kill = reason.value
             planned = reason in (KillReason.SHUTDOWN, KillReason.IDLE)
             log.log(logging.INFO if planned else logging.ERROR, "%s: %s, %s", proc.tag, proc.exit_description, reason.value)
             for i, batch in enumerate(proc.batches):
@@ -445,7 +459,9 @@ class Pool:
                     "state": s.public_state,
                     "restarts": s.restarts,
                     "kills": dict(s.kills),
+                    "last_kill": s.last_kill,
                     "last_error": s.last_error,
+                    "memory_bytes": resident_bytes(s.process.pid if s.process else None),
                 }
                 for s in self.slots
             ],

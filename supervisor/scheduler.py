@@ -343,11 +343,16 @@ class Scheduler:
             return False
         return True
 
-    def depth(self) -> dict[str, float]:
+    def depth(self) -> dict[str, Any]:
         return {
             "tasks": len(self.unfinished),
             "reservations": len(self.reservations),
             "queued": sum(1 for q in self.queues.values() for t in q if not t.done),
             "audio_s": round(self.admitted_audio_s, 2),
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,
+            # estimated audio not yet sent to a sidecar, by priority (the console's queue view)
+            "waiting_audio_s": {
+                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2)
+                for p, q in self.queues.items()
+            },
         }

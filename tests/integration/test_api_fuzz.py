@@ -35,7 +35,7 @@ OPERATIONS = [
     ("GET", "/v1/audio/voices"), ("GET", "/v1/audio/voices/{name}"), ("DELETE", "/v1/audio/voices/{name}"),
     ("GET", "/v1/models"), ("GET", "/v1/models/{model}"), ("GET", "/health"), ("GET", "/ready"),
     ("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("DELETE", "/v1/jobs/{job_id}"),
-    ("GET", "/v1/jobs/{job_id}/items/{n}/audio"),
+    ("GET", "/v1/jobs/{job_id}/items/{n}/audio"), ("GET", "/"), ("GET", "/console"), ("GET", "/console/{asset}"),
 ]  # fmt: skip
 
 

@@ -54,6 +54,7 @@ def test_signal_mid_batch_requeues_bystanders(checkpoint_dir: Path, sig: signal.
             slot = pool.slots[0]
             reason = "exited" if sig == signal.SIGKILL else "heartbeat_timeout"
             assert dict(slot.kills) == {reason: 1} and slot.restarts == 1
+            assert pool.health()["sidecars"][0]["last_kill"] == reason
             if sig == signal.SIGSTOP:
                 assert settings.heartbeat_timeout_s - 0.5 < detected < settings.heartbeat_timeout_s + 5
             await wait_for(lambda: is_ready(pool), SPAWN_S, "the replacement")

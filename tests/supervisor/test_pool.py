@@ -35,10 +35,13 @@ def test_health_has_the_contract_shape() -> None:
             body = pool.health()
             assert body["status"] == "ok"
             [entry] = body["sidecars"]
-            assert set(entry) == {"id", "device", "pid", "state", "restarts", "kills", "last_error"}
+            assert set(entry) == {"id", "device", "pid", "state", "restarts", "kills", "last_error", "last_kill", "memory_bytes"}
             assert (entry["id"], entry["device"], entry["state"], entry["restarts"], entry["kills"], entry["last_error"]) == (
                 "cpu0", "cpu", "ready", 0, {}, None)
             assert entry["pid"] == process(pool).pid
+            # more than the contract: the console's supervision view shows these
+            assert entry["last_kill"] is None and entry["memory_bytes"] > 10 * 2**20  # a whole Python process
+            assert body["queue"]["waiting_audio_s"] == {"interactive": 0.0, "bulk": 0.0}
 
     run(scenario())
 
