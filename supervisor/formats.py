@@ -156,12 +156,17 @@ class AvEncoder:
 
 
 def encoder(fmt: str, sample_rate: int = SAMPLE_RATE) -> Encoder:
-    """A streaming encoder for one response."""
+    """A streaming encoder for one response.
+
+    FLAC is the exception that arrives whole: a stream's STREAMINFO can only say "length
+    unknown", which libsndfile (soundfile) reads as 2^63 frames and refuses, so a FLAC answer
+    of several chunks is kept until its end and its header then holds the real length.
+    """
     if fmt == "pcm":
         return PcmEncoder()
     if fmt == "wav":
         return WavStreamEncoder(sample_rate)
-    return AvEncoder(fmt, sample_rate)
+    return AvEncoder(fmt, sample_rate, whole=fmt == "flac")
 
 
 def encode(fmt: str, pcm: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:
