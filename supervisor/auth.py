@@ -1,4 +1,10 @@
-"""Bearer API keys. Only the paths in OPEN_PATHS are served without one."""
+"""Bearer API keys. Only the paths in OPEN_PATHS are served without one.
+
+On an open path the middleware still notes, in the scope (AUTHENTICATED_KEY), whether the
+caller sent a valid key: `/health` shows its details (paths, pids, settings) only to such a
+caller. More than one `Authorization` header is a 400 on every path: which one a proxy and this
+server each read is not something to leave to chance.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,10 @@ import hmac
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from supervisor.errors import Unauthorized
+from supervisor.errors import InvalidRequest, ServerError, Unauthorized
 
 OPEN_PATHS = frozenset({"/health", "/ready"})
+AUTHENTICATED_KEY = "omnivoice.authenticated"
 
 
 class BearerAuth:
@@ -20,15 +27,27 @@ class BearerAuth:
         self.keys = [key.encode() for key in keys]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = dict(scope["headers"]).get(b"authorization", b"")
-        scheme, _, token = header.partition(b" ")
-        # compare_digest against every key, so the time taken does not tell which one nearly matched
-        matches = [hmac.compare_digest(token.strip(), key) for key in self.keys]
-        if scheme.lower() == b"bearer" and any(matches):
+        headers = [value for name, value in scope["headers"] if name == b"authorization"]
+        if len(headers) > 1:
+            await reply(InvalidRequest("send one Authorization header, not several", param="Authorization"),
+                        scope, receive, send)  # fmt: skip
+            return
+        scope[AUTHENTICATED_KEY] = not self.keys or self.valid(headers[0] if headers else b"")
+        if scope[AUTHENTICATED_KEY] or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         error = Unauthorized("a valid API key is required: send it as 'Authorization: Bearer <key>'")
-        await JSONResponse(error.to_body(), status_code=error.status, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        await reply(error, scope, receive, send, {"WWW-Authenticate": "Bearer"})
+
+    def valid(self, header: bytes) -> bool:
+        scheme, _, token = header.partition(b" ")
+        # compare_digest against every key, so the time taken does not tell which one nearly matched
+        matches = [hmac.compare_digest(token.strip(), key) for key in self.keys]
+        return scheme.lower() == b"bearer" and any(matches)
+
+
+async def reply(error: ServerError, scope: Scope, receive: Receive, send: Send, headers: dict[str, str] | None = None) -> None:
+    await JSONResponse(error.to_body(), status_code=error.status, headers={**error.headers(), **(headers or {})})(scope, receive, send)

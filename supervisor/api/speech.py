@@ -51,9 +51,11 @@ async def read_json(request: Request) -> Any:
         raise UnsupportedMedia(f"this route takes a JSON body (Content-Type: application/json), not {content_type}")
     body = await request.body()
     try:
-        return json.loads(body)
+        parsed = await asyncio.to_thread(json.loads, body)  # a big body must not stall the event loop
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.") from None
+    schemas.refuse_unencodable(parsed)
+    return parsed
 
 
 async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
