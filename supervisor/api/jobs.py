@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 import sqlite3
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from supervisor import formats, schemas
+from supervisor import formats, job_body, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
 from supervisor.voice_store import resolve_voice
@@ -100,7 +101,7 @@ async def create_job(request: Request) -> JSONResponse:
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
         raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
-    body = await read_json(request)
+    body = await read_json(request, functools.partial(job_body.parse, max_items=services(request).settings.max_job_items))
     items, digest = await asyncio.to_thread(job_items, body, request)  # 10,000 items take a while to check
     try:
         job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key)
