@@ -163,7 +163,7 @@ def test_studio_environment_names(checkpoint_dir: Path, tmp_path: Path, cleanup:
     assert httpx.get(url + "/ready", timeout=5).status_code == 200  # a reaped sidecar is still capacity
     again = httpx.post(url + "/v1/audio/speech", json=body, headers=key, timeout=120)
     assert again.status_code == 200
-    pids = [s["pid"] for s in httpx.get(url + "/health", timeout=5).json()["sidecars"] if s["pid"]]
+    pids = [s["pid"] for s in httpx.get(url + "/health", headers=key, timeout=5).json()["sidecars"] if s["pid"]]
 
     # `stop --port P`: the same clean end.
     done = stop("--port", str(port))
