@@ -70,11 +70,13 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def _consume(token: str | None, directory: str | None) -> bool:
-    """No token: always fire. A token file in the fault directory: fire only if this call deletes it."""
+    """No token: always fire. A token file in the fault directory: fire only if this call
+    deletes it."""
     if not token:
         return True
     if not directory or not _inside(token, directory):
-        print(f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored", file=sys.stderr, flush=True)
+        print(f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored",
+              file=sys.stderr, flush=True)  # fmt: skip
         return False
     try:
         os.unlink(token)
@@ -91,7 +93,8 @@ def _hang() -> None:
 class Faults:
     """The faults of one sidecar; every method is a no-op unless enabled."""
 
-    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int, token_dir: str | None = None) -> None:
+    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int,
+                 token_dir: str | None = None) -> None:  # fmt: skip
         self.enabled = enabled
         self.token_dir = token_dir
         self.write_raw = write_raw
@@ -101,7 +104,8 @@ class Faults:
         """Remove the markers from a text; return it and the faults it asked for."""
         if not self.enabled:
             return text, []
-        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text) if _consume(m.group(3), self.token_dir)]
+        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text)
+                 if _consume(m.group(3), self.token_dir)]  # fmt: skip
         return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
 
     def on_load(self, send_error: Callable[[str, str], None]) -> None:

@@ -51,7 +51,8 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def client_gone(request: Request, exc: Exception) -> Response:
     """The client went away while its body was read: one line, no traceback, nobody to answer."""
-    log.info("%s %s: the client disconnected before its request body was read", request.method, request.url.path)
+    log.info("%s %s: the client disconnected before its request body was read",
+             request.method, request.url.path)  # fmt: skip
     return Response(status_code=CLIENT_CLOSED)
 
 
@@ -61,7 +62,8 @@ def open_jobs(svc: Services) -> tuple[JobRunner | None, dict[str, str | None]]:
     try:
         store = JobStore(svc.settings.resolved_data_dir())
     except StoreCorrupt as exc:
-        log.error("%s: the jobs routes answer 503 until it is repaired or removed (see docs/JOBS.md)", exc)
+        log.error("%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)",
+                  exc)  # fmt: skip
         return None, {"state": "corrupt", "error": str(exc)}
     return JobRunner(svc, store), {"state": "ok", "error": None}
 

@@ -32,8 +32,8 @@ class BearerAuth:
             return
         headers = [value for name, value in scope["headers"] if name == b"authorization"]
         if len(headers) > 1:
-            await reply(InvalidRequest("send one Authorization header, not several", param="Authorization"),
-                        scope, receive, send)  # fmt: skip
+            duplicate = InvalidRequest("send one Authorization header, not several", param="Authorization")
+            await reply(duplicate, scope, receive, send)
             return
         scope[AUTHENTICATED_KEY] = not self.keys or self.valid(headers[0] if headers else b"")
         if scope[AUTHENTICATED_KEY] or scope["path"] in OPEN_PATHS:
@@ -49,5 +49,8 @@ class BearerAuth:
         return scheme.lower() == b"bearer" and any(matches)
 
 
-async def reply(error: ServerError, scope: Scope, receive: Receive, send: Send, headers: dict[str, str] | None = None) -> None:
-    await JSONResponse(error.to_body(), status_code=error.status, headers={**error.headers(), **(headers or {})})(scope, receive, send)
+async def reply(error: ServerError, scope: Scope, receive: Receive, send: Send,
+                headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    response = JSONResponse(error.to_body(), status_code=error.status,
+                            headers={**error.headers(), **(headers or {})})  # fmt: skip
+    await response(scope, receive, send)

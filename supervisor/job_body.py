@@ -42,9 +42,11 @@ def _expect(text: str, at: int, *marks: str) -> tuple[str, int]:
 
 
 def parse(body: bytes, max_items: int) -> Any:
-    """The body as JSON; InvalidRequest for bad JSON, a field other than "items", or too many items."""
+    """The body as JSON; InvalidRequest for bad JSON, a field other than "items", or too many
+    items."""
     try:
-        text = body.decode(json.detect_encoding(body), "surrogatepass")  # as json.loads(bytes) decodes
+        # As json.loads(bytes) decodes.
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
     except (UnicodeDecodeError, LookupError):
         raise not_json() from None
     at = _skip(text, 0)
@@ -62,7 +64,8 @@ def parse(body: bytes, max_items: int) -> Any:
         if text.startswith("[", at):
             parsed[key], at = _items(text, at + 1, max_items)
         else:
-            parsed[key], at = _DECODER.raw_decode(text, at)  # not an array: job_items says what it must be
+            # Not an array: job_items says what it must be.
+            parsed[key], at = _DECODER.raw_decode(text, at)
         mark, at = _expect(text, at, ",", "}")
         if mark == ",":
             mark, at = _expect(text, at, '"')
@@ -78,7 +81,8 @@ def _items(text: str, at: int, max_items: int) -> tuple[list[Any], int]:
         return items, at + 1
     while True:
         if len(items) == max_items:
-            raise InvalidRequest(f"A job takes at most {max_items} items; this one has more.", param=FIELD)
+            raise InvalidRequest(f"A job takes at most {max_items} items; this one has more.",
+                                 param=FIELD)  # fmt: skip
         item, at = _DECODER.raw_decode(text, _skip(text, at))
         items.append(item)
         mark, at = _expect(text, at, ",", "]")

@@ -98,7 +98,7 @@ class JobRunner:
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
-            except (OSError, sqlite3.Error) as exc:  # the disk, not a bug: one line, not a traceback a pass
+            except (OSError, sqlite3.Error) as exc:  # the disk, not a bug: one line, no traceback
                 self.storage_failed(exc)
             except Exception:  # a bug here must not stop the jobs for good
                 log.exception("job runner pass failed")
@@ -109,7 +109,8 @@ class JobRunner:
 
     def storage_failed(self, exc: BaseException) -> None:
         if self.storage_error is None:
-            log.error("jobs: the job store cannot be written (%s): no item starts until it can", exc)
+            log.error("jobs: the job store cannot be written (%s): no item starts until it can",
+                      exc)  # fmt: skip
         self.storage_error = str(exc)
 
     def storage_works(self) -> None:
@@ -232,7 +233,7 @@ class JobRunner:
             return
         try:
             await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
-        except (OSError, sqlite3.Error) as exc:  # disk full, data directory gone: the item fails with the reason
+        except (OSError, sqlite3.Error) as exc:  # disk full, data directory gone: it fails, saying so
             self.storage_failed(exc)
             await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))
 

@@ -148,7 +148,8 @@ class JobStore:
         except sqlite3.DatabaseError as exc:
             self.db.close()
             self._lock_file.close()
-            raise StoreCorrupt(f"the job database {self.data_dir / DB_NAME} is damaged: {exc}") from None
+            path = self.data_dir / DB_NAME
+            raise StoreCorrupt(f"the job database {path} is damaged: {exc}") from None
 
     def _open(self) -> None:
         """Check the file, then set it up; a damaged one raises sqlite3.DatabaseError."""
@@ -382,17 +383,17 @@ class JobStore:
         """
         num_done = num_queued = 0
         with self.transaction() as db:
-            rows = db.execute("SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i JOIN jobs j ON j.id = i.job_id "
-                              "WHERE i.state = 'running'").fetchall()  # fmt: skip
+            rows = db.execute("SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i "
+                              "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'").fetchall()
             for row in rows:
                 path = self.result_path(row["job_id"], row["n"], row["format"])
                 if path.is_file():  # renamed into place; the commit of `done` did not happen
                     db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
                                (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
                     num_done += 1
-                elif row["cancelled_at"] is not None:  # cancelled just before the stop: it must not run again
-                    db.execute("UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND n = ?",
-                               (row["cancelled_at"], row["job_id"], row["n"]))  # fmt: skip
+                elif row["cancelled_at"] is not None:  # cancelled just before the stop: not run again
+                    db.execute("UPDATE items SET state = 'cancelled', finished_at = ? "
+                               "WHERE job_id = ? AND n = ?", (row["cancelled_at"], row["job_id"], row["n"]))
                 else:
                     db.execute("UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?", (row["job_id"], row["n"]))
                     num_queued += 1

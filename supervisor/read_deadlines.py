@@ -29,11 +29,15 @@ class ReadDeadlines(H11Protocol):
     body_timeout_s = 60.0
     _read_timer: asyncio.TimerHandle | None = None
 
-    @classmethod
-    def configured(cls, header_timeout_s: float, body_timeout_s: float) -> type[ReadDeadlines]:
-        """This protocol with these deadlines, as uvicorn's `http` (it builds one per connection)."""
-        attributes = {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s}
-        return type("ReadDeadlinesConfigured", (cls,), attributes)
+    @staticmethod
+    def configured(header_s: float, body_s: float) -> type[ReadDeadlines]:
+        """This protocol with these deadlines, as uvicorn's `http` (one is built per connection)."""
+
+        class Configured(ReadDeadlines):
+            header_timeout_s = header_s
+            body_timeout_s = body_s
+
+        return Configured
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -43,7 +47,8 @@ class ReadDeadlines(H11Protocol):
         super().data_received(data)
         state = self.conn.their_state
         if state is h11.SEND_BODY:
-            self._arm(self.body_timeout_s, "the next part of its request body")  # a gap between reads
+            # A gap between two reads of the body.
+            self._arm(self.body_timeout_s, "the next part of its request body")
         elif state is not h11.IDLE:  # the request is in: the handler's time is its own
             self._disarm()
         # IDLE: headers still incomplete; their deadline stands, however many bytes trickle in
@@ -74,5 +79,6 @@ class ReadDeadlines(H11Protocol):
             self._arm(delay_s, awaited)
             return
         client = "%s:%d" % self.client if self.client else "a client"
-        log.info("closing the connection from %s: %s did not arrive within %g s", client, awaited, delay_s)
+        log.info("closing the connection from %s: %s did not arrive within %g s",
+                 client, awaited, delay_s)  # fmt: skip
         self.transport.close()

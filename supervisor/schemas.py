@@ -145,8 +145,8 @@ def refuse_unencodable(value: Any) -> None:
     """A 400 naming the first string of a body that is not valid Unicode text."""
     where = unencodable(value)
     if where is not None:
-        error = InvalidRequest(f"'{where}' holds text that is not valid Unicode (a lone UTF-16 surrogate); "
-                               "send UTF-8 text.", param=where)
+        error = InvalidRequest(f"'{where}' holds text that is not valid Unicode "
+                               "(a lone UTF-16 surrogate); send UTF-8 text.", param=where)
         error.code = "invalid_text"
         raise error
 

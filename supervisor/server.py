@@ -155,7 +155,8 @@ async def serve(settings: Settings) -> int:
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, lifespan="on",
                             timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
-                            http=ReadDeadlines.configured(settings.header_timeout_s, settings.body_timeout_s))
+                            http=ReadDeadlines.configured(settings.header_timeout_s,
+                                                          settings.body_timeout_s))
     server = Server(config, settings, app, notifier)
     if settings.pid_file:
         try:

@@ -182,11 +182,12 @@ class Settings:
         if self.api_key_file:
             object.__setattr__(self, "api_keys", self.api_keys + read_key_file(self.api_key_file))
         if any(not key.strip() for key in self.api_keys):
-            # An empty key would let `Authorization: Bearer ` in: refuse it rather than serve open by accident.
-            raise SettingsError("an API key (--api-key, OMNIVOICE_API_KEYS, --api-key-file) must not be empty or blank")
+            # An empty key would let `Authorization: Bearer ` in.
+            raise SettingsError("an API key (--api-key, OMNIVOICE_API_KEYS, --api-key-file) "
+                                "must not be empty or blank")
         if self.test_faults and not is_loopback(self.host):
-            raise SettingsError(f"--test-faults lets clients crash sidecars: it is refused unless --host is a loopback "
-                                f"address (127.0.0.1, ::1, localhost), got {self.host!r}")
+            raise SettingsError("--test-faults lets clients crash sidecars: it is refused unless "
+                                f"--host is a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
 
@@ -318,7 +319,8 @@ def read_key_file(path: str) -> tuple[str, ...]:
         lines = Path(path).expanduser().read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) cannot be read: {exc}") from None
-    keys = tuple(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    stripped = (line.strip() for line in lines)
+    keys = tuple(line for line in stripped if line and not line.startswith("#"))
     if not keys:
         raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) {path} holds no key")
     return keys

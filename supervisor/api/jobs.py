@@ -43,7 +43,8 @@ STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
 def runner(request: Request) -> JobRunner:
     jobs: JobRunner | None = request.app.state.jobs
     if jobs is None:
-        error = Unavailable(f"jobs are unavailable: {request.app.state.jobs_health['error']}. Speech requests still work.")
+        reason = request.app.state.jobs_health["error"]
+        error = Unavailable(f"jobs are unavailable: {reason}. Speech requests still work.")
         error.code = "job_store_corrupt"
         raise error
     return jobs
@@ -101,14 +102,16 @@ async def create_job(request: Request) -> JSONResponse:
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
         raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
-    body = await read_json(request, functools.partial(job_body.parse, max_items=services(request).settings.max_job_items))
-    items, digest = await asyncio.to_thread(job_items, body, request)  # 10,000 items take a while to check
+    max_items = services(request).settings.max_job_items
+    body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
+    # 10,000 items take a while to check: off the event loop
+    items, digest = await asyncio.to_thread(job_items, body, request)
     try:
         job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key)
     except (OSError, sqlite3.OperationalError) as exc:
         if not out_of_space(exc):
             raise
-        raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc}); retry later",
+        raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc})",
                                   retry_after_s=STORAGE_RETRY_S) from None  # fmt: skip
     if created:
         jobs.wake()
