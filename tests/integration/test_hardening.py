@@ -65,6 +65,13 @@ def test_lone_surrogates_are_a_400_and_requests_alongside_all_answer(server: Liv
         assert all(f.result().status_code == 200 for f in innocent)
     assert refused["job"].result().json()["error"]["param"] == "items[1].input"
     assert refused["escape"].result().json()["error"]["param"] == "input"
+    # A form cannot carry a surrogate (its bytes are decoded strictly, else as Latin-1): the raw
+    # CESU-8 bytes in a voice's name are an ordinary bad name, a 400, never a 500.
+    form = (b"--b\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nv\xed\xa0\x80\r\n"
+            b"--b\r\nContent-Disposition: form-data; name=\"type\"\r\n\r\nprompt\r\n--b--\r\n")  # fmt: skip
+    voice = server.request("POST", "/v1/audio/voices", content=form,
+                           headers={"Content-Type": "multipart/form-data; boundary=b"})  # fmt: skip
+    assert voice.status_code == 400 and voice.json()["error"]["param"] == "name", voice.text
 
 
 # ---------------------------------------------------------------- 2. metric labels
