@@ -9,7 +9,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
-import os
 import socket
 import sqlite3
 import subprocess
@@ -23,7 +22,7 @@ import httpx
 import pytest
 
 from job_helpers import ended, submit, wait_job
-from live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live
+from live_server import KEY, REPO_ROOT, LiveServer, free_port, live
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 
