@@ -61,6 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
     parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)")
     parser.add_argument("--test-faults", action="store_true", help="honour test-only fault markers (see sidecar.faults)")
+    parser.add_argument("--test-fault-dir", default=None,
+                        help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -154,7 +156,8 @@ class Sidecar:
         self.channel = channel
         self.args = args
         self.device = args.device
-        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes)
+        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes,
+                             args.test_fault_dir)  # fmt: skip
         self.engine: engines.Engine | None = None
         self.steps = 0
         # Decodes and answers batches in order while the frame loop denoises the next one.

@@ -120,6 +120,14 @@ class Unavailable(ServerError):
     code = "unavailable"
 
 
+class InsufficientStorage(ServerError):
+    """The data directory's disk is full: a new job cannot be stored; retry once space is freed."""
+
+    status = 507
+    code = "insufficient_storage"
+    retryable = True
+
+
 class RequestTimeout(ServerError):
     """The request was not answered in full within its deadline (request_timeout_s); what was left is cancelled."""
 

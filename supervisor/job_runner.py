@@ -19,6 +19,11 @@ How an item ends:
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
+
+A full disk: a result that cannot be written ends its item `failed`, saying so (the temporary
+file is removed). When the store itself cannot record an item's end, the end is kept here and
+written again each pass until the disk takes it; meanwhile no item starts, and the condition is
+logged once (not a traceback per pass), and once more when it is over. New jobs get a 507.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 import time
 from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
 from supervisor.voice_store import resolve_voice
-from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
+from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
@@ -53,6 +59,10 @@ class JobRunner:
         self.svc = svc
         self.store = store
         self.generating: dict[Key, Synthesis] = {}
+        # Items whose end the store could not record (a full disk): failed with this error, or
+        # released (None). Written again each pass.
+        self.unrecorded: dict[Key, ServerError | None] = {}
+        self.storage_error: str | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
@@ -79,6 +89,9 @@ class JobRunner:
                 if self.svc.pool.draining:
                     self.close_all()
                     continue
+                await self.record_unrecorded()
+                if self.unrecorded:
+                    continue
                 if self.svc.settings.job_retention_s > 0 and time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + SWEEP_EVERY_S
                     removed = await asyncio.to_thread(self.store.sweep, self.svc.settings.job_retention_s)
@@ -87,8 +100,45 @@ class JobRunner:
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
+            except (OSError, sqlite3.Error) as exc:  # the disk, not a bug: one line, no traceback
+                self.storage_failed(exc)
             except Exception:  # a bug here must not stop the jobs for good
                 log.exception("job runner pass failed")
+            else:
+                self.storage_works()
+
+    # ------------------------------------------------------------ the store refusing writes
+
+    def storage_failed(self, exc: BaseException) -> None:
+        if self.storage_error is None:
+            log.error("jobs: the job store cannot be written (%s): no item starts until it can",
+                      exc)  # fmt: skip
+        self.storage_error = str(exc)
+
+    def storage_works(self) -> None:
+        if self.storage_error is not None and not self.unrecorded:
+            log.info("jobs: the job store can be written again")
+            self.storage_error = None
+
+    async def record(self, key: Key, error: ServerError | None) -> None:
+        """End an item: failed with error, or released (None). If the store refuses the write,
+        keep the end to write again next pass."""
+        try:
+            if error is None:
+                await asyncio.to_thread(self.store.release, key)
+            else:
+                await asyncio.to_thread(self.store.fail, key, error)
+        except (OSError, sqlite3.Error) as exc:
+            self.storage_failed(exc)
+            self.unrecorded[key] = error
+            return
+        self.unrecorded.pop(key, None)
+
+    async def record_unrecorded(self) -> None:
+        for key, error in list(self.unrecorded.items()):
+            await self.record(key, error)
+            if key in self.unrecorded:
+                return  # still refused: try again next pass
 
     # ------------------------------------------------------------ starting items
 
@@ -157,19 +207,19 @@ class JobRunner:
             if task is not None and task.cancelling():
                 raise  # the runner is stopping: `recover` puts the item back at the next start
             # Our synthesis was closed: its job was cancelled (release ends it `cancelled`) or the server drains.
-            await asyncio.to_thread(self.store.release, key)
+            await self.record(key, None)
             return
         except (Overloaded, Unavailable, SidecarLost) as exc:  # not the item's fault: it runs again
             log.info("jobs: item %s/%d goes back to the queue: %s", item.job_id, item.n, exc.message)
-            await asyncio.to_thread(self.store.release, key)
+            await self.record(key, None)
             return
         except ServerError as exc:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, exc.message)
-            await asyncio.to_thread(self.store.fail, key, exc)
+            await self.record(key, exc)
             return
         except Exception as exc:  # a bug: the item fails with it rather than staying `running` until a restart
             log.exception("jobs: item %s/%d", item.job_id, item.n)
-            await asyncio.to_thread(self.store.fail, key, ServerError(f"internal error: {exc!r}"))
+            await self.record(key, ServerError(f"internal error: {exc!r}"))
             return
         finally:
             self.generating.pop(key, None)
@@ -183,13 +233,13 @@ class JobRunner:
             data = await asyncio.to_thread(formats.encode, item.format, pcm, pieces[0]["sample_rate"])
         except Exception as exc:  # libav refusing the audio is this item's failure, not the runner's
             log.exception("jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format)
-            await asyncio.to_thread(self.store.fail, item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
+            await self.record(item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
             return
         try:
             await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
-        except OSError as exc:  # disk full, data directory gone: the item fails with the reason
-            log.error("jobs: the result of item %s/%d cannot be written: %s", item.job_id, item.n, exc)
-            await asyncio.to_thread(self.store.fail, item.key, ServerError(f"writing the result failed: {exc}"))
+        except (OSError, sqlite3.Error) as exc:  # disk full, data directory gone: it fails, saying so
+            self.storage_failed(exc)
+            await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))
 
     # ------------------------------------------------------------ cancelling and stopping
 

@@ -15,8 +15,9 @@ Only the runner moves an item out of `running`, and every move is a conditional 
 state it expects, so no item is ever finished twice. `finish` writes the result to a temporary
 file, flushes it, renames it to its final name, flushes the directory, and only then commits
 `done`, all under one lock. A crash can therefore leave an item `running` with its final file
-already in place; `recover` (at start) marks such an item done, puts every other `running`
-item back to `queued`, and removes temporary files. So after a crash or a restart unfinished
+already in place; `recover` (at start) marks such an item done, ends the `running` items of
+a cancelled job `cancelled`, puts every other `running` item back to `queued`, and removes
+temporary files. So after a crash or a restart unfinished
 items run again, finished ones are never redone, and a file under a final name is always whole.
 
 Every method is synchronous and takes the store's lock: the server calls them through
@@ -28,6 +29,7 @@ crash of the process.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -83,6 +85,10 @@ class StoreLocked(RuntimeError):
     """Another server holds this data directory's job store."""
 
 
+class StoreCorrupt(RuntimeError):
+    """The job database fails SQLite's quick check (or is not a database at all)."""
+
+
 @dataclass(frozen=True)
 class NewItem:
     """An item as submitted: its speech fields (without "id"), the client's id, its format."""
@@ -110,6 +116,13 @@ class Claimed:
 def body_digest(body: Any) -> str:
     """The same JSON, however it was spaced or ordered, gives the same digest."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether a failed write means the disk (or the quota) is full: SQLite says so in words."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 def error_record(error: ServerError) -> dict[str, Any]:
@@ -151,7 +164,22 @@ class JobStore:
         self._lock_file.flush()
         self.lock = threading.Lock()
         self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            self._lock_file.close()
+            path = self.data_dir / DB_NAME
+            raise StoreCorrupt(f"the job database {path} is damaged: {exc}") from None
+
+    def _open(self) -> None:
+        """Check the file, then set it up; a damaged one raises sqlite3.DatabaseError."""
         self.db.row_factory = sqlite3.Row
+        # quick_check reads every page (O(size), no index cross-checks): a damaged file is found
+        # at start, not by the first jobs request.
+        verdict = [row[0] for row in self.db.execute("PRAGMA quick_check(5)")]
+        if verdict != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(verdict))
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -296,11 +324,15 @@ class JobStore:
         """Temporary file, flushed, renamed over the final name, directory flushed."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+            raise
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
@@ -365,18 +397,24 @@ class JobStore:
         return state if changed else None
 
     def recover(self) -> tuple[int, int]:
-        """After a crash or a restart: running items whose final file exists -> done, others -> queued.
+        """After a crash or a restart: running items whose final file exists -> done, those of a
+    cancelled job -> cancelled, others -> queued.
 
         Also removes temporary files and result folders no job owns. Returns (done, queued).
         """
         num_done = num_queued = 0
         with self.transaction() as db:
-            for row in db.execute("SELECT job_id, n, format FROM items WHERE state = 'running'").fetchall():
+            rows = db.execute("SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i "
+                              "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'").fetchall()
+            for row in rows:
                 path = self.result_path(row["job_id"], row["n"], row["format"])
                 if path.is_file():  # renamed into place; the commit of `done` did not happen
                     db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
                                (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
                     num_done += 1
+                elif row["cancelled_at"] is not None:  # cancelled just before the stop: not run again
+                    db.execute("UPDATE items SET state = 'cancelled', finished_at = ? "
+                               "WHERE job_id = ? AND n = ?", (row["cancelled_at"], row["job_id"], row["n"]))
                 else:
                     db.execute("UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?", (row["job_id"], row["n"]))
                     num_queued += 1

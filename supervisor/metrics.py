@@ -4,7 +4,8 @@ Events are counted where they happen (HTTP middleware, scheduler); the state of 
 and of the queue is read from the pool when Prometheus scrapes, so the pool needs no hooks and
 the figures cannot drift from /health. All metrics live in one registry of our own, served by
 `GET /metrics` in the Prometheus text format. Labels are few and bounded: route templates,
-never raw paths; sidecar ids; kill reasons.
+never raw paths (`unmatched` for the rest); known HTTP methods (`other` for the rest); status
+codes; sidecar ids and devices; task kinds; kill reasons.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STARTED_KEY = "omnivoice.started_at"  # in the ASGI scope: when the request arrived (monotonic)
 PREFIX = "omnivoice"
+# Label values come from these sets only, whatever a client sends: an invented method or path
+# must not add a series (each one is kept, in memory and in every scrape, for good).
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 SIDECAR_STATES = ("starting", "ready", "busy", "reaped", "backoff", "failed", "stopping")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -167,7 +171,8 @@ class RequestMetrics:
             await self.app(scope, receive, send_and_note)
         finally:
             route = self.template(scope)
-            http_requests.labels(route, scope["method"], str(status)).inc()
+            method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
+            http_requests.labels(route, method, str(status)).inc()
             http_duration.labels(route).observe(time.monotonic() - started)
 
     def template(self, scope: Scope) -> str:

@@ -325,7 +325,7 @@ class Pool:
         argv = [*sidecar_command(), "--engine", s.engine, "--model", s.model, "--device", device.torch_device,
                 "--dtype", s.dtype, "--id", device.id, "--max-frame-bytes", str(s.max_frame_bytes),
                 "--warmup-steps", str(s.warmup_steps)]
-        return argv + (["--test-faults"] if s.test_faults else [])
+        return argv + (["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()] if s.test_faults else [])
 
     def sidecar_env(self, device: Device) -> dict[str, str]:
         env = dict(os.environ)

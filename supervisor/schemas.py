@@ -115,6 +115,44 @@ def default_seed(voice: str) -> int:
 # ---------------------------------------------------------------- field checks
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unencodable(body: Any) -> str | None:
+    """Where in a parsed body a string holds a lone surrogate (a JSON `\\ud800` escape, or raw
+    CESU-8 bytes, which `json.loads` lets through): its param path, else None. Such text can be
+    encoded as UTF-8 for neither a sidecar nor the job store. A loop, not recursion: a body may
+    nest as deep as the JSON parser allows."""
+    pending: list[tuple[str, Any]] = [("", body)]
+    while pending:
+        param, value = pending.pop()
+        if isinstance(value, str) and not _encodable(value):
+            return param or "body"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodable(key):
+                    return param or "body"
+                pending.append((f"{param}.{key}" if param else key, item))
+        elif isinstance(value, list):
+            pending.extend((f"{param}[{index}]", item) for index, item in enumerate(value))
+    return None
+
+
+def refuse_unencodable(value: Any) -> None:
+    """A 400 naming the first string of a body that is not valid Unicode text."""
+    where = unencodable(value)
+    if where is not None:
+        error = InvalidRequest(f"'{where}' holds text that is not valid Unicode "
+                               "(a lone UTF-16 surrogate); send UTF-8 text.", param=where)
+        error.code = "invalid_text"
+        raise error
+
+
 def _type_name(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
             dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip

@@ -30,6 +30,7 @@ from supervisor import jobs, pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
 from supervisor.pool import SlotState
+from supervisor.read_deadlines import ReadDeadlines
 from supervisor.settings import Settings
 from supervisor.systemd import Notifier, ServiceState
 
@@ -163,7 +164,9 @@ async def serve(settings: Settings) -> int:
     notifier = Notifier.from_environ(os.environ)  # removed from the environment: sidecars never notify
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, lifespan="on",
-                            timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)))
+                            timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
+                            http=ReadDeadlines.configured(settings.header_timeout_s,
+                                                          settings.body_timeout_s))
     server = Server(config, settings, app, notifier)
     if settings.pid_file:
         try:

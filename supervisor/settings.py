@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import os
 import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from supervisor.formats import FORMATS
@@ -79,6 +81,8 @@ class Settings:
                                             "visible; none: all). With no GPU one CPU sidecar runs, whatever this says", metavar="N")
     api_keys: tuple[str, ...] = setting((), "API key clients must send as a Bearer token; repeatable (env: comma-separated)", flag="--api-key",
                                         metavar="KEY", env=("OMNIVOICE_API_KEY",))
+    api_key_file: str | None = setting(None, "also read API keys from this file, one a line (keeps them out of the process list)",
+                                       metavar="FILE")
     data_dir: str = setting("", "state directory (default: $STATE_DIRECTORY, else ~/.local/state/omnivoice-supervisor)")
     pid_file: str | None = setting(None, "write the server's pid to this file (default with --log-dir: the run's folder/server.pid)")
     log_dir: str | None = setting(None, "also write the log to DIR/<run id>/server.log, the pid file beside it, and point "
@@ -103,6 +107,9 @@ class Settings:
                "items the text names, ignore the rest, and say which in the X-OmniVoice-Instructions header)")
     default_response_format: str = setting("mp3", "response_format of a request that names none (OpenAI's default is mp3)",
                                            choices=FORMAT_NAMES)
+    header_timeout_s: float = setting(30.0, "close a connection whose request headers are not complete this long after it opened "
+                                            "(or after its previous response)")
+    body_timeout_s: float = setting(60.0, "close a connection that sends nothing of its request body for this long")
     max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
     max_reference_s: float = setting(30.0, "longest reference audio accepted for a voice, in seconds")
     clone_cache_size: int = setting(32, "one-shot clone prompts kept in memory, by the reference's samples and transcript "
@@ -145,7 +152,10 @@ class Settings:
     # --- jobs
     job_retention_s: float = setting(604800.0, "remove a job and its result files this long after its last item ended (0: keep forever)")
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
-    test_faults: bool = setting(False, "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in production")
+    test_faults: bool = setting(False, "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
+                                       "production, and refused unless --host is a loopback address")
+    test_fault_dir: str = setting("", "TEST ONLY: a fault marker's @PATH token must lie in this directory, else it never fires and nothing "
+                                      "is deleted (default: DATA_DIR/test-faults)", metavar="DIR")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -162,6 +172,8 @@ class Settings:
         for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars", "max_job_items"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
@@ -170,6 +182,15 @@ class Settings:
             raise SettingsError("--log-run-id names a folder under --log-dir: set --log-dir (OMNIVOICE_LOG_DIR) too")
         if self.log_run_id is not None and (not self.log_run_id or self.log_run_id in (".", "..", "latest") or "/" in self.log_run_id):
             raise SettingsError(f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}")
+        if self.api_key_file:
+            object.__setattr__(self, "api_keys", self.api_keys + read_key_file(self.api_key_file))
+        if any(not key.strip() for key in self.api_keys):
+            # An empty key would let `Authorization: Bearer ` in.
+            raise SettingsError("an API key (--api-key, OMNIVOICE_API_KEYS, --api-key-file) "
+                                "must not be empty or blank")
+        if self.test_faults and not is_loopback(self.host):
+            raise SettingsError("--test-faults lets clients crash sidecars: it is refused unless "
+                                f"--host is a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError("--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
                                 "(--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)")
@@ -185,6 +206,9 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_test_fault_dir(self) -> str:
+        return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
 
     def public(self) -> dict[str, Any]:
         """The settings in effect, for /health; API keys are never shown."""
@@ -329,6 +353,29 @@ def _shown_default(default: Any) -> str:
     if default is None or default == "" or default == ():
         return ""
     return f"; default: {default}"
+
+
+def read_key_file(path: str) -> tuple[str, ...]:
+    """API keys, one a line; blank lines and `#` comments are skipped."""
+    try:
+        lines = Path(path).expanduser().read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) cannot be read: {exc}") from None
+    stripped = (line.strip() for line in lines)
+    keys = tuple(line for line in stripped if line and not line.startswith("#"))
+    if not keys:
+        raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) {path} holds no key")
+    return keys
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to listen on is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def flag_of(f: dataclasses.Field) -> str:  # type: ignore[type-arg]

@@ -16,28 +16,37 @@ the first time (`Idempotent-Replayed: true`); with a different body, 409.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import re
+import sqlite3
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from supervisor import formats, schemas
+from supervisor import formats, job_body, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
 from supervisor.voice_store import resolve_voice
-from supervisor.errors import Conflict, InvalidRequest, NotFound
+from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
 from supervisor.job_runner import JobRunner
-from supervisor.jobs import NewItem, body_digest
+from supervisor.jobs import NewItem, body_digest, out_of_space
 
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
+STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
 
 
 def runner(request: Request) -> JobRunner:
-    jobs: JobRunner = request.app.state.jobs
+    jobs: JobRunner | None = request.app.state.jobs
+    if jobs is None:
+        reason = request.app.state.jobs_health["error"]
+        error = Unavailable(f"jobs are unavailable: {reason}. Speech requests still work.")
+        error.code = "job_store_corrupt"
+        raise error
     return jobs
 
 
@@ -49,8 +58,10 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
     return moved
 
 
-def job_items(body: Any, request: Request) -> list[NewItem]:
-    """The body's items as they will be stored; InvalidRequest names the first bad one."""
+def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
+    """The body's items as they will be stored, and the digest Idempotency-Key compares: that of
+    the validated requests, so `"speed": 1` and `"speed": 1.0` are the same job. InvalidRequest
+    names the first bad item."""
     svc = services(request)
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object {\"items\": [...]}.")
@@ -61,7 +72,7 @@ def job_items(body: Any, request: Request) -> list[NewItem]:
     if len(items) > svc.settings.max_job_items:
         raise InvalidRequest(f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.", param="items")
     seen: dict[str, int] = {}
-    out = []
+    out, validated = [], []
     for index, item in enumerate(items):
         try:
             if not isinstance(item, dict):
@@ -82,7 +93,8 @@ def job_items(body: Any, request: Request) -> list[NewItem]:
         except InvalidRequest as exc:
             raise located(exc, index) from None
         out.append(NewItem(fields, client_id, speech.response_format))
-    return out
+        validated.append({"id": client_id, **dataclasses.asdict(speech)})
+    return out, body_digest(validated)
 
 
 async def create_job(request: Request) -> JSONResponse:
@@ -90,9 +102,17 @@ async def create_job(request: Request) -> JSONResponse:
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
         raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
-    body = await read_json(request)
-    items = job_items(body, request)
-    job_id, created = await asyncio.to_thread(jobs.store.create, items, body_digest(body), key)
+    max_items = services(request).settings.max_job_items
+    body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
+    # 10,000 items take a while to check: off the event loop
+    items, digest = await asyncio.to_thread(job_items, body, request)
+    try:
+        job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not out_of_space(exc):
+            raise
+        raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc})",
+                                  retry_after_s=STORAGE_RETRY_S) from None  # fmt: skip
     if created:
         jobs.wake()
     job = await asyncio.to_thread(jobs.store.job, job_id)

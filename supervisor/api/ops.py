@@ -7,6 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from supervisor import metrics, openapi
 from supervisor.api import services
+from supervisor.auth import AUTHENTICATED_KEY
 from supervisor.errors import NotFound
 from supervisor.schemas import MODELS
 
@@ -14,10 +15,17 @@ MODELS_CREATED = 1764460800  # a fixed timestamp (2025-11-30), so the list is th
 
 
 async def health(request: Request) -> JSONResponse:
-    """Overall status and one entry per sidecar (see DESIGN, Contracts in detail)."""
+    """Overall status and one entry per sidecar (see DESIGN, Contracts in detail), and the job
+    store's state. Without a valid key (on a server that has keys): states and counts only, no
+    pids, paths or settings."""
     svc = services(request)
     body = svc.pool.health()
-    body["settings"] = svc.settings.public()
+    body["jobs"] = request.app.state.jobs_health
+    if request.scope.get(AUTHENTICATED_KEY, True):
+        body["settings"] = svc.settings.public()
+    else:
+        for sidecar in body["sidecars"]:
+            sidecar["pid"] = None
     return JSONResponse(body)
 
 

@@ -13,6 +13,7 @@ no sidecar work.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import secrets
@@ -86,6 +87,7 @@ async def read_form(request: Request, svc: Services, allowed: frozenset[str], *,
                 raise InvalidRequest(f"{key!r} must be a text field, not a file.", param=key)
             else:
                 fields[key] = value
+        schemas.refuse_unencodable(fields)
         return Form(fields, file, filename, file_key)
     finally:
         await form.close()
@@ -263,7 +265,8 @@ async def clone(request: Request) -> Response:
     form = await read_form(request, svc, CLONE_FORM, multipart_only=False, max_part_size=max(MAX_FIELD_BYTES, base64_part))
     if BASE64_FIELD not in form.fields and not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMedia(f"this route takes multipart/form-data with the reference as a file (or, in any form, as '{BASE64_FIELD}')")
-    base64_reference(form, svc)
+    # Decoding megabytes of base64 must not stall the event loop.
+    await asyncio.to_thread(base64_reference, form, svc)
     fields = fold_form_aliases(form.fields)
     transcript = schemas.transcript(fields.get("transcript"), svc.settings)
     body = schemas.from_form({k: v for k, v in fields.items() if k not in ("transcript", "preprocess")})
@@ -273,7 +276,8 @@ async def clone(request: Request) -> Response:
     form.fields = fields
     preprocess = preprocess_flag(form)
     cache: PromptCache = svc.clones
-    key = cache.key(form.file, transcript, preprocess)
+    # Walks the RIFF chunks and hashes the samples: off the event loop.
+    key = await asyncio.to_thread(cache.key, form.file, transcript, preprocess)
     prompt = cache.get(key)
     if prompt is None:
         try:

@@ -488,12 +488,12 @@ async function start() {
   await show(state.view);
 }
 
-// /health says whether keys are in use (settings.api_keys is their count), so the page asks for
-// one before any call that would be refused.
+// /health shows its settings only to a caller the server lets in (any caller of an open
+// server), so without them the server has keys and the page asks for one first.
 (async () => {
   const health = await (await fetch("/health")).json();
-  $("try-steps").placeholder = health.settings.num_step;
-  if (health.settings.api_keys && !sessionStorage.getItem(KEY_STORE)) askForKey("");
+  if (health.settings) $("try-steps").placeholder = health.settings.num_step;
+  if (!health.settings && !sessionStorage.getItem(KEY_STORE)) askForKey("");
   else await start();
   poll();
 })();

@@ -58,7 +58,7 @@ class LiveServer:
         return httpx.request(method, self.url + path, headers=headers, timeout=timeout, **kw)
 
     def health(self) -> dict[str, Any]:
-        body: dict[str, Any] = httpx.get(self.url + "/health", timeout=10).json()
+        body: dict[str, Any] = httpx.get(self.url + "/health", headers=AUTH, timeout=10).json()  # with a key: pids too
         return body
 
     def wait_for(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:

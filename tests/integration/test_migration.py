@@ -141,8 +141,9 @@ def test_studio_environment_names(checkpoint_dir: Path, tmp_path: Path, cleanup:
     proc = launch(["serve"], env, output)
     cleanup.append(proc)
     url = f"http://127.0.0.1:{port}"
-    health = wait_ok(url, proc, output)
-    s = health["settings"]
+    wait_ok(url, proc, output)
+    # /health shows the settings to a caller with a key
+    s = httpx.get(url + "/health", headers={"Authorization": "Bearer sk-studio"}, timeout=5).json()["settings"]
     assert (s["model"], s["heartbeat_timeout_s"], s["idle_reap_s"], s["api_keys"]) == (str(checkpoint_dir), 30.0, 1.0, 1)
     log = output.read_text()
     assert "OMNIVOICE_SIDECAR_RECV_TIMEOUT_S=5: raised to its floor of 30 s (as OmniVoice-Studio does), so --heartbeat-timeout-s is 30" in log
@@ -163,7 +164,7 @@ def test_studio_environment_names(checkpoint_dir: Path, tmp_path: Path, cleanup:
     assert httpx.get(url + "/ready", timeout=5).status_code == 200  # a reaped sidecar is still capacity
     again = httpx.post(url + "/v1/audio/speech", json=body, headers=key, timeout=120)
     assert again.status_code == 200
-    pids = [s["pid"] for s in httpx.get(url + "/health", timeout=5).json()["sidecars"] if s["pid"]]
+    pids = [s["pid"] for s in httpx.get(url + "/health", headers=key, timeout=5).json()["sidecars"] if s["pid"]]
 
     # `stop --port P`: the same clean end.
     done = stop("--port", str(port))

@@ -35,13 +35,13 @@ class Server:
         return httpx.post(self.url + "/v1/audio/speech", json={"input": text, **body}, headers=AUTH, timeout=timeout)
 
     def sidecar_pids(self) -> list[int]:
-        return [s["pid"] for s in self.get("/health").json()["sidecars"] if s["pid"]]
+        return [s["pid"] for s in self.get("/health", headers=AUTH).json()["sidecars"] if s["pid"]]  # pids need the key
 
     def wait_health(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
         start = time.monotonic()
         while True:
             with contextlib.suppress(httpx.TransportError):
-                body = self.get("/health").json()
+                body = self.get("/health", headers=AUTH).json()
                 if predicate(body):
                     return body
             if time.monotonic() - start > timeout_s or self.proc.poll() is not None:

@@ -125,7 +125,8 @@ async def offer(url: str) -> tuple[list[Answer], float]:
 
 
 async def sidecar(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    entry: dict[str, Any] = (await client.get(url + "/health")).json()["sidecars"][0]
+    # with a key: /health shows the pids
+    entry: dict[str, Any] = (await client.get(url + "/health", headers=AUTH)).json()["sidecars"][0]
     return entry
 
 

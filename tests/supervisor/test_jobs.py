@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import Conflict, TaskFailed
-from supervisor.jobs import JobStore, NewItem, StoreLocked, body_digest
+from supervisor.jobs import DB_NAME, JobStore, NewItem, StoreCorrupt, StoreLocked, body_digest, out_of_space
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,3 +173,60 @@ def test_results_are_written_without_leaving_temporary_files(store: JobStore) ->
     store.claim([key])
     store.finish(key, "mp3", os.urandom(1000), seed=None, audio_s=0.5)
     assert [p.name for p in (store.results / job_id).iterdir()] == ["0.mp3"]
+
+
+def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_path: Path) -> None:
+    """A real process claims two items, the job is cancelled while they run, and the process is
+    SIGKILLed before the runner released them. Before, recovery queued them again."""
+    code = (
+        "import os, signal, sys\n"
+        "from supervisor.jobs import JobStore, NewItem\n"
+        "store = JobStore(sys.argv[1])\n"
+        "job_id, _ = store.create([NewItem({'input': f'item {i}'}, None, 'wav') for i in range(3)], 'sha')\n"
+        "store.claim([c.key for c in store.queued(2)])\n"
+        "store.cancel(job_id)\n"
+        "print(job_id, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    crashed = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert crashed.returncode == -9, crashed.stderr
+    job_id = crashed.stdout.strip()
+    again = JobStore(tmp_path)
+    again.recover()
+    job = again.job(job_id)
+    assert job is not None and job["state"] == "cancelled"
+    assert [i["state"] for i in job["items"]] == ["cancelled", "cancelled", "cancelled"]
+    assert again.queued(10) == []
+    again.close()
+
+
+def test_a_damaged_database_is_found_when_the_store_opens(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    store.create([NewItem({"input": f"item {i} " * 40}, None, "wav") for i in range(300)], "sha")
+    store.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    damaged = bytearray((tmp_path / DB_NAME).read_bytes())
+    damaged[4096 * 2 : 4096 * 4] = b"\x5a" * 8192
+    (tmp_path / DB_NAME).write_bytes(bytes(damaged))
+    with pytest.raises(StoreCorrupt, match="damaged"):
+        JobStore(tmp_path)
+    JobStore(tmp_path / "elsewhere").close()  # the failed open let go of nothing it should keep
+
+
+def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path) -> None:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        store = JobStore(mount)
+        job_id, _ = store.create(new_items(1), "sha")
+        store.claim([c.key for c in store.queued(1)])
+        with pytest.raises(OSError) as raised:
+            store.finish((job_id, 0), "wav", b"\0" * 2 * 2**20, 1, 1.0)
+        assert out_of_space(raised.value)
+        assert not list(mount.rglob("*.tmp"))
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
