@@ -238,6 +238,7 @@ class JobRunner:
         try:
             await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
         except (OSError, sqlite3.Error) as exc:  # disk full, data directory gone: it fails, saying so
+            log.error("jobs: item %s/%d: writing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
             await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))
 

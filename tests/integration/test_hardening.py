@@ -305,14 +305,15 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
+    """Fill the filesystem to its last byte (a gap of even a few KiB would hold a short result)."""
     filler = disk / "filler"
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
+    with filler.open("wb", buffering=0) as out:
+        for block in (65536, 4096, 1):
+            try:
+                while True:
+                    out.write(b"\0" * block)
+            except OSError:
+                pass
     return filler
 
 
@@ -321,12 +322,16 @@ def test_a_full_disk_fails_items_saying_why_and_recovers_when_space_returns(chec
     with live(tmp_path, "--test-faults", checkpoint=checkpoint_dir) as server:
         slow = [{**speech(f"Written to a full disk, number {i}. [[fault:slow:4]]")} for i in range(2)]
         first = submit(server, slow)
+        # Fill the disk only once both items run (an item not yet started waits for the disk).
+        wait_job(server, first["id"], lambda body: body["progress"]["running"] == 2, BOUND_S, "both items to run")
         filler = fill(tiny_disk)
         big = [speech("A long item that needs room in the database. " * 80) for _ in range(100)]
         refused = server.request("POST", "/v1/jobs", json={"items": big})
         assert refused.status_code == 507 and refused.json()["error"]["code"] == "insufficient_storage", refused.text
         start = time.monotonic()
-        while "cannot be written" not in server.log.read_text():  # the items finished and met the full disk
+        # Both items finished and met the full disk (the store's own refusals are logged too, so
+        # wait for the items' lines, not the first refusal).
+        while server.log.read_text().count("writing the result failed") < 2:
             assert time.monotonic() - start < BOUND_S, server.log.read_text()[-3000:]
             time.sleep(0.1)
         filler.unlink()
