@@ -200,7 +200,7 @@ class Parity:
         for name, value in self.cases.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 check = getattr(self, f"check_{name}", None)
-                cases = [(str(c.get("name", i)), (lambda c=c, check=check: self._unknown(name) if check is None else check(c))) for i, c in enumerate(value)]
+                cases = [(str(c.get("name", i)), (lambda c=c, check=check, name=name: self._unknown(name) if check is None else check(c))) for i, c in enumerate(value)]
                 sections.append((name, cases))
         sections.append(("audio", self.audio_cases()))
         for name, cases in sections:

@@ -38,7 +38,17 @@ import enum
 import functools
 import struct
 import types
-from typing import IO, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    IO,
+    Any,
+    Literal,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 import msgpack
 
@@ -242,14 +252,17 @@ class Shutdown(TypedDict):
     op: Literal["shutdown"]
 
 
-Message = Union[Hello, Progress, Ready, Step, Result, Error, Encoded, Done, Pong, Generate, EncodeVoice, Ping, Shutdown]
+Message = (
+    Hello | Progress | Ready | Step | Result | Error | Encoded | Done | Pong | Generate | EncodeVoice
+    | Ping | Shutdown
+)
 MESSAGE_TYPES: dict[Op, Any] = {Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)}
 ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fields(typed_dict: type) -> tuple[dict[str, Any], frozenset[str]]:
     return get_type_hints(typed_dict), typed_dict.__required_keys__  # type: ignore[attr-defined]
 

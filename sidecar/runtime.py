@@ -30,9 +30,16 @@ from sidecar.generate import Prompt, generate_tokens
 from sidecar.languages import resolve_language
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.text import add_punctuation, chunk_char_len, chunk_text, combine_text, contains_cjk, tokenize_text
+from sidecar.runner import ModelRunner
+from sidecar.text import (
+    add_punctuation,
+    chunk_char_len,
+    chunk_text,
+    combine_text,
+    contains_cjk,
+    tokenize_text,
+)
 from sidecar.voice_design import resolve_instruct
 
 log = logging.getLogger(__name__)
@@ -109,7 +116,7 @@ class OmniVoice:
         on_progress: ProgressCallback | None = None,
         cuda_graphs: bool = True,
         compile: bool | None = None,
-    ) -> "OmniVoice":
+    ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also

@@ -88,7 +88,7 @@ def _end_strength(core: str, is_word: bool) -> int:
     stripped = core.rstrip("".join(CLOSING_MARKS))
     last = stripped[-1:] if stripped else ""
     if last in SENTENCE_ENDS:
-        if is_word and last == "." and (core in ABBREVIATIONS or len(core) == 2 and core[0].isalpha()):
+        if is_word and last == "." and (core in ABBREVIATIONS or (len(core) == 2 and core[0].isalpha())):
             return 1  # "Dr." or an initial such as "J."
         return 3
     if last in CLAUSE_MARKS:

@@ -24,17 +24,18 @@ How an item ends:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.voice_store import resolve_voice
 from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
+from supervisor.voice_store import resolve_voice
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -68,10 +69,8 @@ class JobRunner:
     async def run(self) -> None:
         next_sweep = 0.0
         while True:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
             self._wakeup.clear()
             try:
                 if self.svc.pool.draining:

@@ -25,10 +25,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from supervisor import formats, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
-from supervisor.voice_store import resolve_voice
 from supervisor.errors import Conflict, InvalidRequest, NotFound
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest
+from supervisor.voice_store import resolve_voice
 
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255

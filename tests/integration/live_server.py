@@ -13,8 +13,8 @@ import math
 import os
 import signal
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import time
 import wave
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
 from live_server import REPO_ROOT, free_port, tone_wav
 

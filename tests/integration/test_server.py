@@ -17,11 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
-from sidecar.faults import LOAD_ENV
-
 from live_server import AUTH, KEY, REPO_ROOT, free_port
+
+from sidecar.faults import LOAD_ENV
 
 
 class Server:

@@ -65,7 +65,7 @@ def test_gap_strengths_by_script() -> None:
     assert strengths == [("你", 1), ("好。", 3), ("我", 1), ("们\n\n", 4), ("走", 1), ("吧，", 2), ("好 ", 1), ("ok", 0)]
     thai = atoms("สวัสดีครับ ไป")
     assert [a.strength for a in thai][:3] == [0, 0, 0] and thai[-3].strength == 2  # inside a word; a phrase space
-    assert [a.strength for a in atoms("「你好」")][0] == 0  # never cut right after an opening bracket
+    assert atoms("「你好」")[0].strength == 0  # never cut right after an opening bracket
 
 
 def test_speed_and_voice_change_the_estimate() -> None:
@@ -80,4 +80,4 @@ def test_speed_and_voice_change_the_estimate() -> None:
 def test_any_text_is_split_without_loss(text: str, chunk_s: float) -> None:
     chunks = split_text(text, chunk_s)
     assert squash("".join(chunks)) == squash(text)
-    assert len(chunks) >= 1 and all(chunks) or text.strip() == ""
+    assert (len(chunks) >= 1 and all(chunks)) or text.strip() == ""

@@ -113,7 +113,7 @@ def test_a_voice_prompt_goes_with_every_chunk_and_all_run_at_once() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null"))
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
-        batches, pieces = await run(synthesis, scheduler)
+        batches, _pieces = await run(synthesis, scheduler)
         assert len(synthesis.chunks) >= 3 and [ids(b) for b in batches] == [list(range(len(synthesis.chunks)))]
         assert all(t.payload["voice"] == PROMPT and "return_tokens" not in t.payload for t in batches[0].tasks)
 
@@ -137,7 +137,7 @@ def test_a_failed_chunk_ends_the_request_and_cancels_the_rest() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null"))
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
-        batches, pieces = await run(synthesis, scheduler, fail=1)
+        _batches, pieces = await run(synthesis, scheduler, fail=1)
         assert len(pieces) == 2 and isinstance(pieces[1], TaskFailed)
         assert all(f.done() for f in synthesis.futures)
         assert scheduler.admitted_audio_s == 0 and not scheduler.unfinished and not scheduler.reservations
