@@ -276,11 +276,11 @@ def _check(tp: Any, value: object, where: str) -> None:
         ok = any(_matches(arg, value, where) for arg in args)
     elif origin is list:
         ok = isinstance(value, list)
-        for i, entry in enumerate(value if ok else []):  # type: ignore[arg-type]
+        for i, entry in enumerate(value if isinstance(value, list) else []):
             _check(args[0], entry, f"{where}[{i}]")
     elif origin is dict:
         ok = isinstance(value, dict)
-        for key, entry in (value.items() if ok else []):  # type: ignore[union-attr]
+        for key, entry in (value.items() if isinstance(value, dict) else []):
             _check(str, key, f"{where} key")
             _check(args[1], entry, f"{where}.{key}")
     elif is_typeddict(tp):

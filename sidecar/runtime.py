@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import tokenizers
 import torch
 
 from sidecar import audio as audio_ops
@@ -85,7 +86,7 @@ class Denoised:
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
-    def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
+    def __init__(self, model: OmniVoiceModel, tokenizer: tokenizers.Tokenizer, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
         self.model = model
         self.runner = runner or ModelRunner(model, use_graphs=False)
         self.tokenizer = tokenizer
@@ -220,6 +221,7 @@ class OmniVoice:
             if int(ref_tokens.min()) < 0 or int(ref_tokens.max()) >= self.mask_id:
                 raise InvalidInput("voice prompt tokens hold values outside the codec's codebook")
         num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
+        speed: float | None
         if req.duration is not None:
             target_len, speed = target_tokens_for_duration(req.text, req.duration, ref_text, num_ref)
         else:

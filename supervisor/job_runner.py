@@ -56,6 +56,9 @@ class JobRunner:
         self.tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Set when stop() cancels the items still running (Task.cancelling() would say so, but
+        # only from Python 3.11).
+        self._stopping = False
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -148,8 +151,7 @@ class JobRunner:
         try:
             pieces = [piece async for piece in synthesis.pieces()]
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if self._stopping:
                 raise  # the runner is stopping: `recover` puts the item back at the next start
             # Our synthesis was closed: its job was cancelled (release ends it `cancelled`) or the server drains.
             await asyncio.to_thread(self.store.release, key)
@@ -207,6 +209,7 @@ class JobRunner:
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)
+            self._stopping = True
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)

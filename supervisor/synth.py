@@ -82,7 +82,9 @@ class Entry:
 
 
 def read_manifest(path: Path) -> list[Entry]:
-    entries, problems, seen = [], [], {}
+    entries: list[Entry] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}  # id -> the line it is first on
     with open(path, encoding="utf-8") as lines:
         for number, text in enumerate(lines, start=1):
             if not text.strip():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +135,7 @@ class Synthesis:
         self.futures.append(future)
         return future
 
-    async def pieces(self) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order; raises the first chunk's error."""
         count = len(self.chunks)
         own_prompt = self.voice.prompt is None  # chunks prompt each other
