@@ -25,7 +25,7 @@ import torch
 
 from sidecar import audio as audio_ops
 from sidecar.codec import Codec, load_codec
-from sidecar.duration import target_tokens, target_tokens_for_duration
+from sidecar.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.errors import InvalidAudio, InvalidInput
 from sidecar.generate import Prompt, generate_tokens
 from sidecar.languages import resolve_language
@@ -34,6 +34,7 @@ from sidecar.model import OmniVoiceModel
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.runner import ModelRunner
 from sidecar.text import (
+    CHUNK_SEED_STRIDE,
     add_punctuation,
     chunk_char_len,
     chunk_text,
@@ -51,7 +52,6 @@ StepCallback = Callable[[int, int], None]
 
 MIN_CHUNK_CHARS = 3
 CROSS_FADE_S = 0.3
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so successive chunks of one item get distinct seeds
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -72,7 +72,7 @@ class _Item:
 
     @property
     def is_long(self) -> bool:
-        return self.target_len > int(self.request.audio_chunk_threshold * 25)
+        return self.target_len > int(self.request.audio_chunk_threshold * FRAME_RATE)
 
 
 @dataclass

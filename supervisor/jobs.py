@@ -381,7 +381,3 @@ class JobStore:
         for job_id in old:
             shutil.rmtree(self.results / job_id, ignore_errors=True)
         return old
-
-    def count_unfinished(self) -> int:
-        with self.lock:
-            return int(self.db.execute("SELECT COUNT(*) FROM items WHERE state IN ('queued', 'running')").fetchone()[0])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.chunking import WHOLE_UP_TO, atoms, balance, estimate_s, split_text
+from supervisor.chunking import WHOLE_UP_TO, atoms, estimate_s, split_text
 
 EN = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
       "Nobody else was there; the boats rocked gently in the grey water. He sat on the bench and waited for the "
@@ -23,6 +24,12 @@ RUNTIME_THRESHOLD_S = 30.0  # the runtime chunks an item estimated above this ag
 
 def squash(text: str) -> str:
     return re.sub(r"\s+", "", text)
+
+
+def balance(chunks: list[str]) -> float:
+    """Longest over shortest chunk, in estimated seconds (1.0 is perfectly even)."""
+    lengths = [estimate_s(c) for c in chunks]
+    return max(lengths) / max(min(lengths), math.ulp(1.0))
 
 
 @pytest.mark.parametrize(

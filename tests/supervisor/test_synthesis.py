@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from sidecar.protocol import TokenArray
+from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import schemas
 from supervisor.errors import Overloaded, TaskFailed
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
-from supervisor.synthesis import CHUNK_SEED_STRIDE, Synthesis, Voice
+from supervisor.synthesis import Synthesis, Voice
 
 LONG = "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. " * 6
 PROMPT = {"tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)}, "ref_text": "A saved voice.", "ref_rms": 0.1}  # ~1.2 s
