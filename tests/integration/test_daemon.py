@@ -117,7 +117,8 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
                 "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NOTIFY_SOCKET": manager.address,
                "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6))}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         return server

@@ -57,9 +57,10 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
         log = tmp_path / f"server-{port}.log"
         argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
                 "--api-key", KEY, "--test-faults", "--warmup-steps", "1", "--num-step", "4", "--heartbeat-timeout-s", "5",
-                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", *flags]
+                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         if wait_ready:
