@@ -21,9 +21,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import workloads  # noqa: E402
-from sidecar.request import GenerationRequest, VoicePrompt  # noqa: E402
-from sidecar.runtime import OmniVoice as Ours  # noqa: E402
+import workloads
+
+from sidecar.request import GenerationRequest, VoicePrompt
+from sidecar.runtime import OmniVoice as Ours
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 EAGER = "--eager" in sys.argv  # our side without CUDA graphs and torch.compile

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import io
 import json
@@ -80,10 +81,8 @@ def metric_values(text: str) -> dict[str, float]:
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
-            try:
+            with contextlib.suppress(ValueError):
                 out[name] = float(value)
-            except ValueError:
-                pass
     return out
 
 
@@ -96,7 +95,7 @@ class Server:
 
     def __init__(self, checkpoint: str, port: int, data_dir: str, log_path: Path, devices: str) -> None:
         self.url = f"http://127.0.0.1:{port}"
-        self.log = open(log_path, "w")
+        self.log = open(log_path, "w")  # noqa: SIM115 (open while the server runs; closed in stop)
         cmd = [sys.executable, "-m", "supervisor", "serve", "--model", checkpoint, "--devices", devices, "--port", str(port), "--data-dir", data_dir]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
 

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
-
 from workloads import Request
 
 BYTES_PER_SECOND = 24000 * 2

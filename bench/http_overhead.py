@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sidecar.duration import target_tokens  # noqa: E402  (stdlib only)
+from sidecar.duration import FRAME_RATE, target_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Hello."  # 28 codec frames, 1.12 s of audio by the duration rule
@@ -113,7 +113,7 @@ def measure(host: str, port: int, server_pid: int | None, args: argparse.Namespa
         "requests": len(latencies), "failures": failures, "connections": args.connections, "format": args.format,
         "wall_s": round(wall, 3), "requests_per_s": round(len(latencies) / wall, 1),
         "latency_ms": {q: round(percentile(latencies, p) * 1000, 2) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
-        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / 25, "cpus": os.cpu_count(), "commit": commit(),
+        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / FRAME_RATE, "cpus": os.cpu_count(), "commit": commit(),
     }  # fmt: skip
     if server is not None:
         result["supervisor_cpu_ms_per_request"] = round((sum(server.cpu_times()[:2]) - cpu_before) * 1000 / len(latencies), 3)

@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from supervisor import gpu  # noqa: E402
-from supervisor.pool import Pool  # noqa: E402
-from supervisor.scheduler import Scheduler  # noqa: E402
-from supervisor.settings import Settings  # noqa: E402
+from supervisor import gpu
+from supervisor.pool import Pool
+from supervisor.scheduler import Scheduler
+from supervisor.settings import Settings
 
 TEXT = "The quick brown fox jumps over the lazy dog while the band plays on into the warm summer night."
 MIB = 2**20

@@ -24,12 +24,12 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.codec import load_codec  # noqa: E402
-from sidecar.generate import BatchState, attention_flops, useful_flops  # noqa: E402
-from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
+from profile_step import TEXT
 
-from profile_step import TEXT  # noqa: E402
+from sidecar.codec import load_codec
+from sidecar.generate import BatchState, attention_flops, useful_flops
+from sidecar.request import GenerationRequest
+from sidecar.runtime import Denoised, OmniVoice
 
 # First match wins; names are CUDA kernel names as the profiler reports them.
 KINDS = (
@@ -100,13 +100,13 @@ def main() -> int:
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
             denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
-            by_kind, top, wall = kernel_times(lambda: model.decode(denoised), repeats=2)
+            by_kind, top, wall = kernel_times(lambda denoised=denoised: model.decode(denoised), repeats=2)
             row = report(f"decode, {b} items", by_kind, top, wall)
             row.update(batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1))
             out.append(row)
             codes = [d.tokens[0].to(args.device) for d in denoised]
             for label, codec in (("fused", model.codec), ("eager", eager_codec)):
-                by_kind, top, wall = kernel_times(lambda: codec.decode_many(codes), repeats=2)
+                by_kind, top, wall = kernel_times(lambda codec=codec, codes=codes: codec.decode_many(codes), repeats=2)
                 out.append(report(f"codec decode_many, {b} items, activations {label}", by_kind, top, wall))
             fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
             diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))

@@ -16,9 +16,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.generate import BatchState, useful_flops  # noqa: E402
-from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
+from sidecar.generate import BatchState, useful_flops
+from sidecar.request import GenerationRequest
+from sidecar.runtime import Denoised, OmniVoice
 
 TEXT = (
     "Every morning the baker rose before the sun, lit the old stone oven, and waited for the "
@@ -56,12 +56,12 @@ def main() -> int:
             state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.forward, sync)
             logits = state.forward()
-            choose = timeit(lambda: state.choose(logits, 0), sync)
+            choose = timeit(lambda state=state, logits=logits: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
-            reveal = timeit(lambda: state.reveal(tokens, conf, 0), sync)
+            reveal = timeit(lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync)
             # Random codes of each item's length: decoding costs the same whatever they are.
             denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
-            decode = timeit(lambda: model.decode(denoised), sync, repeats=3)
+            decode = timeit(lambda denoised=denoised: model.decode(denoised), sync, repeats=3)
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {"batch": b, "tokens": state.packed.num_tokens, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
                "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1),

@@ -10,16 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-WORDS = (
-    "the a morning river town baker bread oven street children winter snow market square lantern "
-    "quiet harbour ship sailor wind evening light window garden stone bridge road valley forest "
-    "mountain station train ticket letter music band summer night library weekend committee "
-    "debate summer coffee table friend family village story teacher lesson question answer "
-    "rain cloud bright early late small large old new warm cold green blue golden silver "
-    "walked waited opened closed carried gathered listened remembered smiled answered travelled "
-    "slowly quickly gently finally suddenly always never often together outside across beyond "
-    "and but while because after before when although since until"
-).split()
+WORDS = ["the", "a", "morning", "river", "town", "baker", "bread", "oven", "street", "children", "winter", "snow", "market", "square", "lantern", "quiet", "harbour", "ship", "sailor", "wind", "evening", "light", "window", "garden", "stone", "bridge", "road", "valley", "forest", "mountain", "station", "train", "ticket", "letter", "music", "band", "summer", "night", "library", "weekend", "committee", "debate", "summer", "coffee", "table", "friend", "family", "village", "story", "teacher", "lesson", "question", "answer", "rain", "cloud", "bright", "early", "late", "small", "large", "old", "new", "warm", "cold", "green", "blue", "golden", "silver", "walked", "waited", "opened", "closed", "carried", "gathered", "listened", "remembered", "smiled", "answered", "travelled", "slowly", "quickly", "gently", "finally", "suddenly", "always", "never", "often", "together", "outside", "across", "beyond", "and", "but", "while", "because", "after", "before", "when", "although", "since", "until"]
 INSTRUCTS = ("female, young adult, high pitch", "male, middle-aged, low pitch", "female, elderly", "male, british accent",
              "female, whisper", "male, teenager, moderate pitch")
 OPENAI_VOICES = ("alloy", "echo", "fable", "onyx", "nova", "shimmer")

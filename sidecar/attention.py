@@ -8,6 +8,8 @@ which keeps float32 results equal to the reference's.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 
@@ -31,7 +33,7 @@ def varlen_attention(
 def _per_segment(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int], scale: float) -> torch.Tensor:
     groups = q.shape[1] // k.shape[1]
     out = torch.empty_like(q)
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         if end == start:
             continue
         qs = q[start:end].transpose(0, 1).unsqueeze(0)  # [1, Hq, L, D]

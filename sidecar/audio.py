@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import math
 from pathlib import Path
@@ -164,7 +165,7 @@ def _detect_nonsilent(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_m
 def _split_on_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, keep_ms: int, seek_ms: int) -> list[_Pcm]:
     """pydub.silence.split_on_silence: non-silent pieces, each padded by keep_ms of context."""
     ranges = [[s - keep_ms, e + keep_ms] for s, e in _detect_nonsilent(pcm, min_silence_ms, thresh_dbfs, seek_ms)]
-    for a, b in zip(ranges, ranges[1:]):
+    for a, b in itertools.pairwise(ranges):
         if b[0] < a[1]:  # the padded ranges overlap: split the shared stretch at its midpoint
             a[1] = (a[1] + b[0]) // 2
             b[0] = a[1]

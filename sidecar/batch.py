@@ -13,6 +13,7 @@ columns [target_offsets[i], target_offsets[i+1]).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -76,7 +77,7 @@ def pack(prompts: Sequence[tuple[torch.Tensor, int, int]]) -> PackedBatch:
 def padded_index(target_offsets: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Map the target axis to a padded [B, T_max] grid: `index[i, t]` is item i's column t, or S
     (one past the end, a sentinel column) where t >= T_i; `valid` says which entries are real."""
-    lens = torch.tensor([b - a for a, b in zip(target_offsets, target_offsets[1:])])
+    lens = torch.tensor([b - a for a, b in itertools.pairwise(target_offsets)])
     t = torch.arange(int(lens.max()))
     valid = t.unsqueeze(0) < lens.unsqueeze(1)
     index = torch.tensor(target_offsets[:-1]).unsqueeze(1) + t.unsqueeze(0)

@@ -14,7 +14,16 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
 from sidecar.codec import Codec, CodecConfig
 

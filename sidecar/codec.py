@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -213,6 +213,11 @@ class _SemanticDecoder(nn.Module):
 class _Codebook(nn.Module):
     """Euclidean codebook; `cluster_size`, `embed_avg` and `inited` are EMA training state kept for loading."""
 
+    inited: torch.Tensor  # buffers: nn.Module's attribute lookup types them only as Tensor | Module
+    cluster_size: torch.Tensor
+    embed: torch.Tensor
+    embed_avg: torch.Tensor
+
     def __init__(self, size: int, dim: int) -> None:
         super().__init__()
         self.register_buffer("inited", torch.ones(1))
@@ -248,7 +253,7 @@ class _Quantizer(nn.Module):
 class _ResidualVQ(nn.Module):
     def __init__(self, cfg: CodecConfig) -> None:
         super().__init__()
-        self.quantizers = nn.ModuleList(_Quantizer(cfg) for _ in range(cfg.num_quantizers))
+        self.quantizers = cast("Sequence[_Quantizer]", nn.ModuleList(_Quantizer(cfg) for _ in range(cfg.num_quantizers)))
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, hidden] -> codes [B, Q, T]."""
@@ -280,13 +285,15 @@ def _strip_final_tanh(decoder: DacDecoder) -> None:
     for module in decoder.modules():
         if isinstance(module, nn.ConvTranspose1d):
             module.output_padding = (module.stride[0] % 2,)
-    decoder.tanh = nn.Identity()
+    decoder.tanh = nn.Identity()  # type: ignore[assignment]  # a Tanh slot, deliberately emptied
 
 
 def _conv_output_length(module: nn.Module, length: int) -> int:
     """Length after every Conv1d in `module`, in registration order (the encoder is a plain chain)."""
     for m in module.modules():
         if isinstance(m, nn.Conv1d):
+            if isinstance(m.padding, str):  # "same"/"valid": not a chain this formula describes
+                raise ValueError(f"{m}: a string padding has no fixed output length here")
             k, s, d, p = m.kernel_size[0], m.stride[0], m.dilation[0], m.padding[0]
             length = (length + 2 * p - d * (k - 1) - 1) // s + 1
     return length
@@ -378,7 +385,7 @@ class Codec(nn.Module):
             if isinstance(module, Snake1d):
                 # alpha as a plain tensor: torch.compile keeps a Parameter's shape static, which
                 # compiled once per layer, hit its recompile limit and left most layers eager.
-                module.forward = partial(fused, alpha=module.alpha.detach())
+                module.forward = partial(fused, alpha=module.alpha.detach())  # type: ignore[method-assign]
         for batch in (1, 2):
             for frames in (3, 5):
                 self.decode(torch.zeros((batch, self.num_codebooks, frames), dtype=torch.long, device=self.device))
@@ -393,7 +400,7 @@ class Codec(nn.Module):
         enough left context to be exact; the result equals decoding each item on its own (to
         float32 rounding, ~1e-6). Returns 1-D audio tensors of hop_length * T_i samples.
         """
-        out: list[torch.Tensor | None] = [None] * len(codes)
+        out: dict[int, torch.Tensor] = {}  # item index -> its audio
         order = sorted(range(len(codes)), key=lambda i: codes[i].shape[-1])
         groups: list[list[int]] = [[]]
         for i in order:
@@ -422,7 +429,7 @@ class Codec(nn.Module):
                     fixed = out[i].clone()
                     fixed[(t - TAIL_FRAMES) * hop :] = tail_audio[row, TAIL_CONTEXT_FRAMES * hop :]
                     out[i] = fixed
-        return [a for a in out if a is not None]
+        return [out[i] for i in range(len(codes))]
 
 
 def read_codec_config(audio_tokenizer_dir: Path) -> CodecConfig:

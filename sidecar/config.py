@@ -26,7 +26,7 @@ class ModelConfig:
     rope_theta: float
 
     @classmethod
-    def from_dict(cls, config: dict[str, Any], where: str = "config.json") -> "ModelConfig":
+    def from_dict(cls, config: dict[str, Any], where: str = "config.json") -> ModelConfig:
         llm = config.get("llm_config")
         if not isinstance(llm, dict):
             raise CheckpointError(f"{where}: no 'llm_config' section (the Qwen3 backbone config)")

@@ -28,7 +28,8 @@ class Engine(Protocol):
     """`generate` = `decode(denoise(...))`. The sidecar calls the halves apart, so that one batch
     decodes (in a thread) while the next denoises; `denoise` returns one opaque value per request."""
 
-    sample_rate: int
+    @property
+    def sample_rate(self) -> int: ...
 
     def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]: ...
 
@@ -102,7 +103,7 @@ def resolve_dtype(dtype: str, device: str) -> str:
 # torch is consulted only when the engine already imported it, so the null engine stays light.
 
 
-def _torch():  # type: ignore[no-untyped-def]
+def _torch() -> Any:  # the torch module, or None
     return sys.modules.get("torch")
 
 

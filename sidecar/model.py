@@ -9,7 +9,8 @@ sees every other position of the same item.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -115,10 +116,12 @@ class DecoderLayer(nn.Module):
 class Backbone(nn.Module):
     """Qwen3 without its language-model head; key names match the checkpoint's `llm.*`."""
 
+    inv_freq: torch.Tensor  # a buffer: nn.Module's attribute lookup types it only as Tensor | Module
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.layers = cast("Sequence[DecoderLayer]", nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers)))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
@@ -139,6 +142,8 @@ class Backbone(nn.Module):
 
 class OmniVoiceModel(nn.Module):
     """Embeds [rows, codebooks, length] token ids, runs the backbone, returns audio logits."""
+
+    codebook_layer_offsets: torch.Tensor  # a buffer
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -7,6 +7,7 @@ to stderr. Tokens, tables and strings must be equal; audio the same length and w
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -200,7 +201,8 @@ class Parity:
         for name, value in self.cases.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 check = getattr(self, f"check_{name}", None)
-                cases = [(str(c.get("name", i)), (lambda c=c, check=check: self._unknown(name) if check is None else check(c))) for i, c in enumerate(value)]
+                cases: list[tuple[str, Callable[[], None]]] = [
+                    (str(c.get("name", i)), functools.partial(self._run_case, name, check, c)) for i, c in enumerate(value)]
                 sections.append((name, cases))
         sections.append(("audio", self.audio_cases()))
         for name, cases in sections:
@@ -218,8 +220,10 @@ class Parity:
         return passed == total
 
     @staticmethod
-    def _unknown(section: str) -> None:
-        raise Mismatch(f"no check for section {section!r}")
+    def _run_case(section: str, check: Callable[[dict[str, Any]], None] | None, case: dict[str, Any]) -> None:
+        if check is None:
+            raise Mismatch(f"no check for section {section!r}")
+        check(case)
 
 
 def main(fixtures: str, device: str = "cpu") -> int:

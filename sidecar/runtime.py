@@ -20,19 +20,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import tokenizers
 import torch
 
 from sidecar import audio as audio_ops
 from sidecar.codec import Codec, load_codec
-from sidecar.duration import target_tokens, target_tokens_for_duration
+from sidecar.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.errors import InvalidAudio, InvalidInput
 from sidecar.generate import Prompt, generate_tokens
 from sidecar.languages import resolve_language
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.text import add_punctuation, chunk_char_len, chunk_text, combine_text, contains_cjk, tokenize_text
+from sidecar.runner import ModelRunner
+from sidecar.text import (
+    CHUNK_SEED_STRIDE,
+    add_punctuation,
+    chunk_char_len,
+    chunk_text,
+    combine_text,
+    contains_cjk,
+    tokenize_text,
+)
 from sidecar.voice_design import resolve_instruct
 
 log = logging.getLogger(__name__)
@@ -43,7 +52,6 @@ StepCallback = Callable[[int, int], None]
 
 MIN_CHUNK_CHARS = 3
 CROSS_FADE_S = 0.3
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so successive chunks of one item get distinct seeds
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -64,7 +72,7 @@ class _Item:
 
     @property
     def is_long(self) -> bool:
-        return self.target_len > int(self.request.audio_chunk_threshold * 25)
+        return self.target_len > int(self.request.audio_chunk_threshold * FRAME_RATE)
 
 
 @dataclass
@@ -78,7 +86,7 @@ class Denoised:
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
-    def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
+    def __init__(self, model: OmniVoiceModel, tokenizer: tokenizers.Tokenizer, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
         self.model = model
         self.runner = runner or ModelRunner(model, use_graphs=False)
         self.tokenizer = tokenizer
@@ -109,7 +117,7 @@ class OmniVoice:
         on_progress: ProgressCallback | None = None,
         cuda_graphs: bool = True,
         compile: bool | None = None,
-    ) -> "OmniVoice":
+    ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
@@ -213,6 +221,7 @@ class OmniVoice:
             if int(ref_tokens.min()) < 0 or int(ref_tokens.max()) >= self.mask_id:
                 raise InvalidInput("voice prompt tokens hold values outside the codec's codebook")
         num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
+        speed: float | None
         if req.duration is not None:
             target_len, speed = target_tokens_for_duration(req.text, req.duration, ref_text, num_ref)
         else:

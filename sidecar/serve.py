@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class Channel:
         self.max_frame_bytes = max_frame_bytes
         self._lock = threading.Lock()
 
-    def send(self, message: Message | dict) -> None:  # type: ignore[type-arg]
+    def send(self, message: Message | dict[str, Any]) -> None:
         self.write_raw(encode_frame(message, self.max_frame_bytes))
 
     def write_raw(self, data: bytes) -> None:
@@ -395,7 +395,7 @@ class Sidecar:
             "timings": {"generate_s": wall, "audio_s": len(result.audio) / max(1, result.sample_rate)},
         }
         try:
-            frame = encode_frame(message, self.channel.max_frame_bytes)  # type: ignore[arg-type]
+            frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:
             self.send_error(batch, entry.id, ErrorKind.TOO_LARGE, f"the audio does not fit in one frame: {exc}")
             return

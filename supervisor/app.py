@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from supervisor import gpu, metrics
 from supervisor.api import Services, console, jobs, ops, speech, voices
@@ -101,7 +101,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
     base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
               "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/", console.page, methods=["GET"]),
         Route("/console", console.page, methods=["GET"]),
         Route("/console/{asset}", console.asset, methods=["GET"]),
@@ -131,7 +131,11 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             Middleware(BearerAuth, keys=settings.api_keys),
             Middleware(BodyLimit, limits=limits),
         ],
-        exception_handlers={ServerError: render_error, HTTPException: render_error, ClientDisconnect: client_gone,
-                            Exception: render_error},  # fmt: skip
+        exception_handlers={
+            ServerError: render_error,
+            HTTPException: render_error,
+            ClientDisconnect: client_gone,
+            Exception: render_error,
+        },
         lifespan=lifespan,
     )

@@ -25,7 +25,6 @@ so the runtime never splits a task again.
 from __future__ import annotations
 
 import itertools
-import math
 import unicodedata
 from dataclasses import dataclass
 
@@ -88,7 +87,7 @@ def _end_strength(core: str, is_word: bool) -> int:
     stripped = core.rstrip("".join(CLOSING_MARKS))
     last = stripped[-1:] if stripped else ""
     if last in SENTENCE_ENDS:
-        if is_word and last == "." and (core in ABBREVIATIONS or len(core) == 2 and core[0].isalpha()):
+        if is_word and last == "." and (core in ABBREVIATIONS or (len(core) == 2 and core[0].isalpha())):
             return 1  # "Dr." or an initial such as "J."
         return 3
     if last in CLAUSE_MARKS:
@@ -212,9 +211,3 @@ def _cut(pieces: list[Atom], count: int) -> list[str]:
         previous, done = chosen, cumulative[chosen]
     bounds = [-1, *cuts, len(pieces) - 1]
     return ["".join(a.text for a in pieces[bounds[j] + 1 : bounds[j + 1] + 1]).strip() for j in range(len(bounds) - 1)]
-
-
-def balance(chunks: list[str]) -> float:
-    """Longest over shortest chunk, in estimated seconds (1.0 is perfectly even)."""
-    lengths = [estimate_s(c) for c in chunks]
-    return max(lengths) / max(min(lengths), math.ulp(1.0))

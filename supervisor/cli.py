@@ -107,7 +107,7 @@ class FlagFormatter(argparse.HelpFormatter):
                              subsequent_indent=indent, break_on_hyphens=False)
 
 
-def add_serve(sub: argparse._SubParsersAction) -> None:
+def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor.settings import Settings
 
     p = sub.add_parser(
@@ -124,14 +124,14 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
-def add_parity(sub: argparse._SubParsersAction) -> None:
+def add_parity(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("parity", help="check the runtime against fixtures recorded from the reference OmniVoice")
     p.add_argument("fixtures", metavar="FIXTURES_DIR", help="directory with cases.json, expected.npz and checkpoint/")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (float32 either way; TF32 is turned off)")
     p.set_defaults(func=cmd_parity)
 
 
-def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
+def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from pathlib import Path
 
     p = sub.add_parser("make-checkpoint", help="write a checkpoint with random weights in the published layout")
@@ -141,7 +141,7 @@ def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_make_checkpoint)
 
 
-def add_stop(sub: argparse._SubParsersAction) -> None:
+def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor.stop import DEFAULT_TIMEOUT_S
 
     p = sub.add_parser("stop", help="stop a server: SIGTERM (it drains), wait, report",
@@ -162,7 +162,7 @@ def add_stop(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_stop)
 
 
-def add_service(sub: argparse._SubParsersAction) -> None:
+def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor import service
 
     p = sub.add_parser("install-service", help="install, enable and start the systemd unit (as root)",
@@ -184,7 +184,7 @@ def add_service(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--env-file", default=service.ENV_FILE, help="the settings file (default: %(default)s)")
 
 
-def add_synth(sub: argparse._SubParsersAction) -> None:
+def add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from pathlib import Path
 
     p = sub.add_parser("synth", help="synthesize a manifest (JSON lines of speech requests) into a folder; resumable",
@@ -205,7 +205,7 @@ def add_synth(sub: argparse._SubParsersAction) -> None:
 
 
 # Each entry adds one subcommand; `serve` and the others register themselves the same way.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_stop, add_service, add_synth, add_parity,
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [add_serve, add_stop, add_service, add_synth, add_parity,
                                                                      add_make_checkpoint]
 
 

@@ -23,7 +23,10 @@ import io
 import json
 import struct
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from av.audio.stream import AudioStream
 
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 MEDIA_TYPES = {
@@ -120,7 +123,8 @@ class AvEncoder:
         self.sample_rate = sample_rate
         self.sink: _Sink | io.BytesIO = io.BytesIO() if whole else _Sink()
         self.output = av.open(self.sink, "w", format=container, options={} if whole and fmt == "mp3" else options)
-        self.stream: Any = self.output.add_stream(codec, rate=sample_rate)
+        # _AV_FORMATS names audio codecs only; PyAV types a codec named by a plain str as any stream.
+        self.stream = cast("AudioStream", self.output.add_stream(codec, rate=sample_rate))
         self.stream.layout = "mono"
         if bit_rate:
             self.stream.bit_rate = bit_rate

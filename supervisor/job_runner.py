@@ -29,6 +29,7 @@ logged once (not a traceback per pass), and once more when it is over. New jobs 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import sqlite3
@@ -37,11 +38,11 @@ from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.voice_store import resolve_voice
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
+from supervisor.voice_store import resolve_voice
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -67,6 +68,9 @@ class JobRunner:
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Set when stop() cancels the items still running (Task.cancelling() would say so, but
+        # only from Python 3.11).
+        self._stopping = False
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -80,10 +84,8 @@ class JobRunner:
     async def run(self) -> None:
         next_sweep = 0.0
         while True:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
             self._wakeup.clear()
             try:
                 if self.svc.pool.draining:
@@ -203,8 +205,7 @@ class JobRunner:
         try:
             pieces = [piece async for piece in synthesis.pieces()]
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if self._stopping:
                 raise  # the runner is stopping: `recover` puts the item back at the next start
             # Our synthesis was closed: its job was cancelled (release ends it `cancelled`) or the server drains.
             await self.record(key, None)
@@ -271,6 +272,7 @@ class JobRunner:
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)
+            self._stopping = True
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)

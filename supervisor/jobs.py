@@ -28,6 +28,7 @@ crash of the process.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import fcntl
@@ -340,8 +341,9 @@ class JobStore:
             os.close(directory)
 
     # ------------------------------------------------------------ the runner's moves
+    # (`list` below is the builtin: in this class the name is the method above)
 
-    def queued(self, limit: int) -> list[Claimed]:
+    def queued(self, limit: int) -> builtins.list[Claimed]:
         """Up to `limit` queued items, oldest job first, in item order (not claimed yet)."""
         with self.lock:
             rows = self.db.execute(
@@ -349,7 +351,7 @@ class JobStore:
                 "WHERE i.state = 'queued' ORDER BY j.seq, i.n LIMIT ?", (limit,)).fetchall()  # fmt: skip
         return [Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"]) for r in rows]
 
-    def claim(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    def claim(self, keys: builtins.list[tuple[str, int]]) -> set[tuple[str, int]]:
         """queued -> running, one attempt more; returns the keys that were still queued."""
         now, claimed = time.time(), set()
         with self.transaction() as db:
@@ -427,7 +429,7 @@ class JobStore:
                 tmp.unlink(missing_ok=True)
         return num_done, num_queued
 
-    def sweep(self, retention_s: float, now: float | None = None) -> list[str]:
+    def sweep(self, retention_s: float, now: float | None = None) -> builtins.list[str]:
         """Remove jobs whose every item ended more than retention_s ago, with their results."""
         cutoff = (time.time() if now is None else now) - retention_s
         with self.transaction() as db:
@@ -438,7 +440,3 @@ class JobStore:
         for job_id in old:
             shutil.rmtree(self.results / job_id, ignore_errors=True)
         return old
-
-    def count_unfinished(self) -> int:
-        with self.lock:
-            return int(self.db.execute("SELECT COUNT(*) FROM items WHERE state IN ('queued', 'running')").fetchone()[0])

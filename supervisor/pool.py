@@ -24,7 +24,6 @@ import asyncio
 import enum
 import logging
 import os
-import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -237,9 +236,7 @@ class Pool:
             return
         now = time.monotonic()
         for slot in self.slots:
-            if slot.state is SlotState.BACKOFF and now >= slot.respawn_at and self.memory_is_back(slot, now):
-                await self.spawn_sidecar(slot)
-            elif slot.state is SlotState.REAPED and self.needs_capacity():
+            if (slot.state is SlotState.BACKOFF and now >= slot.respawn_at and self.memory_is_back(slot, now)) or (slot.state is SlotState.REAPED and self.needs_capacity()):
                 await self.spawn_sidecar(slot)
             elif slot.state is SlotState.ACTIVE:
                 self.reap_if_idle(slot, now)
@@ -499,7 +496,7 @@ class Pool:
         self.scheduler.fail_queued(Unavailable("the server shut down before this request ran"))
         for slot in self.slots:
             proc = slot.process
-            if proc is not None and (self._hurry.is_set() or proc.state is State.BUSY and not drained):
+            if proc is not None and (self._hurry.is_set() or (proc.state is State.BUSY and not drained)):
                 # What it still runs will not be waited for: BUSY -> STOPPING now, not after its batch.
                 self.kill_sidecar(proc, KillReason.SHUTDOWN, "the drain is over")
             elif proc is not None:

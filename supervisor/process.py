@@ -20,7 +20,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sidecar.protocol import FROM_SIDECAR, ExitCode, Message, ProtocolError, Ready, encode_frame, read_frame_async
+from sidecar.protocol import (
+    FROM_SIDECAR,
+    ExitCode,
+    Message,
+    ProtocolError,
+    Ready,
+    encode_frame,
+    read_frame_async,
+)
 from supervisor.gpu import Device
 
 if TYPE_CHECKING:
@@ -176,7 +184,7 @@ class SidecarProcess:
 
     def kill(self, reason: KillReason, detail: str = "") -> None:
         """SIGKILL the whole process group. The first reason given is the one recorded."""
-        if self.kill_reason is None or self.kill_reason in PLANNED and reason not in PLANNED:
+        if self.kill_reason is None or (self.kill_reason in PLANNED and reason not in PLANNED):
             self.kill_reason = reason
             self.kill_detail = detail
         if self.state is State.DEAD:

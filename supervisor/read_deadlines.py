@@ -78,7 +78,7 @@ class ReadDeadlines(H11Protocol):
         if self.flow.read_paused:  # the handler is behind, not the client: wait for it
             self._arm(delay_s, awaited)
             return
-        client = "%s:%d" % self.client if self.client else "a client"
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.info("closing the connection from %s: %s did not arrive within %g s",
                  client, awaited, delay_s)  # fmt: skip
         self.transport.close()

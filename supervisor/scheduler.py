@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import itertools
 import time
 from collections import deque
@@ -220,7 +221,7 @@ class Scheduler:
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
             self.admitted_audio_s += task.est_audio_s - covered
             # However it ends (answer, error, or its caller cancelling), it leaves the books.
-            task.future.add_done_callback(lambda _, task=task: self._settle(task))
+            task.future.add_done_callback(functools.partial(self._settle, task))
         self._idle.clear()
         self.wake()
 
@@ -287,7 +288,7 @@ class Scheduler:
         if not task.done:
             task.future.set_exception(error)
 
-    def _settle(self, task: Task) -> None:
+    def _settle(self, task: Task, _done: asyncio.Future[Any]) -> None:
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)

@@ -216,7 +216,7 @@ def boolean(body: dict[str, Any], key: str) -> bool | None:
 def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
     """The alias fields a route takes: those whose field it takes, and those that are ours alone
     (named as their own target) on every route that takes an input text."""
-    return frozenset(name for name, (target, _) in ALIASES.items() if target in allowed or name == target and "input" in allowed)
+    return frozenset(name for name, (target, _) in ALIASES.items() if target in allowed or (name == target and "input" in allowed))
 
 
 def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:

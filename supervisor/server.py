@@ -20,8 +20,9 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -82,8 +83,8 @@ class Server(uvicorn.Server):
         if self.loop is not None:
             self.loop.call_soon_threadsafe(time.sleep, TEST_BLOCK_S)
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

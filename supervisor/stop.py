@@ -10,10 +10,12 @@ never acted on. The first SIGTERM starts the server's drain; if it has not exite
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -78,11 +80,14 @@ def stop(pid_file: str | None, port: int | None, timeout_s: float = DEFAULT_TIME
     """Stop the server(s) the pid file and the port name; print what happened; return the exit status."""
     pids: list[int] = []
     missing: list[str] = []
-    for find, where in ((find_by_pid_file, pid_file), (find_by_port, port)):
-        if not where:
-            continue
+    searches: list[Callable[[], int]] = []
+    if pid_file:
+        searches.append(functools.partial(find_by_pid_file, pid_file))
+    if port:
+        searches.append(functools.partial(find_by_port, port))
+    for find in searches:
         try:
-            pid = find(where)  # type: ignore[operator]
+            pid = find()
         except NotFound as exc:
             missing.append(str(exc))
             continue

@@ -83,7 +83,9 @@ class Entry:
 
 
 def read_manifest(path: Path) -> list[Entry]:
-    entries, problems, seen = [], [], {}
+    entries: list[Entry] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}  # id -> the line it is first on
     with open(path, encoding="utf-8") as lines:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
@@ -259,6 +261,13 @@ class Synth:
         self.failures: list[tuple[Entry, str]] = []
         self.client: Client | None = None
 
+    @property
+    def api(self) -> Client:
+        """The server's client, from run() on."""
+        if self.client is None:
+            raise RuntimeError("Synth.run() sets the client first")
+        return self.client
+
     def summary(self) -> None:
         print(f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
               f"{len(self.pending)} to do", file=self.log, flush=True)  # fmt: skip
@@ -300,7 +309,7 @@ class Synth:
             else:
                 by_job.setdefault(known[0], {})[known[1]] = entry
         for job_id, positions in by_job.items():
-            status, job = self.client.request("GET", f"/v1/jobs/{job_id}")
+            status, job = self.api.request("GET", f"/v1/jobs/{job_id}")
             if status != 200:  # removed, or another server: submit again
                 fresh.extend(positions.values())
                 continue
@@ -319,7 +328,7 @@ class Synth:
         for group in chunks(entries, self.job_size):
             body = {"items": [entry.item for entry in group]}
             key = "synth-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-            status, job = self.client.request("POST", "/v1/jobs", body, {"Idempotency-Key": key})
+            status, job = self.api.request("POST", "/v1/jobs", body, {"Idempotency-Key": key})
             if status != 202:
                 raise ManifestError([self.locate(group, job, status)])
             for n, entry in enumerate(group):
@@ -340,7 +349,7 @@ class Synth:
 
     def poll(self, job_id: str) -> None:
         positions = self.following[job_id]
-        status, job = self.client.request("GET", f"/v1/jobs/{job_id}")
+        status, job = self.api.request("GET", f"/v1/jobs/{job_id}")
         if status != 200:
             for entry in positions.values():
                 self.fail(entry, f"job {job_id} is gone from the server (HTTP {status}); run again to submit it anew")
@@ -349,7 +358,7 @@ class Synth:
         for n, entry in list(positions.items()):
             item = job["items"][n]
             if item["state"] == "done":
-                got, answer = self.client.download(item["audio_url"], self.out / f"{entry.id}.{item['format']}")
+                got, answer = self.api.download(item["audio_url"], self.out / f"{entry.id}.{item['format']}")
                 if got == 200:
                     self.progress.done += 1
                 else:

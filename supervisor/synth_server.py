@@ -9,6 +9,7 @@ to any `serve`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -36,10 +37,8 @@ def free_port() -> int:
 
 def die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere nothing)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 class ServerFailed(RuntimeError):

@@ -23,19 +23,17 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
+from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import chunking
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 
-# Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
-# the chunks it makes itself; so X-Seed reproduces the whole response.
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
 
@@ -135,7 +133,7 @@ class Synthesis:
         self.futures.append(future)
         return future
 
-    async def pieces(self) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order; raises the first chunk's error."""
         count = len(self.chunks)
         own_prompt = self.voice.prompt is None  # chunks prompt each other

@@ -28,10 +28,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from supervisor import formats, job_body, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
-from supervisor.voice_store import resolve_voice
 from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest, out_of_space
+from supervisor.voice_store import resolve_voice
 
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255

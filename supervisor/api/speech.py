@@ -23,7 +23,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -37,6 +37,7 @@ from supervisor.synthesis import Synthesis, Voice
 from supervisor.voice_store import resolve_voice
 
 T = TypeVar("T")
+P = ParamSpec("P")
 CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
 
 
@@ -94,7 +95,7 @@ class Deadline:
             raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
                                  "what was left of it is cancelled") from None  # fmt: skip
 
-    async def pieces(self, pieces: AsyncGenerator[dict[str, Any], None]) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(self, pieces: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[dict[str, Any], None]:
         """The pieces, each awaited within the deadline; closing this closes them."""
         try:
             while True:
@@ -121,11 +122,11 @@ class SynthesisStream(StreamingResponse):
             self.synthesis.close()
 
 
-async def _encode(fmt: str, call: Callable[..., bytes], *args: Any) -> bytes:
+async def _encode(fmt: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run an encoder step; the compressed formats in a worker thread, off the event loop."""
     if formats.is_cheap(fmt):
-        return call(*args)
-    return await asyncio.to_thread(call, *args)
+        return call(*args, **kwargs)
+    return await asyncio.to_thread(call, *args, **kwargs)
 
 
 async def _audio_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str) -> AsyncIterator[bytes]:

@@ -29,7 +29,13 @@ from sidecar.protocol import VoicePayload
 from supervisor import schemas
 from supervisor.api import Services, services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, read_json, respond, until_disconnected
-from supervisor.errors import InvalidRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMedia
+from supervisor.errors import (
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    Unprocessable,
+    UnsupportedMedia,
+)
 from supervisor.synthesis import Voice
 from supervisor.voice_store import PromptCache, SavedVoice
 
@@ -123,7 +129,7 @@ def sniff(data: bytes) -> str | None:
     if data[:4] == b"OggS":
         return "ogg"
     # An ID3 tag, or an MPEG audio frame sync with a layer (ADTS AAC has layer 0: not ours).
-    if data[:3] == b"ID3" or len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0 and data[1] & 0x06:
+    if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0 and data[1] & 0x06):
         return "mp3"
     return None
 

@@ -7,11 +7,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import av
-
 from harness import assert_gone
 from live_server import KEY, REPO_ROOT, LiveServer
 

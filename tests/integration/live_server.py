@@ -13,8 +13,8 @@ import math
 import os
 import signal
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import time
 import wave
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +81,8 @@ def live(log_dir: Path, *flags: str, checkpoint: Path | None = None) -> Iterator
     argv = [sys.executable, "-m", "supervisor", "serve", *model, "--port", str(port), "--api-key", KEY,
             "--data-dir", str(log_dir / "data"), "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
     environ = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT)
     server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
     pids: list[int] = []
     try:

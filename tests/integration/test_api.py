@@ -18,8 +18,8 @@ from typing import Any
 import av
 import openai
 import pytest
-
 from live_server import KEY, LiveServer, live, tone_wav
+
 from supervisor.chunking import estimate_s
 
 SHORT = "Hello from the quiet harbour."

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from live_server import LiveServer, live, tone_wav
-
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-
 from live_server import KEY, LiveServer, live, tone_wav
 
 playwright_api = pytest.importorskip(

@@ -8,6 +8,7 @@ SIGTERM starts the drain. The stop paths (drain deadline, second SIGTERM) are ch
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -22,7 +23,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ class Manager:
         while not self._closed:
             try:
                 data = self.sock.recv(4096)
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             fields = dict(line.split("=", 1) for line in data.decode().splitlines())
             self.messages.append((time.monotonic(), fields))
@@ -117,7 +117,8 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
                 "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NOTIFY_SOCKET": manager.address,
                "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6))}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         return server
@@ -153,14 +154,14 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     time.sleep(2.0)
     pings = manager.pings(ready_at, time.monotonic())
     assert len(pings) >= 3, pings
-    assert max(b - a for a, b in zip(pings, pings[1:])) < 0.8 * WATCHDOG_S, pings
+    assert max(b - a for a, b in itertools.pairwise(pings)) < 0.8 * WATCHDOG_S, pings
 
     # ... and none while it is wedged (SIGUSR2 under --test-faults: 3 s of time.sleep in the loop).
     wedged_at = time.monotonic()
     server.proc.send_signal(signal.SIGUSR2)
     time.sleep(4.5)
     pings = manager.pings(wedged_at - WATCHDOG_S, time.monotonic())
-    gaps = [b - a for a, b in zip(pings, pings[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(pings)]
     assert gaps and max(gaps) > 2.5, f"the watchdog was fed while the loop was blocked: {pings}"
     assert pings[-1] > time.monotonic() - WATCHDOG_S, "pings did not resume once the loop was free"
 

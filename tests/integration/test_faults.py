@@ -14,8 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import (
+    SPAWN_S,
+    fast_settings,
+    is_ready,
+    items,
+    mid_batch,
+    outcomes,
+    process,
+    run,
+    running_pool,
+    wait_for,
+)
 
-from harness import SPAWN_S, fast_settings, is_ready, items, mid_batch, outcomes, process, run, running_pool, wait_for
 from sidecar.faults import LOAD_ENV
 from supervisor.errors import PoisonRequest, TaskFailed, Unavailable
 

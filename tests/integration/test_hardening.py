@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from job_helpers import ended, submit, wait_job
 from live_server import KEY, REPO_ROOT, LiveServer, free_port, live
 

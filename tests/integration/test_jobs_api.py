@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_gone, wait_job
 from live_server import REPO_ROOT, LiveServer, live
 

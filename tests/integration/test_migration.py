@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
 from live_server import REPO_ROOT, free_port, tone_wav
 
@@ -27,8 +26,9 @@ WORDS_36 = ("The harbour opens at dawn and the first ferry leaves at six. Fishin
 def launch(argv: list[str], env: dict[str, str], output: Path) -> subprocess.Popen[bytes]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_")}
     environ.update(OMP_NUM_THREADS="1", **env)
-    return subprocess.Popen([sys.executable, "-m", "supervisor", *argv], cwd=REPO_ROOT, env=environ, stdout=output.open("wb"),
-                            stderr=subprocess.STDOUT)  # fmt: skip
+    with output.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+        return subprocess.Popen([sys.executable, "-m", "supervisor", *argv], cwd=REPO_ROOT, env=environ, stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def wait_ok(url: str, proc: subprocess.Popen[bytes], output: Path) -> dict[str, Any]:

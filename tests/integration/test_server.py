@@ -17,11 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
-from sidecar.faults import LOAD_ENV
-
 from live_server import AUTH, KEY, REPO_ROOT, free_port
+
+from sidecar.faults import LOAD_ENV
 
 
 class Server:
@@ -59,9 +58,10 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
         log = tmp_path / f"server-{port}.log"
         argv = [*command, "serve", "--model", str(checkpoint_dir), "--port", str(port),
                 "--api-key", KEY, "--test-faults", "--warmup-steps", "1", "--num-step", "4", "--heartbeat-timeout-s", "5",
-                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", *flags]
+                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
         environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         if wait_ready:

@@ -36,9 +36,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from job_helpers import decoded_seconds, ended, submit, wait_gone, wait_job
-from live_server import AUTH, LiveServer, live
+from live_server import AUTH, live
 
 pytestmark = pytest.mark.soak
 

@@ -38,8 +38,8 @@ def serve(tmp_path: Path) -> Iterator[Any]:
         port = free_port()
         argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--devices", "cpu", "--port", str(port),
                 "--test-faults", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
-        log = (tmp_path / f"server-{port}.log").open("wb")
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        with (tmp_path / f"server-{port}.log").open("wb") as log:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
         started.append(proc)
         deadline = time.monotonic() + START_S
         while wait_ready:

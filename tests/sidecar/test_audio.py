@@ -26,12 +26,12 @@ ONE_STEP = 1 / 32768  # one 16-bit quantisation step
 
 
 def _tone(seconds: float, sr: int = SR, amp: float = 0.3, freq: float = 220.0) -> np.ndarray:
-    t = np.arange(int(round(seconds * sr))) / sr
+    t = np.arange(round(seconds * sr)) / sr
     return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
 def _silence(seconds: float, sr: int = SR) -> np.ndarray:
-    return np.zeros(int(round(seconds * sr)), np.float32)
+    return np.zeros(round(seconds * sr), np.float32)
 
 
 # --- parity with the reference fixtures -------------------------------------------------------

@@ -192,7 +192,7 @@ def test_missing_files_are_checkpoint_errors(checkpoint_dir: Path, tmp_path: Pat
         load_codec(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(json.loads((checkpoint_dir / "audio_tokenizer" /
                                                                  "config.json").read_text())))
-    with pytest.raises(CheckpointError, match="model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
         load_codec(tmp_path)
 
 

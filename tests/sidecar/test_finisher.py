@@ -56,9 +56,9 @@ class NullSidecar:
 def sidecar():  # type: ignore[no-untyped-def]
     s = NullSidecar()
     yield s
-    if s.proc.poll() is None:
-        s.proc.kill()
-        s.proc.wait()
+    with s.proc:  # closes the pipes on the way out
+        if s.proc.poll() is None:
+            s.proc.kill()
 
 
 def test_the_next_batch_denoises_while_the_first_decodes_and_answers_stay_in_order(sidecar: NullSidecar) -> None:

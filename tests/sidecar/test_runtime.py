@@ -202,7 +202,7 @@ def test_missing_piece_is_named(checkpoint_dir: Path, tmp_path: Path, missing: s
 def test_corrupt_weights_and_config_are_named(checkpoint_dir: Path, tmp_path: Path) -> None:
     ckpt = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt")
     (ckpt / "model.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(CheckpointError, match="model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
         OmniVoice.load(str(ckpt))
     ckpt2 = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt2")
     config = json.loads((ckpt2 / "config.json").read_text())

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import Conflict, TaskFailed
-from supervisor.jobs import DB_NAME, JobStore, NewItem, StoreCorrupt, StoreLocked, body_digest, out_of_space
+from supervisor.jobs import (
+    DB_NAME,
+    JobStore,
+    NewItem,
+    StoreCorrupt,
+    StoreLocked,
+    body_digest,
+    out_of_space,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sys
@@ -13,13 +14,13 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from harness import fast_settings, is_ready, process, run, running_pool, wait_for  # noqa: E402
+from harness import fast_settings, is_ready, process, run, running_pool, wait_for
 
-from sidecar.faults import LOAD_ENV  # noqa: E402
-from supervisor import gpu  # noqa: E402
-from supervisor.gpu import Device  # noqa: E402
-from supervisor.pool import Pool  # noqa: E402
-from supervisor.scheduler import Scheduler  # noqa: E402
+from sidecar.faults import LOAD_ENV
+from supervisor import gpu
+from supervisor.gpu import Device
+from supervisor.pool import Pool
+from supervisor.scheduler import Scheduler
 
 FAKE_GPU = Device("gpu0", "cuda:0", 0)  # the null engine never touches the device
 
@@ -112,7 +113,7 @@ def test_backoff_grows_between_respawns(monkeypatch: pytest.MonkeyPatch) -> None
                     seen = len(pool.slots[0].pids)
                     starts.append(time.monotonic())
                 await asyncio.sleep(0.01)
-        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
         # first respawn at once, then 0.3 s, then 0.6 s; a start is seen up to one 10 ms poll late,
         # so a gap may read a poll short (it read 0.5996 s for 0.6 s)
         slack = 0.02

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from sidecar.protocol import TokenArray
+from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import schemas
 from supervisor.errors import Overloaded, TaskFailed
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
-from supervisor.synthesis import CHUNK_SEED_STRIDE, Synthesis, Voice
+from supervisor.synthesis import Synthesis, Voice
 
 LONG = "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. " * 6
 PROMPT = {"tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)}, "ref_text": "A saved voice.", "ref_rms": 0.1}  # ~1.2 s
@@ -113,7 +114,7 @@ def test_a_voice_prompt_goes_with_every_chunk_and_all_run_at_once() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null"))
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
-        batches, pieces = await run(synthesis, scheduler)
+        batches, _pieces = await run(synthesis, scheduler)
         assert len(synthesis.chunks) >= 3 and [ids(b) for b in batches] == [list(range(len(synthesis.chunks)))]
         assert all(t.payload["voice"] == PROMPT and "return_tokens" not in t.payload for t in batches[0].tasks)
 
@@ -137,7 +138,7 @@ def test_a_failed_chunk_ends_the_request_and_cancels_the_rest() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null"))
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
-        batches, pieces = await run(synthesis, scheduler, fail=1)
+        _batches, pieces = await run(synthesis, scheduler, fail=1)
         assert len(pieces) == 2 and isinstance(pieces[1], TaskFailed)
         assert all(f.done() for f in synthesis.futures)
         assert scheduler.admitted_audio_s == 0 and not scheduler.unfinished and not scheduler.reservations
