@@ -48,7 +48,9 @@ def pack(prompts: Sequence[tuple[torch.Tensor, int, int]]) -> PackedBatch:
     for input_ids, audio_start, t_len in prompts:
         c_len = int(input_ids.shape[1])
         if not 0 < t_len <= c_len - audio_start or audio_start < 0:
-            raise ValueError(f"bad prompt layout: c_len {c_len}, audio_start {audio_start}, target_len {t_len}")
+            raise ValueError(
+                f"bad prompt layout: c_len {c_len}, audio_start {audio_start}, target_len {t_len}"
+            )
         target = input_ids[:, c_len - t_len :]
         ids += [input_ids, target]
         mask = torch.zeros(c_len + t_len, dtype=torch.bool)

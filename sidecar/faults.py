@@ -47,7 +47,20 @@ from sidecar.protocol import HEADER, ErrorKind, ExitCode
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
-REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom", "decodeslow", "decoderaise"})
+REQUEST_FAULTS = frozenset(
+    {
+        "crash",
+        "hang",
+        "slow",
+        "stdout",
+        "garbage",
+        "oversize",
+        "raise",
+        "oom",
+        "decodeslow",
+        "decoderaise",
+    }
+)
 
 
 class InjectedOutOfMemory(RuntimeError):
@@ -121,7 +134,9 @@ class Faults:
         if name == "hang":
             _hang()
         if name == "load-error":
-            send_error(ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded")
+            send_error(
+                ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded"
+            )
             os._exit(ExitCode.LOAD_ERROR)
 
     def on_step(self, faults: list[Fault], step: int, num_steps: int, batch_size: int) -> None:

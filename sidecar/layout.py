@@ -16,8 +16,10 @@ REQUIRED_FILES = (
     "audio_tokenizer/config.json",
     "audio_tokenizer/model.safetensors",
 )
-LAYOUT = ("config.json, model.safetensors, tokenizer.json and "
-          "audio_tokenizer/{config.json,model.safetensors}")
+LAYOUT = (
+    "config.json, model.safetensors, tokenizer.json and "
+    "audio_tokenizer/{config.json,model.safetensors}"
+)
 
 
 def missing_files(root: Path) -> list[str]:
@@ -42,8 +44,10 @@ def local_problem(source: str) -> str | None:
     if not path.exists():
         if is_hub_id(source):
             return None
-        return (f"checkpoint {source!r} not found: no such directory, "
-                "and not a Hugging Face id (owner/name)")
+        return (
+            f"checkpoint {source!r} not found: no such directory, "
+            "and not a Hugging Face id (owner/name)"
+        )
     if not path.is_dir():
         return f"checkpoint {source!r} is a file; expected a directory holding {LAYOUT}"
     missing = missing_files(path)
@@ -54,5 +58,7 @@ def local_problem(source: str) -> str | None:
 
 def incomplete(root: Path | str, missing: list[str]) -> str:
     """The message for a checkpoint directory without some of its files."""
-    return (f"checkpoint {root} is incomplete: missing {', '.join(missing)} "
-            f"(a checkpoint holds {LAYOUT})")
+    return (
+        f"checkpoint {root} is incomplete: missing {', '.join(missing)} "
+        f"(a checkpoint holds {LAYOUT})"
+    )

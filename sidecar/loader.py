@@ -29,7 +29,15 @@ from sidecar.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ("<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>", "<|text_start|>", "<|text_end|>")
+SPECIAL_TOKENS = (
+    "<|denoise|>",
+    "<|lang_start|>",
+    "<|lang_end|>",
+    "<|instruct_start|>",
+    "<|instruct_end|>",
+    "<|text_start|>",
+    "<|text_end|>",
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -92,7 +100,9 @@ def load_tokenizer(root: Path) -> Tokenizer:
         raise CheckpointError(f"{root / 'tokenizer.json'}: unreadable tokenizer ({exc})") from None
     missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
     if missing:
-        raise CheckpointError(f"{root / 'tokenizer.json'}: missing the OmniVoice special tokens {', '.join(missing)}")
+        raise CheckpointError(
+            f"{root / 'tokenizer.json'}: missing the OmniVoice special tokens {', '.join(missing)}"
+        )
     return tokenizer
 
 
@@ -105,16 +115,29 @@ def load_model(root: Path, device: str, dtype: torch.dtype) -> OmniVoiceModel:
     missing = sorted(expected - weights.keys())
     unexpected = sorted(weights.keys() - expected)
     if missing:
-        raise CheckpointError(f"{root / 'model.safetensors'}: missing weights {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}")
+        raise CheckpointError(
+            f"{root / 'model.safetensors'}: missing weights {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}"
+        )
     if unexpected:
-        log.warning("%s: ignoring %d unexpected weights (%s)", root / "model.safetensors", len(unexpected), ", ".join(unexpected[:3]))
+        log.warning(
+            "%s: ignoring %d unexpected weights (%s)",
+            root / "model.safetensors",
+            len(unexpected),
+            ", ".join(unexpected[:3]),
+        )
     for name, want in model.state_dict().items():  # module order: the first misfit is named
         if tuple(weights[name].shape) != tuple(want.shape):
             raise CheckpointError(
                 f"{root / 'model.safetensors'}: {name} has shape {tuple(weights[name].shape)}, config.json implies {tuple(want.shape)}"
             )
-    state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in weights.items() if k in expected}
+    state = {
+        k: (v.to(dtype) if v.is_floating_point() else v)
+        for k, v in weights.items()
+        if k in expected
+    }
     model.load_state_dict(state, strict=True, assign=True)
     # inv_freq is not in the checkpoint: rebuild it on the real device, in float32.
-    model.llm.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim))
+    model.llm.inv_freq = 1.0 / (
+        cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim)
+    )
     return model.to(device).eval()

@@ -73,7 +73,9 @@ class Op(str, enum.Enum):
     SHUTDOWN = "shutdown"
 
 
-FROM_SIDECAR = frozenset({Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG})
+FROM_SIDECAR = frozenset(
+    {Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG}
+)
 TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.PING, Op.SHUTDOWN})
 
 
@@ -252,10 +254,23 @@ class Shutdown(TypedDict):
 
 
 Message = (
-    Hello | Progress | Ready | Step | Result | Error | Encoded | Done | Pong | Generate | EncodeVoice
-    | Ping | Shutdown
+    Hello
+    | Progress
+    | Ready
+    | Step
+    | Result
+    | Error
+    | Encoded
+    | Done
+    | Pong
+    | Generate
+    | EncodeVoice
+    | Ping
+    | Shutdown
 )
-MESSAGE_TYPES: dict[Op, Any] = {Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)}
+MESSAGE_TYPES: dict[Op, Any] = {
+    Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)
+}
 ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
@@ -279,7 +294,7 @@ def _check(tp: Any, value: object, where: str) -> None:
             _check(args[0], entry, f"{where}[{i}]")
     elif origin is dict:
         ok = isinstance(value, dict)
-        for key, entry in (value.items() if isinstance(value, dict) else []):
+        for key, entry in value.items() if isinstance(value, dict) else []:
             _check(str, key, f"{where} key")
             _check(args[1], entry, f"{where}.{key}")
     elif is_typeddict(tp):
@@ -321,7 +336,9 @@ def _check_map(typed_dict: type, value: object, where: str) -> None:
     if typed_dict is TokenArray:
         shape, data = value["shape"], value["data"]
         if len(shape) != 2 or min(shape) < 0 or len(data) != 2 * shape[0] * shape[1]:
-            raise ProtocolError(f"{where}: expected tokens, got shape {shape} with {len(data)} bytes")
+            raise ProtocolError(
+                f"{where}: expected tokens, got shape {shape} with {len(data)} bytes"
+            )
 
 
 def validate(obj: object, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> Message:
@@ -354,7 +371,14 @@ def _reject_ext(code: int, data: bytes) -> object:
 
 # Everything msgpack raises on malformed input. Timestamps (ext -1) bypass ext_hook but fail
 # validation, since no schema accepts them.
-_DECODE_ERRORS = (ValueError, TypeError, msgpack.FormatError, msgpack.StackError, msgpack.ExtraData, UnicodeDecodeError)
+_DECODE_ERRORS = (
+    ValueError,
+    TypeError,
+    msgpack.FormatError,
+    msgpack.StackError,
+    msgpack.ExtraData,
+    UnicodeDecodeError,
+)
 
 
 def encode_frame(message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
@@ -376,7 +400,9 @@ def payload_length(header: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
 def decode_payload(payload: bytes, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> Message:
     """Unpack and validate one frame's payload."""
     try:
-        obj = msgpack.unpackb(payload, raw=False, strict_map_key=True, ext_hook=_reject_ext, use_list=True)
+        obj = msgpack.unpackb(
+            payload, raw=False, strict_map_key=True, ext_hook=_reject_ext, use_list=True
+        )
     except ProtocolError:
         raise
     except _DECODE_ERRORS as exc:
@@ -384,7 +410,9 @@ def decode_payload(payload: bytes, allowed: frozenset[Op] = FROM_SIDECAR | TO_SI
     return validate(obj, allowed)
 
 
-def write_frame(stream: IO[bytes], message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> None:
+def write_frame(
+    stream: IO[bytes], message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES
+) -> None:
     """Write one frame to a binary stream and flush it."""
     stream.write(encode_frame(message, max_bytes))
     stream.flush()
@@ -436,6 +464,7 @@ async def read_frame_async(
     try:
         payload = await reader.readexactly(length)
     except asyncio.IncompleteReadError as exc:
-        raise ProtocolError(f"stream ended inside a frame ({len(exc.partial)} of {length} bytes)") from None
+        raise ProtocolError(
+            f"stream ended inside a frame ({len(exc.partial)} of {length} bytes)"
+        ) from None
     return decode_payload(payload, allowed)
-

@@ -146,7 +146,9 @@ def add_punctuation(text: str) -> str:
     return text
 
 
-def chunk_char_len(target_len: int, text: str, chunk_duration: float, frame_rate: int = FRAME_RATE) -> int:
+def chunk_char_len(
+    target_len: int, text: str, chunk_duration: float, frame_rate: int = FRAME_RATE
+) -> int:
     """Characters per chunk for a long item: chunk_duration seconds at the item's frames-per-character."""
     # Same operation order as the reference, so the int() truncation lands identically.
     frames_per_char = target_len / len(text)

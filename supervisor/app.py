@@ -71,17 +71,25 @@ def open_jobs(svc: Services) -> tuple[JobRunner | None, dict[str, str | None]]:
 def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        found = devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
+        found = (
+            devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
+        )
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
-        app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
+        app.state.services = Services(
+            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size)
+        )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
         collector = metrics.watch(pool)
         if not settings.api_keys:
-            log.warning("no --api-key given: every route is open to anyone who can reach %s:%d", settings.host, settings.port)
+            log.warning(
+                "no --api-key given: every route is open to anyone who can reach %s:%d",
+                settings.host,
+                settings.port,
+            )
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
         await pool.start()
         if app.state.jobs is not None:
@@ -90,15 +98,23 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             yield
         finally:
             if app.state.jobs is not None:
-                await app.state.jobs.stop()  # job items in flight go back to the queue; they run after the restart
+                await (
+                    app.state.jobs.stop()
+                )  # job items in flight go back to the queue; they run after the restart
             await pool.stop(settings.drain_s)
             if app.state.jobs is not None:
                 app.state.jobs.store.close()
             metrics.unwatch(collector)
 
-    json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
-    upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
-    base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
+    json_limit = (
+        64 * 1024 + 16 * settings.max_input_chars
+    )  # input and instructions, escaped, and the rest
+    upload_limit = (
+        int(settings.max_upload_mb * 2**20) + 1024 * 1024
+    )  # the file and the form around it
+    base64_upload = (
+        upload_limit * 4 // 3
+    )  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
               "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes: list[BaseRoute] = [

@@ -38,14 +38,18 @@ class BearerAuth:
             return
         headers = [value for name, value in scope["headers"] if name == b"authorization"]
         if len(headers) > 1:
-            duplicate = InvalidRequest("send one Authorization header, not several", param="Authorization")
+            duplicate = InvalidRequest(
+                "send one Authorization header, not several", param="Authorization"
+            )
             await reply(duplicate, scope, receive, send)
             return
         scope[AUTHENTICATED_KEY] = not self.keys or self.valid(headers[0] if headers else b"")
         if scope[AUTHENTICATED_KEY] or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
-        error = Unauthorized("a valid API key is required: send it as 'Authorization: Bearer <key>'")
+        error = Unauthorized(
+            "a valid API key is required: send it as 'Authorization: Bearer <key>'"
+        )
         await reply(error, scope, receive, send, {"WWW-Authenticate": "Bearer"})
 
     def valid(self, header: bytes) -> bool:

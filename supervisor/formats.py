@@ -64,9 +64,14 @@ def wav_header(sample_rate: int, num_bytes: int | None) -> bytes:
     """The 44-byte header of a 16-bit mono WAV; num_bytes None gives the open-ended form."""
     data = OPEN_ENDED if num_bytes is None else num_bytes
     riff = OPEN_ENDED if num_bytes is None else 36 + num_bytes
-    return b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack(
-        "<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16
-    ) + b"data" + struct.pack("<I", data)
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", data)
+    )
 
 
 class PcmEncoder:
@@ -122,7 +127,9 @@ class AvEncoder:
         container, codec, sample_format, bit_rate, options = _AV_FORMATS[fmt]
         self.sample_rate = sample_rate
         self.sink: _Sink | io.BytesIO = io.BytesIO() if whole else _Sink()
-        self.output = av.open(self.sink, "w", format=container, options={} if whole and fmt == "mp3" else options)
+        self.output = av.open(
+            self.sink, "w", format=container, options={} if whole and fmt == "mp3" else options
+        )
         # _AV_FORMATS names audio codecs only; PyAV types a codec named by a plain str as any stream.
         self.stream = cast("AudioStream", self.output.add_stream(codec, rate=sample_rate))
         self.stream.layout = "mono"

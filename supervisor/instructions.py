@@ -28,8 +28,9 @@ SYNONYMS = {
 _NAMES = sorted([*VALID_INSTRUCT_ITEMS, *SYNONYMS], key=len, reverse=True)
 # An English name is a whole word ("man" is not in "human", "old" not in "30-year-old").
 _ITEM_RE = re.compile(
-    "|".join(rf"(?<![\w-]){re.escape(n)}(?![\w-])" if n.isascii() else re.escape(n)
-             for n in _NAMES),
+    "|".join(
+        rf"(?<![\w-]){re.escape(n)}(?![\w-])" if n.isascii() else re.escape(n) for n in _NAMES
+    ),
     re.IGNORECASE,
 )
 _CLAUSE_RE = re.compile(r"[^.,;:!?。，；：！？\n]+[.,;:!?。，；：！？]*")

@@ -78,7 +78,11 @@ class JobRunner:
     async def start(self) -> None:
         done, queued = await asyncio.to_thread(self.store.recover)
         if done or queued:
-            log.info("jobs: after the last stop, %d item(s) found finished, %d to run again", done, queued)
+            log.info(
+                "jobs: after the last stop, %d item(s) found finished, %d to run again",
+                done,
+                queued,
+            )
         self._task = asyncio.create_task(self.run(), name="jobs")
 
     async def run(self) -> None:
@@ -96,7 +100,9 @@ class JobRunner:
                     continue
                 if self.svc.settings.job_retention_s > 0 and time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + SWEEP_EVERY_S
-                    removed = await asyncio.to_thread(self.store.sweep, self.svc.settings.job_retention_s)
+                    removed = await asyncio.to_thread(
+                        self.store.sweep, self.svc.settings.job_retention_s
+                    )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
                 await self.start_items()
@@ -152,13 +158,18 @@ class JobRunner:
 
     def over_share(self) -> bool:
         scheduler = self.svc.scheduler
-        return scheduler.admitted_audio_s >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
+        return (
+            scheduler.admitted_audio_s
+            >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
+        )
 
     def prepare(self, item: Claimed) -> Synthesis:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
         speech = schemas.speech_request(item.request, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK)
+        return Synthesis(
+            self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK
+        )
 
     async def start_items(self) -> None:
         room = self.room()
@@ -173,9 +184,16 @@ class JobRunner:
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
                 await asyncio.to_thread(self.store.fail, item.key, exc, False)
                 continue
-            except Exception as exc:  # a bug must not leave the item at the head of the queue for ever
+            except (
+                Exception
+            ) as exc:  # a bug must not leave the item at the head of the queue for ever
                 log.exception("jobs: item %s/%d cannot be prepared", item.job_id, item.n)
-                await asyncio.to_thread(self.store.fail, item.key, ServerError(f"the item cannot be run: {exc!r}"), False)
+                await asyncio.to_thread(
+                    self.store.fail,
+                    item.key,
+                    ServerError(f"the item cannot be run: {exc!r}"),
+                    False,
+                )
                 continue
             if self.over_share():
                 break
@@ -192,7 +210,9 @@ class JobRunner:
                 synthesis.close()
                 continue
             self.generating[key] = synthesis
-            task = asyncio.create_task(self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}")
+            task = asyncio.create_task(
+                self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}"
+            )
             self.tasks.add(task)
             self.item_tasks[key] = task
             task.add_done_callback(self.tasks.discard)
@@ -211,14 +231,18 @@ class JobRunner:
             await self.record(key, None)
             return
         except (Overloaded, Unavailable, SidecarLost) as exc:  # not the item's fault: it runs again
-            log.info("jobs: item %s/%d goes back to the queue: %s", item.job_id, item.n, exc.message)
+            log.info(
+                "jobs: item %s/%d goes back to the queue: %s", item.job_id, item.n, exc.message
+            )
             await self.record(key, None)
             return
         except ServerError as exc:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, exc.message)
             await self.record(key, exc)
             return
-        except Exception as exc:  # a bug: the item fails with it rather than staying `running` until a restart
+        except (
+            Exception
+        ) as exc:  # a bug: the item fails with it rather than staying `running` until a restart
             log.exception("jobs: item %s/%d", item.job_id, item.n)
             await self.record(key, ServerError(f"internal error: {exc!r}"))
             return
@@ -227,18 +251,33 @@ class JobRunner:
             self.wake()
         await self.write(item, synthesis, pieces)
 
-    async def write(self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]) -> None:
+    async def write(
+        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]
+    ) -> None:
         """Encode and store a finished item; from here on nothing cancels it."""
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
-            data = await asyncio.to_thread(formats.encode, item.format, pcm, pieces[0]["sample_rate"])
-        except Exception as exc:  # libav refusing the audio is this item's failure, not the runner's
-            log.exception("jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format)
-            await self.record(item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
+            data = await asyncio.to_thread(
+                formats.encode, item.format, pcm, pieces[0]["sample_rate"]
+            )
+        except (
+            Exception
+        ) as exc:  # libav refusing the audio is this item's failure, not the runner's
+            log.exception(
+                "jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format
+            )
+            await self.record(
+                item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
+            )
             return
         try:
-            await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
-        except (OSError, sqlite3.Error) as exc:  # disk full, data directory gone: it fails, saying so
+            await asyncio.to_thread(
+                self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s
+            )
+        except (
+            OSError,
+            sqlite3.Error,
+        ) as exc:  # disk full, data directory gone: it fails, saying so
             log.error("jobs: item %s/%d: writing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
             await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))

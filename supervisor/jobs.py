@@ -116,7 +116,9 @@ class Claimed:
 
 def body_digest(body: Any) -> str:
     """The same JSON, however it was spaced or ordered, gives the same digest."""
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
 
 
 def out_of_space(exc: BaseException) -> bool:
@@ -159,12 +161,16 @@ class JobStore:
         except BlockingIOError:
             self._lock_file.close()
             holder = lock_holder(self.data_dir) or "unknown"
-            raise StoreLocked(f"another server ({holder}) is using the job store in {self.data_dir}") from None
+            raise StoreLocked(
+                f"another server ({holder}) is using the job store in {self.data_dir}"
+            ) from None
         self._lock_file.truncate(0)
         self._lock_file.write(", ".join(p for p in (f"pid {os.getpid()}", owner) if p) + "\n")
         self._lock_file.flush()
         self.lock = threading.Lock()
-        self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)
+        self.db = sqlite3.connect(
+            self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False
+        )
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -205,7 +211,9 @@ class JobStore:
 
     # ------------------------------------------------------------ jobs
 
-    def create(self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None) -> tuple[str, bool]:
+    def create(
+        self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None
+    ) -> tuple[str, bool]:
         """Store a job; (its id, True). With a key already used for the same body: (that job, False).
 
         The same key with a different body raises Conflict.
@@ -213,7 +221,9 @@ class JobStore:
         now = time.time()
         with self.transaction() as db:
             if idempotency_key is not None:
-                row = db.execute("SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)).fetchone()
+                row = db.execute(
+                    "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)
+                ).fetchone()
                 if row is not None:
                     if row["body_sha256"] != body_sha256:
                         error = Conflict(
@@ -227,7 +237,10 @@ class JobStore:
                        (job_id, idempotency_key, body_sha256, now))  # fmt: skip
             db.executemany(
                 "INSERT INTO items (job_id, n, client_id, request, format, state) VALUES (?, ?, ?, ?, ?, 'queued')",
-                ((job_id, n, item.client_id, json.dumps(item.request), item.format) for n, item in enumerate(items)),
+                (
+                    (job_id, n, item.client_id, json.dumps(item.request), item.format)
+                    for n, item in enumerate(items)
+                ),
             )
         return job_id, True
 
@@ -239,7 +252,9 @@ class JobStore:
                 return None
             view = self._view(row)
             if with_items:
-                items = self.db.execute("SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)).fetchall()
+                items = self.db.execute(
+                    "SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)
+                ).fetchall()
                 view["items"] = [self._item_view(job_id, item) for item in items]
         return view
 
@@ -252,7 +267,9 @@ class JobStore:
                 if anchor is None:
                     return [], False
                 seq = anchor["seq"]
-            rows = self.db.execute("SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)).fetchall()
+            rows = self.db.execute(
+                "SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)
+            ).fetchall()
             return [self._view(row) for row in rows[:limit]], len(rows) > limit
 
     def _view(self, row: sqlite3.Row) -> dict[str, Any]:
@@ -260,7 +277,8 @@ class JobStore:
         progress = {state: 0 for state in ITEM_STATES}
         started, last_end = False, None
         for state, count, attempted, finished_at in self.db.execute(
-            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state", (row["id"],)
+            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state",
+            (row["id"],),
         ):
             progress[state] = count
             started = started or attempted > 0 or state != "queued"
@@ -296,7 +314,9 @@ class JobStore:
             "error": json.loads(item["error"]) if item["error"] else None,
             "seed": item["seed"],
             "audio_seconds": item["audio_s"],
-            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio" if item["state"] == "done" else None,
+            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
+            if item["state"] == "done"
+            else None,
         }
 
     def cancel(self, job_id: str) -> bool:
@@ -308,12 +328,17 @@ class JobStore:
             # A job whose every item has ended is left as it is: there is nothing to cancel.
             db.execute("UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
                        "(SELECT 1 FROM items WHERE job_id = ? AND state IN ('queued', 'running'))", (now, job_id, job_id))  # fmt: skip
-            db.execute("UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'", (now, job_id))
+            db.execute(
+                "UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'",
+                (now, job_id),
+            )
         return True
 
     def item(self, job_id: str, n: int) -> dict[str, Any] | None:
         with self.lock:
-            row = self.db.execute("SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+            row = self.db.execute(
+                "SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)
+            ).fetchone()
         return None if row is None else self._item_view(job_id, row)
 
     # ------------------------------------------------------------ result files
@@ -349,7 +374,10 @@ class JobStore:
             rows = self.db.execute(
                 "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i JOIN jobs j ON j.id = i.job_id "
                 "WHERE i.state = 'queued' ORDER BY j.seq, i.n LIMIT ?", (limit,)).fetchall()  # fmt: skip
-        return [Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"]) for r in rows]
+        return [
+            Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
+            for r in rows
+        ]
 
     def claim(self, keys: builtins.list[tuple[str, int]]) -> set[tuple[str, int]]:
         """queued -> running, one attempt more; returns the keys that were still queued."""
@@ -363,11 +391,15 @@ class JobStore:
                     claimed.add((job_id, n))
         return claimed
 
-    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float) -> bool:
+    def finish(
+        self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float
+    ) -> bool:
         """Write the result atomically, then running -> done. False if the item was not running."""
         job_id, n = key
         with self.lock:
-            row = self.db.execute("SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+            row = self.db.execute(
+                "SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)
+            ).fetchone()
             if row is None or row["state"] != "running":
                 return False
             self._write_result(self.result_path(job_id, n, fmt), data)
@@ -391,8 +423,14 @@ class JobStore:
         job_id, n = key
         now = time.time()
         with self.transaction() as db:
-            cancelled = db.execute("SELECT cancelled_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            state = "cancelled" if cancelled is not None and cancelled["cancelled_at"] is not None else "queued"
+            cancelled = db.execute(
+                "SELECT cancelled_at FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            state = (
+                "cancelled"
+                if cancelled is not None and cancelled["cancelled_at"] is not None
+                else "queued"
+            )
             changed = db.execute(
                 "UPDATE items SET state = ?, finished_at = ? WHERE job_id = ? AND n = ? AND state = 'running'",
                 (state, now if state == "cancelled" else None, job_id, n)).rowcount  # fmt: skip
@@ -400,25 +438,35 @@ class JobStore:
 
     def recover(self) -> tuple[int, int]:
         """After a crash or a restart: running items whose final file exists -> done, those of a
-    cancelled job -> cancelled, others -> queued.
+        cancelled job -> cancelled, others -> queued.
 
-        Also removes temporary files and result folders no job owns. Returns (done, queued).
+            Also removes temporary files and result folders no job owns. Returns (done, queued).
         """
         num_done = num_queued = 0
         with self.transaction() as db:
-            rows = db.execute("SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i "
-                              "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'").fetchall()
+            rows = db.execute(
+                "SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i "
+                "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'"
+            ).fetchall()
             for row in rows:
                 path = self.result_path(row["job_id"], row["n"], row["format"])
                 if path.is_file():  # renamed into place; the commit of `done` did not happen
                     db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
                                (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
                     num_done += 1
-                elif row["cancelled_at"] is not None:  # cancelled just before the stop: not run again
-                    db.execute("UPDATE items SET state = 'cancelled', finished_at = ? "
-                               "WHERE job_id = ? AND n = ?", (row["cancelled_at"], row["job_id"], row["n"]))
+                elif (
+                    row["cancelled_at"] is not None
+                ):  # cancelled just before the stop: not run again
+                    db.execute(
+                        "UPDATE items SET state = 'cancelled', finished_at = ? "
+                        "WHERE job_id = ? AND n = ?",
+                        (row["cancelled_at"], row["job_id"], row["n"]),
+                    )
                 else:
-                    db.execute("UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?", (row["job_id"], row["n"]))
+                    db.execute(
+                        "UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?",
+                        (row["job_id"], row["n"]),
+                    )
                     num_queued += 1
             known = {row["id"] for row in db.execute("SELECT id FROM jobs")}
         for folder in self.results.iterdir():

@@ -12,8 +12,10 @@ from pathlib import Path
 from sidecar import layout
 from supervisor.settings import Settings
 
-WHAT_TO_DO = ("give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id "
-              "(--model k2-fsa/OmniVoice)")
+WHAT_TO_DO = (
+    "give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id "
+    "(--model k2-fsa/OmniVoice)"
+)
 
 
 def model_problem(settings: Settings) -> str | None:
@@ -25,9 +27,11 @@ def model_problem(settings: Settings) -> str | None:
     if problem:
         return f"--model: {problem}; {WHAT_TO_DO}"
     if not Path(source).expanduser().exists() and layout.hub_offline() and not _cached(source):
-        return (f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-                f"download it first (hf download {source}) or give a checkpoint directory "
-                "(--model /path/to/checkpoint)")
+        return (
+            f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+            f"download it first (hf download {source}) or give a checkpoint directory "
+            "(--model /path/to/checkpoint)"
+        )
     return None
 
 

@@ -35,7 +35,12 @@ def _error(status: int) -> dict[str, Any]:
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     }
     if status in (429, 503):
-        response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "seconds to wait"}}
+        response["headers"] = {
+            "Retry-After": {
+                "schema": {"type": "integer", "minimum": 1},
+                "description": "seconds to wait",
+            }
+        }
     return response
 
 
@@ -48,11 +53,19 @@ _console_page = {"description": "the web console (docs/API.md, The console)",
 
 
 def _json(schema_ref: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}},
+    }
 
 
 def _speech_properties(settings: Settings) -> dict[str, Any]:
-    text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars, "pattern": r"\S"}
+    text = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": settings.max_input_chars,
+        "pattern": r"\S",
+    }
     properties: dict[str, Any] = {
         "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
                   "description": "every name is the one OmniVoice model"},
@@ -99,14 +112,22 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
         return out
     kind = out.get("type")
     if kind is not None:
-        out["type"] = [*(kind if isinstance(kind, list) else [kind]), *([] if "null" in kind else ["null"])]
+        out["type"] = [
+            *(kind if isinstance(kind, list) else [kind]),
+            *([] if "null" in kind else ["null"]),
+        ]
     if "enum" in out:
         out["enum"] = [*out["enum"], None]
     return out
 
 
 def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def document(settings: Settings) -> dict[str, Any]:

@@ -46,7 +46,9 @@ TEST_BLOCK_S = 3.0  # under --test-faults, SIGUSR2 blocks the event loop this lo
 
 
 class Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, settings: Settings, app: Starlette, notifier: Notifier) -> None:
+    def __init__(
+        self, config: uvicorn.Config, settings: Settings, app: Starlette, notifier: Notifier
+    ) -> None:
         super().__init__(config)
         self.settings = settings
         self.app = app
@@ -59,7 +61,9 @@ class Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         self.loop = asyncio.get_running_loop()
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {
+            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
         if self.settings.test_faults:  # a wedged event loop on demand, for the watchdog test
             previous[signal.SIGUSR2] = signal.signal(signal.SIGUSR2, self.block_loop)
         try:
@@ -94,7 +98,9 @@ class Server(uvicorn.Server):
 
     async def drain(self, signame: str) -> None:
         log.info("%s: draining (up to %.0f s), then stopping", signame, self.settings.drain_s)
-        self.notifier.stopping(f"draining (up to {self.settings.drain_s:g} s): {self.service_state().status}")
+        self.notifier.stopping(
+            f"draining (up to {self.settings.drain_s:g} s): {self.service_state().status}"
+        )
         svc = self.services()
         if svc is not None:
             await svc.pool.stop(self.settings.drain_s)
@@ -119,7 +125,9 @@ class Server(uvicorn.Server):
 
     async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         await super().startup(sockets)
-        if self.started:  # the port is bound and the pool started: from here on systemd hears from us
+        if (
+            self.started
+        ):  # the port is bound and the pool started: from here on systemd hears from us
             self._spawn(self.exit_when_all_failed())
             self._spawn(self.notifier.run(self.service_state))
 
@@ -141,9 +149,13 @@ class Server(uvicorn.Server):
             status = f"every device has failed, {status}"
         wanted = num_usable if self.settings.systemd_ready == "all" else 1
         ready = num_ready >= max(1, wanted) and not pool.draining
-        passed = pool.last_pass_at is not None and time.monotonic() - pool.last_pass_at < POOL_ALIVE_S
+        passed = (
+            pool.last_pass_at is not None and time.monotonic() - pool.last_pass_at < POOL_ALIVE_S
+        )
         alive = passed or pool.stopping or pool.last_pass_at is None
-        return ServiceState(ready=ready, loading=num_usable > 0 and not pool.draining, alive=alive, status=status)
+        return ServiceState(
+            ready=ready, loading=num_usable > 0 and not pool.draining, alive=alive, status=status
+        )
 
     async def await_answers(self) -> None:
         """After a forced stop, let handlers write the errors their requests just ended with."""
@@ -158,16 +170,27 @@ async def serve(settings: Settings) -> int:
     holder = jobs.lock_holder(data_dir)
     if holder is not None:  # one line, before anything starts (the job store would refuse later)
         port = re.search(r"port (\d+)", holder)
-        log.error("the data directory %s is in use by another server (%s): stop it "
-                  "(omnivoice-supervisor stop --port %s) or give this one its own --data-dir",
-                  data_dir, holder, port[1] if port else "PORT")
+        log.error(
+            "the data directory %s is in use by another server (%s): stop it "
+            "(omnivoice-supervisor stop --port %s) or give this one its own --data-dir",
+            data_dir,
+            holder,
+            port[1] if port else "PORT",
+        )
         return EXIT_DATA_DIR_BUSY
-    notifier = Notifier.from_environ(os.environ)  # removed from the environment: sidecars never notify
+    notifier = Notifier.from_environ(
+        os.environ
+    )  # removed from the environment: sidecars never notify
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, lifespan="on",
-                            timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
-                            http=ReadDeadlines.configured(settings.header_timeout_s,
-                                                          settings.body_timeout_s))
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        lifespan="on",
+        timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
+        http=ReadDeadlines.configured(settings.header_timeout_s, settings.body_timeout_s),
+    )
     server = Server(config, settings, app, notifier)
     if settings.pid_file:
         try:
@@ -183,7 +206,9 @@ async def serve(settings: Settings) -> int:
             await svc.pool.stop(0)  # after a forced exit the lifespan did not run: no sidecar stays
         if server.force_exit and server.started:
             await server.await_answers()
-            await server.lifespan.shutdown()  # skipped by uvicorn on a forced exit; the pool is stopped already
+            await (
+                server.lifespan.shutdown()
+            )  # skipped by uvicorn on a forced exit; the pool is stopped already
         if settings.pid_file:
             pidfile.remove(settings.pid_file)
     if not server.started and server.exit_code == 0:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import sys
 
 # Run `sidecar` as __main__ with the working directory ('' for -c) off the import path.
-BOOTSTRAP = ("import runpy, sys; del sys.path[0]; "
-             "runpy.run_module('sidecar', run_name='__main__', alter_sys=True)")
+BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; "
+    "runpy.run_module('sidecar', run_name='__main__', alter_sys=True)"
+)
 
 
-def sidecar_command(python: str = sys.executable,
-                    version: tuple[int, ...] = tuple(sys.version_info[:2])) -> list[str]:
+def sidecar_command(
+    python: str = sys.executable, version: tuple[int, ...] = tuple(sys.version_info[:2])
+) -> list[str]:
     """argv up to the sidecar's own flags: `python -P -m sidecar` or the 3.10 bootstrap."""
     if version >= (3, 11):
         return [python, "-P", "-m", "sidecar"]

@@ -70,7 +70,9 @@ class EmbeddedServer:
         deadline = time.monotonic() + START_S
         while not self.ready(url):
             if self.proc.poll() is not None:
-                raise ServerFailed(f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}")
+                raise ServerFailed(
+                    f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}"
+                )
             if time.monotonic() > deadline:
                 raise ServerFailed(f"the server was not ready after {START_S:g} s; see {log_path}")
             time.sleep(0.2)

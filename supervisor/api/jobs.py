@@ -33,7 +33,9 @@ from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest, out_of_space
 from supervisor.voice_store import resolve_voice
 
-ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
+ITEM_ID = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+)  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
@@ -64,31 +66,42 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
     names the first bad item."""
     svc = services(request)
     if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object {\"items\": [...]}.")
+        raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
     schemas.refuse_unknown(body, frozenset({"items"}))
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
     if len(items) > svc.settings.max_job_items:
-        raise InvalidRequest(f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.", param="items")
+        raise InvalidRequest(
+            f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.",
+            param="items",
+        )
     seen: dict[str, int] = {}
     out, validated = [], []
     for index, item in enumerate(items):
         try:
             if not isinstance(item, dict):
-                raise InvalidRequest("An item must be a JSON object (a speech request with an optional 'id').")
+                raise InvalidRequest(
+                    "An item must be a JSON object (a speech request with an optional 'id')."
+                )
             client_id = item.get("id")
             if client_id is not None:
                 if not isinstance(client_id, str) or not ITEM_ID.fullmatch(client_id):
                     raise InvalidRequest("'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
                                          f"letter or digit (it becomes a file name); got {client_id!r}.", param="id")  # fmt: skip
                 if client_id in seen:
-                    raise InvalidRequest(f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.", param="id")
+                    raise InvalidRequest(
+                        f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.",
+                        param="id",
+                    )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
             speech = schemas.speech_request(fields, svc.settings)
             if speech.stream_format == "sse":
-                raise InvalidRequest("A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.", param="stream_format")
+                raise InvalidRequest(
+                    "A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.",
+                    param="stream_format",
+                )
             resolve_voice(speech, svc.voices)
         except InvalidRequest as exc:
             raise located(exc, index) from None
@@ -101,7 +114,9 @@ async def create_job(request: Request) -> JSONResponse:
     jobs = runner(request)
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
-        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
+        raise InvalidRequest(
+            f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key"
+        )
     max_items = services(request).settings.max_job_items
     body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
     # 10,000 items take a while to check: off the event loop
@@ -125,8 +140,12 @@ async def create_job(request: Request) -> JSONResponse:
 async def list_jobs(request: Request) -> JSONResponse:
     raw = request.query_params.get("limit", "20")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
-        raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit")
-    page, has_more = await asyncio.to_thread(runner(request).store.list, int(raw), request.query_params.get("after"))
+        raise InvalidRequest(
+            f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit"
+        )
+    page, has_more = await asyncio.to_thread(
+        runner(request).store.list, int(raw), request.query_params.get("after")
+    )
     return JSONResponse({
         "object": "list", "data": page, "has_more": has_more,
         "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
@@ -134,9 +153,12 @@ async def list_jobs(request: Request) -> JSONResponse:
 
 
 def no_job(job_id: str) -> NotFound:
-    error = NotFound(f"No job {job_id!r}: it never existed, or was removed after its retention.", param="job_id")
+    error = NotFound(
+        f"No job {job_id!r}: it never existed, or was removed after its retention.", param="job_id"
+    )
     error.code = "job_not_found"
     return error
+
 
 # Why an item that is not done has no audio, by its state.
 NO_AUDIO_YET = {
@@ -173,7 +195,9 @@ async def item_audio(request: Request) -> Response:
         raise error
     path = jobs.store.result_path(job_id, item["index"], item["format"])
     if not path.is_file():
-        raise NotFound(f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n")
+        raise NotFound(
+            f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n"
+        )
     name = f"{item['id'] or item['index']}.{item['format']}"
     return FileResponse(path, media_type=formats.MEDIA_TYPES[item["format"]], filename=name)
 

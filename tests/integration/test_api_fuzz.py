@@ -24,7 +24,9 @@ EXAMPLES = 25  # per operation and mode: about 450 requests in all
 
 @pytest.fixture(scope="module")
 def null_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with live(tmp_path_factory.mktemp("fuzz"), "--max-upload-mb", "0.25", "--max-input-chars", "300") as running:
+    with live(
+        tmp_path_factory.mktemp("fuzz"), "--max-upload-mb", "0.25", "--max-input-chars", "300"
+    ) as running:
         yield running
 
 
@@ -47,17 +49,33 @@ def test_the_document_lists_every_operation(api_schema: Any) -> None:
     assert set(OPERATIONS) <= found
 
 
-CASES = [(method, path, mode) for method, path in OPERATIONS for mode in GenerationMode
-         if mode is GenerationMode.POSITIVE or (path.startswith("/v1/audio/") and (method != "GET" or "{" in path)) or "{" in path]
+CASES = [
+    (method, path, mode)
+    for method, path in OPERATIONS
+    for mode in GenerationMode
+    if mode is GenerationMode.POSITIVE
+    or (path.startswith("/v1/audio/") and (method != "GET" or "{" in path))
+    or "{" in path
+]
 
 
-@pytest.mark.parametrize(("method", "path", "mode"), CASES, ids=[f"{m} {p} {g.value}" for m, p, g in CASES])
-def test_no_generated_request_is_a_server_error(api_schema: Any, method: str, path: str, mode: GenerationMode) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "mode"), CASES, ids=[f"{m} {p} {g.value}" for m, p, g in CASES]
+)
+def test_no_generated_request_is_a_server_error(
+    api_schema: Any, method: str, path: str, mode: GenerationMode
+) -> None:
     operation = api_schema[path][method]
 
     # Derandomized: CI sees the same requests every run. For a wider search, raise EXAMPLES and
     # drop derandomize (5000 random requests per run found nothing, three runs in a row).
-    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        derandomize=True,
+    )
     @given(case=operation.as_strategy(generation_mode=mode))
     def check(case: Any) -> None:
         case.call_and_validate(headers=AUTH, excluded_checks=[positive_data_acceptance], timeout=30)

@@ -56,7 +56,9 @@ class Manager:
         self._thread.join(2)
         self.sock.close()
 
-    def wait_for(self, key: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> float:
+    def wait_for(
+        self, key: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None
+    ) -> float:
         """Arrival time of the first message carrying `key`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -66,10 +68,14 @@ class Manager:
             if proc is not None and proc.poll() is not None:
                 break
             time.sleep(0.02)
-        raise AssertionError(f"no {key} within {timeout_s:.0f} s; got {[f for _, f in self.messages]}")
+        raise AssertionError(
+            f"no {key} within {timeout_s:.0f} s; got {[f for _, f in self.messages]}"
+        )
 
     def pings(self, start: float, end: float) -> list[float]:
-        return [at for at, fields in list(self.messages) if "WATCHDOG" in fields and start <= at <= end]
+        return [
+            at for at, fields in list(self.messages) if "WATCHDOG" in fields and start <= at <= end
+        ]
 
 
 class Server:
@@ -112,13 +118,40 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
     def start(*flags: str) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
-        argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
-                "--devices", "cpu", "--test-faults", "--warmup-steps", "1", "--num-step", "4",
-                "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "NOTIFY_SOCKET": manager.address,
-               "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6))}
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--model",
+            str(checkpoint_dir),
+            "--port",
+            str(port),
+            "--devices",
+            "cpu",
+            "--test-faults",
+            "--warmup-steps",
+            "1",
+            "--num-step",
+            "4",
+            "--heartbeat-timeout-s",
+            "10",
+            "--stop-timeout-s",
+            "5",
+            "--data-dir",
+            str(tmp_path / f"data-{port}"),
+            *flags,
+        ]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "NOTIFY_SOCKET": manager.address,
+            "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6)),
+        }
         with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
-            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         return server
@@ -144,7 +177,9 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     assert body["sidecars"][0]["state"] == "ready", body
     before = [fields for at, fields in manager.messages if at < ready_at]
     assert any(f.get("STATUS", "").startswith("0/1 sidecars ready") for f in before), before
-    assert any("EXTEND_TIMEOUT_USEC" in f for f in before), before  # the start timeout grows while loading
+    assert any("EXTEND_TIMEOUT_USEC" in f for f in before), (
+        before
+    )  # the start timeout grows while loading
     ready = next(fields for at, fields in manager.messages if at == ready_at)
     assert ready["STATUS"].startswith("1/1 sidecars ready, queue 0"), ready
     sidecar_env = Path(f"/proc/{body['sidecars'][0]['pid']}/environ").read_bytes()
@@ -203,6 +238,8 @@ def test_drain_deadline_then_second_sigterm(start_server: Any, manager: Manager)
         assert time.monotonic() - signalled_at < 6, "the stop was not cut short"
         thread.join(10)
         reply = outcome["reply"]
-        assert reply.status_code == 500 and reply.json()["error"]["code"] == "sidecar_lost", reply.text
+        assert reply.status_code == 500 and reply.json()["error"]["code"] == "sidecar_lost", (
+            reply.text
+        )
         assert_gone(pids)
         assert "the drain is over" in server.tail() or "told to stop at once" in server.tail()

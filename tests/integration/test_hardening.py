@@ -28,7 +28,14 @@ BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machin
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with live(tmp_path_factory.mktemp("harden"), "--test-faults", "--header-timeout-s", "2", "--body-timeout-s", "2") as running:
+    with live(
+        tmp_path_factory.mktemp("harden"),
+        "--test-faults",
+        "--header-timeout-s",
+        "2",
+        "--body-timeout-s",
+        "2",
+    ) as running:
         yield running
 
 
@@ -37,7 +44,9 @@ def speech(text: str) -> dict[str, Any]:
 
 
 def post_raw(server: LiveServer, path: str, body: bytes) -> httpx.Response:
-    return server.request("POST", path, content=body, headers={"Content-Type": "application/json"}, timeout=BOUND_S)
+    return server.request(
+        "POST", path, content=body, headers={"Content-Type": "application/json"}, timeout=BOUND_S
+    )
 
 
 # ---------------------------------------------------------------- 1. text that cannot be encoded
@@ -47,15 +56,29 @@ def test_lone_surrogates_are_a_400_and_requests_alongside_all_answer(server: Liv
     """Before: the bad request passed validation, its batch failed to encode and was dropped, and
     every request batched with it hung for ever."""
     bad = {
-        "escape": ("/v1/audio/speech", json.dumps(speech("\ud800 hi")).encode()),  # json.dumps writes \ud800
-        "cesu8": ("/v1/audio/speech", json.dumps(speech("XX hi")).encode().replace(b"XX", b"\xed\xa0\x80")),
-        "design": ("/v1/audio/design", json.dumps({"input": "hi", "instructions": "female, \udfff"}).encode()),
-        "job": ("/v1/jobs", json.dumps({"items": [speech("fine"), speech("\udc00 not fine")]}).encode()),
+        "escape": (
+            "/v1/audio/speech",
+            json.dumps(speech("\ud800 hi")).encode(),
+        ),  # json.dumps writes \ud800
+        "cesu8": (
+            "/v1/audio/speech",
+            json.dumps(speech("XX hi")).encode().replace(b"XX", b"\xed\xa0\x80"),
+        ),
+        "design": (
+            "/v1/audio/design",
+            json.dumps({"input": "hi", "instructions": "female, \udfff"}).encode(),
+        ),
+        "job": (
+            "/v1/jobs",
+            json.dumps({"items": [speech("fine"), speech("\udc00 not fine")]}).encode(),
+        ),
     }
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         innocent = [pool.submit(server.request, "POST", "/v1/audio/speech", json=speech(f"Innocent number {i}."),
                                 timeout=BOUND_S) for i in range(8)]  # fmt: skip
-        refused = {name: pool.submit(post_raw, server, path, body) for name, (path, body) in bad.items()}
+        refused = {
+            name: pool.submit(post_raw, server, path, body) for name, (path, body) in bad.items()
+        }
         for name, future in refused.items():
             answer = future.result()
             assert answer.status_code == 400, (name, answer.text)
@@ -86,25 +109,51 @@ def test_invented_methods_and_paths_add_no_metric_series(server: LiveServer) -> 
 # ---------------------------------------------------------------- 4. test faults
 
 
-def test_a_fault_token_outside_the_fault_directory_deletes_nothing(server: LiveServer, tmp_path: Path) -> None:
+def test_a_fault_token_outside_the_fault_directory_deletes_nothing(
+    server: LiveServer, tmp_path: Path
+) -> None:
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
-    answer = server.request("POST", "/v1/audio/speech", json=speech(f"Hello. [[fault:slow:0@{victim}]]"))
+    answer = server.request(
+        "POST", "/v1/audio/speech", json=speech(f"Hello. [[fault:slow:0@{victim}]]")
+    )
     assert answer.status_code == 200 and victim.read_text() == "keep me"
     # A way out of the fault directory through `..` is refused the same way.
-    fault_dir = Path(server.request("GET", "/health").json()["settings"]["data_dir"]) / "test-faults"
+    fault_dir = (
+        Path(server.request("GET", "/health").json()["settings"]["data_dir"]) / "test-faults"
+    )
     sneaky = fault_dir / ".." / ".." / victim.relative_to(victim.anchor)
-    assert server.request("POST", "/v1/audio/speech", json=speech(f"Hi. [[fault:slow:0@{sneaky}]]")).status_code == 200
+    assert (
+        server.request(
+            "POST", "/v1/audio/speech", json=speech(f"Hi. [[fault:slow:0@{sneaky}]]")
+        ).status_code
+        == 200
+    )
     assert victim.exists()
     # The control: a token inside the directory is consumed (so the marker was honoured at all).
     token = fault_dir / "once"
     token.touch()
-    assert server.request("POST", "/v1/audio/speech", json=speech(f"Hey. [[fault:slow:0@{token}]]")).status_code == 200
+    assert (
+        server.request(
+            "POST", "/v1/audio/speech", json=speech(f"Hey. [[fault:slow:0@{token}]]")
+        ).status_code
+        == 200
+    )
     assert not token.exists()
 
 
 def serve_argv(*flags: str) -> list[str]:
-    return [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port", str(free_port()), *flags]
+    return [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        "--engine",
+        "null",
+        "--port",
+        str(free_port()),
+        *flags,
+    ]
 
 
 @pytest.mark.parametrize(("flags", "message"), [
@@ -126,11 +175,20 @@ def test_health_without_a_key_shows_states_and_counts_only(server: LiveServer) -
     assert "settings" not in open_view and "test_faults" not in json.dumps(open_view)
     assert str(server.log.parent) not in json.dumps(open_view)
     sidecar = open_view["sidecars"][0]
-    assert sidecar["pid"] is None and {"id", "device", "state", "restarts", "kills", "last_error"} <= set(sidecar)
+    assert sidecar["pid"] is None and {
+        "id",
+        "device",
+        "state",
+        "restarts",
+        "kills",
+        "last_error",
+    } <= set(sidecar)
     assert open_view["status"] == "ok" and open_view["jobs"]["state"] == "ok"
     keyed = server.request("GET", "/health").json()
     assert keyed["settings"]["test_faults"] is True and keyed["sidecars"][0]["pid"]
-    wrong = httpx.get(server.url + "/health", headers={"Authorization": "Bearer nope"}, timeout=10).json()
+    wrong = httpx.get(
+        server.url + "/health", headers={"Authorization": "Bearer nope"}, timeout=10
+    ).json()
     assert "settings" not in wrong
 
 
@@ -163,7 +221,9 @@ def test_slow_loris_headers_and_bodies_are_cut_off(server: LiveServer) -> None:
     host, port = server.url.removeprefix("http://").split(":")
     endless_headers = b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 100_000
     with socket.create_connection((host, int(port))) as sock:
-        assert closed_by_server(sock, endless_headers)  # 2 s header deadline, however the bytes trickle
+        assert closed_by_server(
+            sock, endless_headers
+        )  # 2 s header deadline, however the bytes trickle
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                      "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\"".encode())  # fmt: skip
@@ -193,7 +253,9 @@ def test_the_same_idempotency_key_with_speed_1_and_1_0_is_the_same_job(server: L
                            b'"response_format": "wav", "speed": 1.0}]}',
                            headers={"Idempotency-Key": "speed-spelling", "Content-Type": "application/json"})  # fmt: skip
     assert first.status_code == 202 and again.status_code == 202, again.text
-    assert again.json()["id"] == first.json()["id"] and again.headers["Idempotent-Replayed"] == "true"
+    assert (
+        again.json()["id"] == first.json()["id"] and again.headers["Idempotent-Replayed"] == "true"
+    )
     other = server.request("POST", "/v1/jobs", json={"items": [{**speech("Same."), "speed": 1.5}]},
                            headers={"Idempotency-Key": "speed-spelling"})  # fmt: skip
     assert other.status_code == 409
@@ -204,11 +266,23 @@ def test_api_keys_from_a_file(tmp_path: Path) -> None:
     keys.write_text("# our clients\nsk-from-file\n\nsk-second\n")
     with live(tmp_path, "--api-key-file", str(keys)) as server:
         for key in ("sk-from-file", "sk-second", KEY):
-            assert server.request("GET", "/v1/models", auth=False, headers={"Authorization": f"Bearer {key}"}).status_code == 200
-        assert server.request("GET", "/v1/models", auth=False, headers={"Authorization": "Bearer sk-other"}).status_code == 401
+            assert (
+                server.request(
+                    "GET", "/v1/models", auth=False, headers={"Authorization": f"Bearer {key}"}
+                ).status_code
+                == 200
+            )
+        assert (
+            server.request(
+                "GET", "/v1/models", auth=False, headers={"Authorization": "Bearer sk-other"}
+            ).status_code
+            == 401
+        )
 
 
-def test_synth_gives_its_embedded_server_the_key_through_the_environment(checkpoint_dir: Path, tmp_path: Path) -> None:
+def test_synth_gives_its_embedded_server_the_key_through_the_environment(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
     from supervisor.synth_server import EmbeddedServer
 
     with (tmp_path / "synth.log").open("w") as log:
@@ -218,7 +292,12 @@ def test_synth_gives_its_embedded_server_the_key_through_the_environment(checkpo
             assert embedded.proc is not None
             argv = Path(f"/proc/{embedded.proc.pid}/cmdline").read_bytes().split(b"\0")
             assert key.encode() not in argv and b"--api-key" not in argv
-            assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code == 200
+            assert (
+                httpx.get(
+                    url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10
+                ).status_code
+                == 200
+            )
             assert httpx.get(url + "/v1/models", timeout=10).status_code == 401
         finally:
             embedded.stop()
@@ -241,11 +320,20 @@ def test_a_damaged_job_database_is_reported_and_speech_carries_on(tmp_path: Path
     (data / DB_NAME).write_bytes(bytes(damaged))
     with live(tmp_path) as server:
         health = server.health()
-        assert health["status"] == "ok" and health["jobs"]["state"] == "corrupt" and "damaged" in health["jobs"]["error"]
-        assert server.request("POST", "/v1/audio/speech", json=speech("Still speaking.")).status_code == 200
+        assert (
+            health["status"] == "ok"
+            and health["jobs"]["state"] == "corrupt"
+            and "damaged" in health["jobs"]["error"]
+        )
+        assert (
+            server.request("POST", "/v1/audio/speech", json=speech("Still speaking.")).status_code
+            == 200
+        )
         for method, path in (("GET", "/v1/jobs"), ("POST", "/v1/jobs")):
             answer = server.request(method, path, json={"items": [speech("x")]})
-            assert answer.status_code == 503 and answer.json()["error"]["code"] == "job_store_corrupt"
+            assert (
+                answer.status_code == 503 and answer.json()["error"]["code"] == "job_store_corrupt"
+            )
 
 
 # ---------------------------------------------------------------- 8. big bodies off the event loop
@@ -256,11 +344,16 @@ def test_health_answers_while_a_big_body_is_parsed(server: LiveServer) -> None:
     runs) takes a while to parse and check. /health must answer meanwhile: the body goes out but
     for its last byte, then that byte, and /health is asked until the job's answer comes. Before,
     json.loads and the checks ran on the event loop: no /health got in before the 400."""
-    items = [speech(f"{i} " + "x" * 3000) for i in range(9_999)] + [{**speech("Too fast."), "speed": 99}]
+    items = [speech(f"{i} " + "x" * 3000) for i in range(9_999)] + [
+        {**speech("Too fast."), "speed": 99}
+    ]
     body = json.dumps({"items": items}).encode()
     host, port = server.url.removeprefix("http://").split(":")
     answered_meanwhile: list[int] = []
-    with socket.create_connection((host, int(port))) as sock, httpx.Client(timeout=BOUND_S) as client:
+    with (
+        socket.create_connection((host, int(port))) as sock,
+        httpx.Client(timeout=BOUND_S) as client,
+    ):
         sock.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:-1])  # fmt: skip
         assert client.get(server.url + "/health").status_code == 200
@@ -280,7 +373,9 @@ def test_health_answers_while_a_big_body_is_parsed(server: LiveServer) -> None:
     assert len(answered_meanwhile) >= 3 and set(answered_meanwhile) == {200}, answered_meanwhile
 
 
-def test_a_job_body_of_millions_of_tiny_items_is_refused_at_the_item_limit(server: LiveServer) -> None:
+def test_a_job_body_of_millions_of_tiny_items_is_refused_at_the_item_limit(
+    server: LiveServer,
+) -> None:
     body = b'{"items": [' + b"{}," * 5_000_000 + b"{}]}"  # 15 MB; json.loads would build 5 M dicts
     answer = post_raw(server, "/v1/jobs", body)
     assert answer.status_code == 400 and "at most 10000 items" in answer.json()["error"]["message"]
@@ -294,7 +389,11 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs as the data directory: a disk that really fills up."""
     mount = tmp_path / "data"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
     try:
@@ -319,14 +418,24 @@ def fill(disk: Path) -> Path:
 def test_a_full_disk_fails_items_saying_why_and_recovers_when_space_returns(checkpoint_dir: Path, tmp_path: Path,
                                                                           tiny_disk: Path) -> None:  # fmt: skip
     with live(tmp_path, "--test-faults", checkpoint=checkpoint_dir) as server:
-        slow = [{**speech(f"Written to a full disk, number {i}. [[fault:slow:4]]")} for i in range(2)]
+        slow = [
+            {**speech(f"Written to a full disk, number {i}. [[fault:slow:4]]")} for i in range(2)
+        ]
         first = submit(server, slow)
         # Fill the disk only once both items run (an item not yet started waits for the disk).
-        wait_job(server, first["id"], lambda body: body["progress"]["running"] == 2, BOUND_S, "both items to run")
+        wait_job(
+            server,
+            first["id"],
+            lambda body: body["progress"]["running"] == 2,
+            BOUND_S,
+            "both items to run",
+        )
         filler = fill(tiny_disk)
         big = [speech("A long item that needs room in the database. " * 80) for _ in range(100)]
         refused = server.request("POST", "/v1/jobs", json={"items": big})
-        assert refused.status_code == 507 and refused.json()["error"]["code"] == "insufficient_storage", refused.text
+        assert (
+            refused.status_code == 507 and refused.json()["error"]["code"] == "insufficient_storage"
+        ), refused.text
         start = time.monotonic()
         # Both items finished and met the full disk (the store's own refusals are logged too, so
         # wait for the items' lines, not the first refusal).
@@ -336,7 +445,10 @@ def test_a_full_disk_fails_items_saying_why_and_recovers_when_space_returns(chec
         filler.unlink()
         body = wait_job(server, first["id"], ended, BOUND_S, "the items on the full disk to end")
         assert [i["state"] for i in body["items"]] == ["failed", "failed"]
-        assert all("No space left" in i["error"]["message"] or "full" in i["error"]["message"] for i in body["items"])
+        assert all(
+            "No space left" in i["error"]["message"] or "full" in i["error"]["message"]
+            for i in body["items"]
+        )
         assert not list(tiny_disk.rglob("*.tmp"))
         # Space is back: a new job is stored and runs, without a restart.
         again = submit(server, [speech("After the disk was freed.")])

@@ -27,7 +27,9 @@ def free_port() -> int:
 
 def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "supervisor", "serve", "--port", str(free_port()), *argv]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -42,7 +44,9 @@ def test_a_missing_directory(tmp_path: Path) -> None:
     assert "not found" in line and "--model /path/to/checkpoint" in line
 
 
-def test_an_incomplete_checkpoint_names_what_is_missing(checkpoint_dir: Path, tmp_path: Path) -> None:
+def test_an_incomplete_checkpoint_names_what_is_missing(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoint_dir, ckpt)
     (ckpt / "audio_tokenizer" / "model.safetensors").unlink()
@@ -51,13 +55,23 @@ def test_an_incomplete_checkpoint_names_what_is_missing(checkpoint_dir: Path, tm
 
 
 def test_an_uncached_hub_id_when_offline(tmp_path: Path) -> None:
-    line = one_line(serve("--model", "nobody/no-such-omnivoice", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}))
-    assert "not in the Hugging Face cache" in line and "hf download nobody/no-such-omnivoice" in line
+    line = one_line(
+        serve(
+            "--model",
+            "nobody/no-such-omnivoice",
+            env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)},
+        )
+    )
+    assert (
+        "not in the Hugging Face cache" in line and "hf download nobody/no-such-omnivoice" in line
+    )
 
 
 def test_no_model_at_all_says_what_to_give_and_not_the_benchmark_engine() -> None:
     line = one_line(serve(env={"OMNIVOICE_MODEL": ""}))
-    assert "--model /path/to/checkpoint" in line and "k2-fsa/OmniVoice" in line and "null" not in line
+    assert (
+        "--model /path/to/checkpoint" in line and "k2-fsa/OmniVoice" in line and "null" not in line
+    )
 
 
 def test_a_hub_id_online_is_left_to_the_sidecar(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,19 +28,62 @@ TOKENS = {"shape": [8, 2], "data": bytes(32)}
 MESSAGES = [
     {"op": "hello", "pid": 12, "protocol": 1},
     {"op": "progress", "stage": "model"},
-    {"op": "ready", "device": "cpu", "model": "m", "engine": "null", "sample_rate": 24000, "memory": {"max_rss_bytes": 1}},
+    {
+        "op": "ready",
+        "device": "cpu",
+        "model": "m",
+        "engine": "null",
+        "sample_rate": 24000,
+        "memory": {"max_rss_bytes": 1},
+    },
     {"op": "step", "batch": 1, "step": 3, "of": 32},
-    {"op": "result", "batch": 1, "id": "a", "audio": b"\x00\x01", "encoding": "s16le", "sample_rate": 24000, "seed": None,
-     "tokens": [TOKENS], "timings": {"audio_s": 0.5, "generate_s": 1}},
+    {
+        "op": "result",
+        "batch": 1,
+        "id": "a",
+        "audio": b"\x00\x01",
+        "encoding": "s16le",
+        "sample_rate": 24000,
+        "seed": None,
+        "tokens": [TOKENS],
+        "timings": {"audio_s": 0.5, "generate_s": 1},
+    },
     {"op": "error", "batch": None, "id": None, "kind": "load_failed", "message": "no checkpoint"},
-    {"op": "encoded", "batch": 2, "id": "v", "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": 0.1}},
+    {
+        "op": "encoded",
+        "batch": 2,
+        "id": "v",
+        "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": 0.1},
+    },
     {"op": "done", "batch": 1, "stats": {"items": 2, "wall_s": 0.3}},
     {"op": "pong", "nonce": 4, "memory": {}},
-    {"op": "generate", "batch": 1, "encoding": "f32le",
-     "items": [{"id": "a", "text": "Hello.", "seed": 3, "num_step": 8, "denoise": False, "speed": 1, "language": None,
-                "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": None}}]},
-    {"op": "encode_voice", "batch": 3, "id": "v", "audio": b"\x00\x00", "encoding": "s16le", "sample_rate": 16000,
-     "ref_text": "Hi.", "preprocess": True},
+    {
+        "op": "generate",
+        "batch": 1,
+        "encoding": "f32le",
+        "items": [
+            {
+                "id": "a",
+                "text": "Hello.",
+                "seed": 3,
+                "num_step": 8,
+                "denoise": False,
+                "speed": 1,
+                "language": None,
+                "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": None},
+            }
+        ],
+    },
+    {
+        "op": "encode_voice",
+        "batch": 3,
+        "id": "v",
+        "audio": b"\x00\x00",
+        "encoding": "s16le",
+        "sample_rate": 16000,
+        "ref_text": "Hi.",
+        "preprocess": True,
+    },
     {"op": "ping", "nonce": 1},
     {"op": "shutdown"},
 ]
@@ -62,14 +105,45 @@ BAD = [
     ({"op": "ping", "nonce": True}, "expected int"),
     ({"op": "ping", "nonce": 1.5}, "expected int"),
     ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
-    ({"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"}, "result.encoding: expected"),
+    (
+        {"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"},
+        "result.encoding: expected",
+    ),
     ({"op": "error", "batch": 1, "id": "a", "kind": "whatever", "message": "m"}, "expected kind"),
     ({"op": "generate", "batch": 1, "encoding": "s16le", "items": []}, "expected items"),
-    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]}, "missing key 'text'"),
-    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a", "text": "x", "bogus": 1}]}, "unknown keys"),
-    ({"op": "encoded", "batch": 1, "id": "v", "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0}},
-     "expected tokens"),
-    ({"op": "ready", "device": "cpu", "model": "m", "engine": "x", "sample_rate": 1, "memory": {"a": 1.5}}, "memory.a: expected int"),
+    (
+        {"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]},
+        "missing key 'text'",
+    ),
+    (
+        {
+            "op": "generate",
+            "batch": 1,
+            "encoding": "s16le",
+            "items": [{"id": "a", "text": "x", "bogus": 1}],
+        },
+        "unknown keys",
+    ),
+    (
+        {
+            "op": "encoded",
+            "batch": 1,
+            "id": "v",
+            "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0},
+        },
+        "expected tokens",
+    ),
+    (
+        {
+            "op": "ready",
+            "device": "cpu",
+            "model": "m",
+            "engine": "x",
+            "sample_rate": 1,
+            "memory": {"a": 1.5},
+        },
+        "memory.a: expected int",
+    ),
 ]
 
 
@@ -92,7 +166,9 @@ def test_direction_is_enforced() -> None:
         b"\xc1",  # never-used byte
         msgpack.packb({1: 2}),  # non-string key
         msgpack.packb(msgpack.ExtType(5, b"x")),  # ext type
-        msgpack.packb({"op": "ping", "nonce": msgpack.Timestamp(1)}, datetime=False),  # timestamp ext bypasses ext_hook
+        msgpack.packb(
+            {"op": "ping", "nonce": msgpack.Timestamp(1)}, datetime=False
+        ),  # timestamp ext bypasses ext_hook
         b"\x91" * 3000,  # deeply nested arrays
         msgpack.packb({"op": "ping", "nonce": 1}) + b"\x00",  # trailing bytes
         b"\xa2\xff\xfe",  # invalid UTF-8 string
@@ -188,12 +264,20 @@ def _frames_or_error(data: bytes, cuts: list[int]) -> tuple[list, bool]:
     return asyncio.run(read())
 
 
-valid_frames = st.lists(st.sampled_from(MESSAGES), max_size=4).map(lambda ms: b"".join(encode_frame(m) for m in ms))
+valid_frames = st.lists(st.sampled_from(MESSAGES), max_size=4).map(
+    lambda ms: b"".join(encode_frame(m) for m in ms)
+)
 
 
 @settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
-@given(prefix=valid_frames, noise=st.binary(max_size=CAP * 2), cuts=st.lists(st.integers(min_value=0), max_size=6))
-def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(prefix: bytes, noise: bytes, cuts: list[int]) -> None:
+@given(
+    prefix=valid_frames,
+    noise=st.binary(max_size=CAP * 2),
+    cuts=st.lists(st.integers(min_value=0), max_size=6),
+)
+def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(
+    prefix: bytes, noise: bytes, cuts: list[int]
+) -> None:
     """Valid frames first, then anything: the supervisor's reader returns the valid ones, then at
     most one ProtocolError; the same frames however the bytes arrive; the sync reader (the
     sidecar's) agrees; memory stays bounded."""
