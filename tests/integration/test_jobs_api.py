@@ -140,7 +140,7 @@ def test_the_same_idempotency_key_never_makes_a_second_job(server: LiveServer) -
     ({"items": [{"input": " "}]}, "items[0].input"),
     ({"items": [{"input": "x", "num_steps": 3}]}, "items[0].num_steps"),
     ({"items": [{"input": "x", "stream_format": "sse"}]}, "items[0].stream_format"),
-    ({"items": [{"input": "x", "instructions": "cheerful pirate"}]}, "items[0].instructions"),
+    ({"items": [{"input": "x", "instruct": "cheerful pirate"}]}, "items[0].instruct"),  # strict: instructions read free-form text
     ({"items": [{"id": "a", "input": "x"}, {"id": "a", "input": "y"}]}, "items[1].id"),
     ({"items": [{"id": "../../etc/passwd", "input": "x"}]}, "items[0].id"),
     ({"items": ["just text"]}, "items[0]"),
