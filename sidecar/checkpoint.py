@@ -26,16 +26,9 @@ from tokenizers import (
 )
 
 from sidecar.codec import Codec, CodecConfig
+from sidecar.loader import SPECIAL_TOKENS
 
-OMNIVOICE_TOKENS = (
-    "<|denoise|>",
-    "<|lang_start|>",
-    "<|lang_end|>",
-    "<|instruct_start|>",
-    "<|instruct_end|>",
-    "<|text_start|>",
-    "<|text_end|>",
-)
+OMNIVOICE_TOKENS = SPECIAL_TOKENS  # what the loader expects, written by make-checkpoint
 # Qwen3's added tokens in id order from 151643 (True = special). Keeping all 26 puts the OmniVoice
 # tokens at 151669..151675, where the published tokenizer has them.
 QWEN_ADDED: tuple[tuple[str, bool], ...] = (
