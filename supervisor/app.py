@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,17 +27,23 @@ from supervisor import gpu, metrics
 from supervisor.api import Services, console, jobs, ops, speech, voices
 from supervisor.api.speech import CLIENT_CLOSED
 from supervisor.auth import BearerAuth
-from supervisor.errors import ServerError, from_http_status
+from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.gpu import Device
 from supervisor.job_runner import JobRunner
+from supervisor.job_storage import StoreUnavailable
 from supervisor.jobs import JobStore, StoreCorrupt
 from supervisor.limits import BodyLimit
+from supervisor.pg import Database, is_postgres
+from supervisor.pg_jobs import PgJobStore
+from supervisor.pg_voices import PgVoiceStore
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
-from supervisor.settings import Settings
-from supervisor.voice_store import PromptCache, VoiceStore
+from supervisor.settings import Settings, redacted_url
+from supervisor.voice_store import PromptCache, Voices, VoiceStore
 
 log = logging.getLogger("omnivoice.app")
+
+STORE_RETRY_S = 5  # Retry-After while the database cannot be reached
 
 
 async def render_error(request: Request, exc: Exception) -> JSONResponse:
@@ -43,6 +51,10 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
         error: ServerError = from_http_status(exc.status_code, exc.detail)
     elif isinstance(exc, ServerError):
         error = exc
+    elif isinstance(exc, StoreUnavailable):  # jobs with a stopped database; speech carries on
+        error = Unavailable(f"jobs are unavailable: {exc}. Speech requests still work.",
+                            retry_after_s=STORE_RETRY_S)  # fmt: skip
+        error.code = "job_store_unavailable"
     else:
         log.exception("unhandled error on %s", request.url.path, exc_info=exc)
         error = ServerError("internal server error")
@@ -56,9 +68,11 @@ async def client_gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=CLIENT_CLOSED)
 
 
-def open_jobs(svc: Services) -> tuple[JobRunner | None, dict[str, str | None]]:
+def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dict[str, str | None]]:
     """The job runner and the store's state for /health; no runner when the database is damaged
     (the jobs routes then answer 503 and speech carries on)."""
+    if db is not None:
+        return JobRunner(svc, PgJobStore(db, svc.settings.lease_s)), {"state": "ok", "error": None}
     try:
         store = JobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
     except StoreCorrupt as exc:
@@ -66,6 +80,16 @@ def open_jobs(svc: Services) -> tuple[JobRunner | None, dict[str, str | None]]:
                   exc)  # fmt: skip
         return None, {"state": "corrupt", "error": str(exc)}
     return JobRunner(svc, store), {"state": "ok", "error": None}
+
+
+def open_database(settings: Settings) -> Database | None:
+    """With --store postgresql://...: the shared database, its schema migrated; else None."""
+    if not is_postgres(settings.store):
+        return None
+    owner = f"{socket.gethostname()} port {settings.port} {uuid.uuid4().hex[:6]}"
+    db = Database.open(settings.store, owner)
+    log.info("jobs and saved voices in PostgreSQL (%s), as %r", redacted_url(settings.store), owner)
+    return db
 
 
 def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
@@ -76,11 +100,16 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         )
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
-        store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
-        app.state.services = Services(
-            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size)
+        db = open_database(settings)
+        voices: Voices = (
+            VoiceStore(Path(settings.resolved_data_dir()) / "voices")
+            if db is None
+            else PgVoiceStore(db, settings.store)
         )
-        app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
+        app.state.services = Services(
+            settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size)
+        )
+        app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
         collector = metrics.watch(pool)
@@ -104,6 +133,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             await pool.stop(settings.drain_s)
             if app.state.jobs is not None:
                 app.state.jobs.store.close()
+            voices.close()
+            if db is not None:
+                db.close()
             metrics.unwatch(collector)
 
     json_limit = (
@@ -149,6 +181,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         ],
         exception_handlers={
             ServerError: render_error,
+            StoreUnavailable: render_error,
             HTTPException: render_error,
             ClientDisconnect: client_gone,
             Exception: render_error,

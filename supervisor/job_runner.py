@@ -39,7 +39,8 @@ from typing import Any
 from supervisor import formats, schemas
 from supervisor.api import Services
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
-from supervisor.jobs import Claimed, JobStore
+from supervisor.job_storage import JobStorage, StoreUnavailable
+from supervisor.jobs import Claimed
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
 from supervisor.voice_store import resolve_voice
@@ -53,10 +54,12 @@ SWEEP_EVERY_S = 60.0
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
 Key = tuple[str, int]
+# The store refusing or unreachable, not a bug: a full disk, a damaged file, a stopped database.
+STORAGE_ERRORS = (OSError, sqlite3.Error, StoreUnavailable)
 
 
 class JobRunner:
-    def __init__(self, svc: Services, store: JobStore) -> None:
+    def __init__(self, svc: Services, store: JobStorage) -> None:
         self.svc = svc
         self.store = store
         self.generating: dict[Key, Synthesis] = {}
@@ -86,7 +89,7 @@ class JobRunner:
         self._task = asyncio.create_task(self.run(), name="jobs")
 
     async def run(self) -> None:
-        next_sweep = 0.0
+        next_sweep = next_renewal = 0.0
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
@@ -95,6 +98,10 @@ class JobRunner:
                 if self.svc.pool.draining:
                     self.close_all()
                     continue
+                if time.monotonic() >= next_renewal:
+                    next_renewal = time.monotonic() + self.svc.settings.lease_s / 3
+                    await self.renew_leases()
+                await asyncio.to_thread(self.store.expire)
                 await self.record_unrecorded()
                 if self.unrecorded:
                     continue
@@ -108,7 +115,7 @@ class JobRunner:
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
-            except (OSError, sqlite3.Error) as exc:  # the disk, not a bug: one line, no traceback
+            except STORAGE_ERRORS as exc:  # the storage, not a bug: one line, no traceback
                 self.storage_failed(exc)
             except Exception:  # a bug here must not stop the jobs for good
                 log.exception("job runner pass failed")
@@ -136,7 +143,7 @@ class JobRunner:
                 await asyncio.to_thread(self.store.release, key)
             else:
                 await asyncio.to_thread(self.store.fail, key, error)
-        except (OSError, sqlite3.Error) as exc:
+        except STORAGE_ERRORS as exc:
             self.storage_failed(exc)
             self.unrecorded[key] = error
             return
@@ -147,6 +154,18 @@ class JobRunner:
             await self.record(key, error)
             if key in self.unrecorded:
                 return  # still refused: try again next pass
+
+    async def renew_leases(self) -> None:
+        """Keep our claims on the items we work on (PostgreSQL); stop those another server took
+        over after our lease ran out (their end is no longer ours to record)."""
+        keys = list(self.item_tasks)
+        kept = await asyncio.to_thread(self.store.renew, keys)
+        for key in set(keys) - kept:
+            log.warning("jobs: item %s/%d was taken over after its lease ran out; stopping it",
+                        *key)  # fmt: skip
+            synthesis = self.generating.get(key)
+            if synthesis is not None:
+                synthesis.close()
 
     # ------------------------------------------------------------ starting items
 
@@ -205,8 +224,10 @@ class JobRunner:
             for _, synthesis in admitted.values():
                 synthesis.close()  # give the admitted audio back
             raise
+        if len(claimed) < len(admitted):
+            self.wake()  # another server took some: look again now, not a tick later
         for key, (item, synthesis) in admitted.items():
-            if key not in claimed:  # cancelled meanwhile
+            if key not in claimed:  # cancelled meanwhile, or claimed by another server
                 synthesis.close()
                 continue
             self.generating[key] = synthesis
@@ -274,6 +295,10 @@ class JobRunner:
             await asyncio.to_thread(
                 self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s
             )
+        except StoreUnavailable as exc:  # the database is gone: the item runs again later
+            log.error("jobs: item %s/%d: storing the result failed: %s", item.job_id, item.n, exc)
+            self.storage_failed(exc)
+            await self.record(item.key, None)
         except (
             OSError,
             sqlite3.Error,

@@ -40,7 +40,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,61 @@ def out_of_space(exc: BaseException) -> bool:
 def error_record(error: ServerError) -> dict[str, Any]:
     """What an item keeps of the error it failed with: OpenAI's error object plus the HTTP status."""
     return {**error.to_body()["error"], "status": error.status}
+
+
+# A job's progress: per item state, how many, the most attempts, the last end (%s: the job id).
+PROGRESS_SQL = (
+    "SELECT state, COUNT(*) AS count, MAX(attempts) AS attempted, MAX(finished_at) AS last_end "
+    "FROM items WHERE job_id = %s GROUP BY state"
+)
+
+
+def job_view(
+    row: Mapping[str, Any] | sqlite3.Row, progress_rows: Iterable[Sequence[Any]]
+) -> dict[str, Any]:
+    """A job as the API shows it, from its row and PROGRESS_SQL's rows (both stores use it)."""
+    progress = {state: 0 for state in ITEM_STATES}
+    started, last_end = False, None
+    for state, count, attempted, finished_at in progress_rows:
+        progress[state] = count
+        started = started or attempted > 0 or state != "queued"
+        if finished_at is not None:
+            last_end = max(last_end or 0.0, finished_at)
+    unfinished = progress["queued"] + progress["running"]
+    if row["cancelled_at"] is not None:
+        state = "cancelled"
+    elif unfinished:
+        state = "running" if started else "queued"
+    else:
+        state = "failed" if progress["failed"] else "completed"
+    return {
+        "id": row["id"],
+        "object": "job",
+        "state": state,
+        "created_at": row["created_at"],
+        "finished_at": None if unfinished else last_end,
+        "cancelled_at": row["cancelled_at"],
+        "progress": {"total": sum(progress.values()), **progress},
+    }
+
+
+def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> dict[str, Any]:
+    """An item as the API shows it, from its row (both stores use it)."""
+    return {
+        "index": item["n"],
+        "id": item["client_id"],
+        "state": item["state"],
+        "attempts": item["attempts"],
+        "format": item["format"],
+        "started_at": item["started_at"],
+        "finished_at": item["finished_at"],
+        "error": json.loads(item["error"]) if item["error"] else None,
+        "seed": item["seed"],
+        "audio_seconds": item["audio_s"],
+        "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
+        if item["state"] == "done"
+        else None,
+    }
 
 
 def lock_holder(data_dir: Path | str) -> str | None:
@@ -255,7 +310,7 @@ class JobStore:
                 items = self.db.execute(
                     "SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)
                 ).fetchall()
-                view["items"] = [self._item_view(job_id, item) for item in items]
+                view["items"] = [item_view(job_id, item) for item in items]
         return view
 
     def list(self, limit: int, after: str | None = None) -> tuple[list[dict[str, Any]], bool]:
@@ -274,50 +329,7 @@ class JobStore:
 
     def _view(self, row: sqlite3.Row) -> dict[str, Any]:
         """A job's fields and progress (the lock is held)."""
-        progress = {state: 0 for state in ITEM_STATES}
-        started, last_end = False, None
-        for state, count, attempted, finished_at in self.db.execute(
-            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state",
-            (row["id"],),
-        ):
-            progress[state] = count
-            started = started or attempted > 0 or state != "queued"
-            if finished_at is not None:
-                last_end = max(last_end or 0.0, finished_at)
-        unfinished = progress["queued"] + progress["running"]
-        if row["cancelled_at"] is not None:
-            state = "cancelled"
-        elif unfinished:
-            state = "running" if started else "queued"
-        else:
-            state = "failed" if progress["failed"] else "completed"
-        return {
-            "id": row["id"],
-            "object": "job",
-            "state": state,
-            "created_at": row["created_at"],
-            "finished_at": None if unfinished else last_end,
-            "cancelled_at": row["cancelled_at"],
-            "progress": {"total": sum(progress.values()), **progress},
-        }
-
-    @staticmethod
-    def _item_view(job_id: str, item: sqlite3.Row) -> dict[str, Any]:
-        return {
-            "index": item["n"],
-            "id": item["client_id"],
-            "state": item["state"],
-            "attempts": item["attempts"],
-            "format": item["format"],
-            "started_at": item["started_at"],
-            "finished_at": item["finished_at"],
-            "error": json.loads(item["error"]) if item["error"] else None,
-            "seed": item["seed"],
-            "audio_seconds": item["audio_s"],
-            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
-            if item["state"] == "done"
-            else None,
-        }
+        return job_view(row, self.db.execute(PROGRESS_SQL.replace("%s", "?"), (row["id"],)))
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job: its queued items end `cancelled`; running ones are the runner's to stop. False: no such job."""
@@ -339,12 +351,19 @@ class JobStore:
             row = self.db.execute(
                 "SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)
             ).fetchone()
-        return None if row is None else self._item_view(job_id, row)
+        return None if row is None else item_view(job_id, row)
 
     # ------------------------------------------------------------ result files
 
     def result_path(self, job_id: str, n: int, fmt: str) -> Path:
         return self.results / job_id / f"{n}.{fmt}"
+
+    def read_result(self, job_id: str, n: int, fmt: str) -> bytes | None:
+        """A done item's result file, or None if it is gone from the data directory."""
+        try:
+            return self.result_path(job_id, n, fmt).read_bytes()
+        except FileNotFoundError:
+            return None
 
     def _write_result(self, path: Path, data: bytes) -> None:
         """Temporary file, flushed, renamed over the final name, directory flushed."""
@@ -390,6 +409,14 @@ class JobStore:
                 if changed:
                     claimed.add((job_id, n))
         return claimed
+
+    def renew(self, keys: builtins.list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Every running item stays ours: one server holds the database (the flock)."""
+        return set(keys)
+
+    def expire(self) -> int:
+        """No leases to expire: `recover` at start puts back what a crash left running."""
+        return 0
 
     def finish(
         self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float

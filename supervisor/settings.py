@@ -23,6 +23,7 @@ import ipaddress
 import os
 import re
 import typing
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,17 @@ def setting(
     env_aliases = tuple(e if isinstance(e, EnvAlias) else EnvAlias(e) for e in env)
     return field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "choices": choices,
                                             "aliases": aliases, "env": env_aliases, "values": dict(values or {})})  # fmt: skip
+
+
+def redacted_url(url: str) -> str:
+    """A database URL without its password (nor any query, which may carry one)."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.password and not parts.query:
+        return url
+    netloc = (
+        parts.netloc.replace(f":{parts.password}@", ":***@") if parts.password else parts.netloc
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _floor_30(value: float) -> tuple[float, str | None]:
@@ -310,6 +322,17 @@ class Settings:
         "remove a job and its result files this long after its last item ended (0: keep forever)",
     )
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
+    store: str = setting(
+        "sqlite",
+        "where jobs and saved voices live: sqlite (the data directory, one server) or a "
+        "postgresql://USER:PASSWORD@HOST/DB URL that many servers share (docs/DEPLOYMENT.md)",
+        metavar="URL",
+    )
+    lease_s: float = setting(
+        30.0,
+        "with PostgreSQL: how long a server's claim on a job item lasts unrenewed; a dead "
+        "server's items run elsewhere this long after it stopped renewing",
+    )
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -381,6 +404,15 @@ class Settings:
                 "--test-faults lets clients crash sidecars: it is refused unless "
                 f"--host is a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}"
             )
+        if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
+            raise SettingsError(
+                f"--store (OMNIVOICE_STORE) must be sqlite or a postgresql:// URL, got "
+                f"{self.store.split('://')[0]!r}"
+            )
+        if self.lease_s < 3:
+            raise SettingsError(
+                f"--lease-s (OMNIVOICE_LEASE_S) must be at least 3, got {self.lease_s}"
+            )
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError(
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
@@ -406,6 +438,7 @@ class Settings:
         """The settings in effect, for /health; API keys are never shown."""
         values = dataclasses.asdict(self)
         values["api_keys"] = len(self.api_keys)
+        values["store"] = redacted_url(self.store)
         return values
 
     # ------------------------------------------------------------ sources

@@ -17,6 +17,7 @@ the speech route and job items share it.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -25,7 +26,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -120,6 +121,17 @@ class SavedVoice:
             raise ValueError(f"unknown voice type {self.type!r}")
 
 
+class Voices(Protocol):
+    """Saved voices as the routes use them: files here (VoiceStore), or PostgreSQL (pg_voices)."""
+
+    def get(self, name: str) -> SavedVoice | None: ...
+    def list(self) -> builtins.list[SavedVoice]: ...
+    def check_free(self, name: str) -> None: ...
+    def add(self, saved: SavedVoice) -> SavedVoice: ...
+    def delete(self, name: str) -> bool: ...
+    def close(self) -> None: ...
+
+
 class VoiceStore:
     """The saved voices of one data directory, kept in memory and on disk."""
 
@@ -145,6 +157,9 @@ class VoiceStore:
 
     def get(self, name: str) -> SavedVoice | None:
         return self.voices.get(name)
+
+    def close(self) -> None:
+        """Nothing held open: every change is written when it is made."""
 
     def list(self) -> list[SavedVoice]:
         return sorted(self.voices.values(), key=lambda v: (v.created_at, v.name))
@@ -272,7 +287,7 @@ def samples(audio: bytes) -> bytes:
     return b"fmt " + found[b"fmt "] + b"data" + found[b"data"]
 
 
-def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
+def resolve_voice(request: SpeechRequest, store: Voices) -> Voice:
     """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else.
     OmniVoice-Studio's 'default' is 'auto', unless a saved voice has that name."""
     name = request.voice

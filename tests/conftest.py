@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pg_cluster import Cluster, running
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPO_ROOT.parent / "shared" / "parity" / "fixtures"
@@ -35,3 +37,18 @@ def expected(fixtures_dir: Path) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="session")
 def checkpoint_dir(fixtures_dir: Path) -> Path:
     return fixtures_dir / "checkpoint"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """One real PostgreSQL server for the session (tests/pg_cluster.py)."""
+    with running() as cluster:
+        if cluster is None:
+            pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+        yield cluster
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster) -> str:
+    """A fresh database on the session's PostgreSQL server."""
+    return pg_cluster.new_database()

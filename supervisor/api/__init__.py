@@ -9,7 +9,7 @@ from starlette.requests import Request
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
-from supervisor.voice_store import PromptCache, VoiceStore
+from supervisor.voice_store import PromptCache, Voices
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Services:
     settings: Settings
     scheduler: Scheduler
     pool: Pool
-    voices: VoiceStore
+    voices: Voices
     clones: PromptCache
 
 

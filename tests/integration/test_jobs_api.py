@@ -1,7 +1,9 @@
 """Jobs and the synth command against a live server on the tiny checkpoint, over HTTP.
 
 One server serves the module (`--max-batch-size 4`, so a job runs in several batches, and
-`--chunk-s 2`, so a long item is chunked); the synth-resume test kills and restarts its own.
+`--chunk-s 2`, so a long item is chunked), once with each job store: SQLite, then PostgreSQL (a
+real server the session starts, tests/pg_cluster.py), so the tests using it run against both.
+The synth-resume test kills and restarts its own (SQLite).
 Every result is decoded by libav to its end.
 """
 
@@ -34,11 +36,19 @@ LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, 
 FORMATS = ["wav", "mp3", "flac", "opus", "aac", "pcm"]
 
 
-@pytest.fixture(scope="module")
-def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """The module's server, once per store: every test using it runs against both."""
+    store = (
+        "sqlite"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_cluster").new_database()
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        flags = ("--test-faults", "--max-batch-size", "4", "--chunk-s", "2")
+        flags = ("--test-faults", "--max-batch-size", "4", "--chunk-s", "2", "--store", store)
         with live(tmp_path_factory.mktemp("jobs"), *flags, checkpoint=checkpoint_dir) as running:
             yield running
 
