@@ -29,6 +29,7 @@ logged once (not a traceback per pass), and once more when it is over. New jobs 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -71,6 +72,7 @@ class JobRunner:
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._leases: asyncio.Task[None] | None = None
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
@@ -87,9 +89,10 @@ class JobRunner:
                 queued,
             )
         self._task = asyncio.create_task(self.run(), name="jobs")
+        self._leases = asyncio.create_task(self.keep_leases(), name="job-leases")
 
     async def run(self) -> None:
-        next_sweep = next_renewal = 0.0
+        next_sweep = 0.0
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
@@ -98,9 +101,6 @@ class JobRunner:
                 if self.svc.pool.draining:
                     self.close_all()
                     continue
-                if time.monotonic() >= next_renewal:
-                    next_renewal = time.monotonic() + self.svc.settings.lease_s / 3
-                    await self.renew_leases()
                 await asyncio.to_thread(self.store.expire)
                 await self.record_unrecorded()
                 if self.unrecorded:
@@ -155,16 +155,32 @@ class JobRunner:
             if key in self.unrecorded:
                 return  # still refused: try again next pass
 
-    async def renew_leases(self) -> None:
-        """Keep our claims on the items we work on (PostgreSQL); stop those another server took
-        over after our lease ran out (their end is no longer ours to record)."""
-        keys = list(self.item_tasks)
-        kept = await asyncio.to_thread(self.store.renew, keys)
-        for key in set(keys) - kept:
-            log.warning("jobs: item %s/%d was taken over after its lease ran out; stopping it",
-                        *key)  # fmt: skip
-            synthesis = self.generating.get(key)
+    async def keep_leases(self) -> None:
+        """Renew our claims on the items we work on (PostgreSQL) every third of a lease, on a
+        thread of its own: a pass of the runner, or the default executor busy writing results,
+        must not delay a renewal until the lease runs out."""
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ThreadPoolExecutor(1, "job-leases") as executor:
+            while True:
+                await asyncio.sleep(self.svc.settings.lease_s / 3)
+                keys = list(self.item_tasks)
+                if not keys:
+                    continue
+                try:
+                    kept = await loop.run_in_executor(executor, self.store.renew, keys)
+                except STORAGE_ERRORS as exc:
+                    self.storage_failed(exc)
+                    continue
+                self.stop_lost(set(keys) - kept)
+
+    def stop_lost(self, lost: set[Key]) -> None:
+        """Stop items another server took over after our lease ran out: their end is no longer
+        ours to record."""
+        for key in lost:
+            synthesis = self.generating.get(key)  # (one being written: `finish` refuses it)
             if synthesis is not None:
+                log.warning("jobs: item %s/%d was taken over after its lease ran out; "
+                            "stopping it", *key)  # fmt: skip
                 synthesis.close()
 
     # ------------------------------------------------------------ starting items
@@ -292,9 +308,12 @@ class JobRunner:
             )
             return
         try:
-            await asyncio.to_thread(
+            stored = await asyncio.to_thread(
                 self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s
             )
+            if not stored:  # cancelled meanwhile, or taken over by another server
+                log.info("jobs: item %s/%d: result not stored, the item is no longer ours to "
+                         "finish", item.job_id, item.n)  # fmt: skip
         except StoreUnavailable as exc:  # the database is gone: the item runs again later
             log.error("jobs: item %s/%d: storing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
@@ -333,6 +352,7 @@ class JobRunner:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        # Leases stay renewed while the items finished meanwhile are written (below).
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)
@@ -340,3 +360,6 @@ class JobRunner:
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        if self._leases is not None:
+            self._leases.cancel()
+            await asyncio.gather(self._leases, return_exceptions=True)

@@ -28,7 +28,7 @@ T = TypeVar("T")
 Connection = psycopg.Connection[DictRow]
 
 CONNECT_TIMEOUT_S = 3  # a stopped database: a 503 within seconds, not the pool's 30 s default
-POOL_MAX = 4  # the runner, its lease renewals, and concurrent requests
+POOL_MAX = 8  # the runner, results being stored, lease renewals, and requests
 ADVISORY_LOCK = 0x0F1C  # held while one server migrates the schema (any constant of ours)
 
 # Version n is MIGRATIONS[n - 1]; append new versions, never edit a released one.

@@ -1,0 +1,126 @@
+"""Many servers on one PostgreSQL database (issue 21): a shared job queue, leases, failover.
+
+Three real servers (each with its own CPU sidecar on the tiny checkpoint) share a fresh database
+on the session's real PostgreSQL server (tests/pg_cluster.py). A 300-item job is sent to one of
+them; one server is SIGKILLed while it holds items, another's database connections are cut with
+`pg_terminate_backend`. Every item must end done exactly once, every result must decode, and the
+job must read the same through every live server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from job_helpers import decoded_seconds, ended, job, submit, wait_gone, wait_job
+from live_server import LiveServer, live
+from pg_cluster import Cluster
+
+ITEMS = 300
+LEASE_S = 5  # short: the killed server's items run elsewhere within seconds
+SENTENCES = [
+    "The 6:15 to Brighton is delayed by ten minutes.",
+    "Please stand clear of the closing doors.",
+    "The museum will close in fifteen minutes.",
+]
+FORMATS = ["wav", "mp3", "flac"]
+
+pytestmark = pytest.mark.slow
+
+
+def owner_prefix(server: LiveServer) -> str:
+    """The start of a server's application_name, as supervisor.app names its connections."""
+    return f"omnivoice {socket.gethostname()} port {server.url.rsplit(':', 1)[1]}"
+
+
+def query(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def servers(
+    count: int, url: str, root: Path, checkpoint: Path, *flags: str
+) -> Iterator[list[LiveServer]]:
+    with contextlib.ExitStack() as stack:
+        started = []
+        for index in range(count):
+            folder = root / f"server-{index}"
+            folder.mkdir()
+            started.append(stack.enter_context(
+                live(folder, "--store", url, *flags, checkpoint=checkpoint)
+            ))  # fmt: skip
+        yield started
+
+
+def running_for(url: str, server: LiveServer) -> int:
+    return int(query(url, "SELECT COUNT(*) FROM items WHERE state = 'running' AND lease_owner "
+                          "LIKE %s", owner_prefix(server)[len("omnivoice ") :] + " %")[0][0])  # fmt: skip
+
+
+def finished_by(url: str, server: LiveServer) -> int:
+    prefix = owner_prefix(server)[len("omnivoice ") :] + " %"
+    return int(query(url, "SELECT COUNT(*) FROM items WHERE finished_by LIKE %s", prefix)[0][0])
+
+
+def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
+    pg_cluster: Cluster, checkpoint_dir: Path, tmp_path: Path
+) -> None:
+    url = pg_cluster.new_database()
+    flags = ("--lease-s", str(LEASE_S), "--max-batch-size", "8")
+    with servers(3, url, tmp_path, checkpoint_dir, *flags) as (a, b, c):
+        items = [
+            {"id": f"n{i:03d}", "input": SENTENCES[i % 3], "response_format": FORMATS[i % 3]}
+            for i in range(ITEMS)
+        ]
+        job_id = submit(a, items)["id"]
+        # Each server takes a share of the one queue; B is killed while it holds items.
+        until(lambda: finished_by(url, b) > 0 and running_for(url, b) > 0, 300, "B to work")
+        until(lambda: finished_by(url, c) > 0, 300, "C to finish items")
+        sidecars = [s["pid"] for s in b.health()["sidecars"] if s["pid"]]
+        held_by_b = query(url, "SELECT job_id, n FROM items WHERE state = 'running' AND "
+                               "lease_owner LIKE %s", owner_prefix(b)[10:] + " %")  # fmt: skip
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait(30)
+        wait_gone(sidecars)
+        # C's connections cut by the database: C carries on on fresh ones.
+        done_by_c = finished_by(url, c)
+        assert pg_cluster.terminate(owner_prefix(c)) >= 1
+        final = wait_job(a, job_id, ended, 900, "the job to end")
+        assert final["state"] == "completed", final["progress"]
+        assert final["progress"]["done"] == ITEMS
+        assert finished_by(url, c) > done_by_c, "C stopped working after its connections were cut"
+        # Exactly once: one result per item, each item finished by one server; the items B held
+        # when it died were run again elsewhere.
+        assert query(url, "SELECT COUNT(*), COUNT(DISTINCT (job_id, n)) FROM results") == [
+            (ITEMS, ITEMS)
+        ]
+        assert query(url, "SELECT COUNT(*) FROM items WHERE finished_by IS NULL") == [(0,)]
+        if held_by_b:
+            again = query(url, "SELECT attempts, finished_by FROM items WHERE (job_id, n) IN "
+                               "(SELECT * FROM unnest(%s::text[], %s::int[]))",
+                          [k[0] for k in held_by_b], [k[1] for k in held_by_b])  # fmt: skip
+            assert all(attempts >= 2 and not by.startswith(owner_prefix(b)[10:] + " ")
+                       for attempts, by in again), again  # fmt: skip
+        # The same job through every live server; every result fetched and decoded.
+        assert job(c, job_id)["progress"] == final["progress"]
+        for item in final["items"]:
+            assert item["state"] == "done"
+            for server in (a, c):
+                reply = server.request("GET", item["audio_url"])
+                assert reply.status_code == 200, reply.text
+                assert decoded_seconds(reply.content, item["format"]) > 0.3

@@ -1,0 +1,130 @@
+"""Two servers on one PostgreSQL database (issue 21): saved voices everywhere, and a stopped
+database, which stops jobs (503) but not speech, and which the servers get over by themselves.
+
+Real servers with real CPU sidecars on the tiny checkpoint, on a fresh database of the session's
+real PostgreSQL server (tests/pg_cluster.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from job_helpers import ended, submit, wait_job
+from live_server import LiveServer, live, tone_wav
+from pg_cluster import Cluster
+
+VISIBLE_S = 2.0  # the issue's promise: a voice made on one server is usable on another this soon
+SHORT = "The museum will close in fifteen minutes."
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pair(
+    pg_cluster: Cluster, checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LiveServer, LiveServer]]:
+    url = pg_cluster.new_database()
+    with contextlib.ExitStack() as stack:
+        a, b = (
+            stack.enter_context(live(tmp_path_factory.mktemp(name), "--store", url,
+                                     "--test-faults", checkpoint=checkpoint_dir))
+            for name in ("a", "b")
+        )  # fmt: skip
+        yield a, b
+
+
+def speak(server: LiveServer, voice: str) -> httpx.Response:
+    return server.request(
+        "POST",
+        "/v1/audio/speech",
+        json={"input": SHORT, "voice": voice, "response_format": "wav"},
+    )
+
+
+def seconds_of(wav_bytes: bytes) -> float:
+    with wave.open(io.BytesIO(wav_bytes)) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def seen_within(server: LiveServer, name: str, present: bool, since: float) -> float:
+    """Poll `server` until the voice is (or is no longer) listed; seconds since `since`."""
+    while True:
+        status = server.request("GET", f"/v1/audio/voices/{name}").status_code
+        if status == (200 if present else 404):
+            return time.monotonic() - since
+        if time.monotonic() - since > 30:
+            raise AssertionError(f"{name} {'never appeared' if present else 'never went'}")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("kind", ["audio_sample", "prompt"])
+def test_a_voice_made_on_one_server_is_used_on_the_other_and_deleted_everywhere(
+    pair: tuple[LiveServer, LiveServer], kind: str
+) -> None:
+    a, b = pair
+    name = f"shared-{kind.replace('_', '-')}"
+    if kind == "audio_sample":
+        form = {"name": name, "transcript": "A steady tone for two seconds.", "consent": "ok"}
+        files = {"audio_sample": ("ref.wav", tone_wav(2.0), "audio/wav")}
+        created = a.request("POST", "/v1/audio/voices", data=form, files=files)
+    else:
+        form = {"name": name, "type": "prompt", "prompt": "female, low pitch, british accent"}
+        created = a.request("POST", "/v1/audio/voices", data=form)
+    made = time.monotonic()
+    assert created.status_code == 201, created.text
+    # The issue's figure, measured: a voice made on A is known to B within 2 s.
+    assert seen_within(b, name, True, made) <= VISIBLE_S
+    on_b = b.request("GET", f"/v1/audio/voices/{name}").json()
+    assert on_b == created.json()  # the same metadata (and, for a clone, its prompt's length)
+    used = speak(b, name)
+    assert used.status_code == 200 and seconds_of(used.content) > 0.3, used.text
+    assert b.request("POST", "/v1/audio/voices", data=form).status_code in (409, 400)
+    deleted = a.request("DELETE", f"/v1/audio/voices/{name}")
+    assert deleted.status_code == 200
+    assert seen_within(b, name, False, time.monotonic()) <= VISIBLE_S
+    refused = speak(b, name)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "voice_not_found"
+
+
+def test_a_stopped_database_stops_jobs_not_speech_and_the_servers_recover(
+    pair: tuple[LiveServer, LiveServer], pg_cluster: Cluster
+) -> None:
+    a, b = pair
+    items = [{"input": f"{SHORT} [[fault:slow:0.3]]", "response_format": "wav"} for _ in range(12)]
+    job_id = submit(a, items)["id"]
+    wait_job(a, job_id, lambda j: j["progress"]["done"] >= 2, 120, "a first item")
+    pg_cluster.stop()
+    try:
+        for server in (a, b):
+            listed = server.request("GET", "/v1/jobs")
+            assert listed.status_code == 503, listed.text
+            error = listed.json()["error"]
+            assert error["code"] == "job_store_unavailable" and error["type"]
+            assert "Speech requests still work" in error["message"]
+            assert int(listed.headers["retry-after"]) >= 1
+            refused = server.request("POST", "/v1/jobs", json={"items": [{"input": "x"}]})
+            assert refused.status_code == 503
+            assert server.request("GET", f"/v1/jobs/{job_id}").status_code == 503
+            spoken = speak(server, "alloy")
+            assert spoken.status_code == 200 and seconds_of(spoken.content) > 0.3
+            assert server.request("GET", "/v1/audio/voices").status_code == 200
+            assert server.health()["status"] == "ok"
+    finally:
+        pg_cluster.start_again()
+    # Back by themselves: the same servers, nothing restarted.
+    for server in (a, b):
+        deadline = time.monotonic() + 60
+        while (status := server.request("GET", "/v1/jobs").status_code) != 200:
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+    final = wait_job(b, job_id, ended, 300, "the job to end after the database came back")
+    assert final["state"] == "completed" and final["progress"]["done"] == 12, final["progress"]
+    after = submit(b, [{"input": SHORT, "response_format": "wav"}])
+    assert wait_job(a, after["id"], ended, 120, "a new job")["state"] == "completed"
