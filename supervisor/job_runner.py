@@ -3,8 +3,12 @@
 One asyncio task, woken by a new job or a finished item, and every half second. Each pass it:
 
     releases everything it runs, if the server is draining (the items run again after the restart)
+    puts back items whose lease ran out (PostgreSQL: a server died or lost the database)
     removes jobs past their retention (once a minute)
     starts queued items while there is room
+
+A second task renews the leases of the items this server works on (PostgreSQL; a no-op with
+SQLite, where one server holds the store) and stops any another server took over.
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
@@ -21,7 +25,7 @@ How an item ends:
     its job cancelled       `cancelled` (a synthesis already running is closed)
 
 A full disk: a result that cannot be written ends its item `failed`, saying so (the temporary
-file is removed). When the store itself cannot record an item's end, the end is kept here and
+file is removed); a database that cannot be reached puts the item back in the queue instead. When the store itself cannot record an item's end, the end is kept here and
 written again each pass until the disk takes it; meanwhile no item starts, and the condition is
 logged once (not a traceback per pass), and once more when it is over. New jobs get a 507.
 """

@@ -23,7 +23,7 @@ import threading
 import psycopg
 from psycopg.errors import UniqueViolation
 
-from supervisor.errors import Conflict, ServerError
+from supervisor.errors import Conflict, Unavailable
 from supervisor.job_storage import StoreUnavailable
 from supervisor.pg import CONNECT_TIMEOUT_S, Connection, Database
 from supervisor.voice_store import SavedVoice
@@ -33,12 +33,20 @@ log = logging.getLogger("omnivoice.voices")
 CHANNEL = "omnivoice_voices"
 RECONNECT_S = 1.0  # between attempts to listen again
 WAKE_S = 1.0  # how often the listener looks whether it should stop
+RETRY_S = 5  # Retry-After of a change refused while the database cannot be reached
 
 
 def taken(name: str) -> Conflict:
     return Conflict(
         f"a voice named {name!r} exists already; delete it first to replace it", param="name"
     )
+
+
+def unavailable(done: str, exc: StoreUnavailable) -> Unavailable:
+    error = Unavailable(f"the voice could not be {done}: {exc}; voices already saved still work",
+                        retry_after_s=RETRY_S)  # fmt: skip
+    error.code = "voice_store_unavailable"
+    return error
 
 
 class PgVoiceStore:
@@ -82,7 +90,7 @@ class PgVoiceStore:
         except UniqueViolation:
             raise taken(saved.name) from None
         except StoreUnavailable as exc:
-            raise ServerError(f"the voice could not be saved: {exc}") from None
+            raise unavailable("saved", exc) from None
         self.voices[saved.name] = saved
         log.info("saved voice %r (%s)", saved.name, saved.type)
         return saved
@@ -96,7 +104,7 @@ class PgVoiceStore:
         try:
             deleted = self.db.run(remove)
         except StoreUnavailable as exc:
-            raise ServerError(f"the voice could not be deleted: {exc}") from None
+            raise unavailable("deleted", exc) from None
         self.voices.pop(name, None)
         if deleted:
             log.info("deleted voice %r", name)

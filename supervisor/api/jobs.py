@@ -8,8 +8,8 @@
 
 Each item is checked exactly as the speech route checks a request (the same fields, the same
 messages, `param` prefixed with `items[n].`), and its voice must exist, so a job that is
-accepted will not fail on a typo hours later. The job is committed to disk before the 202 goes
-out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
+accepted will not fail on a typo hours later. The job is committed to the store (the data
+directory, or PostgreSQL) before the 202 goes out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
 the first time (`Idempotent-Replayed: true`); with a different body, 409.
 """
 

@@ -18,11 +18,16 @@ MODELS_CREATED = (
 
 async def health(request: Request) -> JSONResponse:
     """Overall status and one entry per sidecar (see DESIGN, Contracts in detail), and the job
-    store's state. Without a valid key (on a server that has keys): states and counts only, no
+    store's kind and state (ok, corrupt, or unavailable while it refuses writes or cannot be
+    reached). Without a valid key (on a server that has keys): states and counts only, no
     pids, paths or settings."""
     svc = services(request)
     body = svc.pool.health()
-    body["jobs"] = request.app.state.jobs_health
+    jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
+    runner = request.app.state.jobs
+    if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
+        jobs.update(state="unavailable", error=runner.storage_error)
+    body["jobs"] = jobs
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
     else:

@@ -94,6 +94,7 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         sidecars = [s["pid"] for s in b.health()["sidecars"] if s["pid"]]
         held_by_b = query(url, "SELECT job_id, n FROM items WHERE state = 'running' AND "
                                "lease_owner LIKE %s", owner_prefix(b)[10:] + " %")  # fmt: skip
+        killed_at = time.monotonic()
         b.proc.send_signal(signal.SIGKILL)
         b.proc.wait(30)
         wait_gone(sidecars)
@@ -101,6 +102,7 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         done_by_c = finished_by(url, c)
         assert pg_cluster.terminate(owner_prefix(c)) >= 1
         final = wait_job(a, job_id, ended, 900, "the job to end")
+        ended_after_kill_s = time.monotonic() - killed_at
         assert final["state"] == "completed", final["progress"]
         assert final["progress"]["done"] == ITEMS
         assert finished_by(url, c) > done_by_c, "C stopped working after its connections were cut"
@@ -116,6 +118,11 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
                           [k[0] for k in held_by_b], [k[1] for k in held_by_b])  # fmt: skip
             assert all(attempts >= 2 and not by.startswith(owner_prefix(b)[10:] + " ")
                        for attempts, by in again), again  # fmt: skip
+        rerun = query(url, "SELECT COUNT(*) FROM items WHERE attempts > 1")[0][0]
+        print(f"\nmany servers: {ITEMS} items; finished by A {finished_by(url, a)}, "
+              f"B {finished_by(url, b)} (killed holding {len(held_by_b)}), C {finished_by(url, c)} "
+              f"(connections cut after {done_by_c}); {rerun} item(s) run twice; the job ended "
+              f"{ended_after_kill_s:.1f} s after the kill")  # fmt: skip
         # The same job through every live server; every result fetched and decoded.
         assert job(c, job_id)["progress"] == final["progress"]
         for item in final["items"]:
