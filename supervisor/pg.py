@@ -87,6 +87,15 @@ def unavailable(exc: BaseException) -> StoreUnavailable:
     )
 
 
+def unreachable(url: str) -> str | None:
+    """Why a connection to the database fails, or None when one succeeds (checked at start)."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+            return None
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 class Database:
     def __init__(self, pool: psycopg_pool.ConnectionPool[Connection], owner: str) -> None:
         self.pool = pool

@@ -27,12 +27,12 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from supervisor import jobs, pidfile
+from supervisor import jobs, pg, pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
 from supervisor.pool import SlotState
 from supervisor.read_deadlines import ReadDeadlines
-from supervisor.settings import Settings
+from supervisor.settings import Settings, redacted_url
 from supervisor.systemd import Notifier, ServiceState
 
 log = logging.getLogger("omnivoice.server")
@@ -40,6 +40,7 @@ log = logging.getLogger("omnivoice.server")
 EXIT_ALL_FAILED = 1
 EXIT_PID_FILE = 2
 EXIT_DATA_DIR_BUSY = 2
+EXIT_STORE_UNREACHABLE = 2
 POOL_ALIVE_S = 10.0  # the pool loop passes every 0.1 s; silent this long, the watchdog stops
 ANSWERS_S = 2.0  # after a forced stop, time for the error answers already due to go out
 TEST_BLOCK_S = 3.0  # under --test-faults, SIGUSR2 blocks the event loop this long
@@ -178,6 +179,11 @@ async def serve(settings: Settings) -> int:
             port[1] if port else "PORT",
         )
         return EXIT_DATA_DIR_BUSY
+    problem = pg.unreachable(settings.store) if pg.is_postgres(settings.store) else None
+    if problem is not None:  # one line, not the lifespan's traceback
+        log.error("the --store database %s cannot be reached (%s): start it, or fix the URL",
+                  redacted_url(settings.store), problem)  # fmt: skip
+        return EXIT_STORE_UNREACHABLE
     notifier = Notifier.from_environ(
         os.environ
     )  # removed from the environment: sidecars never notify

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import subprocess
+import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from job_helpers import ended, submit, wait_job
-from live_server import LiveServer, live, tone_wav
+from live_server import REPO_ROOT, LiveServer, free_port, live, tone_wav
 from pg_cluster import Cluster
 
 VISIBLE_S = 2.0  # the issue's promise: a voice made on one server is usable on another this soon
@@ -141,3 +143,15 @@ def test_a_stopped_database_stops_jobs_not_speech_and_the_servers_recover(
     assert final["state"] == "completed" and final["progress"]["done"] == 12, final["progress"]
     after = submit(b, [{"input": SHORT, "response_format": "wav"}])
     assert wait_job(a, after["id"], ended, 120, "a new job")["state"] == "completed"
+
+
+def test_a_server_whose_database_cannot_be_reached_says_so_in_one_line(tmp_path: Path) -> None:
+    """Nothing listens on the port: exit 2 before the server's port opens, the password hidden."""
+    url = f"postgresql://omnivoice:s3cret@127.0.0.1:{free_port()}/tts"
+    argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port",
+            str(free_port()), "--data-dir", str(tmp_path), "--store", url]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--store database postgresql://omnivoice:***@127.0.0.1" in done.stderr
+    assert "cannot be reached" in done.stderr and "s3cret" not in done.stderr
+    assert "Traceback" not in done.stderr

@@ -103,3 +103,16 @@ def test_every_field_has_a_flag_a_variable_and_help() -> None:
 def test_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings(engine="null").port = 1  # type: ignore[misc]
+
+
+def test_the_store_is_sqlite_or_a_postgresql_url_whose_password_is_never_shown() -> None:
+    assert parse(["--model", "m"]).store == "sqlite"
+    url = "postgresql://omnivoice:s3cret@db.internal:5432/tts?sslmode=require"
+    s = parse(["--model", "m"], {"OMNIVOICE_STORE": url})
+    assert s.store == url
+    shown = s.public()["store"]
+    assert "s3cret" not in shown and shown == "postgresql://omnivoice:***@db.internal:5432/tts"
+    with pytest.raises(SettingsError, match=r"--store \(OMNIVOICE_STORE\) must be sqlite"):
+        parse(["--model", "m", "--store", "mysql://root:pw@db/tts"])
+    with pytest.raises(SettingsError, match="--lease-s"):
+        parse(["--model", "m", "--lease-s", "1"])
