@@ -25,9 +25,11 @@ How an item ends:
     its job cancelled       `cancelled` (a synthesis already running is closed)
 
 A full disk: a result that cannot be written ends its item `failed`, saying so (the temporary
-file is removed); a database that cannot be reached puts the item back in the queue instead. When the store itself cannot record an item's end, the end is kept here and
-written again each pass until the disk takes it; meanwhile no item starts, and the condition is
-logged once (not a traceback per pass), and once more when it is over. New jobs get a 507.
+file is removed); a database that cannot be reached puts the item back in the queue instead.
+When the store itself cannot record an item's end, the end is kept here and written again each
+pass until the store takes it; meanwhile no item starts, and the condition is logged once (not a
+traceback per pass), and once more when it is over. New jobs get a 507 (a full disk) or a 503
+(a database that cannot be reached).
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ class JobRunner:
         thread of its own: a pass of the runner, or the default executor busy writing results,
         must not delay a renewal until the lease runs out."""
         loop = asyncio.get_running_loop()
-        with concurrent.futures.ThreadPoolExecutor(1, "job-leases") as executor:
+        executor = concurrent.futures.ThreadPoolExecutor(1, "job-leases")
+        try:
             while True:
                 await asyncio.sleep(self.svc.settings.lease_s / 3)
                 keys = list(self.item_tasks)
@@ -176,6 +179,8 @@ class JobRunner:
                     self.storage_failed(exc)
                     continue
                 self.stop_lost(set(keys) - kept)
+        finally:
+            executor.shutdown(wait=False)  # a renewal in flight must not hold up the stop
 
     def stop_lost(self, lost: set[Key]) -> None:
         """Stop items another server took over after our lease ran out: their end is no longer
@@ -216,6 +221,8 @@ class JobRunner:
             return
         admitted: dict[Key, tuple[Claimed, Synthesis]] = {}
         for item in await asyncio.to_thread(self.store.queued, room):
+            if item.key in self.item_tasks:  # ours still, its lease lost in an outage: not twice
+                continue
             try:
                 admitted[item.key] = (item, self.prepare(item))
             except (Overloaded, Unavailable):

@@ -67,14 +67,19 @@ def servers(
         yield started
 
 
+def owned(server: LiveServer) -> str:
+    """A LIKE pattern for the server's name in lease_owner and finished_by."""
+    return owner_prefix(server).removeprefix("omnivoice ") + " %"
+
+
 def running_for(url: str, server: LiveServer) -> int:
-    return int(query(url, "SELECT COUNT(*) FROM items WHERE state = 'running' AND lease_owner "
-                          "LIKE %s", owner_prefix(server)[len("omnivoice ") :] + " %")[0][0])  # fmt: skip
+    sql = "SELECT COUNT(*) FROM items WHERE state = 'running' AND lease_owner LIKE %s"
+    return int(query(url, sql, owned(server))[0][0])
 
 
 def finished_by(url: str, server: LiveServer) -> int:
-    prefix = owner_prefix(server)[len("omnivoice ") :] + " %"
-    return int(query(url, "SELECT COUNT(*) FROM items WHERE finished_by LIKE %s", prefix)[0][0])
+    sql = "SELECT COUNT(*) FROM items WHERE finished_by LIKE %s"
+    return int(query(url, sql, owned(server))[0][0])
 
 
 def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
@@ -97,7 +102,7 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         b.proc.wait(30)
         # What B held as it died (its leases last seconds more: nobody has taken them yet).
         held_by_b = query(url, "SELECT job_id, n FROM items WHERE state = 'running' AND "
-                               "lease_owner LIKE %s", owner_prefix(b)[10:] + " %")  # fmt: skip
+                               "lease_owner LIKE %s", owned(b))  # fmt: skip
         assert held_by_b, "B held no item when it was killed"
         wait_gone(sidecars)
         # C's connections cut by the database: C carries on on fresh ones.
@@ -117,8 +122,8 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         again = query(url, "SELECT attempts, finished_by FROM items WHERE (job_id, n) IN "
                            "(SELECT * FROM unnest(%s::text[], %s::int[]))",
                       [k[0] for k in held_by_b], [k[1] for k in held_by_b])  # fmt: skip
-        assert all(attempts >= 2 and not by.startswith(owner_prefix(b)[10:] + " ")
-                   for attempts, by in again), again  # fmt: skip
+        b_name = owned(b).removesuffix("%")
+        assert all(attempts >= 2 and not by.startswith(b_name) for attempts, by in again), again
         rerun = query(url, "SELECT COUNT(*) FROM items WHERE attempts > 1")[0][0]
         print(f"\nmany servers: {ITEMS} items; finished by A {finished_by(url, a)}, "
               f"B {finished_by(url, b)} (killed holding {len(held_by_b)}), C {finished_by(url, c)} "
