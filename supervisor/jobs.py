@@ -1,5 +1,9 @@
 """Durable jobs: a SQLite store (write-ahead log) with exactly-once item states and atomic result files.
 
+One server's store, the default (`--store sqlite`); `pg_jobs` is the one many servers share. Both
+implement `job_storage.JobStorage` and show jobs and items through `job_view` and `item_view`
+below, so a field added to the API is added once (and a column to each store's schema).
+
     <data dir>/jobs.sqlite3            jobs and items (WAL mode, synchronous=FULL)
     <data dir>/jobs/<job id>/<n>.<fmt> the result of item n, once it is done
 

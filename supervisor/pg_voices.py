@@ -8,8 +8,9 @@ Each voice is a row `voices(name, created_at, data)`, `data` the same msgpack a 
                     in the same transaction, so a listener hears of it only once it is committed
     a listener      one thread per server, on its own connection, `LISTEN`s and reloads the
                     named voice (added: its row; deleted: no row, so it leaves memory)
-    a lost listen   (the database restarted, the network dropped) the thread reconnects, then
-                    reloads every voice: changes missed meanwhile are caught up
+    a listen        at start and after a lost connection (the database restarted, the network
+                    dropped) the thread LISTENs first, then loads every voice, so no change
+                    falls between the load and the first notification
 
 A voice's prompt is carried in each request that uses it (sidecars keep no per-name cache), so
 this map is the only cache of saved voices to invalidate.
@@ -32,6 +33,7 @@ log = logging.getLogger("omnivoice.voices")
 
 CHANNEL = "omnivoice_voices"
 RECONNECT_S = 1.0  # between attempts to listen again
+READY_S = 10.0  # at start, how long the listener gets to connect and load before we load alone
 WAKE_S = 1.0  # how often the listener looks whether it should stop
 RETRY_S = 5  # Retry-After of a change refused while the database cannot be reached
 
@@ -54,10 +56,12 @@ class PgVoiceStore:
         self.db = db
         self.conninfo = conninfo
         self.voices: dict[str, SavedVoice] = {}
-        self.reload_all()
         self._stop = threading.Event()
+        self._loaded = threading.Event()  # the listener listens, and has loaded every voice
         self._listener = threading.Thread(target=self.listen, name="voices-listen", daemon=True)
         self._listener.start()
+        if not self._loaded.wait(READY_S):
+            self.reload_all()  # serve what there is; the listener catches up when it connects
 
     # ------------------------------------------------------------ what requests read
 
@@ -155,8 +159,11 @@ class PgVoiceStore:
                     application_name=f"omnivoice {self.db.owner}"[:63],
                 ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    # Loaded after LISTEN: a change committed in between is in the load, or its
+                    # notification is queued on this connection. Nothing falls in a gap.
+                    self.reload_all()
+                    self._loaded.set()
                     if not caught_up:
-                        self.reload_all()
                         log.info("listening to voice changes again")
                     caught_up = True
                     while not self._stop.is_set():
