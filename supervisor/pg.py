@@ -119,7 +119,7 @@ class Database:
         database = cls(pool, owner)
         try:
             database.run(migrate)
-        except StoreUnavailable:
+        except BaseException:  # unreachable, or a schema newer than us: nothing left open
             pool.close()
             raise
         return database
