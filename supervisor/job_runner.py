@@ -8,7 +8,8 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
     starts queued items while there is room
 
 A second task renews the leases of the items this server works on (PostgreSQL; a no-op with
-SQLite, where one server holds the store) and stops any another server took over.
+SQLite, where one server holds the store) and stops any another server took over, or whose job
+was cancelled through another server.
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
@@ -183,13 +184,14 @@ class JobRunner:
             executor.shutdown(wait=False)  # a renewal in flight must not hold up the stop
 
     def stop_lost(self, lost: set[Key]) -> None:
-        """Stop items another server took over after our lease ran out: their end is no longer
-        ours to record."""
+        """Stop items no longer ours to run: taken over by another server after our lease ran
+        out (`release` then changes nothing), or of a job cancelled through another server
+        (`release` ends them `cancelled`). One being written is left to `finish`."""
         for key in lost:
-            synthesis = self.generating.get(key)  # (one being written: `finish` refuses it)
+            synthesis = self.generating.get(key)
             if synthesis is not None:
-                log.warning("jobs: item %s/%d was taken over after its lease ran out; "
-                            "stopping it", *key)  # fmt: skip
+                log.info("jobs: item %s/%d is no longer ours to run (taken over, or its job "
+                         "cancelled); stopping it", *key)  # fmt: skip
                 synthesis.close()
 
     # ------------------------------------------------------------ starting items

@@ -218,13 +218,16 @@ class PgJobStore:
         return {(r["job_id"], r["n"]) for r in rows}
 
     def renew(self, keys: builtins.list[Key]) -> set[Key]:
-        """Extend our leases; the keys still ours (an item missing was taken over: stop it)."""
+        """Extend our leases; the keys still ours to run. An item missing was taken over, or its
+        job was cancelled (perhaps through another server): stop it."""
         if not keys:
             return set()
         rows = self.db.run(
             lambda conn: conn.execute(
-                f"UPDATE items SET lease_until = {NOW} + %(lease)s WHERE state = 'running' "
-                f"AND lease_owner = %(owner)s AND {KEYS} RETURNING job_id, n",
+                f"UPDATE items i SET lease_until = {NOW} + %(lease)s FROM jobs j "
+                "WHERE j.id = i.job_id AND j.cancelled_at IS NULL AND i.state = 'running' "
+                f"AND i.lease_owner = %(owner)s AND (i.job_id, i.n) IN (SELECT * FROM "
+                "unnest(%(jobs)s::text[], %(ns)s::int[])) RETURNING i.job_id, i.n",
                 {**self.mine, **key_params(keys)},
             ).fetchall()
         )

@@ -15,8 +15,10 @@ import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
+import psycopg
 import pytest
 from job_helpers import ended, submit, wait_job
 from live_server import REPO_ROOT, LiveServer, free_port, live, tone_wav
@@ -28,18 +30,24 @@ SHORT = "The museum will close in fifteen minutes."
 pytestmark = pytest.mark.slow
 
 
+class Pair(NamedTuple):
+    a: LiveServer
+    b: LiveServer
+    url: str  # their database
+
+
 @pytest.fixture(scope="module")
 def pair(
     pg_cluster: Cluster, checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[LiveServer, LiveServer]]:
+) -> Iterator[Pair]:
     url = pg_cluster.new_database()
     with contextlib.ExitStack() as stack:
         a, b = (
             stack.enter_context(live(tmp_path_factory.mktemp(name), "--store", url,
-                                     "--test-faults", checkpoint=checkpoint_dir))
+                                     "--test-faults", "--lease-s", "6", checkpoint=checkpoint_dir))
             for name in ("a", "b")
         )  # fmt: skip
-        yield a, b
+        yield Pair(a, b, url)
 
 
 def speak(server: LiveServer, voice: str) -> httpx.Response:
@@ -68,9 +76,9 @@ def seen_within(server: LiveServer, name: str, present: bool, since: float) -> f
 
 @pytest.mark.parametrize("kind", ["audio_sample", "prompt"])
 def test_a_voice_made_on_one_server_is_used_on_the_other_and_deleted_everywhere(
-    pair: tuple[LiveServer, LiveServer], kind: str
+    pair: Pair, kind: str
 ) -> None:
-    a, b = pair
+    a, b, _ = pair
     name = f"shared-{kind.replace('_', '-')}"
     if kind == "audio_sample":
         form = {"name": name, "transcript": "A steady tone for two seconds.", "consent": "ok"}
@@ -99,10 +107,34 @@ def test_a_voice_made_on_one_server_is_used_on_the_other_and_deleted_everywhere(
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "voice_not_found"
 
 
+def test_a_job_cancelled_through_one_server_stops_its_items_on_the_other(pair: Pair) -> None:
+    """A's running items of a job cancelled through B end `cancelled`, not `done`: A hears of
+    the cancel at its next lease renewal (every 2 s here) and stops them."""
+    a, b, url = pair
+    items = [{"input": f"{SHORT} [[fault:slow:8]]", "response_format": "wav"} for _ in range(8)]
+    job_id = submit(a, items)["id"]
+    a_name = "%port " + a.url.rsplit(":", 1)[1] + " %"
+    held_by_a: list[tuple[int]] = []
+    deadline = time.monotonic() + 120
+    while not held_by_a:  # A is generating some of them (8 s a batch, by the fault)
+        assert time.monotonic() < deadline, "A never ran an item"
+        with psycopg.connect(url) as conn:
+            held_by_a = conn.execute(
+                "SELECT n FROM items WHERE state = 'running' AND lease_owner LIKE %s", (a_name,)
+            ).fetchall()
+        time.sleep(0.1)
+    cancelled = b.request("DELETE", f"/v1/jobs/{job_id}")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    final = wait_job(a, job_id, ended, 120, "the cancelled job's items to stop")
+    assert final["state"] == "cancelled"
+    states = {item["index"]: item["state"] for item in final["items"]}
+    assert all(states[n] == "cancelled" for (n,) in held_by_a), (held_by_a, states)
+
+
 def test_a_stopped_database_stops_jobs_not_speech_and_the_servers_recover(
-    pair: tuple[LiveServer, LiveServer], pg_cluster: Cluster
+    pair: Pair, pg_cluster: Cluster
 ) -> None:
-    a, b = pair
+    a, b, _ = pair
     items = [{"input": f"{SHORT} [[fault:slow:0.3]]", "response_format": "wav"} for _ in range(12)]
     job_id = submit(a, items)["id"]
     wait_job(a, job_id, lambda j: j["progress"]["done"] >= 2, 120, "a first item")

@@ -179,3 +179,17 @@ def test_a_cut_connection_is_replaced_without_an_error(
     assert pg_cluster.terminate("omnivoice cut-me") >= 1
     view = store.job(job_id)
     assert view is not None and view["progress"]["total"] == 1
+
+
+def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelled(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    a, b = stores("a"), stores("b")
+    job_id, _ = a.create(items(2), "d")
+    key = (job_id, 0)
+    assert a.claim([key]) == {key} and a.renew([key]) == {key}
+    assert b.cancel(job_id)
+    assert a.renew([key]) == set()  # a stops the item...
+    assert a.release(key) == "cancelled"  # ...and its end is `cancelled`
+    view = b.job(job_id)
+    assert view is not None and [i["state"] for i in view["items"]] == ["cancelled"] * 2
