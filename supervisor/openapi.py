@@ -71,6 +71,7 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
         "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},

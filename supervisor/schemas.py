@@ -54,6 +54,7 @@ RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
 SPEECH_FIELDS = frozenset({
     "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
     "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
+    "normalize",
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
@@ -76,7 +77,7 @@ REQUEST_TIMEOUT_S = (1.0, 1200.0)
 # How a form's string becomes the JSON type of each field.
 _FORM_TYPES: dict[str, str] = {
     "speed": "number", "guidance_scale": "number", "duration": "number",
-    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean",
+    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean", "normalize": "boolean",
     "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
     "chunk_duration": "number", "chunk_threshold": "number",
 }  # fmt: skip
@@ -103,6 +104,7 @@ class SpeechRequest:
     request_timeout_s: float | None = None  # answer 504 if not done by then (None: the server's --request-timeout-s)
     chunk_s: float | None = None  # this request's chunk length (None: the server's)
     whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
+    normalize: bool | None = None  # spell out numbers, dates... (None: the server's --normalize)
 
 
 def default_seed(voice: str) -> int:
@@ -319,6 +321,7 @@ def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
         request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
+        normalize=boolean(body, "normalize"),
     )
 
 

@@ -90,6 +90,8 @@ class Settings:
     max_input_chars: int = setting(4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400")
     chunk_s: float = setting(15.0, "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
                              aliases=("--audio-chunk-duration",), env=("OMNIVOICE_AUDIO_CHUNK_DURATION",))
+    normalize: bool = setting(False, "spell out numbers, dates, times, currency, units and abbreviations in the "
+                                     "request's language before synthesis; a request's 'normalize' wins")
     text_chunk_words: int = setting(0, "split long input by words instead: chunks of about this many words (a CJK or Thai "
                                        "character counts as one; input up to twice this stays whole). 0: by --chunk-s")
     max_continuity_audio_tokens: int = setting(0, "a later chunk is prompted with at most the last this-many codec frames "

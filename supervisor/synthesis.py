@@ -32,6 +32,7 @@ from sidecar.protocol import Item, TokenArray, VoicePayload
 from supervisor import chunking
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
+from supervisor.text import spoken_text
 
 # Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
 # the chunks it makes itself; so X-Seed reproduces the whole response.
@@ -88,6 +89,7 @@ class Synthesis:
         given = request.seed if request.seed is not None else voice.seed
         self.seed = given if given is not None else secrets.randbits(63)
         self.id = uuid.uuid4().hex
+        self.text = spoken_text(request, scheduler.settings)
         self.chunks = self.plan(chunk_s)
         self.mode = "none" if len(self.chunks) == 1 else request.chunk_mode
         self.futures: list[asyncio.Future[Any]] = []
@@ -98,15 +100,15 @@ class Synthesis:
     def plan(self, chunk_s: float) -> list[str]:
         r = self.request
         if r.chunk_mode == "none" or r.duration is not None:
-            return [r.input]
+            return [self.text]
         words = self.scheduler.settings.text_chunk_words
         if words and r.chunk_s is None and r.whole_s is None:  # by words, unless the request gave seconds
-            return chunking.split_words(r.input, words)
+            return chunking.split_words(self.text, words)
         prompt = self.voice.prompt
-        total_s = chunking.estimate_s(r.input, prompt["ref_text"] if prompt else None,
+        total_s = chunking.estimate_s(self.text, prompt["ref_text"] if prompt else None,
                                       prompt["tokens"]["shape"][1] if prompt else None, r.speed)  # fmt: skip
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
-        return chunking.split_text(r.input, r.chunk_s or chunk_s, total_s, r.whole_s)
+        return chunking.split_text(self.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
     def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> Item:
         r = self.request
