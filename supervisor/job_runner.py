@@ -30,7 +30,7 @@ from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.voice_store import resolve_voice
+from supervisor.voice_store import resolve_voice, voice_resolver
 from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
@@ -104,7 +104,8 @@ class JobRunner:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
         speech = schemas.speech_request(item.request, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK)
+        voices = voice_resolver(speech, self.svc.voices)
+        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK, voices)
 
     async def start_items(self) -> None:
         room = self.room()

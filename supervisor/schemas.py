@@ -25,6 +25,7 @@ from sidecar.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
 from supervisor.settings import Settings
+from supervisor.text import ssml
 
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STREAM_FORMATS = ("audio", "sse")
@@ -302,6 +303,8 @@ def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
+    if ssml.is_ssml(text):
+        ssml.parse(text)  # a bad document is refused here, before anything is queued
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
     return SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),

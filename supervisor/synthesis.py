@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
 from supervisor import chunking
+from supervisor.errors import InvalidRequest
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
-from supervisor.text import spoken_text
+from supervisor.text import script
+from supervisor.text.spans import Span
 
 # Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
 # the chunks it makes itself; so X-Seed reproduces the whole response.
@@ -47,6 +49,21 @@ class Voice:
     instruct: str | None = None  # voice design
     prompt: VoicePayload | None = None  # a saved or cloned voice
     seed: int | None = None  # used when the request names no seed (OpenAI voice names)
+
+
+@dataclass(frozen=True)
+class Part:
+    """How one chunk is read: the voice and settings of the span it came from."""
+
+    voice_name: str | None  # the span's voice (None: the request's)
+    voice: Voice
+    speed: float  # the request's speed times the span's
+    language: str | None
+    lead_s: float = 0.0  # silence before the chunk
+    pause_s: float = 0.0  # silence after the chunk
+
+
+VoiceResolver = Callable[[str], Voice]  # a voice name in the text (SSML <voice>) to its Voice
 
 
 def continuity(result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0) -> VoicePayload | None:
@@ -81,15 +98,16 @@ def last_words(text: str, count: int) -> str:
 
 class Synthesis:
     def __init__(self, scheduler: Scheduler, request: SpeechRequest, voice: Voice, chunk_s: float,
-                 priority: Priority = Priority.INTERACTIVE) -> None:  # fmt: skip
+                 priority: Priority = Priority.INTERACTIVE, voices: VoiceResolver | None = None) -> None:  # fmt: skip
         self.scheduler = scheduler
+        self.voices = voices
         self.request = request
         self.voice = voice
         self.priority = priority
         given = request.seed if request.seed is not None else voice.seed
         self.seed = given if given is not None else secrets.randbits(63)
         self.id = uuid.uuid4().hex
-        self.text = spoken_text(request, scheduler.settings)
+        self.parts: list[Part] = []
         self.chunks = self.plan(chunk_s)
         self.mode = "none" if len(self.chunks) == 1 else request.chunk_mode
         self.futures: list[asyncio.Future[Any]] = []
@@ -98,34 +116,66 @@ class Synthesis:
         self.reservation = scheduler.reserve(sum(estimate(self.item(i))[0] for i in range(len(self.chunks))))
 
     def plan(self, chunk_s: float) -> list[str]:
+        """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk boundary."""
+        read = script.read(self.request, self.scheduler.settings)
+        if self.request.duration is not None and len(read.spans) > 1:
+            raise InvalidRequest("'duration' applies to one text read one way; this input has breaks, voices, "
+                                 "rates or languages of its own, so leave 'duration' out.", param="duration")  # fmt: skip
+        chunks: list[str] = []
+        for span in read.spans:
+            voice = self.voice if span.voice is None else self.resolve(span.voice)
+            texts = self.split(span, voice, chunk_s)
+            for j, text in enumerate(texts):
+                chunks.append(text)
+                self.parts.append(Part(span.voice, voice, self.request.speed * span.speed,
+                                       span.language or self.request.language,
+                                       read.lead_s if not self.parts else 0.0,
+                                       span.pause_s if j == len(texts) - 1 else 0.0))  # fmt: skip
+        return chunks
+
+    def resolve(self, name: str) -> Voice:
+        if self.voices is None:
+            raise InvalidRequest("this route cannot change voices inside the text", param="input")
+        return self.voices(name)
+
+    def split(self, span: Span, voice: Voice, chunk_s: float) -> list[str]:
         r = self.request
         if r.chunk_mode == "none" or r.duration is not None:
-            return [self.text]
+            return [span.text]
         words = self.scheduler.settings.text_chunk_words
         if words and r.chunk_s is None and r.whole_s is None:  # by words, unless the request gave seconds
-            return chunking.split_words(self.text, words)
-        prompt = self.voice.prompt
-        total_s = chunking.estimate_s(self.text, prompt["ref_text"] if prompt else None,
-                                      prompt["tokens"]["shape"][1] if prompt else None, r.speed)  # fmt: skip
+            return chunking.split_words(span.text, words)
+        prompt = voice.prompt
+        speed = r.speed * span.speed
+        total_s = chunking.estimate_s(span.text, prompt["ref_text"] if prompt else None,
+                                      prompt["tokens"]["shape"][1] if prompt else None, speed)  # fmt: skip
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
-        return chunking.split_text(self.text, r.chunk_s or chunk_s, total_s, r.whole_s)
+        return chunking.split_text(span.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
     def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> Item:
-        r = self.request
+        r, part = self.request, self.parts[index]
+        # A span in a voice of its own starts from that voice's seed, unless the request gave one.
+        base = self.seed if r.seed is not None or part.voice.seed is None else part.voice.seed
         item: Item = {
             "id": f"{self.id}-{index}",
             "text": self.chunks[index],
             "num_step": r.num_step,
-            "seed": (self.seed + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1),
+            "seed": (base + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1),
         }
-        voice = self.voice.prompt or prompt
-        optional = {"language": r.language, "instruct": self.voice.instruct, "voice": voice,
-                    "speed": r.speed if r.speed != 1.0 else None, "duration": r.duration,
+        voice = part.voice.prompt or prompt
+        optional = {"language": part.language, "instruct": part.voice.instruct, "voice": voice,
+                    "speed": part.speed if part.speed != 1.0 else None, "duration": r.duration,
                     "guidance_scale": r.guidance_scale, "denoise": r.denoise}  # fmt: skip
         item.update({k: v for k, v in optional.items() if v is not None})  # type: ignore[typeddict-item]
         if return_tokens:
             item["return_tokens"] = True
         return item
+
+    def related(self, first: int, later: int) -> bool:
+        """Whether chunk `later` is prompted with chunk `first`'s audio: both in one voice, and
+        that voice has no prompt of its own (a saved voice prompts every chunk itself)."""
+        a, b = self.parts[first], self.parts[later]
+        return self.mode != "none" and a.voice_name == b.voice_name and a.voice.prompt is None
 
     def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
@@ -138,35 +188,41 @@ class Synthesis:
         return future
 
     async def pieces(self) -> AsyncIterator[dict[str, Any]]:
-        """The `result` of each chunk, in order; raises the first chunk's error."""
+        """The `result` of each chunk, in order, with its silences; raises the first chunk's error."""
         count = len(self.chunks)
-        own_prompt = self.voice.prompt is None  # chunks prompt each other
+        followers = [i for i in range(1, count) if self.related(0, i)]
         try:
             if self.mode == "sequential":
-                pending = self.submit(0, return_tokens=own_prompt and count > 1)
+                pending = self.submit(0, return_tokens=count > 1 and self.related(0, 1))
                 for i in range(count):
                     result = await pending
                     if i + 1 < count:
-                        prompt = self.follow(result, i) if own_prompt else None
-                        pending = self.submit(i + 1, prompt, return_tokens=own_prompt and i + 2 < count)
-                    yield self.account(result)
-            elif own_prompt and count > 1:
+                        prompt = self.follow(result, i) if self.related(i, i + 1) else None
+                        tokens = i + 2 < count and self.related(i + 1, i + 2)
+                        pending = self.submit(i + 1, prompt, return_tokens=tokens)
+                    yield self.account(result, i)
+            elif followers:
                 first = await self.submit(0, return_tokens=True)
-                prompt = self.follow(first, 0)  # every later chunk follows the first
-                rest = [self.submit(i, prompt) for i in range(1, count)]
-                yield self.account(first)
-                for future in rest:
-                    yield self.account(await future)
+                prompt = self.follow(first, 0)  # every later chunk in its voice follows the first
+                rest = [self.submit(i, prompt if i in followers else None) for i in range(1, count)]
+                yield self.account(first, 0)
+                for i, future in enumerate(rest, 1):
+                    yield self.account(await future, i)
             else:
                 futures = [self.submit(i) for i in range(count)]
-                for future in futures:
-                    yield self.account(await future)
+                for i, future in enumerate(futures):
+                    yield self.account(await future, i)
         finally:
             self.close()
 
-    def account(self, result: dict[str, Any]) -> dict[str, Any]:
-        self.sample_rate = self.sample_rate or result["sample_rate"]
-        self.audio_s += len(result["audio"]) / 2 / max(1, result["sample_rate"])
+    def account(self, result: dict[str, Any], index: int) -> dict[str, Any]:
+        """The chunk's result with the silence asked for before and after it (16-bit samples)."""
+        part, rate = self.parts[index], result["sample_rate"]
+        if part.lead_s or part.pause_s:
+            lead, pause = (bytes(2 * round(s * rate)) for s in (part.lead_s, part.pause_s))
+            result = {**result, "audio": lead + result["audio"] + pause}
+        self.sample_rate = self.sample_rate or rate
+        self.audio_s += len(result["audio"]) / 2 / max(1, rate)
         return result
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ from supervisor.api import Services, services
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
-from supervisor.voice_store import resolve_voice
+from supervisor.voice_store import resolve_voice, voice_resolver
 
 T = TypeVar("T")
 CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
@@ -150,7 +150,8 @@ async def _sse_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], 
 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s)
+    voices = voice_resolver(speech, svc.voices)
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:

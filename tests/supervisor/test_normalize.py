@@ -7,16 +7,14 @@ read the text of the task handed to the pool (the sidecar's input).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from supervisor import schemas
-from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
-from supervisor.synthesis import Synthesis, Voice
 from supervisor.text.normalize import normalize
+from synthesis_driver import drive
 
 CASES = [
     ("en", "Dr. Smith paid $12.50 on 2024-03-05 at 7:05 pm.",
@@ -66,29 +64,7 @@ def test_a_language_no_library_knows_is_left_alone() -> None:
 
 
 def sent_texts(settings: Settings, **fields: Any) -> list[str]:
-    """The texts of the tasks a Synthesis hands to the pool, answered with silence."""
-
-    async def scenario() -> list[str]:
-        scheduler = Scheduler(settings)
-        synthesis = Synthesis(scheduler, schemas.speech_request({"seed": 1, **fields}, settings), Voice(), chunk_s=5.0)
-        texts: list[str] = []
-
-        async def consume() -> None:
-            async for _ in synthesis.pieces():
-                pass
-
-        consumer = asyncio.ensure_future(consume())
-        while not consumer.done():
-            await asyncio.sleep(0)
-            batch = scheduler.next_batch()
-            for task in batch.tasks if batch else []:
-                texts.append(task.payload["text"])
-                scheduler.resolve(task, {"op": "result", "id": task.id, "audio": b"\0\0" * 240, "sample_rate": 24000,
-                                         "seed": 1, "tokens": [], "timings": {}})  # fmt: skip
-        await consumer
-        return texts
-
-    return asyncio.run(scenario())
+    return [p["text"] for p in drive({"seed": 1, **fields}, settings).payloads]
 
 
 def test_the_request_field_turns_it_on_and_off_over_the_server_default() -> None:
