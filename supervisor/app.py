@@ -22,12 +22,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from supervisor import gpu, metrics
-from supervisor.api import Services, jobs, ops, speech, voices
+from supervisor.api import Services, jobs, lexicons, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import JobStore
+from supervisor.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
+from supervisor.lexicons import LexiconStore
 from supervisor.limits import BodyLimit
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
@@ -55,7 +57,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
-        app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
+        lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
+        app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size), lexicon_store)
         app.state.jobs = JobRunner(app.state.services, JobStore(settings.resolved_data_dir()))
         collector = metrics.watch(pool)
         if not settings.api_keys:
@@ -75,7 +78,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
     upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
     base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
-              "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
+              "/v1/audio/voices": upload_limit, "/v1/audio/lexicons/": LEXICON_BODY_BYTES,
+              "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes = [
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
@@ -90,6 +94,10 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
         Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
+        Route("/v1/audio/lexicons", lexicons.list_lexicons, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
         Route("/v1/jobs", jobs.create_job, methods=["POST"]),
         Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),

@@ -105,7 +105,8 @@ class JobRunner:
         speech = schemas.speech_request(item.request, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
         voices = voice_resolver(speech, self.svc.voices)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK, voices)
+        lexicon = self.svc.lexicons.for_request(speech)
+        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK, voices, lexicon)
 
     async def start_items(self) -> None:
         room = self.room()

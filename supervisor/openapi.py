@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import formats, lexicons, schemas
 from supervisor.settings import Settings
 
 VERSION = "0.1.0"
@@ -71,6 +71,7 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
         "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
@@ -156,6 +157,21 @@ def document(settings: Settings) -> dict[str, Any]:
             "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
             "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
         },
+        "/v1/audio/lexicons": {"get": {"operationId": "listLexicons", "responses": _responses(_json("LexiconList", "the lexicons"))}},
+        "/v1/audio/lexicons/{name}": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "getLexicon", "responses": _responses(_json("Lexicon", "the lexicon"), 404)},
+            "put": {"operationId": "putLexicon", "summary": "Save a pronunciation lexicon, replacing one of that name",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
+                            "language": {"type": "string"},
+                            "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
+                                        "additionalProperties": {"type": "string", "minLength": 1,
+                                                                 "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
+                    "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
+                                  **{str(s): _error(s) for s in (400, 401, 413, 415)}}},
+            "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
+        },
         "/v1/jobs": {
             "post": {"operationId": "createJob", "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
                      "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
@@ -237,6 +253,13 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         }},
         "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
+        "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
+            "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
+        "LexiconList": {"type": "object", "required": ["object", "data"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Lexicon"}}}},
+        "DeletedLexicon": {"type": "object", "required": ["name", "object", "deleted"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon.deleted"}, "deleted": {"type": "boolean"}}},
         "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
         "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {

@@ -55,7 +55,7 @@ RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
 SPEECH_FIELDS = frozenset({
     "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
     "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
-    "normalize",
+    "normalize", "lexicon",
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
@@ -106,6 +106,7 @@ class SpeechRequest:
     chunk_s: float | None = None  # this request's chunk length (None: the server's)
     whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
     normalize: bool | None = None  # spell out numbers, dates... (None: the server's --normalize)
+    lexicon: str | None = None  # a saved lexicon's name
 
 
 def default_seed(voice: str) -> int:
@@ -325,6 +326,7 @@ def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
         normalize=boolean(body, "normalize"),
+        lexicon=string(body, "lexicon"),
     )
 
 

@@ -31,6 +31,7 @@ from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
 from supervisor import chunking
 from supervisor.errors import InvalidRequest
+from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 from supervisor.text import script
@@ -98,9 +99,11 @@ def last_words(text: str, count: int) -> str:
 
 class Synthesis:
     def __init__(self, scheduler: Scheduler, request: SpeechRequest, voice: Voice, chunk_s: float,
-                 priority: Priority = Priority.INTERACTIVE, voices: VoiceResolver | None = None) -> None:  # fmt: skip
+                 priority: Priority = Priority.INTERACTIVE, voices: VoiceResolver | None = None,
+                 lexicon: Lexicon | None = None) -> None:  # fmt: skip
         self.scheduler = scheduler
         self.voices = voices
+        self.lexicon = lexicon
         self.request = request
         self.voice = voice
         self.priority = priority
@@ -117,7 +120,7 @@ class Synthesis:
 
     def plan(self, chunk_s: float) -> list[str]:
         """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk boundary."""
-        read = script.read(self.request, self.scheduler.settings)
+        read = script.read(self.request, self.scheduler.settings, self.lexicon)
         if self.request.duration is not None and len(read.spans) > 1:
             raise InvalidRequest("'duration' applies to one text read one way; this input has breaks, voices, "
                                  "rates or languages of its own, so leave 'duration' out.", param="duration")  # fmt: skip

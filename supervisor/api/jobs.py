@@ -79,6 +79,7 @@ def job_items(body: Any, request: Request) -> list[NewItem]:
             if speech.stream_format == "sse":
                 raise InvalidRequest("A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.", param="stream_format")
             resolve_voice(speech, svc.voices)
+            svc.lexicons.for_request(speech)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         out.append(NewItem(fields, client_id, speech.response_format))

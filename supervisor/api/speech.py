@@ -151,7 +151,8 @@ async def _sse_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
     voices = voice_resolver(speech, svc.voices)
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices)
+    lexicon = svc.lexicons.for_request(speech)
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices, lexicon=lexicon)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:

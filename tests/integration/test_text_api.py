@@ -59,3 +59,23 @@ def test_bad_markup_is_a_400_naming_the_element(server: LiveServer) -> None:
     assert refused.json()["error"] == {
         "message": "SSML: element <audio> is not supported; use <speak>, <break>, <sub>, <say-as>, <prosody>, "
                    "<voice>, <lang>", "type": "invalid_request_error", "param": "input", "code": "invalid_ssml"}  # fmt: skip
+
+
+def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    url = server.url + "/v1/audio/lexicons"
+    body = {"language": "en", "entries": {"SQL": "sequel"}}
+    created = httpx.put(url + "/brands", json=body, headers=auth)
+    assert created.status_code == 201 and created.json()["entries"] == {"SQL": "sequel"}
+    assert httpx.put(url + "/brands", json=body, headers=auth).status_code == 200  # replaced
+    assert [x["name"] for x in httpx.get(url, headers=auth).json()["data"]] == ["brands"]
+    assert httpx.get(url + "/brands", headers=auth).json()["language"] == "en"
+    assert speech(server, input="SQL rocks.", lexicon="brands").status_code == 200
+    jobs = httpx.post(server.url + "/v1/jobs", json={"items": [{"input": "x", "lexicon": "nope"}]}, headers=auth)
+    assert jobs.status_code == 400 and jobs.json()["error"]["code"] == "lexicon_not_found"
+    assert httpx.delete(url + "/brands", headers=auth).json()["deleted"] is True
+    refused = speech(server, input="SQL rocks.", lexicon="brands")
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "lexicon"
+    assert httpx.get(url + "/brands", headers=auth).status_code == 404
+    huge = {"language": "en", "entries": {f"w{i}": "x" * 190 for i in range(30_000)}}
+    assert httpx.put(url + "/huge", json=huge, headers=auth).status_code == 413

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor import schemas
+from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
 from supervisor.synthesis import Synthesis, Voice
@@ -26,13 +27,14 @@ class Run:
 
 
 def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,
-          voices: Callable[[str], Voice] | None = None, audio_samples: int = 2400, chunk_s: float = 5.0) -> Run:  # fmt: skip
+          voices: Callable[[str], Voice] | None = None, lexicon: Lexicon | None = None, audio_samples: int = 2400,
+          chunk_s: float = 5.0) -> Run:  # fmt: skip
     settings = settings or Settings(engine="null")
 
     async def scenario() -> Run:
         scheduler = Scheduler(settings)
         request = schemas.speech_request(body, settings)
-        synthesis = Synthesis(scheduler, request, voice or Voice(), chunk_s, voices=voices)
+        synthesis = Synthesis(scheduler, request, voice or Voice(), chunk_s, voices=voices, lexicon=lexicon)
         run = Run(synthesis, [], [])
 
         async def consume() -> None:
