@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from supervisor import gpu, metrics
-from supervisor.api import Services, jobs, lexicons, ops, speech, voices
+from supervisor.api import Services, captioned, jobs, lexicons, ops, speech, voices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
@@ -78,6 +78,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
     upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
     base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
+              "/v1/audio/speech/captioned": json_limit,
               "/v1/audio/voices": upload_limit, "/v1/audio/lexicons/": LEXICON_BODY_BYTES,
               "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes = [
@@ -88,6 +89,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/models", ops.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
         Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+        Route("/v1/audio/speech/captioned", captioned.captioned, methods=["POST"]),
         Route("/v1/audio/design", voices.design, methods=["POST"]),
         Route("/v1/audio/clone", voices.clone, methods=["POST"]),
         Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
@@ -103,6 +105,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.cancel_job, methods=["DELETE"]),
         Route("/v1/jobs/{job_id}/items/{n}/audio", jobs.item_audio, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.srt", jobs.item_captions, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.vtt", jobs.item_captions, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

@@ -35,6 +35,7 @@ from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
+from supervisor.text import captions
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -102,11 +103,13 @@ class JobRunner:
 
     def prepare(self, item: Claimed) -> Synthesis:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
-        speech = schemas.speech_request(item.request, self.svc.settings)
+        fields = {key: value for key, value in item.request.items() if key != "captions"}
+        speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
         voices = voice_resolver(speech, self.svc.voices)
         lexicon = self.svc.lexicons.for_request(speech)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK, voices, lexicon)
+        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK, voices, lexicon,
+                         captions=item.request.get("captions") is True)  # fmt: skip
 
     async def start_items(self) -> None:
         room = self.room()
@@ -184,7 +187,9 @@ class JobRunner:
             await asyncio.to_thread(self.store.fail, item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
             return
         try:
-            await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
+            beside = {"srt": captions.srt(synthesis.segments).encode(), "vtt": captions.vtt(synthesis.segments).encode()}
+            await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s,
+                                    beside if synthesis.captions else None)  # fmt: skip
         except OSError as exc:  # disk full, data directory gone: the item fails with the reason
             log.error("jobs: the result of item %s/%d cannot be written: %s", item.job_id, item.n, exc)
             await asyncio.to_thread(self.store.fail, item.key, ServerError(f"writing the result failed: {exc}"))

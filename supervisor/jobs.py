@@ -308,13 +308,18 @@ class JobStore:
                     claimed.add((job_id, n))
         return claimed
 
-    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float) -> bool:
-        """Write the result atomically, then running -> done. False if the item was not running."""
+    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float,
+               beside: dict[str, bytes] | None = None) -> bool:  # fmt: skip
+        """Write the result atomically, then running -> done. False if the item was not running.
+        `beside`: more files by extension (captions), written before the audio, so that an item
+        whose audio exists after a crash (`recover`) has them too."""
         job_id, n = key
         with self.lock:
             row = self.db.execute("SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
             if row is None or row["state"] != "running":
                 return False
+            for extension, content in (beside or {}).items():
+                self._write_result(self.result_path(job_id, n, extension), content)
             self._write_result(self.result_path(job_id, n, fmt), data)
             self.db.execute(
                 "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ? "

@@ -126,6 +126,11 @@ def document(settings: Settings) -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
             "responses": _responses(audio, *speech_errors),
         }},
+        "/v1/audio/speech/captioned": {"post": {
+            "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
+        }},
         "/v1/audio/clone": {"post": {
             "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form({**options, **reference}, ["input", "file", "transcript"])}}},
@@ -200,6 +205,13 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the audio file", "content": {
                         t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
         },
+        **{f"/v1/jobs/{{job_id}}/items/{{n}}/captions.{kind}": {
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
+            "get": {"operationId": f"getJobItemCaptions{kind.title()}", "summary": "An item's captions, if it asked for them",
+                    "responses": _responses({"description": "the captions", "content": {
+                        media: {"schema": {"type": "string"}}}}, 404, 409)},
+        } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
@@ -253,6 +265,11 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         }},
         "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
+        "CaptionedSpeech": {"type": "object", "required": ["audio", "format", "sample_rate", "segments"], "properties": {
+            "audio": {"type": "string", "contentEncoding": "base64"}, "format": {"type": "string"},
+            "sample_rate": {"type": "integer"}, "segments": {"type": "array", "items": {
+                "type": "object", "required": ["text", "start", "end"], "properties": {
+                    "text": {"type": "string"}, "start": {"type": "number"}, "end": {"type": "number"}}}}}},
         "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
             "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
             "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
@@ -263,7 +280,8 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
         "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
-            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}},
+            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+            "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"}}},
         "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
             "id": {"type": "string"}, "object": {"const": "job"},
             "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},

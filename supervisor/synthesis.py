@@ -24,7 +24,7 @@ import asyncio
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
@@ -34,7 +34,8 @@ from supervisor.errors import InvalidRequest
 from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
-from supervisor.text import script
+from supervisor.text import captions, script
+from supervisor.text.captions import Segment
 from supervisor.text.spans import Span
 
 # Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
@@ -100,10 +101,13 @@ def last_words(text: str, count: int) -> str:
 class Synthesis:
     def __init__(self, scheduler: Scheduler, request: SpeechRequest, voice: Voice, chunk_s: float,
                  priority: Priority = Priority.INTERACTIVE, voices: VoiceResolver | None = None,
-                 lexicon: Lexicon | None = None) -> None:  # fmt: skip
+                 lexicon: Lexicon | None = None, captions: bool = False) -> None:  # fmt: skip
         self.scheduler = scheduler
         self.voices = voices
         self.lexicon = lexicon
+        self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
+        self.segments: list[Segment] = []
+        self.samples = 0  # of audio handed on so far
         self.request = request
         self.voice = voice
         self.priority = priority
@@ -127,13 +131,19 @@ class Synthesis:
         chunks: list[str] = []
         for span in read.spans:
             voice = self.voice if span.voice is None else self.resolve(span.voice)
-            texts = self.split(span, voice, chunk_s)
+            if self.captions:
+                texts = [t for s in captions.sentences(span.text) for t in self.split(replace(span, text=s), voice, chunk_s)]
+            else:
+                texts = self.split(span, voice, chunk_s)
             for j, text in enumerate(texts):
                 chunks.append(text)
                 self.parts.append(Part(span.voice, voice, self.request.speed * span.speed,
                                        span.language or self.request.language,
                                        read.lead_s if not self.parts else 0.0,
                                        span.pause_s if j == len(texts) - 1 else 0.0))  # fmt: skip
+        if self.request.duration is not None and len(chunks) > 1:
+            raise InvalidRequest("'duration' makes one task of the whole input; captions need a chunk per "
+                                 "sentence, so leave 'duration' out.", param="duration")  # fmt: skip
         return chunks
 
     def resolve(self, name: str) -> Voice:
@@ -221,10 +231,14 @@ class Synthesis:
     def account(self, result: dict[str, Any], index: int) -> dict[str, Any]:
         """The chunk's result with the silence asked for before and after it (16-bit samples)."""
         part, rate = self.parts[index], result["sample_rate"]
-        if part.lead_s or part.pause_s:
-            lead, pause = (bytes(2 * round(s * rate)) for s in (part.lead_s, part.pause_s))
-            result = {**result, "audio": lead + result["audio"] + pause}
+        lead, spoken, pause = round(part.lead_s * rate), len(result["audio"]) // 2, round(part.pause_s * rate)
+        if lead or pause:
+            result = {**result, "audio": bytes(2 * lead) + result["audio"] + bytes(2 * pause)}
         self.sample_rate = self.sample_rate or rate
+        if self.captions:  # in samples, so that a boundary is exact
+            start = self.samples + lead
+            self.segments.append({"text": self.chunks[index], "start": start / rate, "end": (start + spoken) / rate})
+        self.samples += lead + spoken + pause
         self.audio_s += len(result["audio"]) / 2 / max(1, rate)
         return result
 

@@ -1,8 +1,13 @@
 """Long-form text features over HTTP, against a live server on the tiny checkpoint: SSML
-breaks as real silence in the returned samples, voices named in the text, and the 400s."""
+breaks as real silence in the returned samples, voices named in the text, lexicons, captions
+(their boundaries checked against the samples, the files read by real subtitle parsers, synth
+writing them), and the 400s."""
 
 from __future__ import annotations
 
+import base64
+import io
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +15,10 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import srt
+import webvtt
 
+from job_helpers import ended, run_synth, submit, wait_job
 from live_server import KEY, LiveServer, live
 
 RATE = 24000
@@ -79,3 +87,69 @@ def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
     assert httpx.get(url + "/brands", headers=auth).status_code == 404
     huge = {"language": "en", "entries": {f"w{i}": "x" * 190 for i in range(30_000)}}
     assert httpx.put(url + "/huge", json=huge, headers=auth).status_code == 413
+
+
+TWENTY = " ".join(f"Sentence number {word} is here." for word in (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty").split())  # fmt: skip
+EDGE_S = 0.08  # every chunk begins and ends with 0.1 s of zero samples: so much either side of a cut
+
+
+def assert_cut_at_chunk_boundaries(samples: np.ndarray, bounds: list[tuple[float, float]]) -> None:
+    """Each caption starts where the one before ends, at a run of silence between two chunks,
+    and holds sound of its own."""
+    assert bounds[0][0] == 0.0 and abs(bounds[-1][1] - len(samples) / RATE) <= 0.001
+    for (_, end), (start, _) in zip(bounds, bounds[1:]):
+        assert start == end
+        cut = round(end * RATE)
+        assert not samples[cut - round(EDGE_S * RATE) : cut + round(EDGE_S * RATE)].any(), f"sound at the cut {end}"
+    for start, end in bounds:
+        assert samples[round(start * RATE) : round(end * RATE)].any()
+
+
+def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) -> None:
+    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json={"input": TWENTY, "response_format": "pcm", "seed": 2},
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=600)  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["format"] == "pcm" and body["sample_rate"] == RATE
+    segments = body["segments"]
+    assert [s["text"] for s in segments] == [f"{s}." for s in TWENTY.split(". ")[:-1]] + [TWENTY.split(". ")[-1]]
+    samples = np.frombuffer(base64.b64decode(body["audio"]), dtype="<i2")
+    assert_cut_at_chunk_boundaries(samples, [(s["start"], s["end"]) for s in segments])
+
+
+def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(server: LiveServer, tmp_path: Path) -> None:
+    item = {"id": "read", "input": TWENTY, "response_format": "wav", "seed": 2, "captions": True}
+    job = submit(server, [item, {"input": "No captions here.", "response_format": "wav"}])
+    done = wait_job(server, job["id"], ended, 600, "the job to end")
+    assert done["state"] == "completed", done
+    base = f"/v1/jobs/{job['id']}/items"
+    with wave.open(io.BytesIO(server.request("GET", f"{base}/0/audio").content)) as wav:
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    subrip = server.request("GET", f"{base}/0/captions.srt")
+    web = server.request("GET", f"{base}/0/captions.vtt")
+    assert subrip.headers["content-type"].startswith("application/x-subrip")
+    assert web.headers["content-type"].startswith("text/vtt")
+    cues = list(srt.parse(subrip.text))
+    assert len(cues) == 20 and cues[0].content == "Sentence number one is here."
+    # SRT and VTT keep milliseconds: each cut is within half a millisecond of the chunk boundary.
+    bounds = [(round(c.start.total_seconds() * RATE) / RATE, round(c.end.total_seconds() * RATE) / RATE) for c in cues]
+    assert_cut_at_chunk_boundaries(samples, bounds)
+    captions = webvtt.from_buffer(io.StringIO(web.text)).captions
+    assert [(c.start_in_seconds + c.start_time.milliseconds / 1000, c.text) for c in captions] == [
+        (c.start.total_seconds(), c.content) for c in cues]
+    missing = server.request("GET", f"{base}/1/captions.srt")
+    assert missing.status_code == 404 and "captions" in missing.json()["error"]["message"]
+    refused = server.request("POST", "/v1/jobs", json={"items": [{"input": "x", "captions": "yes"}]})
+    assert refused.status_code == 400 and refused.json()["error"]["param"].endswith("captions")
+
+
+def test_synth_writes_captions_beside_the_audio(server: LiveServer, tmp_path: Path) -> None:
+    manifest = tmp_path / "script.jsonl"
+    manifest.write_text('{"id": "intro", "input": "One sentence. And another.", "response_format": "wav", "captions": true}\n')
+    done = run_synth(str(manifest), "--out", str(tmp_path / "out"), "--server", server.url, "--api-key", KEY)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [c.content for c in srt.parse((tmp_path / "out" / "intro.srt").read_text())] == ["One sentence.", "And another."]
+    assert len(webvtt.read(str(tmp_path / "out" / "intro.vtt")).captions) == 2
+    assert (tmp_path / "out" / "intro.wav").is_file()

@@ -28,13 +28,14 @@ class Run:
 
 def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,
           voices: Callable[[str], Voice] | None = None, lexicon: Lexicon | None = None, audio_samples: int = 2400,
-          chunk_s: float = 5.0) -> Run:  # fmt: skip
+          chunk_s: float = 5.0, captions: bool = False) -> Run:  # fmt: skip
     settings = settings or Settings(engine="null")
 
     async def scenario() -> Run:
         scheduler = Scheduler(settings)
         request = schemas.speech_request(body, settings)
-        synthesis = Synthesis(scheduler, request, voice or Voice(), chunk_s, voices=voices, lexicon=lexicon)
+        synthesis = Synthesis(scheduler, request, voice or Voice(), chunk_s, voices=voices, lexicon=lexicon,
+                              captions=captions)
         run = Run(synthesis, [], [])
 
         async def consume() -> None:
