@@ -72,6 +72,9 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
         "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
+        "dialogue": {"type": "boolean", "description": "the input is one turn per line: '[voice] text'"},
+        "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
+                     "description": "silence between dialogue turns"},
         "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},

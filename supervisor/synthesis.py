@@ -203,7 +203,6 @@ class Synthesis:
     async def pieces(self) -> AsyncIterator[dict[str, Any]]:
         """The `result` of each chunk, in order, with its silences; raises the first chunk's error."""
         count = len(self.chunks)
-        followers = [i for i in range(1, count) if self.related(0, i)]
         try:
             if self.mode == "sequential":
                 pending = self.submit(0, return_tokens=count > 1 and self.related(0, 1))
@@ -214,17 +213,23 @@ class Synthesis:
                         tokens = i + 2 < count and self.related(i + 1, i + 2)
                         pending = self.submit(i + 1, prompt, return_tokens=tokens)
                     yield self.account(result, i)
-            elif followers:
-                first = await self.submit(0, return_tokens=True)
-                prompt = self.follow(first, 0)  # every later chunk in its voice follows the first
-                rest = [self.submit(i, prompt if i in followers else None) for i in range(1, count)]
-                yield self.account(first, 0)
-                for i, future in enumerate(rest, 1):
-                    yield self.account(await future, i)
             else:
-                futures = [self.submit(i) for i in range(count)]
-                for i, future in enumerate(futures):
-                    yield self.account(await future, i)
+                # The first chunk of each voice leads: all leaders at once; each later chunk in
+                # a leader's voice is submitted, prompted with it, once the leader is done.
+                followers: dict[int, list[int]] = {}  # leader -> the later chunks in its voice
+                for i in range(count):
+                    leader = next((j for j in followers if self.related(j, i)), None)
+                    if leader is None:
+                        followers[i] = []
+                    else:
+                        followers[leader].append(i)
+                futures = {j: self.submit(j, return_tokens=bool(later)) for j, later in followers.items()}
+                for i in range(count):
+                    result = await futures[i]
+                    if followers.get(i):
+                        prompt = self.follow(result, i)
+                        futures.update({f: self.submit(f, prompt) for f in followers[i]})
+                    yield self.account(result, i)
         finally:
             self.close()
 

@@ -153,3 +153,12 @@ def test_synth_writes_captions_beside_the_audio(server: LiveServer, tmp_path: Pa
     assert [c.content for c in srt.parse((tmp_path / "out" / "intro.srt").read_text())] == ["One sentence.", "And another."]
     assert len(webvtt.read(str(tmp_path / "out" / "intro.vtt")).captions) == 2
     assert (tmp_path / "out" / "intro.wav").is_file()
+
+
+def test_a_two_voice_dialogue_is_one_file_with_the_pause_asked_for(server: LiveServer) -> None:
+    script = "[alloy] Good morning, how are you?\n[onyx] Very well, thank you."
+    answer = speech(server, input=script, dialogue=True, pause_ms=1200)
+    assert answer.status_code == 200 and answer.headers["X-Chunks"] == "2"
+    assert 1.2 <= longest_silence_s(answer.content) < 1.2 + 0.3  # the pause and the chunks' silent edges
+    refused = speech(server, input="Hello.\n[alloy] Hi.", dialogue=True)
+    assert refused.status_code == 400 and "line 1 has no speaker" in refused.json()["error"]["message"]
