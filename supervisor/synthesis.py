@@ -11,6 +11,13 @@ With a voice prompt (a saved or cloned voice) every chunk is prompted with that 
 `concurrent` submits all chunks at once and `sequential` runs them one at a time. A `duration`
 applies to the whole input, so such a request is always one task.
 
+The input is first read into spans (`supervisor.text.script`: an SSML document or a dialogue
+script, a lexicon, normalisation); each span is chunked on its own (with `captions`, each
+sentence), and each chunk keeps its span's voice, speed and language (`Part`). Only chunks in
+one voice prompt each other: in `concurrent` mode the first chunk of each voice leads the later
+chunks in it. Silence asked for (SSML breaks, dialogue pauses) is zeros stitched onto the
+chunks' audio; with `captions` each chunk's spoken samples are timed in `segments`.
+
 The whole request's estimated audio is reserved when it is admitted, so a request is refused
 (429) at once or not at all. The next chunk is submitted before the current piece is handed
 on, so encoding and sending one piece overlaps the generation of the next. `close` cancels
