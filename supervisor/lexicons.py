@@ -75,10 +75,15 @@ def parse(name: str, body: Any) -> Lexicon:
     """A PUT body as a Lexicon; 400 naming the field that is wrong."""
     schemas.voice_name(name)  # the same rule as a voice's name
     if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object {\"language\": ..., \"entries\": {...}}.")
+        raise InvalidRequest(
+            'The request body must be a JSON object {"language": ..., "entries": {...}}.'
+        )
     unknown = sorted(set(body) - FIELDS)
     if unknown:
-        raise InvalidRequest(f"Unrecognized field(s): {', '.join(unknown)}. Accepted: entries, language.", param=unknown[0])
+        raise InvalidRequest(
+            f"Unrecognized field(s): {', '.join(unknown)}. Accepted: entries, language.",
+            param=unknown[0],
+        )
     language = schemas.language(schemas.string(body, "language"))
     if language is None:
         raise InvalidRequest("Missing required field: 'language' (such as 'en').", param="language")
@@ -86,7 +91,10 @@ def parse(name: str, body: Any) -> Lexicon:
     if not isinstance(entries, dict):
         raise InvalidRequest("'entries' must be an object of word -> spoken form.", param="entries")
     if len(entries) > MAX_ENTRIES:
-        raise InvalidRequest(f"'entries' has {len(entries)} words; at most {MAX_ENTRIES} are accepted.", param="entries")
+        raise InvalidRequest(
+            f"'entries' has {len(entries)} words; at most {MAX_ENTRIES} are accepted.",
+            param="entries",
+        )
     for word, spoken in entries.items():
         if not word.strip() or word != word.strip() or len(word) > MAX_ENTRY_CHARS:
             raise InvalidRequest(f"entry {word!r}: a word is 1 to {MAX_ENTRY_CHARS} characters, without spaces "
@@ -106,7 +114,9 @@ class LexiconStore:
         for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
             try:
                 data = json.loads(path.read_text())
-                lexicon = Lexicon(data["name"], data["language"], data["entries"], data["updated_at"])
+                lexicon = Lexicon(
+                    data["name"], data["language"], data["entries"], data["updated_at"]
+                )
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping %s: not a readable lexicon (%s)", path, exc)
                 continue

@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
+from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import chunking
 from supervisor.errors import InvalidRequest
 from supervisor.lexicons import Lexicon
@@ -45,9 +46,6 @@ from supervisor.text import captions, script
 from supervisor.text.captions import Segment
 from supervisor.text.spans import Span
 
-# Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
-# the chunks it makes itself; so X-Seed reproduces the whole response.
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
 
@@ -75,13 +73,19 @@ class Part:
 VoiceResolver = Callable[[str], Voice]  # a voice name in the text (SSML <voice>) to its Voice
 
 
-def continuity(result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0) -> VoicePayload | None:
+def continuity(
+    result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0
+) -> VoicePayload | None:
     """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself),
     cut to its last `max_frames` codec frames and its last `max_words` words (0: all)."""
     tokens = result.get("tokens") or []
     if len(tokens) != 1:
         return None
-    return {"tokens": last_frames(tokens[0], max_frames), "ref_text": last_words(text, max_words), "ref_rms": None}
+    return {
+        "tokens": last_frames(tokens[0], max_frames),
+        "ref_text": last_words(text, max_words),
+        "ref_rms": None,
+    }
 
 
 def last_frames(tokens: TokenArray, count: int) -> TokenArray:
@@ -90,7 +94,9 @@ def last_frames(tokens: TokenArray, count: int) -> TokenArray:
     if count <= 0 or frames <= count:
         return tokens
     data = memoryview(tokens["data"])
-    rows = [data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)]
+    rows = [
+        data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)
+    ]
     return {"shape": [codebooks, count], "data": b"".join(rows)}
 
 
@@ -127,7 +133,9 @@ class Synthesis:
         self.futures: list[asyncio.Future[Any]] = []
         self.audio_s = 0.0
         self.sample_rate = 0
-        self.reservation = scheduler.reserve(sum(estimate(self.item(i))[0] for i in range(len(self.chunks))))
+        self.reservation = scheduler.reserve(
+            sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
+        )
 
     def plan(self, chunk_s: float) -> list[str]:
         """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk boundary."""
@@ -139,7 +147,11 @@ class Synthesis:
         for span in read.spans:
             voice = self.voice if span.voice is None else self.resolve(span.voice)
             if self.captions:
-                texts = [t for s in captions.sentences(span.text) for t in self.split(replace(span, text=s), voice, chunk_s)]
+                texts = [
+                    t
+                    for s in captions.sentences(span.text)
+                    for t in self.split(replace(span, text=s), voice, chunk_s)
+                ]
             else:
                 texts = self.split(span, voice, chunk_s)
             for j, text in enumerate(texts):
@@ -163,7 +175,9 @@ class Synthesis:
         if r.chunk_mode == "none" or r.duration is not None:
             return [span.text]
         words = self.scheduler.settings.text_chunk_words
-        if words and r.chunk_s is None and r.whole_s is None:  # by words, unless the request gave seconds
+        if (
+            words and r.chunk_s is None and r.whole_s is None
+        ):  # by words, unless the request gave seconds
             return chunking.split_words(span.text, words)
         prompt = voice.prompt
         speed = r.speed * span.speed
@@ -172,7 +186,9 @@ class Synthesis:
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(span.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
-    def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> Item:
+    def item(
+        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
+    ) -> Item:
         r, part = self.request, self.parts[index]
         # A span in a voice of its own starts from that voice's seed, unless the request gave one.
         base = self.seed if r.seed is not None or part.voice.seed is None else part.voice.seed
@@ -200,14 +216,20 @@ class Synthesis:
     def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
-        return continuity(result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words)
+        return continuity(
+            result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words
+        )
 
-    def submit(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> asyncio.Future[Any]:
-        [future] = self.scheduler.submit([self.item(index, prompt, return_tokens)], self.priority, self.reservation)
+    def submit(
+        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
+    ) -> asyncio.Future[Any]:
+        [future] = self.scheduler.submit(
+            [self.item(index, prompt, return_tokens)], self.priority, self.reservation
+        )
         self.futures.append(future)
         return future
 
-    async def pieces(self) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order, with its silences; raises the first chunk's error."""
         count = len(self.chunks)
         try:
@@ -230,7 +252,9 @@ class Synthesis:
                         followers[i] = []
                     else:
                         followers[leader].append(i)
-                futures = {j: self.submit(j, return_tokens=bool(later)) for j, later in followers.items()}
+                futures = {
+                    j: self.submit(j, return_tokens=bool(later)) for j, later in followers.items()
+                }
                 for i in range(count):
                     result = await futures[i]
                     if followers.get(i):
@@ -243,13 +267,19 @@ class Synthesis:
     def account(self, result: dict[str, Any], index: int) -> dict[str, Any]:
         """The chunk's result with the silence asked for before and after it (16-bit samples)."""
         part, rate = self.parts[index], result["sample_rate"]
-        lead, spoken, pause = round(part.lead_s * rate), len(result["audio"]) // 2, round(part.pause_s * rate)
+        lead, spoken, pause = (
+            round(part.lead_s * rate),
+            len(result["audio"]) // 2,
+            round(part.pause_s * rate),
+        )
         if lead or pause:
             result = {**result, "audio": bytes(2 * lead) + result["audio"] + bytes(2 * pause)}
         self.sample_rate = self.sample_rate or rate
         if self.captions:  # in samples, so that a boundary is exact
             start = self.samples + lead
-            self.segments.append({"text": self.chunks[index], "start": start / rate, "end": (start + spoken) / rate})
+            self.segments.append(
+                {"text": self.chunks[index], "start": start / rate, "end": (start + spoken) / rate}
+            )
         self.samples += lead + spoken + pause
         self.audio_s += len(result["audio"]) / 2 / max(1, rate)
         return result
@@ -267,4 +297,8 @@ class Synthesis:
         """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
         input_tokens = max(1, -(-len(self.request.input.encode()) // BYTES_PER_TOKEN))
         output_tokens = round(self.audio_s * FRAME_RATE)
-        return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+        return {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }

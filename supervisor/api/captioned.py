@@ -13,7 +13,7 @@ import base64
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from supervisor import formats, schemas
+from supervisor import formats, instructions, schemas
 from supervisor.api import services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, Deadline, read_json, until_disconnected
 from supervisor.errors import InvalidRequest
@@ -46,5 +46,13 @@ async def captioned(request: Request) -> Response:
         data = formats.encode(fmt, pcm, synthesis.sample_rate)
     else:  # the compressed formats in a worker thread, off the event loop
         data = await asyncio.to_thread(formats.encode, fmt, pcm, synthesis.sample_rate)
-    return JSONResponse({"audio": base64.b64encode(data).decode(), "format": fmt, "sample_rate": synthesis.sample_rate,
-                         "segments": synthesis.segments}, headers={"X-Seed": str(synthesis.seed)})  # fmt: skip
+    headers = {"X-Seed": str(synthesis.seed)}
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
+    answer = {
+        "audio": base64.b64encode(data).decode(),
+        "format": fmt,
+        "sample_rate": synthesis.sample_rate,
+        "segments": synthesis.segments,
+    }
+    return JSONResponse(answer, headers=headers)

@@ -13,7 +13,9 @@ from supervisor.lexicons import parse
 
 async def list_lexicons(request: Request) -> JSONResponse:
     store = services(request).lexicons
-    return JSONResponse({"object": "list", "data": [store.lexicons[n].public() for n in sorted(store.lexicons)]})
+    return JSONResponse(
+        {"object": "list", "data": [store.lexicons[n].public() for n in sorted(store.lexicons)]}
+    )
 
 
 async def get_lexicon(request: Request) -> JSONResponse:

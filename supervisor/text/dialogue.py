@@ -31,7 +31,9 @@ def parse(text: str, pause_ms: int) -> Script:
             continue
         voice, said = found.group(1).strip(), found.group(2)
         if not voice:
-            raise InvalidRequest(f"dialogue: line {number} has an empty [ ]; name a voice in it", param="input")
+            raise InvalidRequest(
+                f"dialogue: line {number} has an empty [ ]; name a voice in it", param="input"
+            )
         turns.append((voice, [said] if said else []))
     spoken = [(voice, " ".join(lines)) for voice, lines in turns]
     empty = next((voice for voice, said in spoken if not said), None)

@@ -19,7 +19,14 @@ import cn2an
 from num2words import CONVERTER_CLASSES, num2words
 
 from sidecar.text import contains_cjk
-from supervisor.text.rules import CURRENCY_CODES, CURRENCY_SYMBOLS, RULES, ZH_CURRENCIES, ZH_UNITS, Rules
+from supervisor.text.rules import (
+    CURRENCY_CODES,
+    CURRENCY_SYMBOLS,
+    RULES,
+    ZH_CURRENCIES,
+    ZH_UNITS,
+    Rules,
+)
 
 _ORDINAL_SUFFIX = {
     "en": r"(?:st|nd|rd|th)",
@@ -84,7 +91,9 @@ def _numbers(text: str, lang: str, decimal: str, group: str, minus: str = "minus
             said = said.replace(" punto ", " coma ")  # "3,5": Spain reads the comma it wrote
         return sign + said
 
-    return re.sub(rf"(?<![\w.,])([-−](?=\d))?({_number_pattern(decimal, group)})(?![\w])", spell, text)
+    return re.sub(
+        rf"(?<![\w.,])([-−](?=\d))?({_number_pattern(decimal, group)})(?![\w])", spell, text
+    )
 
 
 class _Normalizer:
@@ -156,6 +165,7 @@ class _Normalizer:
             text = re.sub(rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)",
                           lambda m: f"{m.group(1)} {self.day(int(m.group(2)))}", text)  # fmt: skip
         if self.lang == "de":  # "am 3. Mai" reads "am dritten Mai"
+
             def german(m: re.Match[str]) -> str:
                 ending = _DE_ARTICLES.get((m.group(1) or "").strip().lower(), "")
                 return f"{m.group(1) or ''}{self.day(int(m.group(2)), ending)} {m.group(3)}"
@@ -226,6 +236,7 @@ class _Normalizer:
 
     def ordinals(self, text: str) -> str:
         if self.lang == "de":
+
             def german(m: re.Match[str]) -> str:
                 ending = _DE_ARTICLES[m.group(1).lower()]
                 return f"{m.group(1)} {_words(int(m.group(2)), 'de', 'ordinal')}{ending} "
@@ -235,7 +246,9 @@ class _Normalizer:
         suffix = _ORDINAL_SUFFIX.get(self.lang)
         if suffix is None:
             return text
-        return re.sub(rf"\b(\d+){suffix}(?!\w)", lambda m: _words(int(m.group(1)), self.lang, "ordinal"), text)
+        return re.sub(
+            rf"\b(\d+){suffix}(?!\w)", lambda m: _words(int(m.group(1)), self.lang, "ordinal"), text
+        )
 
 
 def _chinese(text: str) -> str:
@@ -243,8 +256,15 @@ def _chinese(text: str) -> str:
     text = re.sub(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", r"\1年\2月\3日", text)
     text = re.sub(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)",
                   lambda m: f"{m.group(1)}点" + (f"{int(m.group(2))}分" if int(m.group(2)) else "整"), text)  # fmt: skip
-    text = re.sub(rf"({_SYMBOLS})\s?(\d+(?:\.\d+)?)",
-                  lambda m: m.group(2) + _ZH_MONEY.get(m.group(1), ZH_CURRENCIES[CURRENCY_SYMBOLS[m.group(1)]]), text)
+    text = re.sub(
+        rf"({_SYMBOLS})\s?(\d+(?:\.\d+)?)",
+        lambda m: (
+            m.group(2) + _ZH_MONEY.get(m.group(1), ZH_CURRENCIES[CURRENCY_SYMBOLS[m.group(1)]])
+        ),
+        text,
+    )
     units = "|".join(re.escape(s) for s in sorted(ZH_UNITS, key=len, reverse=True))
-    text = re.sub(rf"(\d)\s?({units})(?![A-Za-z/])", lambda m: m.group(1) + ZH_UNITS[m.group(2)], text)
+    text = re.sub(
+        rf"(\d)\s?({units})(?![A-Za-z/])", lambda m: m.group(1) + ZH_UNITS[m.group(2)], text
+    )
     return str(cn2an.transform(text, "an2cn"))

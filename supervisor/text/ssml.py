@@ -26,7 +26,14 @@ from supervisor.text.spans import Script, Span
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 MAX_BREAK_S = 10.0
-BREAK_STRENGTHS = {"none": 0.0, "x-weak": 0.1, "weak": 0.25, "medium": 0.5, "strong": 0.75, "x-strong": 1.0}
+BREAK_STRENGTHS = {
+    "none": 0.0,
+    "x-weak": 0.1,
+    "weak": 0.25,
+    "medium": 0.5,
+    "strong": 0.75,
+    "x-strong": 1.0,
+}
 RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5, "default": 1.0}
 SPEED_RANGE = (0.25, 4.0)
 INTERPRETATIONS = ("characters", "cardinal", "ordinal", "date", "telephone")
@@ -95,15 +102,19 @@ class _Reader:
         tag = node.tag.rsplit("}", 1)[-1] if isinstance(node.tag, str) else str(node.tag)
         allowed = ELEMENTS.get(tag)
         if allowed is None:
-            raise _error(f"element <{tag}> is not supported; use {', '.join(f'<{t}>' for t in ELEMENTS)}")
+            raise _error(
+                f"element <{tag}> is not supported; use {', '.join(f'<{t}>' for t in ELEMENTS)}"
+            )
         for name in node.attrib:
             if name not in allowed and not name.startswith("{http://www.w3.org/2000/xmlns"):
                 shown = "xml:lang" if name == XML_LANG else name
-                raise _error(f"<{tag}> does not take the attribute {shown!r}; it takes "
-                             f"{', '.join(sorted('xml:lang' if a == XML_LANG else a for a in allowed)) or 'none'}")
+                raise _error(
+                    f"<{tag}> does not take the attribute {shown!r}; it takes "
+                    f"{', '.join(sorted('xml:lang' if a == XML_LANG else a for a in allowed)) or 'none'}"
+                )
         if tag == "break":
             if len(node) or (node.text or "").strip():
-                raise _error("<break> must be empty: <break time=\"500ms\"/>")
+                raise _error('<break> must be empty: <break time="500ms"/>')
             self.flush(_break_s(node))
             return
         if tag in ("sub", "say-as"):
@@ -116,7 +127,7 @@ class _Reader:
         if tag in ("lang", "speak") and XML_LANG in node.attrib:
             context = replace(context, language=_language(node.attrib[XML_LANG], tag))
         elif tag == "lang":
-            raise _error("<lang> needs xml:lang, such as <lang xml:lang=\"de\">")
+            raise _error('<lang> needs xml:lang, such as <lang xml:lang="de">')
         if tag == "voice":
             name = node.attrib.get("name", "").strip()
             if not name:
@@ -133,11 +144,13 @@ class _Reader:
         text = (node.text or "").strip()
         if tag == "sub":
             if "alias" not in node.attrib:
-                raise _error("<sub> needs an alias: <sub alias=\"World Wide Web\">WWW</sub>")
+                raise _error('<sub> needs an alias: <sub alias="World Wide Web">WWW</sub>')
             return node.attrib["alias"]
         how = node.attrib.get("interpret-as")
         if how not in INTERPRETATIONS:
-            raise _error(f"<say-as interpret-as={how!r}> is not supported; use one of {', '.join(INTERPRETATIONS)}")
+            raise _error(
+                f"<say-as interpret-as={how!r}> is not supported; use one of {', '.join(INTERPRETATIONS)}"
+            )
         return say_as(how, text, language_of(text, context.language))
 
     def read(self, document: str) -> Script:
@@ -170,7 +183,9 @@ def _break_s(node: ET.Element) -> float:
         return BREAK_STRENGTHS[strength]
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*", time)
     if found is None:
-        raise _error(f"<break time={time!r}>: give milliseconds or seconds, such as '500ms' or '1.5s'")
+        raise _error(
+            f"<break time={time!r}>: give milliseconds or seconds, such as '500ms' or '1.5s'"
+        )
     seconds = float(found.group(1)) / (1000 if found.group(2) == "ms" else 1)
     if seconds > MAX_BREAK_S:
         raise _error(f"<break time={time!r}> is longer than the {MAX_BREAK_S:g} s allowed")
@@ -179,7 +194,7 @@ def _break_s(node: ET.Element) -> float:
 
 def _rate(rate: str | None) -> float:
     if rate is None:
-        raise _error("<prosody> needs a rate, such as rate=\"slow\" or rate=\"120%\"")
+        raise _error('<prosody> needs a rate, such as rate="slow" or rate="120%"')
     if rate in RATES:
         return RATES[rate]
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", rate)
@@ -193,7 +208,9 @@ def _rate(rate: str | None) -> float:
 def _language(value: str, tag: str) -> str:
     found = resolve_language(value) or resolve_language(value.split("-")[0])
     if found is None:
-        raise _error(f"<{tag} xml:lang={value!r}>: unknown language; use an id such as 'en' or 'de'")
+        raise _error(
+            f"<{tag} xml:lang={value!r}>: unknown language; use an id such as 'en' or 'de'"
+        )
     return found
 
 
@@ -206,7 +223,7 @@ def say_as(how: str, text: str, language: str) -> str:
     if how == "ordinal":
         digits = text.rstrip(".ºª°").strip()
         if not digits.isdigit():
-            raise _error(f"<say-as interpret-as=\"ordinal\"> needs a whole number, not {text!r}")
+            raise _error(f'<say-as interpret-as="ordinal"> needs a whole number, not {text!r}')
         if language == "zh":
             return "第" + str(cn2an.an2cn(digits))
         try:

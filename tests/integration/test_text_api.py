@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,6 @@ import numpy as np
 import pytest
 import srt
 import webvtt
-
 from job_helpers import ended, run_synth, submit, wait_job
 from live_server import KEY, LiveServer, live
 
@@ -34,7 +34,12 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def speech(server: LiveServer, **fields: Any) -> httpx.Response:
     body = {"response_format": "pcm", "seed": 5, **fields}
-    return httpx.post(server.url + "/v1/audio/speech", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=300)
+    return httpx.post(
+        server.url + "/v1/audio/speech",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=300,
+    )
 
 
 def longest_silence_s(pcm: bytes) -> float:
@@ -47,7 +52,9 @@ def longest_silence_s(pcm: bytes) -> float:
 
 def test_a_break_is_that_much_silence_in_the_audio(server: LiveServer) -> None:
     plain = speech(server, input="<speak>One two three. Four five six.</speak>")
-    broken = speech(server, input='<speak>One two three.<break time="1500ms"/>Four five six.</speak>')
+    broken = speech(
+        server, input='<speak>One two three.<break time="1500ms"/>Four five six.</speak>'
+    )
     assert plain.status_code == broken.status_code == 200
     assert broken.headers["X-Chunks"] == "2"
     assert longest_silence_s(plain.content) < 1.5 <= longest_silence_s(broken.content)
@@ -55,10 +62,16 @@ def test_a_break_is_that_much_silence_in_the_audio(server: LiveServer) -> None:
 
 def test_voices_named_in_the_text_are_used_and_unknown_ones_refused(server: LiveServer) -> None:
     answer = speech(server, input='<speak>Hello. <voice name="alloy">Hi there.</voice></speak>')
-    assert answer.status_code == 200 and answer.headers["X-Chunks"] == "2" and len(answer.content) > 0
+    assert (
+        answer.status_code == 200 and answer.headers["X-Chunks"] == "2" and len(answer.content) > 0
+    )
     refused = speech(server, input='<speak>Hello. <voice name="nobody">Hi.</voice></speak>')
     error = refused.json()["error"]
-    assert refused.status_code == 400 and error["param"] == "input" and "'nobody' not found" in error["message"]
+    assert (
+        refused.status_code == 400
+        and error["param"] == "input"
+        and "'nobody' not found" in error["message"]
+    )
 
 
 def test_bad_markup_is_a_400_naming_the_element(server: LiveServer) -> None:
@@ -79,7 +92,9 @@ def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
     assert [x["name"] for x in httpx.get(url, headers=auth).json()["data"]] == ["brands"]
     assert httpx.get(url + "/brands", headers=auth).json()["language"] == "en"
     assert speech(server, input="SQL rocks.", lexicon="brands").status_code == 200
-    jobs = httpx.post(server.url + "/v1/jobs", json={"items": [{"input": "x", "lexicon": "nope"}]}, headers=auth)
+    jobs = httpx.post(
+        server.url + "/v1/jobs", json={"items": [{"input": "x", "lexicon": "nope"}]}, headers=auth
+    )
     assert jobs.status_code == 400 and jobs.json()["error"]["code"] == "lexicon_not_found"
     assert httpx.delete(url + "/brands", headers=auth).json()["deleted"] is True
     refused = speech(server, input="SQL rocks.", lexicon="brands")
@@ -89,20 +104,22 @@ def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
     assert httpx.put(url + "/huge", json=huge, headers=auth).status_code == 413
 
 
-TWENTY = " ".join(f"Sentence number {word} is here." for word in (
-    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty").split())  # fmt: skip
-EDGE_S = 0.08  # every chunk begins and ends with 0.1 s of zero samples: so much either side of a cut
+TWENTY = " ".join(f"Sentence number {word} is here." for word in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])  # fmt: skip
+EDGE_S = (
+    0.08  # every chunk begins and ends with 0.1 s of zero samples: so much either side of a cut
+)
 
 
 def assert_cut_at_chunk_boundaries(samples: np.ndarray, bounds: list[tuple[float, float]]) -> None:
     """Each caption starts where the one before ends, at a run of silence between two chunks,
     and holds sound of its own."""
     assert bounds[0][0] == 0.0 and abs(bounds[-1][1] - len(samples) / RATE) <= 0.001
-    for (_, end), (start, _) in zip(bounds, bounds[1:]):
+    for (_, end), (start, _) in itertools.pairwise(bounds):
         assert start == end
         cut = round(end * RATE)
-        assert not samples[cut - round(EDGE_S * RATE) : cut + round(EDGE_S * RATE)].any(), f"sound at the cut {end}"
+        assert not samples[cut - round(EDGE_S * RATE) : cut + round(EDGE_S * RATE)].any(), (
+            f"sound at the cut {end}"
+        )
     for start, end in bounds:
         assert samples[round(start * RATE) : round(end * RATE)].any()
 
@@ -114,12 +131,16 @@ def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) 
     body = answer.json()
     assert body["format"] == "pcm" and body["sample_rate"] == RATE
     segments = body["segments"]
-    assert [s["text"] for s in segments] == [f"{s}." for s in TWENTY.split(". ")[:-1]] + [TWENTY.split(". ")[-1]]
+    assert [s["text"] for s in segments] == [f"{s}." for s in TWENTY.split(". ")[:-1]] + [
+        TWENTY.split(". ")[-1]
+    ]
     samples = np.frombuffer(base64.b64decode(body["audio"]), dtype="<i2")
     assert_cut_at_chunk_boundaries(samples, [(s["start"], s["end"]) for s in segments])
 
 
-def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(server: LiveServer, tmp_path: Path) -> None:
+def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(
+    server: LiveServer, tmp_path: Path
+) -> None:
     item = {"id": "read", "input": TWENTY, "response_format": "wav", "seed": 2, "captions": True}
     job = submit(server, [item, {"input": "No captions here.", "response_format": "wav"}])
     done = wait_job(server, job["id"], ended, 600, "the job to end")
@@ -134,23 +155,36 @@ def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(server:
     cues = list(srt.parse(subrip.text))
     assert len(cues) == 20 and cues[0].content == "Sentence number one is here."
     # SRT and VTT keep milliseconds: each cut is within half a millisecond of the chunk boundary.
-    bounds = [(round(c.start.total_seconds() * RATE) / RATE, round(c.end.total_seconds() * RATE) / RATE) for c in cues]
+    bounds = [
+        (round(c.start.total_seconds() * RATE) / RATE, round(c.end.total_seconds() * RATE) / RATE)
+        for c in cues
+    ]
     assert_cut_at_chunk_boundaries(samples, bounds)
     captions = webvtt.from_buffer(io.StringIO(web.text)).captions
     assert [(c.start_in_seconds + c.start_time.milliseconds / 1000, c.text) for c in captions] == [
-        (c.start.total_seconds(), c.content) for c in cues]
+        (c.start.total_seconds(), c.content) for c in cues
+    ]
     missing = server.request("GET", f"{base}/1/captions.srt")
     assert missing.status_code == 404 and "captions" in missing.json()["error"]["message"]
-    refused = server.request("POST", "/v1/jobs", json={"items": [{"input": "x", "captions": "yes"}]})
+    refused = server.request(
+        "POST", "/v1/jobs", json={"items": [{"input": "x", "captions": "yes"}]}
+    )
     assert refused.status_code == 400 and refused.json()["error"]["param"].endswith("captions")
 
 
 def test_synth_writes_captions_beside_the_audio(server: LiveServer, tmp_path: Path) -> None:
     manifest = tmp_path / "script.jsonl"
-    manifest.write_text('{"id": "intro", "input": "One sentence. And another.", "response_format": "wav", "captions": true}\n')
-    done = run_synth(str(manifest), "--out", str(tmp_path / "out"), "--server", server.url, "--api-key", KEY)
+    manifest.write_text(
+        '{"id": "intro", "input": "One sentence. And another.", "response_format": "wav", "captions": true}\n'
+    )
+    done = run_synth(
+        str(manifest), "--out", str(tmp_path / "out"), "--server", server.url, "--api-key", KEY
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert [c.content for c in srt.parse((tmp_path / "out" / "intro.srt").read_text())] == ["One sentence.", "And another."]
+    assert [c.content for c in srt.parse((tmp_path / "out" / "intro.srt").read_text())] == [
+        "One sentence.",
+        "And another.",
+    ]
     assert len(webvtt.read(str(tmp_path / "out" / "intro.vtt")).captions) == 2
     assert (tmp_path / "out" / "intro.wav").is_file()
 
@@ -159,6 +193,10 @@ def test_a_two_voice_dialogue_is_one_file_with_the_pause_asked_for(server: LiveS
     script = "[alloy] Good morning, how are you?\n[onyx] Very well, thank you."
     answer = speech(server, input=script, dialogue=True, pause_ms=1200)
     assert answer.status_code == 200 and answer.headers["X-Chunks"] == "2"
-    assert 1.2 <= longest_silence_s(answer.content) < 1.2 + 0.3  # the pause and the chunks' silent edges
+    assert (
+        1.2 <= longest_silence_s(answer.content) < 1.2 + 0.3
+    )  # the pause and the chunks' silent edges
     refused = speech(server, input="Hello.\n[alloy] Hi.", dialogue=True)
-    assert refused.status_code == 400 and "line 1 has no speaker" in refused.json()["error"]["message"]
+    assert (
+        refused.status_code == 400 and "line 1 has no speaker" in refused.json()["error"]["message"]
+    )

@@ -34,8 +34,15 @@ def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice |
     async def scenario() -> Run:
         scheduler = Scheduler(settings)
         request = schemas.speech_request(body, settings)
-        synthesis = Synthesis(scheduler, request, voice or Voice(), chunk_s, voices=voices, lexicon=lexicon,
-                              captions=captions)
+        synthesis = Synthesis(
+            scheduler,
+            request,
+            voice or Voice(),
+            chunk_s,
+            voices=voices,
+            lexicon=lexicon,
+            captions=captions,
+        )
         run = Run(synthesis, [], [])
 
         async def consume() -> None:
@@ -48,7 +55,11 @@ def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice |
             batch = scheduler.next_batch()
             for task in batch.tasks if batch else []:
                 run.payloads.append(task.payload)
-                tokens = [{"shape": [1, 1], "data": b"\0\0"}] if task.payload.get("return_tokens") else []
+                tokens = (
+                    [{"shape": [1, 1], "data": b"\0\0"}]
+                    if task.payload.get("return_tokens")
+                    else []
+                )
                 scheduler.resolve(task, {"op": "result", "id": task.id, "audio": LEVEL * audio_samples, "sample_rate": RATE,
                                          "seed": task.payload["seed"], "tokens": tokens, "timings": {}})  # fmt: skip
         await consumer

@@ -8,10 +8,10 @@ import io
 import pytest
 import srt as srt_parser
 import webvtt
+from synthesis_driver import RATE, drive
 
 from supervisor.errors import InvalidRequest
 from supervisor.text.captions import sentences, srt, vtt
-from synthesis_driver import RATE, drive
 
 
 def test_each_sentence_is_its_own_chunk_and_segment() -> None:
@@ -23,9 +23,18 @@ def test_each_sentence_is_its_own_chunk_and_segment() -> None:
 
 
 def test_segments_skip_the_silence_of_breaks() -> None:
-    run = drive({"input": '<speak><break time="1s"/>One. Two.<break time="500ms"/>Three.</speak>', "seed": 1}, captions=True)
+    run = drive(
+        {
+            "input": '<speak><break time="1s"/>One. Two.<break time="500ms"/>Three.</speak>',
+            "seed": 1,
+        },
+        captions=True,
+    )
     assert [(s["text"], s["start"], s["end"]) for s in run.synthesis.segments] == [
-        ("One.", 1.0, 1.1), ("Two.", 1.1, 1.2), ("Three.", 1.7, 1.8)]
+        ("One.", 1.0, 1.1),
+        ("Two.", 1.1, 1.2),
+        ("Three.", 1.7, 1.8),
+    ]
     assert run.synthesis.audio_s == pytest.approx(1.8)
 
 
@@ -43,19 +52,32 @@ def test_duration_with_several_sentences_is_refused() -> None:
 
 
 def test_sentences_keep_abbreviations_and_cut_at_line_breaks() -> None:
-    assert sentences("Dr. Who met J. Smith. Then\nhome! 你好。再见。") == ["Dr. Who met J. Smith.", "Then", "home!", "你好。", "再见。"]
+    assert sentences("Dr. Who met J. Smith. Then\nhome! 你好。再见。") == [
+        "Dr. Who met J. Smith.",
+        "Then",
+        "home!",
+        "你好。",
+        "再见。",
+    ]
 
 
-SEGMENTS = [{"text": "Hello <world> & you.", "start": 0.0, "end": 1.2345}, {"text": "Line\n\nbreaks", "start": 3661.5, "end": 3662.0}]
+SEGMENTS = [
+    {"text": "Hello <world> & you.", "start": 0.0, "end": 1.2345},
+    {"text": "Line\n\nbreaks", "start": 3661.5, "end": 3662.0},
+]
 
 
 def test_srt_parses_in_the_srt_package() -> None:
     cues = list(srt_parser.parse(srt(SEGMENTS)))  # type: ignore[arg-type]
     assert [(c.index, c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (1, 0.0, 1.234, "Hello <world> & you."), (2, 3661.5, 3662.0, "Line breaks")]
+        (1, 0.0, 1.234, "Hello <world> & you."),
+        (2, 3661.5, 3662.0, "Line breaks"),
+    ]
 
 
 def test_vtt_parses_in_webvtt_py() -> None:
     cues = webvtt.from_buffer(io.StringIO(vtt(SEGMENTS))).captions  # type: ignore[arg-type]
     assert [(c.start, c.end, c.raw_text) for c in cues] == [
-        ("00:00:00.000", "00:00:01.234", "Hello &lt;world&gt; &amp; you."), ("01:01:01.500", "01:01:02.000", "Line breaks")]
+        ("00:00:00.000", "00:00:01.234", "Hello &lt;world&gt; &amp; you."),
+        ("01:01:01.500", "01:01:02.000", "Line breaks"),
+    ]

@@ -7,14 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from synthesis_driver import LEVEL, RATE, drive
 
 from supervisor import schemas
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.synthesis import CHUNK_SEED_STRIDE, Voice
-from synthesis_driver import LEVEL, RATE, drive
 
-PROMPT = {"tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)}, "ref_text": "A saved voice.", "ref_rms": 0.1}
+PROMPT = {
+    "tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)},
+    "ref_text": "A saved voice.",
+    "ref_rms": 0.1,
+}
 VOICES = {"narrator": Voice(prompt=PROMPT),
           "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"], seed=schemas.default_seed("alloy")),
           "onyx": Voice(instruct=schemas.OPENAI_VOICES["onyx"], seed=schemas.default_seed("onyx"))}  # fmt: skip
@@ -28,8 +32,16 @@ def seed(voice: str, index: int) -> int:
 def test_each_turn_is_read_in_its_voice_with_pauses_between() -> None:
     run = drive({"input": SCRIPT, "dialogue": True, "pause_ms": 750}, voices=VOICES.__getitem__)
     sent = {p["text"]: p for p in run.payloads}
-    assert list(sent) == ["Hi, I am Alice.", "And I am Bob.", "They shook hands.", "Nice to meet you, Bob."]
-    alice, bob, again, narrator = (sent[t] for t in ("Hi, I am Alice.", "And I am Bob.", "Nice to meet you, Bob.", "They shook hands."))
+    assert list(sent) == [
+        "Hi, I am Alice.",
+        "And I am Bob.",
+        "They shook hands.",
+        "Nice to meet you, Bob.",
+    ]
+    alice, bob, again, narrator = (
+        sent[t]
+        for t in ("Hi, I am Alice.", "And I am Bob.", "Nice to meet you, Bob.", "They shook hands.")
+    )
     assert (alice["instruct"], alice["seed"]) == (schemas.OPENAI_VOICES["alloy"], seed("alloy", 0))
     assert (bob["instruct"], bob["seed"]) == (schemas.OPENAI_VOICES["onyx"], seed("onyx", 1))
     assert (again["instruct"], again["seed"]) == (schemas.OPENAI_VOICES["alloy"], seed("alloy", 2))
@@ -41,7 +53,10 @@ def test_each_turn_is_read_in_its_voice_with_pauses_between() -> None:
 
 
 def test_the_default_pause_is_300_ms_and_a_request_seed_wins() -> None:
-    run = drive({"input": "[alloy] One.\n[onyx] Two.", "dialogue": True, "seed": 9}, voices=VOICES.__getitem__)
+    run = drive(
+        {"input": "[alloy] One.\n[onyx] Two.", "dialogue": True, "seed": 9},
+        voices=VOICES.__getitem__,
+    )
     assert [p["seed"] for p in run.payloads] == [9, (9 + CHUNK_SEED_STRIDE) % 2**63]
     assert run.pieces[0]["audio"] == LEVEL * 2400 + bytes(2 * round(0.3 * RATE))
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from synthesis_driver import LEVEL, RATE, drive
 
 from supervisor import schemas
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.synthesis import CHUNK_SEED_STRIDE, Voice
-from synthesis_driver import LEVEL, RATE, drive
 
-PROMPT = {"tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)}, "ref_text": "A saved voice.", "ref_rms": 0.1}
+PROMPT = {
+    "tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)},
+    "ref_text": "A saved voice.",
+    "ref_rms": 0.1,
+}
 VOICES = {"narrator": Voice(prompt=PROMPT), "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"],
                                                             seed=schemas.default_seed("alloy"))}  # fmt: skip
 
@@ -39,27 +43,42 @@ def test_text_elements_reach_the_model_as_words(document: str, spoken: str) -> N
 
 
 def test_break_is_silence_stitched_between_chunks() -> None:
-    run = drive({"input": '<speak><break time="200ms"/>One.<break time="1.5s"/>Two.<break/>Three.</speak>', "seed": 3})
+    run = drive(
+        {
+            "input": '<speak><break time="200ms"/>One.<break time="1.5s"/>Two.<break/>Three.</speak>',
+            "seed": 3,
+        }
+    )
     assert [p["text"] for p in run.payloads] == ["One.", "Two.", "Three."]
     audio = [p["audio"] for p in run.pieces]
     spoken = LEVEL * 2400
     assert audio[0] == bytes(2 * round(0.2 * RATE)) + spoken + bytes(2 * round(1.5 * RATE))
     assert audio[1] == spoken + bytes(2 * round(0.5 * RATE))  # a bare <break/> is "medium": 0.5 s
     assert audio[2] == spoken
-    assert run.synthesis.audio_s == pytest.approx((3 * 2400 + 0.2 * RATE + 1.5 * RATE + 0.5 * RATE) / RATE)
+    assert run.synthesis.audio_s == pytest.approx(
+        (3 * 2400 + 0.2 * RATE + 1.5 * RATE + 0.5 * RATE) / RATE
+    )
 
 
 def test_prosody_rate_is_speed_times_the_requests() -> None:
     run = drive({"input": '<speak>Normal. <prosody rate="slow">Slow.</prosody> <prosody rate="150%">Fast '
                           '<prosody rate="2">faster.</prosody></prosody></speak>', "speed": 1.2, "seed": 3})  # fmt: skip
     assert [(p["text"], p["speed"]) for p in run.payloads] == [
-        ("Normal.", 1.2), ("Slow.", pytest.approx(0.9)), ("Fast", pytest.approx(1.8)), ("faster.", pytest.approx(3.6))]
+        ("Normal.", 1.2),
+        ("Slow.", pytest.approx(0.9)),
+        ("Fast", pytest.approx(1.8)),
+        ("faster.", pytest.approx(3.6)),
+    ]
 
 
 def test_lang_sets_each_spans_language() -> None:
     run = drive({"input": '<speak>Hello. <lang xml:lang="de">Guten Tag.</lang> <lang xml:lang="French">Salut.</lang></speak>',
                  "language": "en", "seed": 3})  # fmt: skip
-    assert [(p["text"], p["language"]) for p in run.payloads] == [("Hello.", "en"), ("Guten Tag.", "de"), ("Salut.", "fr")]
+    assert [(p["text"], p["language"]) for p in run.payloads] == [
+        ("Hello.", "en"),
+        ("Guten Tag.", "de"),
+        ("Salut.", "fr"),
+    ]
 
 
 def test_voice_reads_a_span_in_a_saved_or_named_voice() -> None:
@@ -67,7 +86,9 @@ def test_voice_reads_a_span_in_a_saved_or_named_voice() -> None:
     run = drive({"input": document}, voice=Voice(instruct="male"), voices=VOICES.__getitem__)
     by_text = {p["text"]: p for p in run.payloads}
     assert by_text["Hello."]["instruct"] == "male" and "voice" not in by_text["Hello."]
-    assert by_text["Once upon a time."]["voice"] == PROMPT  # the saved voice's prompt, not chunk 0's audio
+    assert (
+        by_text["Once upon a time."]["voice"] == PROMPT
+    )  # the saved voice's prompt, not chunk 0's audio
     alloy = by_text["Hi!"]
     assert alloy["instruct"] == schemas.OPENAI_VOICES["alloy"] and "voice" not in alloy
     assert alloy["seed"] == (schemas.default_seed("alloy") + 2 * CHUNK_SEED_STRIDE) % 2**63
@@ -106,7 +127,11 @@ def test_duration_with_several_spans_is_refused() -> None:
 def test_a_bad_document_is_a_400_naming_what_is_wrong(document: str, named: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         schemas.speech_request({"input": document}, Settings(engine="null"))
-    assert caught.value.param == "input" and caught.value.status == 400 and caught.value.code == "invalid_ssml"
+    assert (
+        caught.value.param == "input"
+        and caught.value.status == 400
+        and caught.value.code == "invalid_ssml"
+    )
     assert named in str(caught.value)
 
 
