@@ -113,7 +113,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
         except InvalidRequest as exc:
             raise located(exc, index) from None
         out.append(NewItem(fields, client_id, speech.response_format))
-        validated.append({"id": client_id, **dataclasses.asdict(speech)})
+        # captions too (only when on, so the digests of jobs stored without it stay the same)
+        own = {"captions": True} if fields.get("captions") is True else {}
+        validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
     return out, body_digest(validated)
 
 

@@ -172,6 +172,20 @@ def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(
     assert refused.status_code == 400 and refused.json()["error"]["param"].endswith("captions")
 
 
+def test_an_idempotency_key_tells_a_job_with_captions_from_one_without(
+    server: LiveServer,
+) -> None:
+    items = [{"input": "Captioned once.", "response_format": "wav", "captions": True}]
+    first = submit(server, items, key="captions-differ")
+    plain = [{"input": "Captioned once.", "response_format": "wav"}]
+    other = server.request(
+        "POST", "/v1/jobs", json={"items": plain}, headers={"Idempotency-Key": "captions-differ"}
+    )
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    wait_job(server, first["id"], ended, 300, "the job to end")
+
+
 def test_synth_writes_captions_beside_the_audio(server: LiveServer, tmp_path: Path) -> None:
     manifest = tmp_path / "script.jsonl"
     manifest.write_text(
