@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import logging
 import os
 import time
@@ -65,6 +66,20 @@ SLOT_TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.FAILED: frozenset({SlotState.STOPPED}),
     SlotState.STOPPED: frozenset(),
 }
+
+
+# What the debug log shows of each generation item sent: what the model reads, and how.
+TRACED_FIELDS = ("id", "text", "seed", "language", "instruct", "speed", "duration")
+
+
+def describe_item(item: dict[str, Any]) -> str:
+    """A generation item as one JSON line, its voice prompt by its transcript (the prompt's
+    codec tokens are too long for a log)."""
+    shown = {key: item[key] for key in TRACED_FIELDS if key in item}
+    prompt = item.get("voice")
+    if prompt:
+        shown["prompt_text"] = prompt.get("ref_text")
+    return json.dumps(shown, ensure_ascii=False)
 
 
 @dataclass(eq=False)
@@ -385,6 +400,9 @@ class Pool:
         if proc.state is State.READY:
             proc.change_state(State.BUSY)
         log.debug("%s: batch %d (%d tasks) sent", proc.tag, batch.id, len(batch.tasks))
+        if batch.kind == "generate" and log.isEnabledFor(logging.DEBUG):
+            for task in batch.tasks:
+                log.debug("%s: batch %d item %s", proc.tag, batch.id, describe_item(task.payload))
 
     # ------------------------------------------------------------ spawning
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import json
+import re
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,10 @@ import pytest
 import srt
 import webvtt
 from job_helpers import ended, run_synth, submit, wait_job
-from live_server import KEY, LiveServer, live
+from live_server import KEY, LiveServer, live, tone_wav
+
+from sidecar.text import CHUNK_SEED_STRIDE
+from supervisor.schemas import MAX_SEED, OPENAI_VOICES, default_seed
 
 RATE = 24000
 
@@ -28,12 +33,19 @@ RATE = 24000
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        with live(tmp_path_factory.mktemp("text"), checkpoint=checkpoint_dir) as running:
+        # At debug level the log shows each item sent to the sidecar (supervisor/pool.py).
+        folder = tmp_path_factory.mktemp("text")
+        with live(folder, "--log-level", "debug", checkpoint=checkpoint_dir) as running:
             yield running
 
 
 def speech(server: LiveServer, **fields: Any) -> httpx.Response:
-    body = {"response_format": "pcm", "seed": 5, **fields}
+    """A pcm answer, seed 5 unless given (None: not sent)."""
+    body = {
+        key: v
+        for key, v in {"response_format": "pcm", "seed": 5, **fields}.items()
+        if v is not None
+    }
     return httpx.post(
         server.url + "/v1/audio/speech",
         json=body,
@@ -58,6 +70,90 @@ def test_a_break_is_that_much_silence_in_the_audio(server: LiveServer) -> None:
     assert plain.status_code == broken.status_code == 200
     assert broken.headers["X-Chunks"] == "2"
     assert longest_silence_s(plain.content) < 1.5 <= longest_silence_s(broken.content)
+
+
+def items_sent(server: LiveServer, **fields: Any) -> list[dict[str, Any]]:
+    """Speak, and return the items the sidecar was sent for it, in order, as the server's debug
+    log shows them (supervisor/pool.py): what the model read, with its seed and voice."""
+    mark = server.log.stat().st_size
+    answer = speech(server, **fields)
+    assert answer.status_code == 200 and answer.content, answer.text
+    with server.log.open("rb") as log:
+        log.seek(mark)
+        lines = log.read().decode().splitlines()
+    found = [re.search(r": batch \d+ item (\{.*\})$", line) for line in lines]
+    items = [json.loads(m.group(1)) for m in found if m]
+    assert len(items) == int(answer.headers["X-Chunks"]), lines
+    return sorted(items, key=lambda item: int(item["id"].rsplit("-", 1)[1]))
+
+
+def texts_sent(server: LiveServer, **fields: Any) -> list[str]:
+    return [item["text"] for item in items_sent(server, **fields)]
+
+
+# What the model reads for each feature, on the tiny checkpoint.
+READS = [
+    ({"input": "It costs €1 and 3.5 kg.", "language": "en", "normalize": True},
+     ["It costs one euro and three point five kilograms."]),
+    ({"input": "Der 2. Platz kostet 1 €.", "language": "de", "normalize": True},
+     ["Der zweite Platz kostet ein Euro."]),
+    ({"input": "Le 05/03/2024 à 1:00.", "language": "fr", "normalize": True},
+     ["Le cinq mars deux mille vingt-quatre à une heure."]),
+    ({"input": "El 2024-03-05 cuesta $3.", "language": "es", "normalize": True},
+     ["El cinco de marzo de dos mil veinticuatro cuesta tres dólares."]),
+    ({"input": "共有1234人，增长了50%。", "language": "zh", "normalize": True},
+     ["共有一千二百三十四人，增长了百分之五十。"]),
+    ({"input": "It costs €1 and 3.5 kg.", "language": "en"}, ["It costs €1 and 3.5 kg."]),
+    ({"input": '<speak>The <sub alias="World Wide Web">WWW</sub> is big.</speak>'},
+     ["The World Wide Web is big."]),
+    ({"input": '<speak>Call <say-as interpret-as="characters">IBM</say-as> now.</speak>'},
+     ["Call I B M now."]),
+    ({"input": '<speak>Take <say-as interpret-as="cardinal">42</say-as>.</speak>'},
+     ["Take forty-two."]),
+    ({"input": '<speak>The <say-as interpret-as="ordinal">3</say-as> one.</speak>'},
+     ["The third one."]),
+    ({"input": '<speak>On <say-as interpret-as="date">2024-03-05</say-as>.</speak>'},
+     ["On March fifth, twenty twenty-four."]),
+    ({"input": '<speak>Dial <say-as interpret-as="telephone">+1 555 0100</say-as>.</speak>'},
+     ["Dial plus one, five five five, zero one zero zero."]),
+    ({"input": '<speak>One.<break time="500ms"/>Two.</speak>'}, ["One.", "Two."]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fields", "read"), READS)
+def test_the_model_reads_what_each_feature_makes_of_the_text(
+    server: LiveServer, fields: dict[str, Any], read: list[str]
+) -> None:
+    assert texts_sent(server, **fields) == read
+
+
+def test_ssml_spans_reach_the_model_in_their_speed_voice_and_language(
+    server: LiveServer,
+) -> None:
+    document = (
+        '<speak>Plain. <prosody rate="150%">Quickly now.</prosody> <voice name="onyx">Deep.'
+        '</voice> <lang xml:lang="de">Guten Tag.</lang></speak>'
+    )
+    plain, quick, deep, german = items_sent(server, input=document, language="en", speed=0.8)
+    assert (plain["text"], plain["speed"], plain["language"]) == ("Plain.", 0.8, "en")
+    assert (quick["text"], quick["speed"]) == ("Quickly now.", pytest.approx(1.2))
+    assert (deep["text"], deep["instruct"]) == ("Deep.", OPENAI_VOICES["onyx"])
+    assert "instruct" not in plain and (german["text"], german["language"]) == ("Guten Tag.", "de")
+
+
+def test_a_lexicon_is_applied_before_normalisation_on_the_model(server: LiveServer) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    body = {"language": "en", "entries": {"Dr.": "Drive"}}
+    url = server.url + "/v1/audio/lexicons/streets"
+    assert httpx.put(url, json=body, headers=auth).status_code == 201
+    try:
+        text = {"input": "Dr. Lee lives at 12 Dr. Way.", "language": "en", "normalize": True}
+        assert texts_sent(server, **text, lexicon="streets") == [
+            "Drive Lee lives at twelve Drive Way."
+        ]
+        assert texts_sent(server, **text) == ["Doctor Lee lives at twelve Doctor Way."]
+    finally:
+        httpx.delete(url, headers=auth)
 
 
 def test_voices_named_in_the_text_are_used_and_unknown_ones_refused(server: LiveServer) -> None:
@@ -214,3 +310,29 @@ def test_a_two_voice_dialogue_is_one_file_with_the_pause_asked_for(server: LiveS
     assert (
         refused.status_code == 400 and "line 1 has no speaker" in refused.json()["error"]["message"]
     )
+
+
+def test_dialogue_turns_reach_the_model_in_the_voices_named(server: LiveServer) -> None:
+    """Each turn is an item with its text, and the design (OpenAI voice) or the saved prompt of
+    the voice named, seeded from that voice's seed at the turn's chunk index."""
+    created = httpx.post(server.url + "/v1/audio/voices", headers={"Authorization": f"Bearer {KEY}"},
+                         data={"name": "dialogue-narrator", "consent": "cons_local",
+                               "transcript": "A steady tone for two seconds."},
+                         files={"audio_sample": ("ref.wav", tone_wav(2.0), "audio/wav")}, timeout=300)  # fmt: skip
+    assert created.status_code == 201, created.text
+    script = "[alloy] Good morning.\n[dialogue-narrator] They met.\n[onyx] Hello."
+    alloy, narrator, onyx = items_sent(server, input=script, dialogue=True, pause_ms=400, seed=None)
+    assert [alloy["text"], narrator["text"], onyx["text"]] == [
+        "Good morning.",
+        "They met.",
+        "Hello.",
+    ]
+    assert (alloy["instruct"], alloy["seed"]) == (OPENAI_VOICES["alloy"], default_seed("alloy"))
+    assert (onyx["instruct"], onyx["seed"]) == (
+        OPENAI_VOICES["onyx"],
+        (default_seed("onyx") + 2 * CHUNK_SEED_STRIDE) % (MAX_SEED + 1),
+    )
+    assert (
+        narrator["prompt_text"] == "A steady tone for two seconds." and "instruct" not in narrator
+    )
+    assert "prompt_text" not in alloy and "prompt_text" not in onyx
