@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 from supervisor import pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
-from supervisor.pool import SlotState
+from supervisor.slot import SlotState
 from supervisor.settings import Settings
 from supervisor.systemd import Notifier, ServiceState
 
