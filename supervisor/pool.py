@@ -20,12 +20,10 @@ the pool gives up (`give_up`) and the server exits non-zero, for systemd to rest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sidecar.protocol import Message, ProtocolError
@@ -33,23 +31,29 @@ from supervisor import gpu, metrics
 from supervisor.errors import SidecarLost, Unavailable
 from supervisor.gpu import Device
 from supervisor.process import FrameHandler, KillReason, ProcessFactory, SidecarProcess, State
-from supervisor.scheduler import Batch, Scheduler
-from supervisor.session import (Answered, Clock, Dropped, Event, Finished, Loaded, Refused,
-                                Unsent)
+from supervisor.scheduler import Scheduler
+from supervisor.session import Answered, Clock, Dropped, Event, Finished, Loaded, Refused, Unsent
 from supervisor.settings import Settings
 from supervisor.shutdown import give_up, stop_pool
+from supervisor.sidecar_command import sidecar_argv, sidecar_env
 from supervisor.slot import Slot, SlotState
 
 log = logging.getLogger("omnivoice.pool")
 
 TICK_S = 0.1
 LOOP_FAILURE_LIMIT = 10  # passes in a row that raised before the pool gives up
-REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class Pool:
-    def __init__(self, settings: Settings, scheduler: Scheduler, devices: list[Device], *,
-                 clock: Clock = time.monotonic, make_process: ProcessFactory | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        scheduler: Scheduler,
+        devices: list[Device],
+        *,
+        clock: Clock = time.monotonic,
+        make_process: ProcessFactory | None = None,
+    ) -> None:
         self.settings = settings
         self.scheduler = scheduler
         self.clock = clock
@@ -82,10 +86,8 @@ class Pool:
         """The arbiter loop. It ends only when `stop` cancels it, or when it gives up."""
         failures = 0
         while True:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):  # a tick: work goes on without a wake
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
             self._wakeup.clear()
             try:
                 await self.run_once()
@@ -108,9 +110,9 @@ class Pool:
     def kill_overdue_sidecars(self) -> None:
         now = self.clock()
         for slot in self.slots:
-            if slot.session is not None:
-                if (overdue := slot.session.overdue(self.settings, now)) is not None:
-                    self.kill_sidecar(slot.session.process, *overdue)
+            session = slot.session
+            if session is not None and (overdue := session.overdue(self.settings, now)):
+                self.kill_sidecar(session.process, *overdue)
 
     def kill_sidecar(self, proc: SidecarProcess, reason: KillReason, detail: str) -> None:
         log.warning("%s: %s (%s); SIGKILL to its process group", proc.tag, reason.value, detail)
@@ -124,6 +126,7 @@ class Pool:
             slot.session, proc = None, session.process
             reason = proc.kill_reason or KillReason.EXITED
             slot.kills[reason.value] += 1
+            slot.last_kill = reason.value
             planned = reason in (KillReason.SHUTDOWN, KillReason.IDLE)
             level = logging.INFO if planned else logging.ERROR
             log.log(level, "%s: %s, %s", proc.tag, proc.exit_description, reason.value)
@@ -156,7 +159,8 @@ class Pool:
         if self.scheduler.capacity == 0 and not self.all_failed.is_set():
             log.critical("every device has failed; no request can be served")
             self.scheduler.fail_queued(
-                Unavailable("every device has failed; see /health", retry_after_s=60))
+                Unavailable("every device has failed; see /health", retry_after_s=60)
+            )
             self.all_failed.set()
 
     def needs_capacity(self) -> bool:
@@ -174,8 +178,12 @@ class Pool:
             return
         running = sum(1 for other in self.slots if other.state is SlotState.ACTIVE)
         if now - session.idle_since >= s.idle_reap_s and running > s.min_warm:
-            log.info("%s: idle for %.1f s; stopping it to free %s",
-                     session.tag, now - session.idle_since, slot.device.name)
+            log.info(
+                "%s: idle for %.1f s; stopping it to free %s",
+                session.tag,
+                now - session.idle_since,
+                slot.device.name,
+            )
             session.process.stop(KillReason.IDLE, s.stop_timeout_s)
 
     def ping_idle_sidecars(self) -> None:
@@ -198,8 +206,11 @@ class Pool:
             return
         held = [(slot, slot.session) for slot in self.slots if slot.session is not None]
         idle = [(slot, x) for slot, x in held if x.state is State.READY]
-        busy = [(slot, x) for slot, x in held
-                if x.state is State.BUSY and len(x.batches) < 2 and not x.isolated]
+        busy = [
+            (slot, x)
+            for slot, x in held
+            if x.state is State.BUSY and len(x.batches) < 2 and not x.isolated
+        ]
         for slot, session in idle + busy:
             if (batch := self.scheduler.next_batch(ahead=session.state is State.BUSY)) is None:
                 return
@@ -208,25 +219,19 @@ class Pool:
 
     # ------------------------------------------------------------ spawning and frames
 
-    def sidecar_argv(self, device: Device) -> list[str]:
-        s = self.settings
-        argv = [sys.executable, "-m", "sidecar", "--engine", s.engine, "--model", s.model,
-                "--device", device.torch_device, "--dtype", s.dtype, "--id", device.id,
-                "--max-frame-bytes", str(s.max_frame_bytes), "--warmup-steps", str(s.warmup_steps)]
-        return argv + (["--test-faults"] if s.test_faults else [])
-
-    def sidecar_env(self, device: Device) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(device.environment())
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
-        return env
-
-    def sidecar_process(self, device: Device, on_frame: FrameHandler,
-                        wake: Callable[[], None]) -> SidecarProcess:
-        """The real process factory: `python -m sidecar` for the device."""
-        return SidecarProcess(device, self.sidecar_argv(device), self.sidecar_env(device),
-                              self.settings.max_frame_bytes, on_frame, wake, self.clock)
+    def sidecar_process(
+        self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]
+    ) -> SidecarProcess:
+        """The real process factory: `python -P -m sidecar` for the device."""
+        return SidecarProcess(
+            device,
+            sidecar_argv(self.settings, device),
+            sidecar_env(device),
+            self.settings.max_frame_bytes,
+            on_frame,
+            wake,
+            self.clock,
+        )
 
     async def spawn_sidecar(self, slot: Slot) -> None:
         if slot.device.index is not None:
@@ -245,12 +250,8 @@ class Pool:
     def apply(self, slot: Slot, event: Event) -> None:
         """Turn one session event into scheduler calls."""
         if isinstance(event, Loaded):
-            slot.failures_in_row = 0
             self.ever_ready = True
-            since = "" if slot.died_at is None else (
-                f", {self.clock() - slot.died_at:.2f} s after the previous one died")
-            log.info("%s pid %d: ready in %.2f s%s (%s)", slot.device.id, slot.pids[-1],
-                     event.load_s, since, event.info["memory"])
+            slot.loaded(event, self.clock())
         elif isinstance(event, Answered):
             self.scheduler.resolve(event.task, event.message)
         elif isinstance(event, Refused):

@@ -19,7 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sidecar.protocol import FROM_SIDECAR, ExitCode, Message, ProtocolError, encode_frame, read_frame_async
+from sidecar.protocol import (
+    FROM_SIDECAR,
+    ExitCode,
+    Message,
+    ProtocolError,
+    encode_frame,
+    read_frame_async,
+)
 from supervisor.gpu import Device
 
 log = logging.getLogger("omnivoice.process")
@@ -152,7 +159,12 @@ class SidecarProcess:
 
         Never blocks: a SIGSTOPped child cannot stall the pool, whose deadlines kill it.
         """
-        if self.state is State.DEAD or self._proc is None or self._proc.stdin is None or self._proc.stdin.is_closing():
+        if (
+            self.state is State.DEAD
+            or self._proc is None
+            or self._proc.stdin is None
+            or self._proc.stdin.is_closing()
+        ):
             return False
         self._proc.stdin.write(encode_frame(message, self.max_frame_bytes))
         return True
@@ -171,7 +183,7 @@ class SidecarProcess:
 
     def kill(self, reason: KillReason, detail: str = "") -> None:
         """SIGKILL the whole process group. The first reason given is the one recorded."""
-        if self.kill_reason is None or self.kill_reason in PLANNED and reason not in PLANNED:
+        if self.kill_reason is None or (self.kill_reason in PLANNED and reason not in PLANNED):
             self.kill_reason = reason
             self.kill_detail = detail
         if self.state is State.DEAD:
@@ -214,8 +226,14 @@ class SidecarProcess:
                 self.kill(KillReason.PROTOCOL_ERROR, f"protocol error: {exc}")
                 return
             except Exception:
-                log.exception("%s: handling a %r frame failed; killing the sidecar", self.tag, message.get("op"))
-                self.kill(KillReason.PROTOCOL_ERROR, "the supervisor could not handle one of its frames")
+                log.exception(
+                    "%s: handling a %r frame failed; killing the sidecar",
+                    self.tag,
+                    message.get("op"),
+                )
+                self.kill(
+                    KillReason.PROTOCOL_ERROR, "the supervisor could not handle one of its frames"
+                )
                 return
 
     async def _forward_stderr(self) -> None:
@@ -245,7 +263,9 @@ class SidecarProcess:
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_AFTER_EXIT_S)
         except asyncio.TimeoutError:
             reader.cancel()
-        self.exit_description = decode_exit(self.returncode, killed_by_us=self.kill_reason is not None)
+        self.exit_description = decode_exit(
+            self.returncode, killed_by_us=self.kill_reason is not None
+        )
         if self._proc.stdin is not None:
             self._proc.stdin.close()
         self.change_state(State.DEAD)  # every live state may end here

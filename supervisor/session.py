@@ -15,8 +15,15 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sidecar.protocol import (PROTOCOL_VERSION, Encoded, Message, ProtocolError, Ready, Result,
-                              encode_frame)
+from sidecar.protocol import (
+    PROTOCOL_VERSION,
+    Encoded,
+    Message,
+    ProtocolError,
+    Ready,
+    Result,
+    encode_frame,
+)
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
 from supervisor.process import KillReason, SidecarProcess, State
 from supervisor.scheduler import Batch, Task
@@ -132,10 +139,13 @@ class Session:
         elif proc.state is State.READY and self.ping_sent_at is not None:
             if now - self.ping_sent_at > s.ping_timeout_s:
                 return KillReason.PING_TIMEOUT, f"no pong within {s.ping_timeout_s:.1f} s"
-        elif proc.state is State.STOPPING and proc.stop_deadline is not None:
-            if now > proc.stop_deadline:
-                why = f"did not exit within {s.stop_timeout_s:.1f} s of being told to stop"
-                return proc.kill_reason or KillReason.SHUTDOWN, why
+        elif (
+            proc.state is State.STOPPING
+            and proc.stop_deadline is not None
+            and now > proc.stop_deadline
+        ):
+            why = f"did not exit within {s.stop_timeout_s:.1f} s of being told to stop"
+            return proc.kill_reason or KillReason.SHUTDOWN, why
         return None
 
     # ------------------------------------------------------------ sending
@@ -166,14 +176,21 @@ class Session:
             log.error("%s: batch %d cannot be sent: %r", self.tag, batch.id, exc)
             why = f"the request could not be sent to a sidecar: {type(exc).__name__}: {exc}"
             return [Dropped(batch, ServerError(why))]
-        log.warning("%s: batch %d: %d task(s) cannot be sent (%r); the others are re-queued",
-                    self.tag, batch.id, len(guilty), exc)
+        log.warning(
+            "%s: batch %d: %d task(s) cannot be sent (%r); the others are re-queued",
+            self.tag,
+            batch.id,
+            len(guilty),
+            exc,
+        )
         refused: list[Event] = [
-            Refused(task, InvalidRequest(f"the request cannot be sent to a sidecar: {why}",
-                                         param="input"))
+            Refused(
+                task,
+                InvalidRequest(f"the request cannot be sent to a sidecar: {why}", param="input"),
+            )
             for task, why in guilty
         ]
-        return refused + [Unsent(batch)]
+        return [*refused, Unsent(batch)]
 
     def ping(self) -> None:
         self.ping_nonce += 1

@@ -32,8 +32,7 @@ def give_up(pool: Pool, why: str) -> None:
     it. Spinning on a broken loop would leave every request hanging."""
     log.critical("%s; failing all work and giving up", why)
     pool.broken = True
-    error = Unavailable(f"the server hit an internal error ({why}); retry later",
-                        retry_after_s=60)
+    error = Unavailable(f"the server hit an internal error ({why}); retry later", retry_after_s=60)
     pool.scheduler.close(error)
     pool.scheduler.capacity = 0
     pool.scheduler.fail_queued(error)
@@ -60,11 +59,15 @@ async def drain(pool: Pool, drain_s: float) -> bool:
 async def stop_pool(pool: Pool, drain_s: float) -> None:
     pool.draining = True
     pool.scheduler.close(
-        Unavailable("the server is shutting down", retry_after_s=max(1.0, drain_s)))
+        Unavailable("the server is shutting down", retry_after_s=max(1.0, drain_s))
+    )
     began = pool.clock()
     if not (drained := await drain(pool, drain_s)):
-        log.warning("drain: over after %.1f s, %d task(s) unfinished",
-                    pool.clock() - began, len(pool.scheduler.unfinished))
+        log.warning(
+            "drain: over after %.1f s, %d task(s) unfinished",
+            pool.clock() - began,
+            len(pool.scheduler.unfinished),
+        )
     pool.stopping = True
     pool.scheduler.fail_queued(Unavailable("the server shut down before this request ran"))
     for slot in pool.slots:
@@ -72,7 +75,7 @@ async def stop_pool(pool: Pool, drain_s: float) -> None:
         if proc is None:
             if slot.state is not SlotState.STOPPED:
                 slot.change_state(SlotState.STOPPED)
-        elif pool.hurried.is_set() or proc.state is State.BUSY and not drained:
+        elif pool.hurried.is_set() or (proc.state is State.BUSY and not drained):
             # What it still runs will not be waited for: BUSY -> STOPPING now.
             pool.kill_sidecar(proc, KillReason.SHUTDOWN, "the drain is over")
         else:

@@ -19,11 +19,13 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from sidecar.protocol import ExitCode
 from supervisor import gpu
 from supervisor.gpu import Device
 from supervisor.process import SidecarProcess, State
-from supervisor.session import Clock, Session
+from supervisor.session import Clock, Loaded, Session
 from supervisor.settings import Settings
 
 log = logging.getLogger("omnivoice.pool")
@@ -48,6 +50,16 @@ SLOT_TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
 }
 
 
+def resident_bytes(pid: int | None) -> int | None:
+    """A sidecar's resident memory (host RAM; GPU memory is the gpu_memory_peak_bytes metric)."""
+    if pid is None:
+        return None
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
 def backoff_delay(settings: Settings, failures_in_row: int) -> float:
     """The first respawn is at once; then backoff_initial_s, doubling up to backoff_max_s."""
     if failures_in_row <= 1:
@@ -64,6 +76,7 @@ class Slot:
     session: Session | None = None
     restarts: int = 0
     kills: Counter[str] = field(default_factory=Counter)
+    last_kill: str | None = None  # the reason the last process of this slot ended
     last_error: str | None = None
     restart_times: deque[float] = field(default_factory=deque)
     failures_in_row: int = 0
@@ -97,6 +110,19 @@ class Slot:
         self.session = Session(proc, clock)
         self.pids.append(proc.pid)
         self.change_state(SlotState.ACTIVE, f"pid {proc.pid}")
+
+    def loaded(self, event: Loaded, now: float) -> None:
+        """Its sidecar is ready: the failures in a row are over."""
+        self.failures_in_row = 0
+        since = "" if self.died_at is None else f", {now - self.died_at:.2f} s after the last died"
+        log.info(
+            "%s pid %d: ready in %.2f s%s (%s)",
+            self.device.id,
+            self.pids[-1],
+            event.load_s,
+            since,
+            event.info["memory"],
+        )
 
     def after_death(self, session: Session, settings: Settings, now: float) -> None:
         """After an unplanned death: back off, or give up on the device."""
@@ -136,15 +162,21 @@ class Slot:
         if self.memory_deadline is None:
             self.memory_deadline = now + settings.memory_reclaim_s
         slack = settings.memory_slack_mb * 2**20
-        back, figures = gpu.memory_is_back(self.device.index, self.dead_pid,
-                                           self.memory_before_start, slack)
+        back, figures = gpu.memory_is_back(
+            self.device.index, self.dead_pid, self.memory_before_start, slack
+        )
         if back is not False:
-            log.info("%s: memory back %.2f s after the death (%s)",
-                     self.device.id, now - self.died_at, figures)
+            log.info(
+                "%s: memory back %.2f s after the death (%s)",
+                self.device.id,
+                now - self.died_at,
+                figures,
+            )
             return True
         if now > self.memory_deadline:
-            self.last_error = (f"GPU memory did not come back within "
-                               f"{settings.memory_reclaim_s:g} s: {figures}")
+            self.last_error = (
+                f"GPU memory did not come back within {settings.memory_reclaim_s:g} s: {figures}"
+            )
             self.change_state(SlotState.FAILED, self.last_error)
         return False
 
@@ -157,7 +189,9 @@ class Slot:
             "state": self.public_state,
             "restarts": self.restarts,
             "kills": dict(self.kills),
+            "last_kill": self.last_kill,
             "last_error": self.last_error,
+            "memory_bytes": resident_bytes(self.process.pid if self.process else None),
         }
 
     @property

@@ -27,8 +27,14 @@ from supervisor.settings import Settings
 from supervisor.slot import Slot, SlotState, backoff_delay
 
 CPU0, CPU1 = Device("cpu0", "cpu", None), Device("cpu1", "cpu", None)
-READY: Message = {"op": "ready", "device": "cpu", "model": "m", "engine": "null",
-                  "sample_rate": 24000, "memory": {}}
+READY: Message = {
+    "op": "ready",
+    "device": "cpu",
+    "model": "m",
+    "engine": "null",
+    "sample_rate": 24000,
+    "memory": {},
+}
 
 
 class FakeClock:
@@ -44,8 +50,9 @@ class FakeProcess(SidecarProcess):
 
     next_pid = 900_000
 
-    def __init__(self, device: Device, on_frame: FrameHandler, wake: Callable[[], None],
-                 clock: FakeClock) -> None:
+    def __init__(
+        self, device: Device, on_frame: FrameHandler, wake: Callable[[], None], clock: FakeClock
+    ) -> None:
         super().__init__(device, [], {}, 1 << 20, on_frame, wake, clock)
         self.sent: list[dict[str, Any]] = []
         self.signals: list[int] = []
@@ -77,12 +84,21 @@ class FakeProcess(SidecarProcess):
 
 
 def fake_settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {"model": "", "engine": "null", "load_timeout_s": 10.0,
-                              "load_total_s": 30.0, "heartbeat_timeout_s": 3.0,
-                              "ping_interval_s": 5.0, "ping_timeout_s": 2.0,
-                              "stop_timeout_s": 4.0, "backoff_initial_s": 0.5,
-                              "backoff_max_s": 4.0, "restart_window_s": 60.0,
-                              "max_restarts": 5, "max_batch_latency_ms": 0.0}
+    values: dict[str, Any] = {
+        "model": "",
+        "engine": "null",
+        "load_timeout_s": 10.0,
+        "load_total_s": 30.0,
+        "heartbeat_timeout_s": 3.0,
+        "ping_interval_s": 5.0,
+        "ping_timeout_s": 2.0,
+        "stop_timeout_s": 4.0,
+        "backoff_initial_s": 0.5,
+        "backoff_max_s": 4.0,
+        "restart_window_s": 60.0,
+        "max_restarts": 5,
+        "max_batch_latency_ms": 0.0,
+    }
     values.update(overrides)
     return Settings(**values)
 
@@ -94,8 +110,9 @@ class Arbiter:
         self.clock = FakeClock()
         self.processes: list[FakeProcess] = []
         self.scheduler = Scheduler(settings)
-        self.pool = Pool(settings, self.scheduler, list(devices), clock=self.clock,
-                         make_process=self.make)
+        self.pool = Pool(
+            settings, self.scheduler, list(devices), clock=self.clock, make_process=self.make
+        )
 
     def make(self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]) -> FakeProcess:
         proc = FakeProcess(device, on_frame, wake, self.clock)
@@ -196,19 +213,23 @@ async def stopping_too_long(a: Arbiter) -> None:
     await a.tick(4.5)
 
 
-@pytest.mark.parametrize(("scenario", "expected"), [
-    (starting_silent, KillReason.LOAD_TIMEOUT),
-    (starting_chatty_but_long, KillReason.LOAD_TIMEOUT),
-    (starting_in_time, None),
-    (busy_silent, KillReason.HEARTBEAT_TIMEOUT),
-    (busy_stepping, None),
-    (idle_ping_unanswered, KillReason.PING_TIMEOUT),
-    (idle_ping_answered, None),
-    (idle_stale_pong, KillReason.PING_TIMEOUT),
-    (stopping_too_long, KillReason.IDLE),
-])
-def test_deadlines(scenario: Callable[[Arbiter], Coroutine[Any, Any, None]],
-                   expected: KillReason | None) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        (starting_silent, KillReason.LOAD_TIMEOUT),
+        (starting_chatty_but_long, KillReason.LOAD_TIMEOUT),
+        (starting_in_time, None),
+        (busy_silent, KillReason.HEARTBEAT_TIMEOUT),
+        (busy_stepping, None),
+        (idle_ping_unanswered, KillReason.PING_TIMEOUT),
+        (idle_ping_answered, None),
+        (idle_stale_pong, KillReason.PING_TIMEOUT),
+        (stopping_too_long, KillReason.IDLE),
+    ],
+)
+def test_deadlines(
+    scenario: Callable[[Arbiter], Coroutine[Any, Any, None]], expected: KillReason | None
+) -> None:
     async def body() -> None:
         a = await Arbiter(fake_settings()).started(ready=False)
         await scenario(a)
@@ -222,8 +243,9 @@ def test_deadlines(scenario: Callable[[Arbiter], Coroutine[Any, Any, None]],
 # ---------------------------------------------------------------- backoff and restart intensity
 
 
-@pytest.mark.parametrize(("failures", "delay"), [(1, 0.0), (2, 0.5), (3, 1.0), (4, 2.0), (5, 4.0),
-                                                 (9, 4.0)])
+@pytest.mark.parametrize(
+    ("failures", "delay"), [(1, 0.0), (2, 0.5), (3, 1.0), (4, 2.0), (5, 4.0), (9, 4.0)]
+)
 def test_backoff_doubles_up_to_its_cap(failures: int, delay: float) -> None:
     assert backoff_delay(fake_settings(), failures) == delay
 
@@ -252,12 +274,15 @@ def test_respawns_wait_for_the_backoff_and_a_ready_sidecar_resets_it() -> None:
     run(body())
 
 
-@pytest.mark.parametrize(("deaths_at", "failed"), [
-    ([0, 1, 2, 3, 4], False),  # five restarts within the window: allowed
-    ([0, 1, 2, 3, 4, 5], True),  # the sixth is one too many
-    ([0, 10, 20, 30, 40, 61], False),  # the first one has left the 60 s window
-    ([0, 10, 20, 30, 40, 59], True),
-])
+@pytest.mark.parametrize(
+    ("deaths_at", "failed"),
+    [
+        ([0, 1, 2, 3, 4], False),  # five restarts within the window: allowed
+        ([0, 1, 2, 3, 4, 5], True),  # the sixth is one too many
+        ([0, 10, 20, 30, 40, 61], False),  # the first one has left the 60 s window
+        ([0, 10, 20, 30, 40, 59], True),
+    ],
+)
 def test_restart_intensity(deaths_at: list[float], failed: bool) -> None:
     settings = fake_settings()
     slot = Slot(CPU0, state=SlotState.ACTIVE)
@@ -273,8 +298,15 @@ def test_restart_intensity(deaths_at: list[float], failed: bool) -> None:
 def test_a_load_error_fails_the_device_without_a_respawn() -> None:
     async def body() -> None:
         a = await Arbiter(fake_settings()).started(ready=False)
-        a.proc().frame({"op": "error", "batch": None, "id": None, "kind": "load_failed",
-                        "message": "no such checkpoint"})
+        a.proc().frame(
+            {
+                "op": "error",
+                "batch": None,
+                "id": None,
+                "kind": "load_failed",
+                "message": "no such checkpoint",
+            }
+        )
         a.proc().exit(3)
         await a.tick()
         slot = a.pool.slots[0]
@@ -288,18 +320,21 @@ def test_a_load_error_fails_the_device_without_a_respawn() -> None:
 # ---------------------------------------------------------------- idle reaping
 
 
-@pytest.mark.parametrize(("idle_reap_s", "min_warm", "idle_s", "work", "reaped"), [
-    (10.0, 0, 10.0, False, True),
-    (10.0, 0, 9.9, False, False),
-    (0.0, 0, 1000.0, False, False),  # reaping off
-    (10.0, 1, 10.0, False, False),  # the last warm one stays
-    (10.0, 0, 10.0, True, False),  # work is waiting
-])
-def test_idle_reaping(idle_reap_s: float, min_warm: int, idle_s: float, work: bool,
-                      reaped: bool) -> None:
+@pytest.mark.parametrize(
+    ("idle_reap_s", "min_warm", "idle_s", "work", "reaped"),
+    [
+        (10.0, 0, 10.0, False, True),
+        (10.0, 0, 9.9, False, False),
+        (0.0, 0, 1000.0, False, False),  # reaping off
+        (10.0, 1, 10.0, False, False),  # the last warm one stays
+        (10.0, 0, 10.0, True, False),  # work is waiting
+    ],
+)
+def test_idle_reaping(
+    idle_reap_s: float, min_warm: int, idle_s: float, work: bool, reaped: bool
+) -> None:
     async def body() -> None:
-        settings = fake_settings(idle_reap_s=idle_reap_s, min_warm=min_warm,
-                                 ping_interval_s=1e6)
+        settings = fake_settings(idle_reap_s=idle_reap_s, min_warm=min_warm, ping_interval_s=1e6)
         a = await Arbiter(settings).started()
         if work:  # queued, and kept queued: this is about reaping, not dispatch
             a.pool.dispatch_batches = lambda: None  # type: ignore[method-assign]
@@ -367,9 +402,19 @@ def test_an_isolated_task_waits_for_an_idle_sidecar() -> None:
 
 def answer(a: Arbiter, batch: Any) -> None:
     for task in batch.tasks:
-        a.proc().frame({"op": "result", "batch": batch.id, "id": task.id, "audio": b"",
-                        "encoding": "s16le", "sample_rate": 24000, "seed": 0, "tokens": [],
-                        "timings": {"audio_s": 1.0}})
+        a.proc().frame(
+            {
+                "op": "result",
+                "batch": batch.id,
+                "id": task.id,
+                "audio": b"",
+                "encoding": "s16le",
+                "sample_rate": 24000,
+                "seed": 0,
+                "tokens": [],
+                "timings": {"audio_s": 1.0},
+            }
+        )
     a.proc().frame({"op": "done", "batch": batch.id, "stats": {}})
 
 
