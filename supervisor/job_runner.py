@@ -4,7 +4,9 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
 
     releases everything it runs, if the server is draining (the items run again after the restart)
     removes jobs past their retention (once a minute)
-    starts queued items while there is room
+    refreshes each job's estimated finish (once a second; supervisor/outlook.py)
+    starts queued items while there is room: of jobs whose `not_before` has come, the earliest
+    deadline first (jobs without one last), then the oldest job
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
@@ -36,10 +38,11 @@ import sqlite3
 import time
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import formats, metrics, schemas
 from supervisor.api import Services
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
+from supervisor.outlook import Outlook
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
 from supervisor.voice_store import resolve_voice
@@ -50,6 +53,7 @@ BULK_SHARE = 0.5  # most of the admission limit job items may hold
 WINDOW_BATCHES = 2  # items in flight: this many full batches per usable sidecar
 TICK_S = 0.5
 SWEEP_EVERY_S = 60.0
+OUTLOOK_EVERY_S = 1.0
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
 Key = tuple[str, int]
@@ -71,6 +75,8 @@ class JobRunner:
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
+        self.outlook = Outlook(store, svc.scheduler)
+        self._deadline_metrics: metrics.DeadlineCollector | None = None
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -83,7 +89,17 @@ class JobRunner:
                 done,
                 queued,
             )
+        await self.outlook.refresh()
+        self._deadline_metrics = metrics.watch_deadlines(self.outlook.summary)
         self._task = asyncio.create_task(self.run(), name="jobs")
+
+    async def refresh_outlook(self) -> None:
+        await self.outlook.refresh()
+
+    def with_outlook(self, job: dict[str, Any] | None) -> dict[str, Any]:
+        """A job object from the store, with its estimated finish and deadline risk."""
+        assert job is not None
+        return self.outlook.annotate(job)
 
     async def run(self) -> None:
         next_sweep = 0.0
@@ -105,6 +121,8 @@ class JobRunner:
                     )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
+                if time.monotonic() - self.outlook.refreshed_at >= OUTLOOK_EVERY_S:
+                    await self.outlook.refresh()
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
@@ -308,6 +326,9 @@ class JobRunner:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._deadline_metrics is not None:
+            metrics.unwatch(self._deadline_metrics)
+            self._deadline_metrics = None
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)
