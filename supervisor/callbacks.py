@@ -8,6 +8,7 @@ The signature follows the common webhook scheme: `X-OmniVoice-Signature: t=<unix
 HMAC-SHA256 of "<t>.<body>">` with `--callback-secret` as the key. The receiver recomputes it
 over the raw body and refuses a `t` too far from its clock, so a captured callback cannot be
 replayed later.
+
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
     releases everything it runs, if the server is draining (the items run again after the restart)
     removes jobs past their retention (once a minute)
     refreshes each job's estimated finish (once a second; supervisor/outlook.py)
+    sends the callbacks of jobs that ended (supervisor/callback_sender.py)
     starts queued items while there is room: of jobs whose `not_before` has come, the earliest
     deadline first (jobs without one last), then the oldest job
 
@@ -40,6 +41,7 @@ from typing import Any
 
 from supervisor import formats, metrics, schemas
 from supervisor.api import Services
+from supervisor.callback_sender import CallbackSender
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.outlook import Outlook
@@ -77,6 +79,7 @@ class JobRunner:
         self._stopping = False
         self.outlook = Outlook(store, svc.scheduler)
         self._deadline_metrics: metrics.DeadlineCollector | None = None
+        self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -123,6 +126,7 @@ class JobRunner:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
                 if time.monotonic() - self.outlook.refreshed_at >= OUTLOOK_EVERY_S:
                     await self.outlook.refresh()
+                await self.callbacks.dispatch()
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
@@ -329,6 +333,7 @@ class JobRunner:
         if self._deadline_metrics is not None:
             metrics.unwatch(self._deadline_metrics)
             self._deadline_metrics = None
+        await self.callbacks.close()
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)

@@ -19,6 +19,8 @@ from supervisor.schedule import rfc3339
 from supervisor.scheduler import Priority, Scheduler
 from supervisor.timeline import at_risk, finishes
 
+ENDED = ("completed", "failed", "cancelled")  # job states
+
 
 @dataclass
 class Outlook:
@@ -48,6 +50,9 @@ class Outlook:
     def annotate(self, job: dict[str, Any]) -> dict[str, Any]:
         """The job object with `estimated_finish` (RFC 3339 or null) and `deadline_at_risk`."""
         job_id = job["id"]
+        if job["state"] in ENDED:  # the cache may not know yet
+            job["estimated_finish"], job["deadline_at_risk"] = None, False
+            return job
         finish = self.finish.get(job_id)
         job["estimated_finish"] = rfc3339(finish)
         job["deadline_at_risk"] = at_risk(self.deadline.get(job_id), finish, time.time())
