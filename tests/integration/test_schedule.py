@@ -11,6 +11,10 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
+import re
+import shlex
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +23,9 @@ from typing import Any
 
 import pytest
 from job_helpers import ended, job, submit, wait_job
-from live_server import LiveServer, live
+from live_server import KEY, LiveServer, live
+
+from supervisor import service, synth_timer
 
 SECRET = "whsec-test"
 SENTENCE = "Please stand clear of the closing doors."
@@ -227,3 +233,26 @@ def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: 
     ((headers, body),) = receiver.accepted()
     verify(headers, body)
     assert json.loads(body)["state"] == "cancelled"
+
+
+def exec_start(unit: str, instance: str, state_dir: Path) -> list[str]:
+    """The unit's ExecStart= as systemd runs it: continuation joined, specifiers and $$ expanded."""
+    line = re.search(r"^ExecStart=((?:.*\\\n)*.*)$", unit, re.M)
+    assert line is not None
+    text = line.group(1).replace("\\\n", " ").replace("%i", instance).replace("%S", str(state_dir))
+    return shlex.split(text.replace("%%", "%").replace("$$", "$"))
+
+
+def test_the_timer_units_command_writes_the_days_files(server: LiveServer, tmp_path: Path) -> None:
+    """No systemd as PID 1 here: the service's own command line runs as systemd would run it."""
+    manifests = tmp_path / "etc"
+    manifests.mkdir()
+    (manifests / "news.jsonl").write_text("\n".join(json.dumps(item) for item in items(2)) + "\n")
+    unit = synth_timer.render_service(service.installed_command(), manifest_dir=str(manifests))
+    argv = exec_start(unit, "news", tmp_path / "state")
+    environ = {**os.environ, "OMNIVOICE_SERVER": server.url, "OMNIVOICE_API_KEY": KEY}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=environ)
+    assert done.returncode == 0, done.stdout + done.stderr
+    day = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    out = tmp_path / "state" / "omnivoice-synth" / "news" / day
+    assert sorted(path.name for path in out.glob("*.wav")) == ["i0.wav", "i1.wav"]
