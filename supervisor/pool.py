@@ -135,6 +135,8 @@ class Pool:
         self.last_pass_at: float | None = (
             None  # the loop's last full pass (systemd's watchdog reads it)
         )
+        self.warm_until = 0.0  # monotonic: keep or start a sidecar until then (`warm_up`)
+        self.time_to_ready_s: float | None = None  # the last start's, from spawn to `ready`
         self._wakeup = asyncio.Event()
         self._hurry = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -144,6 +146,12 @@ class Pool:
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def warm_up(self, until: float) -> None:
+        """Scheduled work is due: have a sidecar running (start a reaped one) until `until`
+        (time.monotonic()), and reap none before then."""
+        self.warm_until = max(self.warm_until, until)
+        self.wake()
 
     # ------------------------------------------------------------ the loop
 
@@ -316,8 +324,8 @@ class Pool:
         return False
 
     def needs_capacity(self) -> bool:
-        """Work is waiting and no running or starting sidecar is free to take it."""
-        if not self.scheduler.has_work():
+        """Work is waiting (or due: `warm_up`) and no running or starting sidecar can take it."""
+        if not self.scheduler.has_work() and time.monotonic() >= self.warm_until:
             return False
         return not any(
             s.process is not None and s.process.state in (State.STARTING, State.READY)
@@ -331,6 +339,7 @@ class Pool:
             or proc is None
             or proc.state is not State.READY
             or self.scheduler.has_work()
+            or now < self.warm_until
         ):
             return
         running = sum(1 for other in self.slots if other.state is SlotState.ACTIVE)
@@ -463,6 +472,7 @@ class Pool:
         proc.change_state(State.READY)
         now = time.monotonic()
         proc.info, proc.ready_at, proc.idle_since = message, now, now
+        self.time_to_ready_s = now - proc.started_at
         slot = self.slot_of(proc)
         slot.failures_in_row = 0
         self.ever_ready = True
