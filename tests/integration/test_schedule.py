@@ -256,3 +256,35 @@ def test_the_timer_units_command_writes_the_days_files(server: LiveServer, tmp_p
     day = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     out = tmp_path / "state" / "omnivoice-synth" / "news" / day
     assert sorted(path.name for path in out.glob("*.wav")) == ["i0.wav", "i1.wav"]
+
+
+def sidecar_state(server: LiveServer) -> str:
+    state: str = server.health()["sidecars"][0]["state"]
+    return state
+
+
+def test_a_reaped_sidecar_is_ready_before_not_before_and_reaped_again_after(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
+    with live(tmp_path, "--idle-reap-s", "2", checkpoint=checkpoint_dir) as server:
+        server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the idle reap")
+        not_before = time.time() + 45
+        created = submit_with(server, items(1), not_before=at(not_before - time.time()))
+        seen: list[tuple[float, str]] = []
+        while time.time() < not_before:
+            seen.append((time.time(), sidecar_state(server)))
+            time.sleep(0.2)
+        ready_at = [at_ for at_, state in seen if state in ("ready", "busy")]
+        assert ready_at, f"no sidecar was ready before not_before: {seen[-5:]}"
+        first_ready = ready_at[0]
+        assert first_ready < not_before
+        # Once ready, it stays up for the job (no idle reap inside the window).
+        assert all(state != "reaped" for at_, state in seen if at_ > first_ready)
+        done = wait_job(server, created["id"], ended, 120, "the scheduled job")
+        started = min(item["started_at"] for item in done["items"])
+        assert not_before <= started < not_before + 2, started - not_before
+        print(f"warm-up: ready {not_before - first_ready:.1f} s before not_before; first item "
+              f"started {started - not_before:.2f} s after it")  # fmt: skip
+        # After the window, idle reaping applies again.
+        server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the reap after it")
+        assert "keeping a sidecar ready for it" in server.log.read_text()
