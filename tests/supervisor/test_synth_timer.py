@@ -1,7 +1,7 @@
 """The scheduled synth units: the committed files are the templates, `install-service --timer`
 writes what `systemd-analyze verify` accepts without a word (the instance's calendar drop-in
 included), and bad names and calendars are refused. The unit's command line itself runs against
-a live server in tests/integration/test_schedule.py."""
+a live server in tests/integration/test_schedule_api.py."""
 
 from __future__ import annotations
 
