@@ -154,6 +154,7 @@ class Item(_ItemBase, total=False):
     audio_chunk_threshold: float
     seed: int | None
     return_tokens: bool
+    attempt: int  # 1 for the first generation of this text, 2 for its first QA retry, ...
 
 
 class Hello(TypedDict):
@@ -183,7 +184,14 @@ class Step(TypedDict):
     of: int
 
 
-class Result(TypedDict):
+class QaCheck(TypedDict):
+    """One quality check of an item's audio (sidecar/checks.py)."""
+
+    passed: bool
+    value: float
+
+
+class _ResultBase(TypedDict):
     op: Literal["result"]
     batch: int
     id: str
@@ -193,6 +201,10 @@ class Result(TypedDict):
     seed: int | None
     tokens: list[TokenArray]  # when the item asked for return_tokens
     timings: dict[str, float]
+
+
+class Result(_ResultBase, total=False):
+    qa: dict[str, QaCheck]  # the quality checks of its audio, by name
 
 
 class Error(TypedDict):
@@ -271,7 +283,10 @@ Message = (
 MESSAGE_TYPES: dict[Op, Any] = {
     Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)
 }
-ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
+# The GenerationRequest fields among an item's keys; `attempt` is the supervisor's, not the model's.
+ITEM_OPTIONS = tuple(
+    k for k in get_type_hints(Item) if k not in ("id", "text", "voice", "attempt")
+)
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 

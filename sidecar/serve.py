@@ -25,6 +25,7 @@ from typing import IO, Any
 import numpy as np
 
 from sidecar import engines
+from sidecar.checks import Thresholds, run_checks
 from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput
 from sidecar.faults import Fault, Faults
 from sidecar.protocol import (
@@ -69,6 +70,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="honour test-only fault markers (see sidecar.faults)",
     )
+    parser.add_argument(
+        "--qa-thresholds",
+        type=Thresholds.from_json,
+        default=Thresholds(),
+        help="the quality checks' thresholds: a JSON object of sidecar.checks.Thresholds fields",
+    )
     parser.add_argument("--test-fault-dir", default=None,
                         help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
     return parser.parse_args(argv)
@@ -105,6 +112,7 @@ class Entry:
     id: str
     request: GenerationRequest
     faults: list[Fault]
+    attempt: int = 1  # of the same text: QA retries count up
 
 
 @dataclass
@@ -126,6 +134,9 @@ def tokens_from_wire(tokens: TokenArray) -> np.ndarray:
 
 
 def audio_to_wire(audio: np.ndarray, encoding: str) -> bytes:
+    # NaN or infinite samples (the `finite` check reports them) go out as silence, not as
+    # whatever a cast of NaN to int16 happens to give.
+    audio = np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0)
     if encoding == "f32le":
         return np.ascontiguousarray(audio, dtype="<f4").tobytes()
     return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
@@ -353,7 +364,7 @@ class Sidecar:
                 ref_text=voice["ref_text"],
                 ref_rms=voice["ref_rms"],
             )
-        return Entry(item["id"], GenerationRequest(**options), faults)
+        return Entry(item["id"], GenerationRequest(**options), faults, item.get("attempt", 1))
 
     def denoise_entries(
         self, batch: int, entries: list[Entry], failed: list[ItemError]
@@ -465,7 +476,12 @@ class Sidecar:
     def send_result(
         self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
-        audio = audio_to_wire(result.audio, encoding)
+        spoiled = self.faults.on_output(entry.faults, result.audio, result.sample_rate,
+                                        entry.attempt)  # fmt: skip
+        request = entry.request
+        qa = run_checks(spoiled, result.sample_rate, request.text, self.args.qa_thresholds,
+                        request.speed, request.duration is not None)  # fmt: skip
+        audio = audio_to_wire(spoiled, encoding)
         message = {
             "op": "result",
             "batch": batch,
@@ -479,8 +495,9 @@ class Sidecar:
             else [],
             "timings": {
                 "generate_s": wall,
-                "audio_s": len(result.audio) / max(1, result.sample_rate),
+                "audio_s": len(spoiled) / max(1, result.sample_rate),
             },
+            "qa": qa,
         }
         try:
             frame = encode_frame(message, self.channel.max_frame_bytes)
