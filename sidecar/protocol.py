@@ -184,6 +184,18 @@ class Step(TypedDict):
     of: int
 
 
+# The names a result's `qa` may carry (metric labels come from this set only).
+QA_CHECKS = (
+    "finite",
+    "clipping",
+    "rms",
+    "leading_silence",
+    "trailing_silence",
+    "internal_silence",
+    "speech_rate",
+)
+
+
 class QaCheck(TypedDict):
     """One quality check of an item's audio (sidecar/checks.py)."""
 

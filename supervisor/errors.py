@@ -150,6 +150,12 @@ class TaskFailed(ServerError):
     code = "generation_failed"
 
 
+class QualityFailed(TaskFailed):
+    """The audio still failed a quality check after every retry (sidecar/checks.py)."""
+
+    code = "qa_failed"
+
+
 class SidecarLost(TaskFailed):
     """The sidecar running the task died, and the task may not be retried (shutdown)."""
 

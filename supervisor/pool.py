@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import logging
 import os
 import time
@@ -406,6 +407,8 @@ class Pool:
             str(s.max_frame_bytes),
             "--warmup-steps",
             str(s.warmup_steps),
+            "--qa-thresholds",
+            json.dumps(s.qa_thresholds()),
         ]
         return argv + (
             ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]

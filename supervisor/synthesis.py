@@ -16,6 +16,10 @@ The whole request's estimated audio is reserved when it is admitted, so a reques
 on, so encoding and sending one piece overlaps the generation of the next. `close` cancels
 whatever is still queued or running (the client went away, or a chunk failed) and gives back
 the unused reservation.
+
+Every chunk's audio is checked in the sidecar; a chunk that fails a check is generated again
+with another seed, up to --qa-retries times (supervisor/quality.py), and `verdict` sums up the
+outcome of the chunks handed on so far.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
 from sidecar.text import CHUNK_SEED_STRIDE
-from supervisor import chunking
+from supervisor import chunking, quality
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 
@@ -99,6 +103,7 @@ class Synthesis:
         self.futures: list[asyncio.Future[Any]] = []
         self.audio_s = 0.0
         self.sample_rate = 0
+        self.verdict = quality.Verdict()
         self.reservation = scheduler.reserve(
             sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
         )
@@ -118,16 +123,18 @@ class Synthesis:
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(r.input, r.chunk_s or chunk_s, total_s, r.whole_s)
 
-    def item(
-        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
-    ) -> Item:
+    def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False,
+             attempt: int = 1) -> Item:  # fmt: skip
         r = self.request
+        seed = (self.seed + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1)
         item: Item = {
-            "id": f"{self.id}-{index}",
+            "id": f"{self.id}-{index}" + (f".{attempt}" if attempt > 1 else ""),
             "text": self.chunks[index],
             "num_step": r.num_step,
-            "seed": (self.seed + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1),
+            "seed": quality.retry_seed(seed, attempt),
         }
+        if attempt > 1:
+            item["attempt"] = attempt
         voice = self.voice.prompt or prompt
         optional = {"language": r.language, "instruct": self.voice.instruct, "voice": voice,
                     "speed": r.speed if r.speed != 1.0 else None, "duration": r.duration,
@@ -147,11 +154,34 @@ class Synthesis:
     def submit(
         self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
     ) -> asyncio.Future[Any]:
-        [future] = self.scheduler.submit(
-            [self.item(index, prompt, return_tokens)], self.priority, self.reservation
-        )
+        """Chunk `index`, generated until its audio passes the checks or the retries run out;
+        the future resolves to its last `result`, with "attempts" added. The first attempt is
+        queued at once."""
+        first = self.queue(index, prompt, return_tokens, 1)
+        future = asyncio.ensure_future(self.attempts(first, index, prompt, return_tokens))
         self.futures.append(future)
         return future
+
+    def queue(self, index: int, prompt: VoicePayload | None, return_tokens: bool,
+              attempt: int) -> asyncio.Future[Any]:  # fmt: skip
+        item = self.item(index, prompt, return_tokens, attempt)
+        [future] = self.scheduler.submit([item], self.priority, self.reservation)
+        self.futures.append(future)  # closing cancels it even if its retry loop never ran
+        return future
+
+    async def attempts(self, pending: asyncio.Future[Any], index: int,
+                       prompt: VoicePayload | None, return_tokens: bool) -> dict[str, Any]:  # fmt: skip
+        retries = self.scheduler.settings.qa_retries
+        attempt = 1
+        while True:
+            result: dict[str, Any] = await pending
+            failed = quality.failed_checks(result)
+            if failed:
+                quality.count_attempt(failed, retrying=attempt <= retries)
+            if not failed or attempt > retries:
+                return {**result, "attempts": attempt}
+            attempt += 1
+            pending = self.queue(index, prompt, return_tokens, attempt)
 
     async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order; raises the first chunk's error."""
@@ -183,6 +213,7 @@ class Synthesis:
             self.close()
 
     def account(self, result: dict[str, Any]) -> dict[str, Any]:
+        self.verdict.add(result, result["attempts"])
         self.sample_rate = self.sample_rate or result["sample_rate"]
         self.audio_s += len(result["audio"]) / 2 / max(1, result["sample_rate"])
         return result
