@@ -25,7 +25,7 @@ argument: every attempt), so a test can have an item retried into passing, or fa
     nan:N       a tenth of the samples become NaN
     silence:N   every sample becomes 0
     runaway:N   a runaway tail: 2.5 s of silence, then the audio again
-    length:N    the audio four times over (far too slow for its text)
+    length:N    the audio six times over (far too slow for its text)
 
 Load faults come from the environment variable OMNIVOICE_TEST_FAULT_LOAD, checked when the
 sidecar starts loading (before any heavy import):
@@ -198,5 +198,5 @@ class Faults:
                 gap = np.zeros(int(RUNAWAY_GAP_S * rate), dtype=audio.dtype)
                 audio = np.concatenate([audio, gap, audio])
             elif fault.name == "length":
-                audio = np.tile(audio, 4)
+                audio = np.tile(audio, 6)
         return audio

@@ -15,7 +15,8 @@ running) only once its Synthesis has been admitted.
 
 How an item ends:
 
-    all its audio           encoded, written atomically, `done`
+    all its audio           encoded, written atomically, `done` (with its `qa` checks)
+    audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
@@ -38,7 +39,14 @@ from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
+from supervisor.errors import (
+    InsufficientStorage,
+    Overloaded,
+    QualityFailed,
+    ServerError,
+    SidecarLost,
+    Unavailable,
+)
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
@@ -249,6 +257,11 @@ class JobRunner:
         finally:
             self.generating.pop(key, None)
             self.wake()
+        verdict = synthesis.verdict
+        if not verdict.passed:  # never passed off as good: the item fails, saying which checks
+            log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, verdict.reason())
+            await self.record(key, QualityFailed(verdict.reason(), verdict.summary()))
+            return
         await self.write(item, synthesis, pieces)
 
     async def write(
@@ -272,8 +285,9 @@ class JobRunner:
             return
         try:
             await asyncio.to_thread(
-                self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s
-            )
+                self.store.finish, item.key, item.format, data, synthesis.seed,
+                synthesis.audio_s, synthesis.verdict.summary()
+            )  # fmt: skip
         except (
             OSError,
             sqlite3.Error,

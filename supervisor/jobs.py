@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import Conflict, ServerError
+from supervisor.errors import Conflict, QualityFailed, ServerError
 
 DB_NAME = "jobs.sqlite3"
 LOCK_NAME = "jobs.lock"
@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS items (
     error TEXT,
     seed INTEGER,
     audio_s REAL,
+    qa TEXT,
     PRIMARY KEY (job_id, n)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_state ON items (state);
@@ -191,6 +192,9 @@ class JobStore:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
+        columns = {row["name"] for row in self.db.execute("PRAGMA table_info(items)")}
+        if "qa" not in columns:  # a store from before the quality checks
+            self.db.execute("ALTER TABLE items ADD COLUMN qa TEXT")
 
     def close(self) -> None:
         with self.lock:
@@ -314,6 +318,7 @@ class JobStore:
             "error": json.loads(item["error"]) if item["error"] else None,
             "seed": item["seed"],
             "audio_seconds": item["audio_s"],
+            "qa": json.loads(item["qa"]) if item["qa"] else None,
             "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
             if item["state"] == "done"
             else None,
@@ -391,9 +396,8 @@ class JobStore:
                     claimed.add((job_id, n))
         return claimed
 
-    def finish(
-        self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float
-    ) -> bool:
+    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None,
+               audio_s: float, qa: dict[str, Any] | None = None) -> bool:  # fmt: skip
         """Write the result atomically, then running -> done. False if the item was not running."""
         job_id, n = key
         with self.lock:
@@ -404,18 +408,21 @@ class JobStore:
                 return False
             self._write_result(self.result_path(job_id, n, fmt), data)
             self.db.execute(
-                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ? "
-                "WHERE job_id = ? AND n = ? AND state = 'running'", (time.time(), seed, round(audio_s, 3), job_id, n))  # fmt: skip
+                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "
+                "qa = ? WHERE job_id = ? AND n = ? AND state = 'running'",
+                (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None, job_id, n))  # fmt: skip
         return True
 
     def fail(self, key: tuple[str, int], error: ServerError, claimed: bool = True) -> bool:
-        """running -> failed (or queued -> failed, claimed=False: invalid before it ran), with the error."""
+        """running -> failed (or queued -> failed, claimed=False: invalid before it ran), with the
+        error (and the quality checks, for audio that failed them)."""
         job_id, n = key
+        qa = json.dumps(error.qa) if isinstance(error, QualityFailed) and error.qa else None
         with self.transaction() as db:
             return bool(db.execute(
-                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, attempts = attempts + ? "
-                "WHERE job_id = ? AND n = ? AND state = ?",
-                (time.time(), json.dumps(error_record(error)), 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
+                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, qa = ?, "
+                "attempts = attempts + ? WHERE job_id = ? AND n = ? AND state = ?",
+                (time.time(), json.dumps(error_record(error)), qa, 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
             ).rowcount)  # fmt: skip
 
     def release(self, key: tuple[str, int]) -> str | None:
