@@ -15,20 +15,17 @@ Each check gives a value and whether it passed:
 
 Silence is measured on 20 ms frames: a frame whose RMS is below `silence_db` is silent. Values
 are always finite numbers, so they travel in frames and JSON alike. Thresholds come from the
-supervisor's settings (`--qa-thresholds`, a JSON object of `Thresholds` fields).
+supervisor's settings (`--qa-thresholds`, sidecar/thresholds.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from sidecar.protocol import QaCheck
+from sidecar.thresholds import Thresholds
 
 FRAME_S = 0.02
 FULL_SCALE = 0.999
@@ -44,35 +41,6 @@ _UNSPACED_LETTER = re.compile(
     "\u1000-\u103f\u1780-\u17d3\U00020000-\U0003ffff]"
 )
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Where each check draws its line; the defaults suit the OmniVoice model's speech."""
-
-    silence_db: float = -45.0  # a 20 ms frame quieter than this is silent
-    max_clipping: float = 0.005  # share of full-scale samples
-    min_rms_db: float = -40.0
-    max_leading_silence_s: float = 1.0
-    max_trailing_silence_s: float = 1.5
-    max_internal_silence_s: float = 2.0  # a runaway tail: this much silence, then more sound
-    min_words_per_s: float = 0.8
-    max_words_per_s: float = 6.0
-    min_chars_per_s: float = 1.5
-    max_chars_per_s: float = 12.0
-    min_rate_units: int = 4  # fewer words (characters) than this: no speech-rate check
-
-    @classmethod
-    def from_json(cls, text: str) -> Thresholds:
-        """Thresholds from a JSON object of field values; unknown names are a ValueError."""
-        values: Any = json.loads(text) if text else {}
-        if not isinstance(values, dict):
-            raise ValueError("the QA thresholds must be a JSON object")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown QA thresholds: {sorted(unknown)}")
-        return cls(**values)
 
 
 def speech_units(text: str) -> tuple[int, str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import json
 import logging
 import os
 import time
@@ -408,7 +407,7 @@ class Pool:
             "--warmup-steps",
             str(s.warmup_steps),
             "--qa-thresholds",
-            json.dumps(s.qa_thresholds()),
+            s.qa_thresholds,
         ]
         return argv + (
             ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]

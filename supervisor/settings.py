@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sidecar.thresholds import Thresholds
 from supervisor.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
@@ -81,7 +82,6 @@ DTYPE_NAMES = {
     "fp16": "float16",
 }  # omnivoice-triton-server's spellings
 FORMAT_NAMES = FORMATS
-DBFS_SETTINGS = ("qa_silence_db", "qa_min_rms_db")  # levels below full scale: negative
 
 
 @dataclass(frozen=True)
@@ -308,33 +308,14 @@ class Settings:
     # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
     qa_retries: int = setting(
         2,
-        "generate an item (each chunk of it) that fails a quality check again, with another "
-        "seed, up to this many times; what still fails is reported as failed",
+        "generate an item (each chunk) that fails a quality check again, with another seed, up "
+        "to this many times; what still fails is reported as failed",
     )
-    qa_silence_db: float = setting(
-        -45.0, "a 20 ms frame quieter than this (dBFS) counts as silence", metavar="DBFS"
-    )
-    qa_max_clipping: float = setting(
-        0.005, "most share of samples at full scale", metavar="SHARE"
-    )
-    qa_min_rms_db: float = setting(
-        -40.0, "an item quieter than this over its whole length (dBFS) fails", metavar="DBFS"
-    )
-    qa_max_leading_silence_s: float = setting(1.0, "longest silence before the speech")
-    qa_max_trailing_silence_s: float = setting(1.5, "longest silence after the speech")
-    qa_max_internal_silence_s: float = setting(
-        2.0, "a silence this long followed by more sound fails (a runaway tail)"
-    )
-    qa_min_words_per_s: float = setting(
-        0.8, "speech rate band, in words a second at speed 1 (scaled by a request's speed) ..."
-    )
-    qa_max_words_per_s: float = setting(6.0, "... its top")
-    qa_min_chars_per_s: float = setting(
-        1.5, "the band in characters a second, for scripts without spaces (CJK, Thai, ...) ..."
-    )
-    qa_max_chars_per_s: float = setting(12.0, "... its top")
-    qa_min_rate_units: int = setting(
-        4, "texts of fewer words (characters) than this get no speech-rate check"
+    qa_thresholds: str = setting(
+        "",
+        "the quality checks' thresholds that differ from their defaults (sidecar/thresholds.py, "
+        "docs/RELIABILITY.md), e.g. max_internal_silence_s=3,min_rms_db=-50",
+        metavar="NAME=VALUE,...",
     )
     # --- jobs
     job_retention_s: float = setting(
@@ -357,12 +338,7 @@ class Settings:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and value < 0
-                and f.name not in DBFS_SETTINGS
-            ):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 raise SettingsError(f"{flag_of(f)} ({env_of(f)}) must not be negative, got {value}")
             choices = f.metadata.get("choices")
             if choices and value not in choices:
@@ -387,9 +363,10 @@ class Settings:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
-        for name in DBFS_SETTINGS:
-            if getattr(self, name) > 0:
-                raise SettingsError(f"--{name.replace('_', '-')} is in dBFS: 0 or below")
+        try:
+            Thresholds.from_spec(self.qa_thresholds)
+        except ValueError as exc:
+            raise SettingsError(f"--qa-thresholds (OMNIVOICE_QA_THRESHOLDS): {exc}") from None
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
@@ -438,14 +415,6 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
-
-    def qa_thresholds(self) -> dict[str, float]:
-        """The quality checks' thresholds, as the sidecar's --qa-thresholds takes them."""
-        return {
-            f.name.removeprefix("qa_"): getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name.startswith("qa_") and f.name != "qa_retries"
-        }
 
     def resolved_test_fault_dir(self) -> str:
         return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")

@@ -114,3 +114,16 @@ def test_a_stream_that_said_passed_ends_in_an_error_when_a_later_chunk_fails(
     assert events[-1]["type"] == "error", events[-1]
     assert events[-1]["error"]["code"] == "qa_failed" and "finite" in events[-1]["error"]["message"]
     assert not any(e["type"] == "speech.audio.done" for e in events)
+
+
+def test_thresholds_and_retries_are_settings(
+    checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    flags = ("--test-faults", "--qa-retries", "0", "--qa-thresholds", "max_internal_silence_s=3")
+    with live(tmp_path_factory.mktemp("qa-settings"), *flags, checkpoint=checkpoint_dir) as server:
+        body = {"input": f"{TEXT} [[fault:runaway]]", "response_format": "wav"}
+        tail = server.request("POST", "/v1/audio/speech", json=body)
+        assert tail.headers["X-OmniVoice-QA"] == "passed; attempts=1"  # 2.5 s is under 3 s now
+        body["input"] = f"{TEXT} [[fault:silence]]"
+        silent = server.request("POST", "/v1/audio/speech", json=body)
+        assert silent.headers["X-OmniVoice-QA"] == "failed; attempts=1"  # no retry

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sidecar.checks import Thresholds, run_checks, speech_units
+from sidecar.checks import run_checks, speech_units
 from sidecar.faults import Fault, Faults
+from sidecar.thresholds import Thresholds
 
 RATE = 24000
 TEXT = "Please stand clear of the closing doors."  # 7 words
@@ -90,11 +91,15 @@ def test_unspaced_scripts_count_characters() -> None:
     assert failing(speechlike(3.2), text="今天天气很好，我们去公园散步吧。") == set()
 
 
-def test_thresholds_come_from_json_and_refuse_unknown_names() -> None:
-    assert Thresholds.from_json('{"max_internal_silence_s": 3.0}').max_internal_silence_s == 3.0
-    assert Thresholds.from_json("") == Thresholds()
-    with pytest.raises(ValueError, match="unknown"):
-        Thresholds.from_json('{"max_silence": 3.0}')
+def test_thresholds_override_their_defaults_by_name_and_refuse_nonsense() -> None:
+    changed = Thresholds.from_spec("max_internal_silence_s=3, min_rms_db=-50,min_rate_units=2")
+    assert changed == Thresholds(max_internal_silence_s=3.0, min_rms_db=-50.0, min_rate_units=2)
+    assert Thresholds.from_spec("") == Thresholds()
+    for spec, why in [("max_silence=3", "NAME=VALUE"), ("min_rms_db", "NAME=VALUE"),
+                      ("min_rms_db=loud", "number"), ("min_rms_db=3", "0 or below"),
+                      ("max_clipping=-1", "positive"), ("min_rate_units=2.5", "number")]:  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            Thresholds.from_spec(spec)
 
 
 @pytest.mark.parametrize(
