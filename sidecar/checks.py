@@ -97,9 +97,7 @@ def run_checks(
         "finite": _check(bad == 0, bad),
         "clipping": _check(clipped <= limits.max_clipping, clipped),
         "rms": _check(rms_db >= limits.min_rms_db, rms_db),
-        "leading_silence": _check(
-            lead * FRAME_S <= limits.max_leading_silence_s, lead * FRAME_S
-        ),
+        "leading_silence": _check(lead * FRAME_S <= limits.max_leading_silence_s, lead * FRAME_S),
         "trailing_silence": _check(
             trail * FRAME_S <= limits.max_trailing_silence_s, trail * FRAME_S
         ),
@@ -118,4 +116,3 @@ def run_checks(
         per_s = units / seconds
         checks["speech_rate"] = _check(low * scale <= per_s <= high * scale, per_s)
     return checks
-

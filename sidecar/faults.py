@@ -191,7 +191,7 @@ class Faults:
                 continue
             if fault.name == "nan":
                 audio = audio.copy()
-                audio[:: 10] = np.nan
+                audio[::10] = np.nan
             elif fault.name == "silence":
                 audio = np.zeros_like(audio)
             elif fault.name == "runaway":

@@ -296,9 +296,7 @@ MESSAGE_TYPES: dict[Op, Any] = {
     Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)
 }
 # The GenerationRequest fields among an item's keys; `attempt` is the supervisor's, not the model's.
-ITEM_OPTIONS = tuple(
-    k for k in get_type_hints(Item) if k not in ("id", "text", "voice", "attempt")
-)
+ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice", "attempt"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 

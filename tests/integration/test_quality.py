@@ -68,7 +68,10 @@ def test_spoiled_items_are_retried_into_passing_or_fail_with_their_reason(
         )
         failed = by_id[f"{fault}-always"]
         assert failed["state"] == "failed" and failed["audio_url"] is None, failed
-        assert failed["error"]["code"] == "qa_failed" and "after 3 attempt" in failed["error"]["message"]
+        assert (
+            failed["error"]["code"] == "qa_failed"
+            and "after 3 attempt" in failed["error"]["message"]
+        )
         qa = failed["qa"]
         assert not qa["passed"] and qa["attempts"] == 3
         assert {name for name, c in qa["checks"].items() if not c["passed"]} == checks, qa

@@ -256,7 +256,10 @@ def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> 
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null"))
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
-        before = (counter(metrics.qa_retries), counter(metrics.qa_check_failures, "internal_silence"))
+        before = (
+            counter(metrics.qa_retries),
+            counter(metrics.qa_check_failures, "internal_silence"),
+        )
         batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(1, 1))
         retried = [t.payload for b in batches for t in b.tasks if t.payload.get("attempt")]
         assert [(chunk_of(p["id"]), p["attempt"]) for p in retried] == [(1, 2)]
@@ -265,7 +268,10 @@ def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> 
         assert retried[0]["text"] == synthesis.chunks[1]
         assert [p["attempts"] for p in pieces] == [1, 2] + [1] * (len(synthesis.chunks) - 2)
         assert synthesis.verdict.passed and synthesis.verdict.header() == "passed; attempts=2"
-        after = (counter(metrics.qa_retries), counter(metrics.qa_check_failures, "internal_silence"))
+        after = (
+            counter(metrics.qa_retries),
+            counter(metrics.qa_check_failures, "internal_silence"),
+        )
         assert after == (before[0] + 1, before[1] + 1)
         assert not scheduler.unfinished and not scheduler.reservations
 
