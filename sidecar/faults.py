@@ -58,6 +58,7 @@ from sidecar.protocol import HEADER, ErrorKind, ExitCode
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
+OUTPUT_FAULTS = frozenset({"nan", "silence", "runaway", "length"})
 REQUEST_FAULTS = frozenset(
     {
         "crash",
@@ -70,7 +71,7 @@ REQUEST_FAULTS = frozenset(
         "oom",
         "decodeslow",
         "decoderaise",
-        *("nan", "silence", "runaway", "length"),
+        *OUTPUT_FAULTS,
     }
 )
 RUNAWAY_GAP_S = 2.5
@@ -187,7 +188,7 @@ class Faults:
     ) -> np.ndarray:
         """The item's audio as its output faults spoil it at this attempt (1 is the first)."""
         for fault in faults:
-            if fault.arg and attempt > int(fault.arg):
+            if fault.name not in OUTPUT_FAULTS or (fault.arg and attempt > int(fault.arg)):
                 continue
             if fault.name == "nan":
                 audio = audio.copy()

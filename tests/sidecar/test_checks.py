@@ -116,3 +116,5 @@ def test_each_output_fault_is_caught_and_hits_only_its_first_attempts(
     assert check in failing(spoiled)
     assert faults.on_output([Fault(name, "2")], audio, RATE, attempt=3) is audio
     assert check in failing(faults.on_output([Fault(name)], audio, RATE, attempt=9))
+    # Other faults of the same item (a step fault with its own argument) leave the audio alone.
+    assert faults.on_output([Fault("slow", "0.6")], audio, RATE, attempt=1) is audio
