@@ -24,7 +24,8 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
     step      (per denoising step)  shutdown
     result    (one per item)
     error     (one per failed item, or a load failure)
-    encoded   (a voice prompt)
+    encoded   (a voice prompt)       transcribe    (ASR sidecars: audio, the text read)
+    transcript (ASR: text, checks)
     done      (the batch is over)
     pong      (nonce)
 
@@ -69,14 +70,27 @@ class Op(str, enum.Enum):
     PONG = "pong"
     GENERATE = "generate"
     ENCODE_VOICE = "encode_voice"
+    TRANSCRIBE = "transcribe"
+    TRANSCRIPT = "transcript"
     PING = "ping"
     SHUTDOWN = "shutdown"
 
 
 FROM_SIDECAR = frozenset(
-    {Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG}
+    {
+        Op.HELLO,
+        Op.PROGRESS,
+        Op.READY,
+        Op.STEP,
+        Op.RESULT,
+        Op.ERROR,
+        Op.ENCODED,
+        Op.TRANSCRIPT,
+        Op.DONE,
+        Op.PONG,
+    }
 )
-TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.PING, Op.SHUTDOWN})
+TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.PING, Op.SHUTDOWN})
 
 
 class ErrorKind(str, enum.Enum):
@@ -193,6 +207,8 @@ QA_CHECKS = (
     "trailing_silence",
     "internal_silence",
     "speech_rate",
+    "wer",  # the ASR round trip (sidecar/wer.py)
+    "divergent_run",
 )
 
 
@@ -268,6 +284,25 @@ class EncodeVoice(_EncodeVoiceBase, total=False):
     max_duration_s: float  # refuse a clip longer than this once decoded (invalid_input)
 
 
+class Transcribe(TypedDict):
+    op: Literal["transcribe"]
+    batch: int
+    id: str
+    audio: bytes
+    encoding: UploadEncoding
+    sample_rate: int  # of PCM audio; ignored for "file"
+    text: str  # what was read, to compare with; "" to transcribe only (a clone reference)
+    language: str | None
+
+
+class Transcript(TypedDict):
+    op: Literal["transcript"]
+    batch: int
+    id: str
+    text: str
+    qa: dict[str, QaCheck]  # `wer` and `divergent_run` against the text read (none without one)
+
+
 class Ping(TypedDict):
     op: Literal["ping"]
     nonce: int
@@ -285,10 +320,12 @@ Message = (
     | Result
     | Error
     | Encoded
+    | Transcript
     | Done
     | Pong
     | Generate
     | EncodeVoice
+    | Transcribe
     | Ping
     | Shutdown
 )

@@ -58,7 +58,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout."
     )
     parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
-    parser.add_argument("--engine", choices=engines.ENGINES, default="omnivoice")
+    parser.add_argument(
+        "--engine",
+        choices=(*engines.ENGINES, "whisper"),
+        default="omnivoice",
+        help="what to run: the OmniVoice model, silence (benchmarks), or Whisper (an ASR sidecar)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
     parser.add_argument("--id", default="sidecar", help="name used in log lines")
@@ -530,5 +535,9 @@ def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     watch_parent(os.getppid())
-    sidecar = Sidecar(Channel(rfile, wfile, args.max_frame_bytes), args)
-    return int(sidecar.run())
+    channel = Channel(rfile, wfile, args.max_frame_bytes)
+    if args.engine == "whisper":
+        from sidecar.asr_serve import AsrSidecar  # transformers' Whisper: only ASR sidecars
+
+        return int(AsrSidecar(channel, args).run())
+    return int(Sidecar(channel, args).run())

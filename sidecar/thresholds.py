@@ -28,6 +28,8 @@ class Thresholds:
     min_chars_per_s: float = 1.5  # ... and in characters, for scripts written without spaces
     max_chars_per_s: float = 12.0
     min_rate_units: int = 4  # fewer words (characters) than this: no speech-rate check
+    max_wer: float = 0.3  # the ASR round trip (--asr-model): word error rate against the text
+    max_divergent_run: int = 7  # ... and consecutive diverging words (Audicle: 8 regenerates)
 
     @classmethod
     def from_spec(cls, spec: str) -> Thresholds:
