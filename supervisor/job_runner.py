@@ -175,9 +175,8 @@ class JobRunner:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
         speech = schemas.speech_request(item.request, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        return Synthesis(
-            self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK
-        )
+        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s,
+                         Priority.BULK, self.svc.asr)  # fmt: skip
 
     async def start_items(self) -> None:
         room = self.room()

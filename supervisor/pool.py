@@ -388,14 +388,19 @@ class Pool:
 
     # ------------------------------------------------------------ spawning
 
+    def engine_and_model(self) -> tuple[str, str]:
+        """What this pool's sidecars run (the ASR pool, supervisor/asr.py, runs Whisper)."""
+        return self.settings.engine, self.settings.model
+
     def sidecar_argv(self, device: Device) -> list[str]:
         s = self.settings
+        engine, model = self.engine_and_model()
         argv = [
             *sidecar_command(),
             "--engine",
-            s.engine,
+            engine,
             "--model",
-            s.model,
+            model,
             "--device",
             device.torch_device,
             "--dtype",
@@ -501,6 +506,7 @@ class Pool:
         self.scheduler.resolve(task, message)
 
     on_encoded = on_result
+    on_transcript = on_result
 
     def on_error(self, proc: SidecarProcess, message: Any) -> None:
         if message["batch"] is None:

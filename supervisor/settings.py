@@ -317,6 +317,13 @@ class Settings:
         "docs/RELIABILITY.md), e.g. max_internal_silence_s=3,min_rms_db=-50",
         metavar="NAME=VALUE,...",
     )
+    asr_model: str = setting(
+        "",
+        "a Whisper-family checkpoint (directory or Hugging Face id) for an ASR sidecar that "
+        "transcribes each item back (checks wer, divergent_run) and clone references sent "
+        "without a transcript (none: no ASR)",
+        metavar="DIR_OR_HF_ID",
+    )
     # --- jobs
     job_retention_s: float = setting(
         604800.0,

@@ -90,8 +90,9 @@ def last_words(text: str, count: int) -> str:
 
 class Synthesis:
     def __init__(self, scheduler: Scheduler, request: SpeechRequest, voice: Voice, chunk_s: float,
-                 priority: Priority = Priority.INTERACTIVE) -> None:  # fmt: skip
+                 priority: Priority = Priority.INTERACTIVE, asr: Scheduler | None = None) -> None:  # fmt: skip
         self.scheduler = scheduler
+        self.asr = asr  # the ASR sidecar's scheduler (--asr-model): each chunk is heard back
         self.request = request
         self.voice = voice
         self.priority = priority
@@ -144,6 +145,16 @@ class Synthesis:
             item["return_tokens"] = True
         return item
 
+    async def hear(self, result: dict[str, Any], index: int) -> dict[str, Any]:
+        """The result with the ASR round trip's checks added to its own."""
+        assert self.asr is not None
+        fields = {"audio": result["audio"], "encoding": "s16le", "sample_rate": result["sample_rate"],
+                  "text": self.chunks[index], "language": self.request.language}  # fmt: skip
+        future = self.asr.submit_transcribe(fields, self.priority)
+        self.futures.append(future)
+        transcript: dict[str, Any] = await future
+        return {**result, "qa": {**result.get("qa", {}), **transcript["qa"]}}
+
     def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
@@ -175,6 +186,8 @@ class Synthesis:
         attempt = 1
         while True:
             result: dict[str, Any] = await pending
+            if self.asr is not None and not quality.failed_checks(result):
+                result = await self.hear(result, index)
             failed = quality.failed_checks(result)
             if failed:
                 quality.count_attempt(failed, retrying=attempt <= retries)

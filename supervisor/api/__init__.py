@@ -21,6 +21,8 @@ class Services:
     pool: Pool
     voices: VoiceStore
     clones: PromptCache
+    asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
+    asr_pool: Pool | None = None
 
 
 def services(request: Request) -> Services:

@@ -193,7 +193,7 @@ async def _passing(
 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s)
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, asr=svc.asr)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:
