@@ -308,20 +308,16 @@ class Settings:
     # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
     qa_retries: int = setting(
         2,
-        "generate an item (each chunk) that fails a quality check again, with another seed, up "
-        "to this many times; what still fails is reported as failed",
+        "regenerate a chunk failing a check (another seed), at most N times",
     )
     qa_thresholds: str = setting(
         "",
-        "the quality checks' thresholds that differ from their defaults (sidecar/thresholds.py, "
-        "docs/RELIABILITY.md), e.g. max_internal_silence_s=3,min_rms_db=-50",
+        "check thresholds other than the defaults (docs/RELIABILITY.md)",
         metavar="NAME=VALUE,...",
     )
     asr_model: str = setting(
         "",
-        "a Whisper-family checkpoint (directory or Hugging Face id) for an ASR sidecar that "
-        "transcribes each item back (checks wer, divergent_run) and clone references sent "
-        "without a transcript (none: no ASR)",
+        "Whisper model that hears chunks and references (none: no ASR)",
         metavar="DIR_OR_HF_ID",
     )
     # --- jobs

@@ -301,3 +301,35 @@ def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retr
         assert counter(metrics.qa_failed) == failed_before + 1
 
     asyncio.run(scenario())
+
+
+def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() -> None:
+    async def scenario() -> None:
+        scheduler, asr = Scheduler(Settings(engine="null")), Scheduler(Settings(engine="null"))
+        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0,
+                              asr=asr)  # fmt: skip
+        heard: list[dict[str, Any]] = []
+
+        async def listen() -> None:  # the ASR sidecar: the first attempt's words diverge
+            while True:
+                await asyncio.sleep(0)
+                batch = asr.next_batch()
+                if batch is None:
+                    continue
+                (task,) = batch.tasks
+                heard.append(task.payload)
+                bad = len(heard) == 1
+                checks = {"wer": {"passed": not bad, "value": 0.9 if bad else 0.0},
+                          "divergent_run": {"passed": not bad, "value": 9.0 if bad else 0.0}}  # fmt: skip
+                asr.resolve(task, {"op": "transcript", "text": "", "qa": checks})
+
+        listener = asyncio.ensure_future(listen())
+        batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(0, 0))
+        listener.cancel()
+        assert len(batches) == 2 and [p["attempts"] for p in pieces] == [2]
+        assert [h["text"] for h in heard] == [synthesis.chunks[0]] * 2
+        assert heard[0]["encoding"] == "s16le" and heard[0]["sample_rate"] == 24000
+        summary = synthesis.verdict.summary()
+        assert summary["passed"] and summary["checks"]["wer"] == {"passed": True, "value": 0.0}
+
+    asyncio.run(scenario())
