@@ -10,12 +10,15 @@ It also transcribes a clone reference uploaded without a transcript.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from supervisor.errors import Unprocessable
 from supervisor.gpu import Device
 from supervisor.pool import Pool
+from supervisor.process import FrameHandler, SidecarProcess
 from supervisor.scheduler import Priority, Scheduler
+from supervisor.sidecar_command import sidecar_argv, sidecar_env
 
 ENGINE = "whisper"
 
@@ -23,8 +26,12 @@ ENGINE = "whisper"
 class AsrPool(Pool):
     """Sidecars that run the Whisper checkpoint of --asr-model."""
 
-    def engine_and_model(self) -> tuple[str, str]:
-        return ENGINE, self.settings.asr_model
+    def sidecar_process(
+        self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]
+    ) -> SidecarProcess:
+        argv = sidecar_argv(self.settings, device, ENGINE, self.settings.asr_model)
+        return SidecarProcess(device, argv, sidecar_env(device), self.settings.max_frame_bytes,
+                              on_frame, wake, self.clock)  # fmt: skip
 
 
 def asr_devices(found: list[Device]) -> list[Device]:

@@ -50,7 +50,8 @@ from supervisor.errors import (
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
-from supervisor.voice_store import resolve_voice
+from supervisor.text import captions
+from supervisor.voice_store import resolve_voice, voice_resolver
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -173,10 +174,22 @@ class JobRunner:
 
     def prepare(self, item: Claimed) -> Synthesis:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
-        speech = schemas.speech_request(item.request, self.svc.settings)
+        fields = {key: value for key, value in item.request.items() if key != "captions"}
+        speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s,
-                         Priority.BULK, self.svc.asr)  # fmt: skip
+        voices = voice_resolver(speech, self.svc.voices)
+        lexicon = self.svc.lexicons.for_request(speech)
+        return Synthesis(
+            self.svc.scheduler,
+            speech,
+            voice,
+            self.svc.settings.chunk_s,
+            Priority.BULK,
+            voices,
+            lexicon,
+            captions=item.request.get("captions") is True,
+            asr=self.svc.asr,
+        )
 
     async def start_items(self) -> None:
         room = self.room()
@@ -283,10 +296,20 @@ class JobRunner:
             )
             return
         try:
+            beside = {
+                "srt": captions.srt(synthesis.segments).encode(),
+                "vtt": captions.vtt(synthesis.segments).encode(),
+            }
             await asyncio.to_thread(
-                self.store.finish, item.key, item.format, data, synthesis.seed,
-                synthesis.audio_s, synthesis.verdict.summary()
-            )  # fmt: skip
+                self.store.finish,
+                item.key,
+                item.format,
+                data,
+                synthesis.seed,
+                synthesis.audio_s,
+                beside if synthesis.captions else None,
+                synthesis.verdict.summary(),
+            )
         except (
             OSError,
             sqlite3.Error,

@@ -396,9 +396,19 @@ class JobStore:
                     claimed.add((job_id, n))
         return claimed
 
-    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None,
-               audio_s: float, qa: dict[str, Any] | None = None) -> bool:  # fmt: skip
-        """Write the result atomically, then running -> done. False if the item was not running."""
+    def finish(
+        self,
+        key: tuple[str, int],
+        fmt: str,
+        data: bytes,
+        seed: int | None,
+        audio_s: float,
+        beside: dict[str, bytes] | None = None,
+        qa: dict[str, Any] | None = None,
+    ) -> bool:
+        """Write the result atomically, then running -> done. False if the item was not running.
+        `beside`: more files by extension (captions), written before the audio, so that an item
+        whose audio exists after a crash (`recover`) has them too. `qa`: its quality checks."""
         job_id, n = key
         with self.lock:
             row = self.db.execute(
@@ -406,6 +416,8 @@ class JobStore:
             ).fetchone()
             if row is None or row["state"] != "running":
                 return False
+            for extension, content in (beside or {}).items():
+                self._write_result(self.result_path(job_id, n, extension), content)
             self._write_result(self.result_path(job_id, n, fmt), data)
             self.db.execute(
                 "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import formats, lexicons, schemas
 from supervisor.settings import Settings
 
 VERSION = "0.1.0"
@@ -89,6 +89,11 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
+        "dialogue": {"type": "boolean", "description": "the input is one turn per line: '[voice] text'"},
+        "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
+                     "description": "silence between dialogue turns"},
+        "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
         "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
@@ -150,6 +155,11 @@ def document(settings: Settings) -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
             "responses": _responses(audio, *speech_errors),
         }},
+        "/v1/audio/speech/captioned": {"post": {
+            "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
+        }},
         "/v1/audio/clone": {"post": {
             "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form({**options, **reference}, ["input", "file", "transcript"])}}},
@@ -181,6 +191,21 @@ def document(settings: Settings) -> dict[str, Any]:
             "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
             "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
         },
+        "/v1/audio/lexicons": {"get": {"operationId": "listLexicons", "responses": _responses(_json("LexiconList", "the lexicons"))}},
+        "/v1/audio/lexicons/{name}": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "getLexicon", "responses": _responses(_json("Lexicon", "the lexicon"), 404)},
+            "put": {"operationId": "putLexicon", "summary": "Save a pronunciation lexicon, replacing one of that name",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
+                            "language": {"type": "string"},
+                            "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
+                                        "additionalProperties": {"type": "string", "minLength": 1,
+                                                                 "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
+                    "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
+                                  **{str(s): _error(s) for s in (400, 401, 413, 415)}}},
+            "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
+        },
         "/v1/jobs": {
             "post": {"operationId": "createJob", "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
                      "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
@@ -209,6 +234,13 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the audio file", "content": {
                         t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
         },
+        **{f"/v1/jobs/{{job_id}}/items/{{n}}/captions.{kind}": {
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
+            "get": {"operationId": f"getJobItemCaptions{kind.title()}", "summary": "An item's captions, if it asked for them",
+                    "responses": _responses({"description": "the captions", "content": {
+                        media: {"schema": {"type": "string"}}}}, 404, 409)},
+        } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
@@ -275,10 +307,23 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         }},
         "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
+        "CaptionedSpeech": {"type": "object", "required": ["audio", "format", "sample_rate", "segments"], "properties": {
+            "audio": {"type": "string", "contentEncoding": "base64"}, "format": {"type": "string"},
+            "sample_rate": {"type": "integer"}, "segments": {"type": "array", "items": {
+                "type": "object", "required": ["text", "start", "end"], "properties": {
+                    "text": {"type": "string"}, "start": {"type": "number"}, "end": {"type": "number"}}}}}},
+        "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
+            "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
+        "LexiconList": {"type": "object", "required": ["object", "data"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Lexicon"}}}},
+        "DeletedLexicon": {"type": "object", "required": ["name", "object", "deleted"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon.deleted"}, "deleted": {"type": "boolean"}}},
         "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
         "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
-            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}},
+            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+            "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"}}},
         "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
             "id": {"type": "string"}, "object": {"const": "job"},
             "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},

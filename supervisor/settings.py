@@ -155,6 +155,11 @@ class Settings:
         aliases=("--audio-chunk-duration",),
         env=("OMNIVOICE_AUDIO_CHUNK_DURATION",),
     )
+    normalize: bool = setting(
+        False,
+        "spell out numbers, dates, times, currency, units and abbreviations in the "
+        "request's language before synthesis; a request's 'normalize' wins",
+    )
     text_chunk_words: int = setting(
         0,
         "split long input by words instead: chunks of about this many words (a CJK or Thai "

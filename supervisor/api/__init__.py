@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from supervisor.lexicons import LexiconStore
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
@@ -21,6 +22,7 @@ class Services:
     pool: Pool
     voices: VoiceStore
     clones: PromptCache
+    lexicons: LexiconStore
     asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
     asr_pool: Pool | None = None
 

@@ -33,6 +33,8 @@ from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest, out_of_space
 from supervisor.voice_store import resolve_voice
 
+CAPTION_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
+
 ITEM_ID = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 )  # also a file name: synth writes <id>.<format>
@@ -96,17 +98,24 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
                     )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
-            speech = schemas.speech_request(fields, svc.settings)
+            # An item's own field: .srt and .vtt beside its audio.
+            schemas.boolean(fields, "captions")
+            speech = schemas.speech_request(
+                {k: v for k, v in fields.items() if k != "captions"}, svc.settings
+            )
             if speech.stream_format == "sse":
                 raise InvalidRequest(
                     "A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.",
                     param="stream_format",
                 )
             resolve_voice(speech, svc.voices)
+            svc.lexicons.for_request(speech)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         out.append(NewItem(fields, client_id, speech.response_format))
-        validated.append({"id": client_id, **dataclasses.asdict(speech)})
+        # captions too (only when on, so the digests of jobs stored without it stay the same)
+        own = {"captions": True} if fields.get("captions") is True else {}
+        validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
     return out, body_digest(validated)
 
 
@@ -200,6 +209,33 @@ async def item_audio(request: Request) -> Response:
         )
     name = f"{item['id'] or item['index']}.{item['format']}"
     return FileResponse(path, media_type=formats.MEDIA_TYPES[item["format"]], filename=name)
+
+
+async def item_captions(request: Request) -> Response:
+    """`captions.srt` or `captions.vtt` of an item that asked for captions, once it is done."""
+    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
+    kind = request.url.path.rsplit(".", 1)[1]
+    index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    item = await asyncio.to_thread(jobs.store.item, job_id, index) if index is not None else None
+    if item is None:
+        if await asyncio.to_thread(jobs.store.job, job_id, False) is None:
+            raise no_job(job_id)
+        raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
+    if item["state"] != "done":
+        error = Conflict(
+            f"Item {raw} of job {job_id} is {item['state']}; its captions exist once it is done.",
+            param="n",
+        )
+        error.code = "item_not_done"
+        raise error
+    path = jobs.store.result_path(job_id, item["index"], kind)
+    if not path.is_file():
+        raise NotFound(
+            f'Item {raw} of job {job_id} has no captions: send the item with "captions": true.',
+            param="n",
+        )
+    name = f"{item['id'] or item['index']}.{kind}"
+    return FileResponse(path, media_type=CAPTION_TYPES[kind], filename=name)
 
 
 async def cancel_job(request: Request) -> JSONResponse:

@@ -47,7 +47,7 @@ from supervisor.errors import (
 )
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
-from supervisor.voice_store import resolve_voice
+from supervisor.voice_store import resolve_voice, voice_resolver
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -193,7 +193,10 @@ async def _passing(
 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, asr=svc.asr)
+    voices = voice_resolver(speech, svc.voices)
+    lexicon = svc.lexicons.for_request(speech)
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
+                          lexicon=lexicon, asr=svc.asr)  # fmt: skip
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:
