@@ -19,7 +19,8 @@ running) only once its Synthesis has been admitted.
 
 How an item ends:
 
-    all its audio           encoded, written atomically, `done`
+    all its audio           encoded, written atomically, `done` (with its `qa` checks)
+    audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
@@ -43,7 +44,14 @@ from typing import Any
 from supervisor import formats, metrics, schemas
 from supervisor.api import Services
 from supervisor.callback_sender import CallbackSender
-from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
+from supervisor.errors import (
+    InsufficientStorage,
+    Overloaded,
+    QualityFailed,
+    ServerError,
+    SidecarLost,
+    Unavailable,
+)
 from supervisor.jobs import Claimed, JobStore
 from supervisor.outlook import Outlook
 from supervisor.scheduler import Priority
@@ -228,6 +236,7 @@ class JobRunner:
             voices,
             lexicon,
             captions=item.request.get("captions") is True,
+            asr=self.svc.asr,
         )
 
     async def start_items(self) -> None:
@@ -308,6 +317,11 @@ class JobRunner:
         finally:
             self.generating.pop(key, None)
             self.wake()
+        verdict = synthesis.verdict
+        if not verdict.passed:  # never passed off as good: the item fails, saying which checks
+            log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, verdict.reason())
+            await self.record(key, QualityFailed(verdict.reason(), verdict.summary()))
+            return
         await self.write(item, synthesis, pieces)
 
     async def write(
@@ -342,6 +356,7 @@ class JobRunner:
                 synthesis.seed,
                 synthesis.audio_s,
                 beside if synthesis.captions else None,
+                synthesis.verdict.summary(),
             )
         except (
             OSError,

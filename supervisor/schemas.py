@@ -528,8 +528,11 @@ def voice_name(value: str | None) -> str:
     return value
 
 
-def transcript(value: str | None, settings: Settings) -> str:
+def transcript(value: str | None, settings: Settings, required: bool = True) -> str:
+    """A reference's transcript; "" when it may be left out (an ASR sidecar will hear it)."""
     text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
+    if (text is None or not text.strip()) and not required:
+        return ""
     if text is None or not text.strip():
         raise InvalidRequest(
             "Missing required field: 'transcript' (what is said in the reference audio).",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sidecar.thresholds import Thresholds
 from supervisor.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
@@ -309,6 +310,21 @@ class Settings:
         aliases=("--default-num-step",),
         env=("OMNIVOICE_DEFAULT_NUM_STEP",),
     )
+    # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
+    qa_retries: int = setting(
+        2,
+        "regenerate a chunk failing a check (another seed), at most N times",
+    )
+    qa_thresholds: str = setting(
+        "",
+        "check thresholds other than the defaults (docs/RELIABILITY.md)",
+        metavar="NAME=VALUE,...",
+    )
+    asr_model: str = setting(
+        "",
+        "Whisper model that hears chunks and references (none: no ASR)",
+        metavar="DIR_OR_HF_ID",
+    )
     # --- jobs
     job_retention_s: float = setting(
         604800.0,
@@ -374,6 +390,10 @@ class Settings:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
+        try:
+            Thresholds.from_spec(self.qa_thresholds)
+        except ValueError as exc:
+            raise SettingsError(f"--qa-thresholds (OMNIVOICE_QA_THRESHOLDS): {exc}") from None
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
@@ -571,6 +591,7 @@ HELP_GROUPS = {
     "max_input_chars": "requests",
     "engine": "sidecars and their supervision",
     "max_batch_size": "batching and admission",
+    "qa_retries": "quality checks",
     "job_retention_s": "jobs",
 }
 

@@ -23,6 +23,8 @@ class Services:
     voices: VoiceStore
     clones: PromptCache
     lexicons: LexiconStore
+    asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
+    asr_pool: Pool | None = None
 
 
 def services(request: Request) -> Services:

@@ -23,10 +23,12 @@ async def health(request: Request) -> JSONResponse:
     svc = services(request)
     body = svc.pool.health()
     body["jobs"] = request.app.state.jobs_health
+    if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
+        body["asr"] = svc.asr_pool.health()["sidecars"]
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
     else:
-        for sidecar in body["sidecars"]:
+        for sidecar in body["sidecars"] + body.get("asr", []):
             sidecar["pid"] = None
     return JSONResponse(body)
 

@@ -15,6 +15,13 @@ Then:
 A client that goes away cancels everything of its request still queued or running, and so
 does a request's deadline (`request_timeout_s`, else `--request-timeout-s`): a 504 if no audio
 has gone out yet, else the stream ends as a failed chunk would end it.
+
+Quality (supervisor/quality.py): `X-OmniVoice-QA: passed|failed; attempts=N`. A whole answer
+(one chunk) that still fails its checks after every retry is sent all the same, with `failed`:
+the audio exists, the client is told, and may keep it or ask again with another seed. A stream
+sends the header with its first chunk; if that said `passed`, a later chunk that finally fails
+ends the stream as a failed chunk would (an SSE `error` event with code `qa_failed`, else a cut
+connection), so failing audio is never passed off as good.
 """
 
 from __future__ import annotations
@@ -29,9 +36,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from supervisor import formats, instructions, metrics, schemas
+from supervisor import formats, instructions, metrics, quality, schemas
 from supervisor.api import Services, services
-from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
+from supervisor.errors import (
+    InvalidRequest,
+    QualityFailed,
+    RequestTimeout,
+    ServerError,
+    UnsupportedMedia,
+)
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
 from supervisor.voice_store import resolve_voice, voice_resolver
@@ -168,13 +181,22 @@ async def _sse_body(
     yield formats.sse_done(synthesis.usage())
 
 
+async def _passing(
+    pieces: AsyncIterator[dict[str, Any]], synthesis: Synthesis
+) -> AsyncIterator[dict[str, Any]]:
+    """The later pieces of a stream whose header said `passed`; one that failed raises."""
+    async for piece in pieces:
+        if quality.failed_checks(piece):
+            raise QualityFailed(synthesis.verdict.reason())
+        yield piece
+
+
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
     voices = voice_resolver(speech, svc.voices)
     lexicon = svc.lexicons.for_request(speech)
-    synthesis = Synthesis(
-        svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices, lexicon=lexicon
-    )
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
+                          lexicon=lexicon, asr=svc.asr)  # fmt: skip
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:
@@ -197,17 +219,19 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
         "X-Chunks": str(len(synthesis.chunks)),
         "X-Sample-Rate": rate,
         "X-Audio-Sample-Rate": rate,
+        quality.HEADER: synthesis.verdict.header(),
     }
+    rest = _passing(pieces, synthesis) if synthesis.verdict.passed else pieces
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
         return SynthesisStream(
-            synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers
+            synthesis, _sse_body(first, rest, fmt, synthesis), "text/event-stream", headers
         )
     if len(synthesis.chunks) > 1:
         return SynthesisStream(
-            synthesis, _audio_body(first, pieces, fmt), formats.MEDIA_TYPES[fmt], headers
+            synthesis, _audio_body(first, rest, fmt), formats.MEDIA_TYPES[fmt], headers
         )
     await pieces.aclose()
     content = await _encode(fmt, formats.encode, fmt, first["audio"], first["sample_rate"])

@@ -566,4 +566,6 @@ def test_serve_help_is_grouped_with_no_empty_defaults() -> None:
         "--fastapi-workers/--workers" in compat
         and "--model-id, OMNIVOICE_MODEL_ID = --model" in compat
     )
-    assert len(text.splitlines()) < 250
+    # About 250 lines: issue 15's quality checks (--qa-retries and --asr-model are DESIGN's
+    # contract, --qa-thresholds holds every threshold in one flag) took it just past 250.
+    assert len(text.splitlines()) < 260
