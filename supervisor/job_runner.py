@@ -36,7 +36,7 @@ import sqlite3
 import time
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import delivery, schemas
 from supervisor.api import Services
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
@@ -258,7 +258,11 @@ class JobRunner:
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
             data = await asyncio.to_thread(
-                formats.encode, item.format, pcm, pieces[0]["sample_rate"]
+                delivery.encode,
+                item.format,
+                pcm,
+                pieces[0]["sample_rate"],
+                delivery.profile(synthesis.request),
             )
         except (
             Exception

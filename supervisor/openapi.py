@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import delivery, formats, schemas
 from supervisor.settings import Settings
 
 VERSION = "0.1.0"
@@ -89,6 +89,16 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        "sample_rate": {"type": "integer", "minimum": delivery.SAMPLE_RATES[0], "maximum": delivery.SAMPLE_RATES[1],
+                        "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)"},
+        "loudness": {"anyOf": [
+            {"type": "string", "enum": list(delivery.PRESETS)},
+            {"type": "object", "properties": {
+                "lufs": {"type": "number", "minimum": delivery.LUFS_RANGE[0], "maximum": delivery.LUFS_RANGE[1]},
+                "true_peak_db": {"type": "number", "minimum": delivery.TRUE_PEAK_RANGE[0], "maximum": delivery.TRUE_PEAK_RANGE[1],
+                                 "default": delivery.DEFAULT_TRUE_PEAK_DB}},
+             "required": ["lufs"], "additionalProperties": False},
+        ], "description": "normalise the whole output (buffered: the answer starts when it is all made)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
         "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},

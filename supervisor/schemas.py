@@ -22,9 +22,11 @@ from sidecar.errors import InvalidInstruct
 from sidecar.languages import language_ids, language_names
 from sidecar.text import contains_cjk
 from sidecar.voice_design import resolve_instruct
+from supervisor import delivery
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
 from supervisor.instructions import read_free_form
+from supervisor.loudness import Target
 from supervisor.settings import Settings
 
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -55,6 +57,7 @@ RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
 SPEECH_FIELDS = frozenset({
     "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
     "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
+    "sample_rate", "loudness",
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
@@ -96,7 +99,7 @@ _FORM_TYPES: dict[str, str] = {
     "speed": "number", "guidance_scale": "number", "duration": "number",
     "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean",
     "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
-    "chunk_duration": "number", "chunk_threshold": "number",
+    "chunk_duration": "number", "chunk_threshold": "number", "sample_rate": "integer",
 }  # fmt: skip
 
 
@@ -126,6 +129,8 @@ class SpeechRequest:
         None  # input estimated at up to this stays one chunk (None: twice the chunk length)
     )
     instructions_read: str | None = None  # X-OmniVoice-Instructions: free-form text was read
+    sample_rate: int | None = None  # of the answer (None: 24 kHz, or 8 kHz for G.711); delivery
+    loudness: Target | None = None  # normalise the whole output to this; delivery
 
 
 def default_seed(voice: str) -> int:
@@ -429,7 +434,7 @@ def _speech_request(
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
     given = string(body, "instructions", max_chars=settings.max_input_chars)
     design, read = free_form_instructions(given, text, strict_instructions)
-    return SpeechRequest(
+    request = SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
@@ -448,7 +453,11 @@ def _speech_request(
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
         instructions_read=read,
+        sample_rate=integer(body, "sample_rate", *delivery.SAMPLE_RATES),
+        loudness=delivery.parse_loudness(body.get("loudness")),
     )
+    delivery.check_rate(request.response_format, request.sample_rate)
+    return request
 
 
 def from_form(fields: dict[str, str]) -> dict[str, Any]:
