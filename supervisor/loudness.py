@@ -8,8 +8,11 @@ catches the peaks between samples that a true-peak meter sees (BS.1770 oversampl
 
 A gain alone keeps the sound as it is; the limiter only runs when that gain would lift the true
 peak over the ceiling. Limiting takes a little loudness away, so the gain is corrected by what
-the last pass missed and applied again to the original, at most `PASSES` times. Audio too short
-or too quiet to measure (under 0.4 s of sound above the absolute gate) is returned unchanged.
+the last pass missed and applied again to the original, at most `PASSES` times. The ceiling
+wins over the target: when the limiter takes a correction back (audio whose peaks are high for
+its loudness, such as mostly low frequencies, which BS.1770's K-weighting counts little), the
+output stays at the loudness it reached, under the target. Audio too short or too quiet to
+measure (under 0.4 s of sound above the absolute gate) is returned unchanged.
 """
 
 from __future__ import annotations
@@ -113,23 +116,6 @@ def measure(pcm: bytes, sample_rate: int, kind: str) -> Measured:
     return Measured(level, peak_db)
 
 
-def _chain(
-    gain_db: float, ceiling_db: float, sample_rate: int, limit: bool
-) -> list[tuple[str, str]]:
-    chain = [("volume", f"volume={gain_db:.4f}dB:precision=double")]
-    if limit:
-        high = sample_rate * OVERSAMPLE
-        chain += [
-            ("aresample", str(high)),
-            (
-                "alimiter",
-                f"limit={10 ** ((ceiling_db - MARGIN_DB) / 20):.6f}:level=disabled:latency=1",
-            ),
-            ("aresample", str(sample_rate)),
-        ]
-    return chain
-
-
 def normalise(pcm: bytes, sample_rate: int, target: Target) -> bytes:
     """The audio at the target level with its true peak under the ceiling (s16 mono in and out)."""
     first = measure(pcm, sample_rate, target.measure)
@@ -137,15 +123,29 @@ def normalise(pcm: bytes, sample_rate: int, target: Target) -> bytes:
         return pcm  # nothing to measure: leave it as it is
     gain = target.level - first.level
     limit = first.true_peak_db + gain > target.true_peak_db
-    out = pcm
-    for _ in range(PASSES):
-        out, _ = run_filters(
-            pcm, sample_rate, _chain(gain, target.true_peak_db, sample_rate, limit)
-        )
-        if not limit:
-            return out
-        missed = target.level - measure(out, sample_rate, target.measure).level
+    out = _apply(pcm, sample_rate, gain, target, limit)
+    if not limit:
+        return out
+    level = measure(out, sample_rate, target.measure).level
+    for _ in range(PASSES - 1):
+        missed = target.level - level
         if abs(missed) <= TOLERANCE_LU:
             break
-        gain += missed
+        candidate = _apply(pcm, sample_rate, gain + missed, target, limit)
+        reached = measure(candidate, sample_rate, target.measure).level
+        if abs(reached - level) < abs(missed) / 2:
+            break  # the limiter takes the gain back (peaks too high for the level): stop there
+        gain, out, level = gain + missed, candidate, reached
     return out
+
+
+def _apply(pcm: bytes, sample_rate: int, gain_db: float, target: Target, limit: bool) -> bytes:
+    chain = [("aformat", "sample_fmts=dbl"), ("volume", f"volume={gain_db:.4f}dB:precision=double")]
+    if limit:
+        ceiling = 10 ** ((target.true_peak_db - MARGIN_DB) / 20)
+        chain += [
+            ("aresample", str(sample_rate * OVERSAMPLE)),
+            ("alimiter", f"limit={ceiling:.6f}:level=false:latency=true"),
+            ("aresample", str(sample_rate)),
+        ]
+    return run_filters(pcm, sample_rate, chain)[0]
