@@ -9,6 +9,7 @@ the form around it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from supervisor import gpu, metrics
+from supervisor import gpu, metrics, result_cache
 from supervisor.api import Services, console, jobs, ops, speech, voices
 from supervisor.api.speech import CLIENT_CLOSED
 from supervisor.auth import BearerAuth
@@ -77,8 +78,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
+        results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
-            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size)
+            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size), results
         )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
@@ -134,6 +136,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
         Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
+        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
         Route("/v1/jobs", jobs.create_job, methods=["POST"]),
         Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),

@@ -219,6 +219,11 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the audio file", "content": {
                         t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
         },
+        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Empty the result cache (docs/API.md)",
+                                 "responses": _responses({"description": "what was removed", "content": {"application/json": {"schema": {
+                                     "type": "object", "required": ["object", "enabled", "deleted", "bytes"], "properties": {
+                                         "object": {"const": "cache.purge"}, "enabled": {"type": "boolean"},
+                                         "deleted": {"type": "integer"}, "bytes": {"type": "integer"}}}}}})}},
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],

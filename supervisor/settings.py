@@ -310,6 +310,17 @@ class Settings:
         "remove a job and its result files this long after its last item ended (0: keep forever)",
     )
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
+    cache_dir: str = setting(
+        "",
+        "result cache of reproducible answers (a seed given; every job item) "
+        "(default: DATA_DIR/cache)",
+        metavar="DIR",
+    )
+    cache_max_bytes: int = setting(
+        2 * 2**30,
+        "most bytes the result cache keeps on disk, least recently used out first (0: no cache)",
+        metavar="BYTES",
+    )
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -398,6 +409,9 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_cache_dir(self) -> str:
+        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
 
     def resolved_test_fault_dir(self) -> str:
         return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")

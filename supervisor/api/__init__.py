@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from supervisor.pool import Pool
+from supervisor.result_cache import ResultCache
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
 from supervisor.voice_store import PromptCache, VoiceStore
@@ -21,6 +22,7 @@ class Services:
     pool: Pool
     voices: VoiceStore
     clones: PromptCache
+    results: ResultCache | None = None  # None: --cache-max-bytes 0
 
 
 def services(request: Request) -> Services:

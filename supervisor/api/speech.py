@@ -30,7 +30,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from supervisor import delivery, formats, instructions, metrics, schemas
-from supervisor.api import Services, services
+from supervisor.api import Services, cached, services
 from supervisor.delivery import Profile
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
@@ -178,7 +178,11 @@ async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncI
 
 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
-    """Admit the request, wait for its first audio, and answer as its formats ask."""
+    """Admit the request, wait for its first audio, and answer as its formats ask. A reproducible
+    request is answered from the result cache when it is there, and kept in it when not."""
+    name, hit = await cached.find(svc, speech, voice)
+    if hit is not None:
+        return cached.replay(speech, hit)
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
@@ -205,6 +209,15 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     }
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
+
+    def keep(data: bytes) -> None:
+        if name is not None:
+            meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
+                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks)}  # fmt: skip
+            cached.keep(svc, name, data, meta)
+
+    if name is not None:
+        headers[cached.HEADER] = "miss"
     if wanted.loudness is not None:
         # Loudness is measured over the whole output: every chunk first, then one file.
         try:
@@ -215,23 +228,25 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
             synthesis.close()
         pcm = b"".join(piece["audio"] for piece in [first, *rest])
         content = await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
+        keep(content)
         if speech.stream_format == "sse":
             headers["Cache-Control"] = "no-cache"
             return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
                                    "text/event-stream", headers)  # fmt: skip
         return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+    body = _audio_body(first, pieces, fmt, wanted)
+    if name is not None:
+        body = cached.recorded(body, keep)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
-        body = _audio_body(first, pieces, fmt, wanted)
         return SynthesisStream(synthesis, _sse_body(body, synthesis), "text/event-stream", headers)
     if len(synthesis.chunks) > 1:
-        return SynthesisStream(
-            synthesis, _audio_body(first, pieces, fmt, wanted), formats.MEDIA_TYPES[fmt], headers
-        )
+        return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
     await pieces.aclose()
     cheap = delivery.is_cheap(fmt, first["sample_rate"], wanted)
     content = await _encode(cheap, delivery.encode, fmt, first["audio"], first["sample_rate"],
                             wanted)  # fmt: skip
+    keep(content)
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 
