@@ -171,6 +171,21 @@ clone_cache_entries = Gauge(
     "clone prompts in the cache (at most --clone-cache-size)",
     registry=REGISTRY,
 )
+result_cache_hits = Counter(
+    f"{PREFIX}_result_cache_hits",
+    "reproducible answers and job items served from the result cache (nothing generated)",
+    registry=REGISTRY,
+)
+result_cache_misses = Counter(
+    f"{PREFIX}_result_cache_misses",
+    "reproducible answers and job items looked up in the result cache and not found",
+    registry=REGISTRY,
+)
+result_cache_bytes = Gauge(
+    f"{PREFIX}_result_cache_bytes",
+    "bytes the result cache holds on disk (at most --cache-max-bytes)",
+    registry=REGISTRY,
+)
 gpu_memory_peak = Gauge(
     f"{PREFIX}_gpu_memory_peak_bytes",
     "largest GPU memory a sidecar's allocator has held (as last reported)",

@@ -350,6 +350,17 @@ class Settings:
         2.0, "wait before a callback's second attempt; doubles after each, to at most 10 minutes"
     )
     callback_timeout_s: float = setting(10.0, "how long one callback attempt may take")
+    cache_dir: str = setting(
+        "",
+        "result cache of reproducible answers (a seed given; every job item) "
+        "(default: DATA_DIR/cache)",
+        metavar="DIR",
+    )
+    cache_max_bytes: int = setting(
+        2 * 2**30,
+        "most bytes the result cache keeps on disk, least recently used out first (0: no cache)",
+        metavar="BYTES",
+    )
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -449,6 +460,9 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_cache_dir(self) -> str:
+        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
 
     def resolved_test_fault_dir(self) -> str:
         return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
