@@ -175,8 +175,8 @@ class JobRunner:
         return self.svc.pool.time_to_ready_s or UNMEASURED_READY_S
 
     async def warm_for_schedule(self) -> None:
-        """Have a sidecar ready at the next job's not_before: a reaped one is started that long
-        ahead which its last start took, with a margin."""
+        """Have a sidecar ready at the next job's not_before: a reaped one is started ahead of
+        it by the time the last start took, with a margin."""
         now = time.time()
         start = await asyncio.to_thread(self.store.next_start, now)
         if start is None:
