@@ -172,14 +172,14 @@ def test_a_deadline_that_cannot_be_met_is_reported_at_risk_before_it_passes(
 ) -> None:
     # A batch measured first, so the server has a throughput to estimate from.
     wait_job(server, submit(server, items(1))["id"], ended, 120, "a first job")
-    # How long 40 long items take here: the estimate for a job held back an hour.
+    # How long 100 long items take here: the estimate for a job held back an hour.
     start = time.time() + 3600
-    probe = submit_with(server, items(40, LONG), not_before=at(3600))
+    probe = submit_with(server, items(100, LONG), not_before=at(3600))
     work_s = unix(probe["estimated_finish"]) - start
     assert server.request("DELETE", f"/v1/jobs/{probe['id']}").status_code == 200
     assert work_s > 2, work_s
     deadline = time.time() + work_s / 2
-    created = submit_with(server, items(40, LONG), deadline=at(work_s / 2))
+    created = submit_with(server, items(100, LONG), deadline=at(work_s / 2))
     answered_at = time.time()
     try:
         assert created["deadline_at_risk"] is True
