@@ -13,9 +13,14 @@ of which job items may take at most `BULK_SHARE` of the admission limit, so that
 requests are still admitted while a large job runs. An item is claimed in the store (queued ->
 running) only once its Synthesis has been admitted.
 
+An item always has a seed (its own, its voice's, or one derived from its fields), so it is
+looked up in the result cache first: one found there is claimed and written at once, with no
+synthesis; one generated is kept there (`result_cache`).
+
 How an item ends:
 
-    all its audio           encoded, written atomically, `done`
+    in the result cache     that file written atomically, `done`
+    all its audio           encoded (delivery profile applied), written atomically, `done`
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
