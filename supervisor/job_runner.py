@@ -185,7 +185,7 @@ class JobRunner:
         cache = self.svc.results
         if cache is None:
             return None
-        return result_cache.key(cache.identity, speech, voice, self.svc.settings)
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job")
 
     async def start_items(self) -> None:
         room = self.room()
