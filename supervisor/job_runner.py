@@ -17,9 +17,15 @@ of which job items may take at most `BULK_SHARE` of the admission limit, so that
 requests are still admitted while a large job runs. An item is claimed in the store (queued ->
 running) only once its Synthesis has been admitted.
 
+An item always has a seed (its own, its voice's, or one derived from its fields), so it is
+looked up in the result cache first: one found there is claimed and written at once, with no
+synthesis; one generated is kept there (`result_cache`).
+
 How an item ends:
 
-    all its audio           encoded, written atomically, `done` (with its `qa` checks)
+    in the result cache     that file written atomically, `done`
+    all its audio           encoded (delivery profile applied), written atomically, `done`
+                            (with its `qa` checks)
     audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
@@ -284,7 +290,7 @@ class JobRunner:
             return None
         if not result_cache.cacheable(speech):
             return None
-        return result_cache.key(cache.identity, speech, voice, self.svc.settings)
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job")
 
     async def start_items(self) -> None:
         room = self.room()
