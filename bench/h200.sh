@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The committed benchmark run on one or two H200s through the `device` tool, in two calls (one
 # call may last 10 minutes; the whole run takes about 18 on one GPU, 13 on two). Carry .whl and
-# .whl-ref. Make the calls back to back: the harness runs on in the background between them,
-# while the machine stays warm.
+# .whl-ref (and .whl-peer, the seed server's wheels, for its arm: on one GPU it adds ~5 minutes,
+# so call `finish` a second time if the first one returns with the harness still running; on
+# two GPUs it runs while the reference arm does). Make the calls back to back: the harness runs
+# on in the background between them, while the machine stays warm.
 #
 #   bash bench/h200.sh start COMMIT    # installs, then the harness in the background: checkpoint,
 #                                      # peak rate, server arms on GPU 0, the reference arm after
@@ -20,11 +22,16 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 gpus=$(nvidia-smi -L | wc -l)
 reference_gpu=()
 [ "$gpus" -ge 2 ] && reference_gpu=(--reference-gpu 1)
+peer=()
+[ -d .whl-peer ] && peer=(--peer-site /tmp/peersite)
 
 if [ "$what" = start ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/refsite .whl-ref/*.whl || exit 1
-    setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite "${reference_gpu[@]}" --devices 0 \
+    if [ -d .whl-peer ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peersite .whl-peer/*.whl || exit 1
+    fi
+    setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite "${reference_gpu[@]}" "${peer[@]}" --devices 0 \
         --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &
     if [ "$gpus" -ge 2 ]; then
         # GPU 0 is free once the server arms are over; profile it while the reference arm finishes.

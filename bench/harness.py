@@ -9,7 +9,9 @@ Steps, in one run:
      time to first audio when streaming, (a) short requests offered at a fixed rate, (b) the
      mixed workload saturated (up to 256 in flight);
   4. the denoising forward's achieved TFLOP/s over the mixed run, from the server's metrics;
-  5. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
+  5. with --peer-site, the seed server (bench/peer_arm.py: omnivoice-triton-server 0.1.2 with its
+     README's settings) on the same GPU once our server has stopped, the same mixed texts;
+  6. the reference arm (bench/reference_arm.py, in an interpreter that has omnivoice 0.2.1):
      the mixed texts in generate() calls of 32, and one 12-word sentence at a time. It runs on
      the same GPU once the server has stopped; with --reference-gpu N (a host with two GPUs) it
      runs on GPU N alongside the server arms instead, each arm still with a whole GPU.
@@ -41,6 +43,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import http_arm  # noqa: E402
+import peer_arm  # noqa: E402
 import workloads  # noqa: E402
 
 MEDIUM_TEXT = workloads.sentence_text(__import__("random").Random(3), 45)
@@ -263,6 +266,9 @@ def main() -> int:
     ap.add_argument(
         "--reference-site", help="a folder holding omnivoice 0.2.1 and pydub (bench only)"
     )
+    ap.add_argument(
+        "--peer-site", help="a folder holding omnivoice-triton-server 0.1.2 and its dependencies"
+    )
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument(
         "--short-rate", type=float, default=20.0, help="requests per second offered in workload (a)"
@@ -333,6 +339,12 @@ def main() -> int:
         log_tail = (work_dir / "server.log").read_text().splitlines()[-40:]
         result["server_log_tail"] = log_tail
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if args.peer_site:
+        log("the seed server (our server has stopped)")
+        ref_wav = wav_bytes(clone_wav)
+        result["peer"] = peer_arm.run(args.checkpoint, args.peer_site, mixed, ref_wav, work_dir)
+        log(f"seed server: {result['peer']['mixed']}")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     if args.reference_site and reference is None:
         log("reference arm (the server has stopped)")
         reference = start_reference(args, mixed, clone_wav, work_dir)
@@ -345,6 +357,15 @@ def main() -> int:
     result["mixed_http_x_realtime"] = s["mixed"]["x_realtime"]
     result["short_http_x_realtime"] = s["short"]["x_realtime"] if "short" in s else None
     result["single_p50_s"] = s["single"]["latency_s"].get("p50") if "single" in s else None
+    result["first_audio_p50_s"] = (
+        s["streaming"]["first_audio_s"].get("p50") if "streaming" in s else None
+    )
+    if "peer" in result:
+        peer = result["peer"]["mixed"]["x_realtime"]
+        result["peer_ts_x_realtime"] = peer
+        result["mixed_ratio_to_peer"] = (
+            round(result["mixed_http_x_realtime"] / peer, 2) if peer else None
+        )
     result["denoise_tflops"] = (
         round(
             f["omnivoice_forward_useful_flops_total"] / f["omnivoice_forward_seconds_total"] / 1e12,

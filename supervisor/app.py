@@ -9,6 +9,7 @@ the form around it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -23,15 +24,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from supervisor import gpu, metrics
-from supervisor.api import Services, console, jobs, ops, speech, voices
+from supervisor import gpu, metrics, result_cache
+from supervisor.api import Services, captioned, console, jobs, lexicons, ops, speech, voices
 from supervisor.api.speech import CLIENT_CLOSED
+from supervisor.asr import AsrPool, asr_devices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.gpu import Device
 from supervisor.job_runner import JobRunner
 from supervisor.job_storage import StoreUnavailable
 from supervisor.jobs import JobStore, StoreCorrupt
+from supervisor.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
+from supervisor.lexicons import LexiconStore
 from supervisor.limits import BodyLimit
 from supervisor.pg import Database, is_postgres
 from supervisor.pg_jobs import PgJobStore
@@ -106,9 +110,14 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             if db is None
             else PgVoiceStore(db, settings.store)
         )
+        lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
+        asr = Scheduler(settings) if settings.asr_model else None
+        results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
-            settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size)
-        )
+            settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size),
+            lexicon_store, asr,
+            AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
+        )  # fmt: skip
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
@@ -121,6 +130,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             )
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
         await pool.start()
+        if app.state.services.asr_pool is not None:
+            await app.state.services.asr_pool.start()
         if app.state.jobs is not None:
             await app.state.jobs.start()
         try:
@@ -131,6 +142,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
                     app.state.jobs.stop()
                 )  # job items in flight go back to the queue; they run after the restart
             await pool.stop(settings.drain_s)
+            if app.state.services.asr_pool is not None:
+                await app.state.services.asr_pool.stop(settings.drain_s)
             if app.state.jobs is not None:
                 app.state.jobs.store.close()
             voices.close()
@@ -148,7 +161,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         upload_limit * 4 // 3
     )  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
-              "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
+              "/v1/audio/speech/captioned": json_limit,
+              "/v1/audio/voices": upload_limit, "/v1/audio/lexicons/": LEXICON_BODY_BYTES,
+              "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
     routes: list[BaseRoute] = [
         Route("/", console.page, methods=["GET"]),
         Route("/console", console.page, methods=["GET"]),
@@ -160,17 +175,25 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/models", ops.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
         Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+        Route("/v1/audio/speech/captioned", captioned.captioned, methods=["POST"]),
         Route("/v1/audio/design", voices.design, methods=["POST"]),
         Route("/v1/audio/clone", voices.clone, methods=["POST"]),
         Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
         Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
         Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
+        Route("/v1/audio/lexicons", lexicons.list_lexicons, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
+        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
         Route("/v1/jobs", jobs.create_job, methods=["POST"]),
         Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.cancel_job, methods=["DELETE"]),
         Route("/v1/jobs/{job_id}/items/{n}/audio", jobs.item_audio, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.srt", jobs.item_captions, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.vtt", jobs.item_captions, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

@@ -22,10 +22,19 @@ def cmd_parity(args: argparse.Namespace) -> int:
 
 
 def cmd_make_checkpoint(args: argparse.Namespace) -> int:
-    from sidecar.checkpoint import make_checkpoint
+    if args.kind == "whisper":
+        if args.size != "tiny":
+            print("make-checkpoint: --kind whisper is tiny only; for real transcription give "
+                  "--asr-model a published Whisper checkpoint", file=sys.stderr)  # fmt: skip
+            return 2
+        from sidecar.whisper_checkpoint import make_whisper_checkpoint
 
-    make_checkpoint(args.out, size=args.size, seed=args.seed)
-    print(f"wrote a {args.size} checkpoint with random weights to {args.out}")
+        make_whisper_checkpoint(args.out, seed=args.seed)
+    else:
+        from sidecar.checkpoint import make_checkpoint
+
+        make_checkpoint(args.out, size=args.size, seed=args.seed)
+    print(f"wrote a {args.size} {args.kind} checkpoint with random weights to {args.out}")
     return 0
 
 
@@ -88,6 +97,8 @@ def cmd_install_service(args: argparse.Namespace) -> int:
         env_file=args.env_file,
         files_only=args.files_only,
         start=args.start,
+        timer=args.timer,
+        on_calendar=args.on_calendar,
     )
 
 
@@ -171,6 +182,12 @@ def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         help="tiny for tests, full for benchmarks (real model dimensions)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed for the random weights")
+    p.add_argument(
+        "--kind",
+        choices=("omnivoice", "whisper"),
+        default="omnivoice",
+        help="the OmniVoice model, or a Whisper for the ASR sidecar (--asr-model; tiny only)",
+    )
     p.set_defaults(func=cmd_make_checkpoint)
 
 
@@ -222,7 +239,7 @@ def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from supervisor import service
+    from supervisor import service, synth_timer
 
     p = sub.add_parser(
         "install-service",
@@ -247,6 +264,18 @@ def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--files-only",
         action="store_true",
         help="only write the settings file and the unit: no user, no systemctl",
+    )
+    p.add_argument(
+        "--timer",
+        metavar="NAME",
+        help="also install omnivoice-synth@.service and .timer and enable omnivoice-synth@NAME."
+        "timer: synth over /etc/omnivoice-synth/NAME.jsonl on a calendar",
+    )
+    p.add_argument(
+        "--on-calendar",
+        metavar="SPEC",
+        help="the --timer's OnCalendar= (systemd.time(7)), e.g. '*-*-* 05:50:00' "
+        f"(default {synth_timer.DEFAULT_CALENDAR!r})",
     )
     p.set_defaults(func=cmd_install_service)
     u = sub.add_parser(

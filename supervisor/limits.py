@@ -14,14 +14,15 @@ from supervisor.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    """ASGI middleware: `limits` maps a path to the largest body it takes, in bytes."""
+    """ASGI middleware: `limits` maps a path to the largest body it takes, in bytes; a path that
+    ends in "/" covers the paths one level below it (a route with a name in its path)."""
 
     def __init__(self, app: ASGIApp, limits: dict[str, int]) -> None:
         self.app = app
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = self.limits.get(scope["path"]) if scope["type"] == "http" else None
+        limit = self._limit(scope["path"]) if scope["type"] == "http" else None
         if limit is None:
             await self.app(scope, receive, send)
             return
@@ -40,6 +41,10 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+    def _limit(self, path: str) -> int | None:
+        exact = self.limits.get(path)
+        return exact if exact is not None else self.limits.get(path.rsplit("/", 1)[0] + "/")
 
 
 def too_large(limit: int) -> PayloadTooLarge:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import delivery, formats, lexicons, schemas
 from supervisor.settings import Settings
 
 VERSION = "0.1.0"
@@ -89,6 +89,21 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
+        "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
+        "dialogue": {"type": "boolean", "description": "the input is one turn per line: '[voice] text'"},
+        "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
+                     "description": "silence between dialogue turns"},
+        "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
+        "sample_rate": {"type": "integer", "minimum": delivery.SAMPLE_RATES[0], "maximum": delivery.SAMPLE_RATES[1],
+                        "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)"},
+        "loudness": {"anyOf": [
+            {"type": "string", "enum": list(delivery.PRESETS)},
+            {"type": "object", "properties": {
+                "lufs": {"type": "number", "minimum": delivery.LUFS_RANGE[0], "maximum": delivery.LUFS_RANGE[1]},
+                "true_peak_db": {"type": "number", "minimum": delivery.TRUE_PEAK_RANGE[0], "maximum": delivery.TRUE_PEAK_RANGE[1],
+                                 "default": delivery.DEFAULT_TRUE_PEAK_DB}},
+             "required": ["lufs"], "additionalProperties": False},
+        ], "description": "normalise the whole output (buffered: the answer starts when it is all made)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
         "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
@@ -150,6 +165,11 @@ def document(settings: Settings) -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
             "responses": _responses(audio, *speech_errors),
         }},
+        "/v1/audio/speech/captioned": {"post": {
+            "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
+        }},
         "/v1/audio/clone": {"post": {
             "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form({**options, **reference}, ["input", "file", "transcript"])}}},
@@ -181,6 +201,21 @@ def document(settings: Settings) -> dict[str, Any]:
             "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
             "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
         },
+        "/v1/audio/lexicons": {"get": {"operationId": "listLexicons", "responses": _responses(_json("LexiconList", "the lexicons"))}},
+        "/v1/audio/lexicons/{name}": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"operationId": "getLexicon", "responses": _responses(_json("Lexicon", "the lexicon"), 404)},
+            "put": {"operationId": "putLexicon", "summary": "Save a pronunciation lexicon, replacing one of that name",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
+                            "language": {"type": "string"},
+                            "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
+                                        "additionalProperties": {"type": "string", "minLength": 1,
+                                                                 "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
+                    "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
+                                  **{str(s): _error(s) for s in (400, 401, 413, 415)}}},
+            "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
+        },
         "/v1/jobs": {
             "post": {"operationId": "createJob", "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
                      "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
@@ -188,7 +223,10 @@ def document(settings: Settings) -> dict[str, Any]:
                      "requestBody": {"required": True, "content": {"application/json": {"schema": {
                          "type": "object", "required": ["items"], "additionalProperties": False, "properties": {"items": {
                              "type": "array", "minItems": 1, "maxItems": settings.max_job_items,
-                             "items": {"$ref": "#/components/schemas/JobItemRequest"}}}}}}},
+                             "items": {"$ref": "#/components/schemas/JobItemRequest"}},
+                             "not_before": {"type": "string", "format": "date-time"},
+                             "deadline": {"type": "string", "format": "date-time"},
+                             "callback_url": {"type": "string", "format": "uri"}}}}}},
                      "responses": {"202": _json("Job", "the job, committed to disk"),
                                    **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503)}}},
             "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",
@@ -209,6 +247,18 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the audio file", "content": {
                         t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
         },
+        **{f"/v1/jobs/{{job_id}}/items/{{n}}/captions.{kind}": {
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
+            "get": {"operationId": f"getJobItemCaptions{kind.title()}", "summary": "An item's captions, if it asked for them",
+                    "responses": _responses({"description": "the captions", "content": {
+                        media: {"schema": {"type": "string"}}}}, 404, 409)},
+        } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
+        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Empty the result cache (docs/API.md)",
+                                 "responses": _responses({"description": "what was removed", "content": {"application/json": {"schema": {
+                                     "type": "object", "required": ["object", "enabled", "deleted", "bytes"], "properties": {
+                                         "object": {"const": "cache.purge"}, "enabled": {"type": "boolean"},
+                                         "deleted": {"type": "integer"}, "bytes": {"type": "integer"}}}}}})}},
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
@@ -275,10 +325,23 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         }},
         "VoiceList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Voice"}}}},
+        "CaptionedSpeech": {"type": "object", "required": ["audio", "format", "sample_rate", "segments"], "properties": {
+            "audio": {"type": "string", "contentEncoding": "base64"}, "format": {"type": "string"},
+            "sample_rate": {"type": "integer"}, "segments": {"type": "array", "items": {
+                "type": "object", "required": ["text", "start", "end"], "properties": {
+                    "text": {"type": "string"}, "start": {"type": "number"}, "end": {"type": "number"}}}}}},
+        "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
+            "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
+        "LexiconList": {"type": "object", "required": ["object", "data"], "properties": {
+            "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Lexicon"}}}},
+        "DeletedLexicon": {"type": "object", "required": ["name", "object", "deleted"], "properties": {
+            "name": {"type": "string"}, "object": {"const": "audio.lexicon.deleted"}, "deleted": {"type": "boolean"}}},
         "DeletedVoice": {"type": "object", "required": ["id", "object", "deleted"], "properties": {
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
         "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
-            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}},
+            **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+            "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"}}},
         "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
             "id": {"type": "string"}, "object": {"const": "job"},
             "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},
@@ -288,6 +351,14 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                 "index": {"type": "integer"}, "id": nullable_string,
                 "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
                 "attempts": {"type": "integer"}, "audio_url": nullable_string}}},
+            "not_before": nullable_string, "deadline": nullable_string,
+            "estimated_finish": nullable_string, "deadline_at_risk": {"type": "boolean"},
+            "callback_url": nullable_string,
+            "callback": {"type": ["object", "null"], "properties": {
+                "state": {"enum": ["pending", "delivered", "failed"]},
+                "attempts": {"type": "integer"}, "last_status": {"type": ["integer", "null"]},
+                "last_error": nullable_string}},
+            "warm_up": {"type": ["object", "null"]},
         }},
         "JobList": {"type": "object", "required": ["object", "data", "has_more"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},

@@ -74,6 +74,31 @@ MIGRATIONS = [
         data BYTEA NOT NULL
     );
     """,
+    # 2: schedules and callbacks (issue 16), quality checks (15), captions (17).
+    """
+    ALTER TABLE jobs
+        ADD COLUMN not_before DOUBLE PRECISION,
+        ADD COLUMN deadline DOUBLE PRECISION,
+        ADD COLUMN callback_url TEXT,
+        ADD COLUMN callback_state TEXT,
+        ADD COLUMN callback_attempts INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN callback_status INTEGER,
+        ADD COLUMN callback_error TEXT,
+        ADD COLUMN callback_next_at DOUBLE PRECISION;
+    ALTER TABLE items
+        ADD COLUMN est_audio_s DOUBLE PRECISION,
+        ADD COLUMN qa TEXT;
+    CREATE TABLE beside (
+        job_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        extension TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (job_id, n, extension),
+        FOREIGN KEY (job_id, n) REFERENCES items (job_id, n) ON DELETE CASCADE
+    );
+    CREATE INDEX jobs_callbacks_pending ON jobs (callback_state)
+        WHERE callback_state = 'pending';
+    """,
 ]
 
 

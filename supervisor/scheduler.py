@@ -13,8 +13,9 @@ handed out ahead of time once it is full, or once its oldest task has waited
 
 No lost requests. When a sidecar dies, the tasks of the batch it was running go back to the
 front of the queue, each marked with the kill. A task marked twice runs alone; if it then
-kills a sidecar alone it fails with PoisonRequest and is never retried. Batches that were
-only queued in the dead sidecar's pipe go back unmarked.
+kills a sidecar alone it fails with PoisonRequest and is never retried. "Alone" means alone in
+the sidecar too: such a task is never sent ahead, and the pool sends nothing behind it. Batches
+that were only queued in the dead sidecar's pipe go back unmarked.
 """
 
 from __future__ import annotations
@@ -47,13 +48,17 @@ class Priority(enum.IntEnum):
     BULK = 1
 
 
+# Task kinds that run one to a batch, and the op of their frame.
+SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe"}
+
+
 @dataclass(eq=False)
 class Task:
     """One unit of work for a sidecar: a generation item, or a voice to encode."""
 
     id: str
-    kind: str  # "generate" or "encode"
-    payload: dict[str, Any]  # an Item, or the fields of an encode_voice frame
+    kind: str  # "generate", "encode" or "transcribe"
+    payload: dict[str, Any]  # an Item, or the fields of an encode_voice or transcribe frame
     priority: Priority
     est_audio_s: float
     est_tokens: int
@@ -88,9 +93,9 @@ class Batch:
         return [t for t in self.tasks if not t.done]
 
     def frame(self) -> dict[str, Any]:
-        if self.kind == "encode":
+        if self.kind in SINGLE_OPS:
             (task,) = self.tasks
-            return {"op": "encode_voice", "batch": self.id, "id": task.id, **task.payload}
+            return {"op": SINGLE_OPS[self.kind], "batch": self.id, "id": task.id, **task.payload}
         return {
             "op": "generate",
             "batch": self.id,
@@ -208,10 +213,22 @@ class Scheduler:
         self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
     ) -> asyncio.Future[Any]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
+        return self.submit_single("encode", fields, priority)
+
+    def submit_transcribe(
+        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Any]:
+        """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
+        return self.submit_single("transcribe", fields, priority)
+
+    def submit_single(
+        self, kind: str, fields: dict[str, Any], priority: Priority
+    ) -> asyncio.Future[Any]:
+        """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
         loop = asyncio.get_running_loop()
         task = Task(
-            f"voice-{next(self._task_ids)}",
-            "encode",
+            f"{kind}-{next(self._task_ids)}",
+            kind,
             fields,
             priority,
             0.0,
@@ -278,17 +295,23 @@ class Scheduler:
                     yield task
 
     def next_batch(self, *, ahead: bool = False, now: float | None = None) -> Batch | None:
-        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch."""
+        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch.
+
+        A task the poison rule isolated (`alone`) never goes ahead: it waits for an idle sidecar,
+        so that nothing else runs in the process that its kill may be blamed on.
+        """
         now = time.monotonic() if now is None else now
         chosen: list[Task] = []
         tokens = 0
         full = False
         for task in self._queued():
-            if not chosen and (task.alone or task.kind == "encode"):
+            if ahead and task.alone:
+                continue
+            if not chosen and (task.alone or task.kind in SINGLE_OPS):
                 chosen = [task]
                 full = True
                 break
-            if task.alone or task.kind == "encode":
+            if task.alone or task.kind in SINGLE_OPS:
                 continue
             if len(chosen) >= self.settings.max_batch_size:
                 full = True

@@ -22,16 +22,21 @@ from sidecar.errors import InvalidInstruct
 from sidecar.languages import language_ids, language_names
 from sidecar.text import contains_cjk
 from sidecar.voice_design import resolve_instruct
+from supervisor import delivery
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
 from supervisor.instructions import read_free_form
+from supervisor.loudness import Target
 from supervisor.settings import Settings
+from supervisor.text import dialogue as dialogue_script
+from supervisor.text import ssml
 
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STREAM_FORMATS = ("audio", "sse")
 CHUNK_MODES = ("concurrent", "sequential", "none")
 MAX_SEED = 2**63 - 1
 MAX_DURATION_S = 600.0
+MAX_PAUSE_MS = 10_000
 
 # OpenAI's voice names, each a designed voice: a voice-design instruct and a fixed default
 # seed (derived from the name), so that "alloy" sounds the same from one request to the next.
@@ -55,6 +60,8 @@ RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
 SPEECH_FIELDS = frozenset({
     "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
     "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
+    "normalize", "lexicon", "dialogue", "pause_ms",
+    "sample_rate", "loudness",
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
@@ -94,9 +101,10 @@ REQUEST_TIMEOUT_S = (1.0, 1200.0)
 # How a form's string becomes the JSON type of each field.
 _FORM_TYPES: dict[str, str] = {
     "speed": "number", "guidance_scale": "number", "duration": "number",
-    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean",
+    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean", "normalize": "boolean",
+    "dialogue": "boolean", "pause_ms": "integer",
     "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
-    "chunk_duration": "number", "chunk_threshold": "number",
+    "chunk_duration": "number", "chunk_threshold": "number", "sample_rate": "integer",
 }  # fmt: skip
 
 
@@ -126,6 +134,12 @@ class SpeechRequest:
         None  # input estimated at up to this stays one chunk (None: twice the chunk length)
     )
     instructions_read: str | None = None  # X-OmniVoice-Instructions: free-form text was read
+    normalize: bool | None = None  # spell out numbers, dates... (None: the server's --normalize)
+    lexicon: str | None = None  # a saved lexicon's name
+    dialogue: bool = False  # the input is `[voice] text` lines, one turn each
+    pause_ms: int = dialogue_script.DEFAULT_PAUSE_MS  # silence between dialogue turns
+    sample_rate: int | None = None  # of the answer (None: 24 kHz, or 8 kHz for G.711); delivery
+    loudness: Target | None = None  # normalise the whole output to this; delivery
 
 
 def default_seed(voice: str) -> int:
@@ -426,10 +440,26 @@ def _speech_request(
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
+    dialogue = boolean(body, "dialogue") or False
+    pause_ms = integer(body, "pause_ms", 0, MAX_PAUSE_MS)
+    if pause_ms is not None and not dialogue:
+        raise InvalidRequest(
+            "'pause_ms' is the silence between dialogue turns: send it with 'dialogue': true.",
+            param="pause_ms",
+        )
+    if dialogue and ssml.is_ssml(text):
+        raise InvalidRequest(
+            "An SSML input changes voices with <voice name=...>; leave 'dialogue' out.",
+            param="dialogue",
+        )
+    if ssml.is_ssml(text):
+        ssml.parse(text)  # a bad document is refused here, before anything is queued
+    if dialogue:
+        dialogue_script.parse(text, 0)  # likewise a script with a line that has no speaker
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
     given = string(body, "instructions", max_chars=settings.max_input_chars)
     design, read = free_form_instructions(given, text, strict_instructions)
-    return SpeechRequest(
+    request = SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
@@ -447,8 +477,16 @@ def _speech_request(
         request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
+        normalize=boolean(body, "normalize"),
+        lexicon=string(body, "lexicon"),
+        dialogue=dialogue,
+        pause_ms=dialogue_script.DEFAULT_PAUSE_MS if pause_ms is None else pause_ms,
         instructions_read=read,
+        sample_rate=integer(body, "sample_rate", *delivery.SAMPLE_RATES),
+        loudness=delivery.parse_loudness(body.get("loudness")),
     )
+    delivery.check_rate(request.response_format, request.sample_rate)
+    return request
 
 
 def from_form(fields: dict[str, str]) -> dict[str, Any]:
@@ -499,8 +537,11 @@ def voice_name(value: str | None) -> str:
     return value
 
 
-def transcript(value: str | None, settings: Settings) -> str:
+def transcript(value: str | None, settings: Settings, required: bool = True) -> str:
+    """A reference's transcript; "" when it may be left out (an ASR sidecar will hear it)."""
     text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
+    if (text is None or not text.strip()) and not required:
+        return ""
     if text is None or not text.strip():
         raise InvalidRequest(
             "Missing required field: 'transcript' (what is said in the reference audio).",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sidecar.thresholds import Thresholds
 from supervisor.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
@@ -165,6 +166,11 @@ class Settings:
         "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
         aliases=("--audio-chunk-duration",),
         env=("OMNIVOICE_AUDIO_CHUNK_DURATION",),
+    )
+    normalize: bool = setting(
+        False,
+        "spell out numbers, dates, times, currency, units and abbreviations in the "
+        "request's language before synthesis; a request's 'normalize' wins",
     )
     text_chunk_words: int = setting(
         0,
@@ -316,6 +322,21 @@ class Settings:
         aliases=("--default-num-step",),
         env=("OMNIVOICE_DEFAULT_NUM_STEP",),
     )
+    # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
+    qa_retries: int = setting(
+        2,
+        "regenerate a chunk failing a check (another seed), at most N times",
+    )
+    qa_thresholds: str = setting(
+        "",
+        "check thresholds other than the defaults (docs/RELIABILITY.md)",
+        metavar="NAME=VALUE,...",
+    )
+    asr_model: str = setting(
+        "",
+        "Whisper model that hears chunks and references (none: no ASR)",
+        metavar="DIR_OR_HF_ID",
+    )
     # --- jobs
     job_retention_s: float = setting(
         604800.0,
@@ -332,6 +353,36 @@ class Settings:
         30.0,
         "with PostgreSQL: how long a server's claim on a job item lasts unrenewed; a dead "
         "server's items run elsewhere this long after it stopped renewing",
+    )
+    callback_allow: tuple[str, ...] = setting(
+        (),
+        "a host (name or IP) a job's callback_url may point at; repeatable (env: comma-separated). "
+        "None: jobs may not name a callback",
+        metavar="HOST",
+    )
+    callback_secret: str = setting(
+        "",
+        "key of the callbacks' HMAC-SHA256 signature (X-OmniVoice-Signature); "
+        "required with --callback-allow",
+        metavar="SECRET",
+    )
+    callback_attempts: int = setting(
+        8, "a job's callback is sent at most this many times until one answers 2xx"
+    )
+    callback_backoff_s: float = setting(
+        2.0, "wait before a callback's second attempt; doubles after each, to at most 10 minutes"
+    )
+    callback_timeout_s: float = setting(10.0, "how long one callback attempt may take")
+    cache_dir: str = setting(
+        "",
+        "result cache of reproducible answers (a seed given; every job item) "
+        "(default: DATA_DIR/cache)",
+        metavar="DIR",
+    )
+    cache_max_bytes: int = setting(
+        2 * 2**30,
+        "most bytes the result cache keeps on disk, least recently used out first (0: no cache)",
+        metavar="BYTES",
     )
     test_faults: bool = setting(
         False,
@@ -373,6 +424,10 @@ class Settings:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
+        try:
+            Thresholds.from_spec(self.qa_thresholds)
+        except ValueError as exc:
+            raise SettingsError(f"--qa-thresholds (OMNIVOICE_QA_THRESHOLDS): {exc}") from None
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
@@ -413,6 +468,13 @@ class Settings:
             raise SettingsError(
                 f"--lease-s (OMNIVOICE_LEASE_S) must be at least 3, got {self.lease_s}"
             )
+        if self.callback_allow and not self.callback_secret:
+            raise SettingsError(
+                "--callback-allow needs --callback-secret (OMNIVOICE_CALLBACK_SECRET): "
+                "callbacks are always signed"
+            )
+        if self.callback_timeout_s <= 0:
+            raise SettingsError("--callback-timeout-s must be greater than 0")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError(
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
@@ -431,6 +493,9 @@ class Settings:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
 
+    def resolved_cache_dir(self) -> str:
+        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
+
     def resolved_test_fault_dir(self) -> str:
         return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
 
@@ -439,6 +504,7 @@ class Settings:
         values = dataclasses.asdict(self)
         values["api_keys"] = len(self.api_keys)
         values["store"] = redacted_url(self.store)
+        del values["callback_secret"]  # set whenever --callback-allow is (checked above)
         return values
 
     # ------------------------------------------------------------ sources
@@ -572,6 +638,7 @@ HELP_GROUPS = {
     "max_input_chars": "requests",
     "engine": "sidecars and their supervision",
     "max_batch_size": "batching and admission",
+    "qa_retries": "quality checks",
     "job_retention_s": "jobs",
 }
 

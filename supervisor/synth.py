@@ -2,7 +2,8 @@
 
 A manifest has one speech request per line, as `POST /v1/jobs` takes its items (`{"id":
 "intro", "input": "...", "voice": "alloy", "response_format": "wav"}`); a line without an
-"id" is named after its line number. Item `id` is written to `DIR/<id>.<format>`.
+"id" is named after its line number. Item `id` is written to `DIR/<id>.<format>`, and with
+`"captions": true` also to `DIR/<id>.srt` and `DIR/<id>.vtt`.
 
 A run:
 
@@ -193,11 +194,18 @@ class Client:
         tmp = dest.with_name(f".{dest.name}.part")
 
         def save(response: Any) -> None:
+            expected = response.headers.get("Content-Length")
+            written = 0
             with open(tmp, "wb") as out:
                 while chunk := response.read(1 << 16):
                     out.write(chunk)
+                    written += len(chunk)
                 out.flush()
                 os.fsync(out.fileno())
+            # http.client ends a body cut short (the server killed mid-answer) as if it were
+            # whole; a short file must not be renamed into place. Retried like a dropped line.
+            if expected is not None and written != int(expected):
+                raise ConnectionResetError(f"the answer ended after {written} of {expected} bytes")
             os.replace(tmp, dest)
 
         try:
@@ -401,9 +409,11 @@ class Synth:
         for n, entry in list(positions.items()):
             item = job["items"][n]
             if item["state"] == "done":
-                got, answer = self.api.download(
-                    item["audio_url"], self.out / f"{entry.id}.{item['format']}"
-                )
+                got, answer = self.download_captions(entry, item["audio_url"])
+                if got == 200:
+                    got, answer = self.api.download(
+                        item["audio_url"], self.out / f"{entry.id}.{item['format']}"
+                    )
                 if got == 200:
                     self.progress.done += 1
                 else:
@@ -419,6 +429,20 @@ class Synth:
             del positions[n]
         if not positions:
             del self.following[job_id]
+
+    def download_captions(self, entry: Entry, audio_url: str) -> tuple[int, Any]:
+        """An item with "captions": true gets <id>.srt and <id>.vtt, before its audio (whose file
+        says the item is in DIR)."""
+        if entry.item.get("captions") is not True:
+            return 200, None
+        base = audio_url.rsplit("/", 1)[0]
+        for kind in ("srt", "vtt"):
+            got, answer = self.api.download(
+                f"{base}/captions.{kind}", self.out / f"{entry.id}.{kind}"
+            )
+            if got != 200:
+                return got, answer
+        return 200, None
 
     def fail(self, entry: Entry, reason: str) -> None:
         self.failures.append((entry, reason))

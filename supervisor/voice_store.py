@@ -24,7 +24,7 @@ import logging
 import os
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,7 +35,7 @@ from sidecar.protocol import FROM_SIDECAR, ProtocolError, VoicePayload, validate
 from supervisor import metrics, schemas
 from supervisor.errors import Conflict, InvalidRequest, ServerError
 from supervisor.schemas import SpeechRequest
-from supervisor.synthesis import Voice
+from supervisor.synthesis import Voice, VoiceResolver
 
 log = logging.getLogger("omnivoice.voices")
 
@@ -312,3 +312,19 @@ def resolve_voice(request: SpeechRequest, store: Voices) -> Voice:
     if saved.type == "prompt":
         return Voice(instruct=request.instructions or saved.prompt, seed=saved.seed)
     return Voice(instruct=request.instructions, prompt=saved.voice)
+
+
+def voice_resolver(request: SpeechRequest, store: Voices) -> VoiceResolver:
+    """Voices named inside a request's text (SSML <voice>, dialogue turns), resolved as its own
+    voice is but without its instructions; an unknown one is a 400 on 'input'."""
+
+    def resolve(name: str) -> Voice:
+        try:
+            return resolve_voice(
+                replace(request, voice=schemas.voice(name), instructions=None), store
+            )
+        except InvalidRequest as exc:
+            exc.param = "input"
+            raise
+
+    return resolve

@@ -52,3 +52,13 @@ def pg_cluster() -> Iterator[Cluster]:
 def pg_url(pg_cluster: Cluster) -> str:
     """A fresh database on the session's PostgreSQL server."""
     return pg_cluster.new_database()
+
+
+@pytest.fixture(scope="session")
+def whisper_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Whisper (`make-checkpoint --kind whisper`), for the ASR sidecar."""
+    from sidecar.whisper_checkpoint import make_whisper_checkpoint
+
+    out = tmp_path_factory.mktemp("whisper")
+    make_whisper_checkpoint(out)
+    return out

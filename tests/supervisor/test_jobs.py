@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import Conflict, TaskFailed
+from supervisor.errors import Conflict, QualityFailed, TaskFailed
 from supervisor.jobs import (
     DB_NAME,
+    SCHEMA,
     JobStore,
     NewItem,
     StoreCorrupt,
@@ -21,6 +23,7 @@ from supervisor.jobs import (
     body_digest,
     out_of_space,
 )
+from supervisor.schedule import JobSchedule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,6 +77,37 @@ def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
         store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
     assert raised.value.code == "idempotency_key_reused" and first in raised.value.message
     assert store.list(10)[0] == [store.job(first, with_items=False)]
+
+
+def test_an_item_keeps_its_qa_whether_it_passed_or_failed(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(2), "sha")
+    keys = [c.key for c in store.queued(10)]
+    store.claim(keys)
+    passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
+    failed = {"passed": False, "attempts": 3,
+              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
+    assert store.finish(keys[0], "wav", b"RIFF", seed=7, audio_s=1.5, qa=passed)
+    assert store.fail(keys[1], QualityFailed("the audio failed its quality checks", failed))
+    job = store.job(job_id)
+    assert job is not None
+    assert [i["qa"] for i in job["items"]] == [passed, failed]
+    assert job["items"][1]["error"]["code"] == "qa_failed"
+
+
+def test_a_store_from_before_the_quality_checks_gains_its_qa_column(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / DB_NAME)
+    db.execute("CREATE TABLE items (job_id TEXT NOT NULL, n INTEGER NOT NULL, client_id TEXT, "
+               "request TEXT NOT NULL, format TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER "
+               "NOT NULL DEFAULT 0, started_at REAL, finished_at REAL, error TEXT, seed INTEGER, "
+               "audio_s REAL, PRIMARY KEY (job_id, n)) WITHOUT ROWID")  # fmt: skip
+    db.close()
+    opened = JobStore(tmp_path)
+    try:
+        job_id, _ = opened.create(new_items(1), "sha")
+        job = opened.job(job_id)
+        assert job is not None and job["items"][0]["qa"] is None
+    finally:
+        opened.close()
 
 
 def test_body_digest_ignores_spacing_and_key_order() -> None:
@@ -177,8 +211,17 @@ def test_a_second_server_on_the_same_data_directory_is_refused(
 
 
 def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
-    code = "import sys, os, signal; from supervisor.jobs import JobStore\nJobStore(sys.argv[1])\nos.kill(os.getpid(), signal.SIGKILL)"
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT)
+    """The child must have taken the lock (it says so) and died by SIGKILL, holding it; a child
+    that failed before locking would prove nothing."""
+    code = (
+        "import sys, os, signal; from supervisor.jobs import JobStore\n"
+        "JobStore(sys.argv[1]); print('locked', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert child.returncode == -signal.SIGKILL and child.stdout == "locked\n", child.stderr
     JobStore(tmp_path).close()
 
 
@@ -275,3 +318,79 @@ def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path
         store.close()
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(
+    tmp_path: Path,
+) -> None:
+    # The store's first schema, as a data directory from before schedules holds it.
+    old = sqlite3.connect(tmp_path / DB_NAME)
+    old.executescript(SCHEMA)
+    old.execute("INSERT INTO jobs (id, body_sha256, created_at) VALUES ('job_old', 'sha', 1.0)")
+    old.execute(
+        "INSERT INTO items (job_id, n, request, format, state) VALUES "
+        "('job_old', 0, '{\"input\": \"An item queued before the upgrade.\"}', 'wav', 'queued')"
+    )
+    old.commit()
+    old.close()
+    store = JobStore(tmp_path)
+    try:
+        job = store.job("job_old")
+        assert job is not None and job["state"] == "queued" and job["progress"]["queued"] == 1
+        assert (job["not_before"], job["deadline"], job["callback"]) == (None, None, None)
+        (pending,) = store.backlog()
+        assert pending.job_id == "job_old" and pending.audio_s > 0  # estimated by the migration
+        assert [item.key for item in store.queued(10)] == [("job_old", 0)]
+    finally:
+        store.close()
+    JobStore(tmp_path).close()  # opening it again migrates nothing twice
+
+
+def test_queued_items_wait_for_not_before_and_come_by_deadline(store: JobStore) -> None:
+    now = time.time()
+    plain, _ = store.create(new_items(1), "a")
+    late, _ = store.create(new_items(1), "b", schedule=JobSchedule(deadline=now + 900))
+    later_start, _ = store.create(
+        new_items(1), "c", schedule=JobSchedule(not_before=now + 60, deadline=now + 100)
+    )
+    early, _ = store.create(new_items(2), "d", schedule=JobSchedule(deadline=now + 300))
+    order = [item.key for item in store.queued(10, now=now)]
+    assert order == [(early, 0), (early, 1), (late, 0), (plain, 0)]
+    order = [item.key for item in store.queued(10, now=now + 60)]
+    assert order[0] == (later_start, 0)
+    assert store.next_start(now) == pytest.approx(now + 60)
+    assert store.next_start(now + 60) is None
+    view = store.job(later_start)
+    assert view is not None and view["not_before"].endswith("Z") and view["state"] == "queued"
+
+
+def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
+    store: JobStore,
+) -> None:
+    url = "http://127.0.0.1:9/done"
+    job_id, _ = store.create(new_items(2), "sha", schedule=JobSchedule(callback_url=url))
+    assert store.callbacks_due(time.time()) == []  # items still to run
+    store.claim([(job_id, 0), (job_id, 1)])
+    store.fail((job_id, 0), TaskFailed("boom"))
+    store.finish((job_id, 1), "wav", b"RIFF", 1, 1.0)
+    (due,) = store.callbacks_due(time.time())
+    assert (due.job_id, due.url, due.attempts) == (job_id, url, 0)
+    store.callback_attempted(job_id, 500, "HTTP 500", "pending", time.time() + 60)
+    assert store.callbacks_due(time.time()) == []  # backing off
+    (due,) = store.callbacks_due(time.time() + 61)
+    assert due.attempts == 1
+    store.callback_attempted(job_id, 200, None, "delivered", None)
+    store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
+    view = store.job(job_id, with_items=False)
+    assert view is not None and view["callback"] == {
+        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
+    assert store.callbacks_due(time.time() + 3600) == []
+
+
+def test_a_cancelled_jobs_callback_is_due_at_once(store: JobStore) -> None:
+    job_id, _ = store.create(
+        new_items(3), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/")
+    )
+    store.cancel(job_id)
+    assert [due.job_id for due in store.callbacks_due(time.time())] == [job_id]
+    assert store.backlog() == []

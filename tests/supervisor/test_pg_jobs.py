@@ -11,11 +11,12 @@ import psycopg
 import pytest
 from pg_cluster import Cluster
 
-from supervisor.errors import InvalidRequest
+from supervisor.errors import InvalidRequest, QualityFailed, TaskFailed
 from supervisor.job_storage import StoreUnavailable
 from supervisor.jobs import NewItem
 from supervisor.pg import MIGRATIONS, Database
-from supervisor.pg_jobs import PgJobStore
+from supervisor.pg_jobs import CALLBACK_CLAIM_S, PgJobStore
+from supervisor.schedule import JobSchedule
 
 LEASE_S = 3.0
 
@@ -193,3 +194,111 @@ def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelle
     assert a.release(key) == "cancelled"  # ...and its end is `cancelled`
     view = b.job(job_id)
     assert view is not None and [i["state"] for i in view["items"]] == ["cancelled"] * 2
+
+
+def test_queued_items_wait_for_not_before_and_come_by_deadline(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    store, now = stores("a"), time.time()
+    plain, _ = store.create(items(1), "a")
+    late, _ = store.create(items(1), "b", schedule=JobSchedule(deadline=now + 900))
+    later_start, _ = store.create(
+        items(1), "c", schedule=JobSchedule(not_before=now + 60, deadline=now + 100)
+    )
+    early, _ = store.create(items(2), "d", schedule=JobSchedule(deadline=now + 300))
+    order = [item.key for item in store.queued(10, now=now)]
+    assert order == [(early, 0), (early, 1), (late, 0), (plain, 0)]
+    assert store.queued(10, now=now + 60)[0].key == (later_start, 0)
+    assert store.next_start(now) == pytest.approx(now + 60)
+    assert store.next_start(now + 60) is None
+    view = store.job(later_start)
+    assert view is not None and view["not_before"].endswith("Z") and view["state"] == "queued"
+    backlog = {pending.job_id: pending for pending in store.backlog()}
+    assert set(backlog) == {plain, late, later_start, early}
+    assert backlog[early].deadline == pytest.approx(now + 300)
+    assert backlog[later_start].not_before == pytest.approx(now + 60)
+
+
+def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    store, url = stores("a"), "http://127.0.0.1:9/done"
+    job_id, _ = store.create(items(2), "sha", schedule=JobSchedule(callback_url=url))
+    assert store.callbacks_due(time.time()) == []  # items still to run
+    store.claim([(job_id, 0), (job_id, 1)])
+    store.fail((job_id, 0), TaskFailed("boom"))
+    store.finish((job_id, 1), "wav", b"RIFF", 1, 1.0)
+    (due,) = store.callbacks_due(time.time())
+    assert (due.job_id, due.url, due.attempts) == (job_id, url, 0)
+    store.callback_attempted(job_id, 500, "HTTP 500", "pending", time.time() + 60)
+    assert store.callbacks_due(time.time()) == []  # backing off
+    (due,) = store.callbacks_due(time.time() + 61)
+    assert due.attempts == 1
+    store.callback_attempted(job_id, 200, None, "delivered", None)
+    store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
+    view = store.job(job_id, with_items=False)
+    assert view is not None and view["callback"] == {
+        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
+    assert store.callbacks_due(time.time() + 3600) == [] and store.backlog() == []
+
+
+def test_captions_and_qa_are_kept_with_the_result(stores: Callable[[str], PgJobStore]) -> None:
+    store = stores("a")
+    job_id, _ = store.create(items(3), "sha")
+    keys = [c.key for c in store.queued(10)]
+    assert store.claim(keys) == set(keys)
+    passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
+    failed = {"passed": False, "attempts": 3,
+              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
+    captions = {"srt": b"1\n00:00:00,000 --> 00:00:01,000\nHi.\n", "vtt": b"WEBVTT\n"}
+    assert store.finish(keys[0], "wav", b"RIFF", 7, 1.5, beside=captions, qa=passed)
+    assert store.finish(keys[1], "wav", b"RIFF2", 8, 1.0)
+    assert store.fail(keys[2], QualityFailed("the audio failed its quality checks", failed))
+    assert [store.read_beside(job_id, 0, ext) for ext in ("srt", "vtt")] == list(captions.values())
+    assert store.read_beside(job_id, 1, "srt") is None and store.read_result(job_id, 1, "wav")
+    # A finish that is refused (the item is done already) stores no second set of captions.
+    assert not store.finish(keys[0], "wav", b"RIFF", 7, 1.5, beside=captions)
+    job = store.job(job_id)
+    assert job is not None and [i["qa"] for i in job["items"]] == [passed, None, failed]
+    assert job["items"][2]["error"]["code"] == "qa_failed"
+    assert store.sweep(0.0, now=time.time() + 1) == [job_id]
+    assert store.read_beside(job_id, 0, "srt") is None  # removed with its job
+
+
+def test_a_database_of_version_1_is_migrated_and_its_queued_items_estimated(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute(MIGRATIONS[0].encode())
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute("INSERT INTO jobs (id, body_sha256, created_at) VALUES ('job_old', 's', 1)")
+        conn.execute(
+            "INSERT INTO items (job_id, n, request, format, state) VALUES "
+            "('job_old', 0, '{\"input\": \"An item queued before the upgrade.\"}', 'wav', 'queued')"
+        )
+    db = Database.open(pg_url, "new")
+    try:
+        store = PgJobStore(db, LEASE_S)
+        job = store.job("job_old")
+        assert job is not None and job["state"] == "queued" and job["progress"]["queued"] == 1
+        assert (job["not_before"], job["deadline"], job["callback"]) == (None, None, None)
+        (pending,) = store.backlog()
+        assert pending.job_id == "job_old" and pending.audio_s > 0  # estimated at open
+        assert [item.key for item in store.queued(10)] == [("job_old", 0)]
+    finally:
+        db.close()
+
+
+def test_a_due_callback_is_taken_by_one_server_and_by_another_if_it_dies(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    a, b = stores("a"), stores("b")
+    job_id, _ = a.create(items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/"))
+    a.cancel(job_id)
+    now = time.time()
+    assert [due.job_id for due in a.callbacks_due(now)] == [job_id]
+    assert b.callbacks_due(now) == [] and a.callbacks_due(now) == []  # a is sending it
+    # a died before recording its attempt: the claim runs out and b takes the callback.
+    (due,) = b.callbacks_due(now + CALLBACK_CLAIM_S + 1)
+    assert (due.job_id, due.attempts) == (job_id, 0)
+    b.callback_attempted(job_id, 200, None, "delivered", None)
+    assert a.callbacks_due(now + 3600) == [] and b.callbacks_due(now + 3600) == []

@@ -34,6 +34,7 @@ def test_defaults_match_the_design() -> None:
         s.restart_window_s,
     ) == (0, 7200, 64, 5, 600)
     assert s.max_frame_bytes == 64 * 2**20 and s.num_step == 32
+    assert (s.qa_retries, s.qa_thresholds) == (2, "")  # the checks' own defaults
 
 
 def test_flag_beats_environment_beats_default() -> None:
@@ -71,6 +72,9 @@ def test_booleans_and_optionals_from_the_environment() -> None:
         (["--engine", "null"], {"OMNIVOICE_PORT": "eighty"}, "OMNIVOICE_PORT must be a number"),
         (["--engine", "null"], {"OMNIVOICE_TEST_FAULTS": "maybe"}, "true or false"),
         (["--engine", "null", "--max-batch-size", "0"], {}, "at least 1"),
+        (["--engine", "null", "--qa-thresholds", "max_gap=3"], {}, "--qa-thresholds"),
+        (["--engine", "null"], {"OMNIVOICE_QA_THRESHOLDS": "min_rms_db=6"}, "0 or below"),
+        (["--engine", "null", "--qa-retries", "-1"], {}, "must not be negative"),
     ],
 )
 def test_bad_values_name_the_setting(
@@ -116,3 +120,21 @@ def test_the_store_is_sqlite_or_a_postgresql_url_whose_password_is_never_shown()
         parse(["--model", "m", "--store", "mysql://root:pw@db/tts"])
     with pytest.raises(SettingsError, match="--lease-s"):
         parse(["--model", "m", "--lease-s", "1"])
+
+
+def test_callback_hosts_repeat_and_need_a_secret_that_health_never_shows() -> None:
+    parser = argparse.ArgumentParser()
+    Settings.add_arguments(parser)
+    namespace = parser.parse_args(
+        ["--callback-allow", "hooks.example.com", "--callback-allow", "127.0.0.1",
+         "--callback-secret", "whsec-hidden"]
+    )  # fmt: skip
+    settings = Settings.from_namespace(namespace, environ={"OMNIVOICE_ENGINE": "null"})
+    assert settings.callback_allow == ("hooks.example.com", "127.0.0.1")
+    assert "whsec-hidden" not in str(settings.public())
+    from_env = Settings.from_sources(environ={
+        "OMNIVOICE_ENGINE": "null", "OMNIVOICE_CALLBACK_ALLOW": "a.example, b.example",
+        "OMNIVOICE_CALLBACK_SECRET": "s"})  # fmt: skip
+    assert from_env.callback_allow == ("a.example", "b.example")
+    with pytest.raises(SettingsError, match="--callback-allow needs --callback-secret"):
+        Settings(engine="null", callback_allow=("hooks.example.com",))

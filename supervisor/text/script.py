@@ -1,0 +1,31 @@
+"""A speech request's text as the spans the model reads: a dialogue script or SSML parsed,
+the lexicon applied, then normalised if asked."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from supervisor.lexicons import Lexicon
+from supervisor.schemas import SpeechRequest
+from supervisor.settings import Settings
+from supervisor.text import dialogue, ssml
+from supervisor.text.normalize import normalize
+from supervisor.text.spans import Script, Span
+
+
+def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = None) -> Script:
+    """The request's input as spans, each as the model should read it: the lexicon's words
+    replaced first (so an entry wins over the normaliser), then normalised if asked."""
+    if request.dialogue:
+        script = dialogue.parse(request.input, request.pause_ms)
+    elif ssml.is_ssml(request.input):
+        script = ssml.parse(request.input, request.language)
+    else:
+        script = Script((Span(request.input),))
+    wanted = request.normalize if request.normalize is not None else settings.normalize
+    spans = []
+    for span in script.spans:
+        language = span.language or request.language
+        text = lexicon.apply(span.text) if lexicon and lexicon.applies_to(language) else span.text
+        spans.append(replace(span, text=normalize(text, language) if wanted else text))
+    return replace(script, spans=tuple(spans))

@@ -1,0 +1,68 @@
+"""Drives a real Synthesis through the real scheduler, playing the pool: every task is answered
+with `audio_samples` of a constant non-zero level, so stitched silence (zeros) shows."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from supervisor import schemas
+from supervisor.lexicons import Lexicon
+from supervisor.scheduler import Scheduler
+from supervisor.settings import Settings
+from supervisor.synthesis import Synthesis, Voice
+
+RATE = 24000
+LEVEL = struct.pack("<h", 1000)
+
+
+@dataclass
+class Run:
+    synthesis: Synthesis
+    payloads: list[dict[str, Any]]  # what each task asked the sidecar, in submission order
+    pieces: list[dict[str, Any]]  # what the synthesis yielded, in order
+
+
+def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,
+          voices: Callable[[str], Voice] | None = None, lexicon: Lexicon | None = None, audio_samples: int = 2400,
+          chunk_s: float = 5.0, captions: bool = False) -> Run:  # fmt: skip
+    settings = settings or Settings(engine="null")
+
+    async def scenario() -> Run:
+        scheduler = Scheduler(settings)
+        request = schemas.speech_request(body, settings)
+        synthesis = Synthesis(
+            scheduler,
+            request,
+            voice or Voice(),
+            chunk_s,
+            voices=voices,
+            lexicon=lexicon,
+            captions=captions,
+        )
+        run = Run(synthesis, [], [])
+
+        async def consume() -> None:
+            async for piece in synthesis.pieces():
+                run.pieces.append(piece)
+
+        consumer = asyncio.ensure_future(consume())
+        while not consumer.done():
+            await asyncio.sleep(0)
+            batch = scheduler.next_batch()
+            for task in batch.tasks if batch else []:
+                run.payloads.append(task.payload)
+                tokens = (
+                    [{"shape": [1, 1], "data": b"\0\0"}]
+                    if task.payload.get("return_tokens")
+                    else []
+                )
+                scheduler.resolve(task, {"op": "result", "id": task.id, "audio": LEVEL * audio_samples, "sample_rate": RATE,
+                                         "seed": task.payload["seed"], "tokens": tokens, "timings": {}})  # fmt: skip
+        await consumer
+        return run
+
+    return asyncio.run(scenario())
