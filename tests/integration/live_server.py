@@ -83,31 +83,59 @@ class LiveServer:
             time.sleep(0.05)
 
 
+BIND_ATTEMPTS = 3  # a port taken between free_port() and the server's bind: another one
+
+
+def start(log_dir: Path, argv: list[str]) -> tuple[LiveServer, list[int]]:
+    """A ready server (its sidecars' pids) on a free port. The port is free when picked, not
+    when the server binds it after its start-up; so a server that lost it to another process
+    is started again on another port, and a server is ours only if it names our data dir."""
+    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
+    data_dir = str(log_dir / "data")
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        port = free_port()
+        log = log_dir / f"server-{port}.log"
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(
+                [*argv, "--port", str(port), "--data-dir", data_dir],
+                cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
+        try:
+            body = server.wait_for(
+                lambda b: b["status"] == "ok" and b["settings"]["data_dir"] == data_dir,
+                SPAWN_S,
+                "the server to be ready",
+            )
+        except AssertionError:
+            lost = proc.poll() is not None and "address already in use" in log.read_text()
+            if not lost or attempt == BIND_ATTEMPTS:
+                stop(proc)
+                raise
+            continue
+        return server, [s["pid"] for s in body["sidecars"] if s["pid"]]
+    raise AssertionError("unreachable")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 @contextlib.contextmanager
 def live(log_dir: Path, *flags: str, checkpoint: Path | None = None) -> Iterator[LiveServer]:
     """A ready server on a free port; the tiny checkpoint if given, else the null engine."""
-    port = free_port()
-    log = log_dir / f"server-{port}.log"
     model = ["--model", str(checkpoint)] if checkpoint else ["--engine", "null"]
-    argv = [sys.executable, "-m", "supervisor", "serve", *model, "--port", str(port), "--api-key", KEY,
-            "--data-dir", str(log_dir / "data"), "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
-    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
-        proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT
-        )
-    server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
-    pids: list[int] = []
+    argv = [sys.executable, "-m", "supervisor", "serve", *model, "--api-key", KEY,
+            "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
+    server, pids = start(log_dir, argv)
     try:
-        body = server.wait_for(lambda b: b["status"] == "ok", SPAWN_S, "the server to be ready")
-        pids = [s["pid"] for s in body["sidecars"] if s["pid"]]
         yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop(server.proc)
         assert_gone(pids)
