@@ -9,6 +9,7 @@ the form around it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from supervisor import gpu, metrics
+from supervisor import gpu, metrics, result_cache
 from supervisor.api import Services, captioned, console, jobs, lexicons, ops, speech, voices
 from supervisor.api.speech import CLIENT_CLOSED
 from supervisor.asr import AsrPool, asr_devices
@@ -82,9 +83,10 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
         lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
         asr = Scheduler(settings) if settings.asr_model else None
+        results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
             settings, scheduler, pool, store, PromptCache(settings.clone_cache_size), lexicon_store,
-            asr, AsrPool(settings, asr, asr_devices(found)) if asr is not None else None,
+            asr, AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
         )  # fmt: skip
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
@@ -151,6 +153,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
         Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
         Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
+        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
         Route("/v1/jobs", jobs.create_job, methods=["POST"]),
         Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),

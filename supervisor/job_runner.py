@@ -4,7 +4,11 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
 
     releases everything it runs, if the server is draining (the items run again after the restart)
     removes jobs past their retention (once a minute)
-    starts queued items while there is room
+    refreshes each job's estimated finish (once a second; supervisor/outlook.py), and warms up
+    a sidecar for the next `not_before` (`warm_for_schedule`)
+    sends the callbacks of jobs that ended (supervisor/callback_sender.py)
+    starts queued items while there is room: of jobs whose `not_before` has come, the earliest
+    deadline first (jobs without one last), then the oldest job
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
@@ -31,14 +35,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import sqlite3
 import time
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import delivery, metrics, result_cache, schemas
 from supervisor.api import Services
+from supervisor.callback_sender import CallbackSender
 from supervisor.errors import (
     InsufficientStorage,
     Overloaded,
@@ -48,8 +54,11 @@ from supervisor.errors import (
     Unavailable,
 )
 from supervisor.jobs import Claimed, JobStore
+from supervisor.outlook import Outlook
+from supervisor.result_cache import Entry
 from supervisor.scheduler import Priority
-from supervisor.synthesis import Synthesis
+from supervisor.schemas import SpeechRequest
+from supervisor.synthesis import Synthesis, Voice
 from supervisor.text import captions
 from supervisor.voice_store import resolve_voice, voice_resolver
 
@@ -59,6 +68,13 @@ BULK_SHARE = 0.5  # most of the admission limit job items may hold
 WINDOW_BATCHES = 2  # items in flight: this many full batches per usable sidecar
 TICK_S = 0.5
 SWEEP_EVERY_S = 60.0
+OUTLOOK_EVERY_S = 1.0
+# A sidecar is started this many times its measured time to ready, plus WARM_EXTRA_S, before a
+# job's not_before, and kept until WARM_AFTER_S after it (then idle reaping applies as ever).
+WARM_MARGIN = 1.5
+WARM_EXTRA_S = 10.0
+WARM_AFTER_S = 5.0
+UNMEASURED_READY_S = 120.0  # no sidecar ever ready yet: DESIGN's load deadline
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
 Key = tuple[str, int]
@@ -80,6 +96,10 @@ class JobRunner:
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
+        self.outlook = Outlook(store, svc.scheduler)
+        self._deadline_metrics: metrics.DeadlineCollector | None = None
+        self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
+        self.warming_for: float | None = None  # the not_before a warm-up was last asked for
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -92,7 +112,17 @@ class JobRunner:
                 done,
                 queued,
             )
+        await self.outlook.refresh()
+        self._deadline_metrics = metrics.watch_deadlines(self.outlook.summary)
         self._task = asyncio.create_task(self.run(), name="jobs")
+
+    async def refresh_outlook(self) -> None:
+        await self.outlook.refresh()
+
+    def with_outlook(self, job: dict[str, Any] | None) -> dict[str, Any]:
+        """A job object from the store, with its estimated finish and deadline risk."""
+        assert job is not None
+        return self.outlook.annotate(job)
 
     async def run(self) -> None:
         next_sweep = 0.0
@@ -114,6 +144,10 @@ class JobRunner:
                     )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
+                if time.monotonic() - self.outlook.refreshed_at >= OUTLOOK_EVERY_S:
+                    await self.outlook.refresh()
+                    await self.warm_for_schedule()
+                await self.callbacks.dispatch()
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
@@ -123,6 +157,23 @@ class JobRunner:
                 log.exception("job runner pass failed")
             else:
                 self.storage_works()
+
+    async def warm_for_schedule(self) -> None:
+        """Have a sidecar ready at the next job's not_before: a reaped one is started that long
+        ahead which its last start took, with a margin."""
+        now = time.time()
+        start = await asyncio.to_thread(self.store.next_start, now)
+        if start is None:
+            return
+        pool = self.svc.pool
+        ready_s = pool.time_to_ready_s or UNMEASURED_READY_S
+        if start - now > ready_s * WARM_MARGIN + WARM_EXTRA_S:
+            return
+        pool.warm_up(time.monotonic() + start - now + WARM_AFTER_S)
+        if self.warming_for != start:
+            self.warming_for = start
+            log.info("jobs: a job may start in %.0f s: keeping a sidecar ready for it (its last "
+                     "start took %.1f s)", start - now, ready_s)  # fmt: skip
 
     # ------------------------------------------------------------ the store refusing writes
 
@@ -172,33 +223,58 @@ class JobRunner:
             >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
         )
 
-    def prepare(self, item: Claimed) -> Synthesis:
-        """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
+    def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
+        """The item as a speech request and its voice; raises as the speech route would. An item
+        always has a seed (derived from its fields when it names none), so it is reproducible."""
         fields = {key: value for key, value in item.request.items() if key != "captions"}
         speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        voices = voice_resolver(speech, self.svc.voices)
-        lexicon = self.svc.lexicons.for_request(speech)
+        if speech.seed is None:
+            seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
+            speech = dataclasses.replace(speech, seed=seed)
+        return speech, voice
+
+    def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
+        """The item admitted at bulk priority; raises as the speech route would."""
         return Synthesis(
             self.svc.scheduler,
             speech,
             voice,
             self.svc.settings.chunk_s,
             Priority.BULK,
-            voices,
-            lexicon,
+            voice_resolver(speech, self.svc.voices),
+            self.svc.lexicons.for_request(speech),
             captions=item.request.get("captions") is True,
             asr=self.svc.asr,
         )
+
+    def cache_key(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
+        """The item's result-cache entry; none for an item with captions (the cache keeps the
+        audio alone) or one the cache cannot key (`result_cache.cacheable`)."""
+        cache = self.svc.results
+        if cache is None or item.request.get("captions") is True:
+            return None
+        if not result_cache.cacheable(speech):
+            return None
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings)
 
     async def start_items(self) -> None:
         room = self.room()
         if room <= 0:
             return
-        admitted: dict[Key, tuple[Claimed, Synthesis]] = {}
+        admitted: dict[Key, tuple[Claimed, Synthesis, str | None]] = {}
+        found: dict[Key, tuple[Claimed, Entry]] = {}
         for item in await asyncio.to_thread(self.store.queued, room):
             try:
-                admitted[item.key] = (item, self.prepare(item))
+                speech, voice = self.resolve(item)
+                name = self.cache_key(item, speech, voice)
+                if name is not None and self.svc.results is not None:
+                    entry = await asyncio.to_thread(self.svc.results.get, name)
+                    if entry is not None:
+                        found[item.key] = (item, entry)
+                        continue
+                synthesis = self.synthesis(item, speech, voice)
+                admitted[item.key] = (item, synthesis, name)
             except (Overloaded, Unavailable):
                 break  # not now; it stays queued
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
@@ -217,21 +293,28 @@ class JobRunner:
                 continue
             if self.over_share():
                 break
-        if not admitted:
+        if not admitted and not found:
             return
         try:
-            claimed = await asyncio.to_thread(self.store.claim, list(admitted))
+            claimed = await asyncio.to_thread(self.store.claim, [*admitted, *found])
         except BaseException:
-            for _, synthesis in admitted.values():
+            for _, synthesis, _ in admitted.values():
                 synthesis.close()  # give the admitted audio back
             raise
-        for key, (item, synthesis) in admitted.items():
+        for key, (item, entry) in found.items():
+            if key in claimed:  # from the cache: nothing to generate
+                meta = entry.meta
+                qa = meta.get("qa")
+                await self.store_result(item, entry.data, meta["seed"], meta["audio_s"], qa=qa)
+        if found:
+            self.wake()  # the next items at once, not at the next tick
+        for key, (item, synthesis, name) in admitted.items():
             if key not in claimed:  # cancelled meanwhile
                 synthesis.close()
                 continue
             self.generating[key] = synthesis
             task = asyncio.create_task(
-                self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}"
+                self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
             )
             self.tasks.add(task)
             self.item_tasks[key] = task
@@ -240,7 +323,7 @@ class JobRunner:
 
     # ------------------------------------------------------------ one item
 
-    async def run_item(self, item: Claimed, synthesis: Synthesis) -> None:
+    async def run_item(self, item: Claimed, synthesis: Synthesis, name: str | None) -> None:
         key = item.key
         try:
             pieces = [piece async for piece in synthesis.pieces()]
@@ -274,16 +357,21 @@ class JobRunner:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, verdict.reason())
             await self.record(key, QualityFailed(verdict.reason(), verdict.summary()))
             return
-        await self.write(item, synthesis, pieces)
+        await self.write(item, synthesis, pieces, name)
 
     async def write(
-        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]
+        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]], name: str | None
     ) -> None:
-        """Encode and store a finished item; from here on nothing cancels it."""
+        """Encode and store a finished item, and keep it in the result cache under `name`;
+        from here on nothing cancels it."""
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
             data = await asyncio.to_thread(
-                formats.encode, item.format, pcm, pieces[0]["sample_rate"]
+                delivery.encode,
+                item.format,
+                pcm,
+                pieces[0]["sample_rate"],
+                delivery.profile(synthesis.request),
             )
         except (
             Exception
@@ -295,20 +383,34 @@ class JobRunner:
                 item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
             )
             return
-        try:
+        if name is not None and self.svc.results is not None:
+            rate = delivery.profile(synthesis.request).rate(item.format, pieces[0]["sample_rate"])
+            meta = {"format": item.format, "sample_rate": rate, "seed": synthesis.seed,
+                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
+                    "qa": synthesis.verdict.summary()}  # fmt: skip
+            await asyncio.to_thread(self.svc.results.put, name, Entry(data, meta))
+        beside = None
+        if synthesis.captions:
             beside = {
                 "srt": captions.srt(synthesis.segments).encode(),
                 "vtt": captions.vtt(synthesis.segments).encode(),
             }
+        qa = synthesis.verdict.summary()
+        await self.store_result(item, data, synthesis.seed, synthesis.audio_s, beside, qa)
+
+    async def store_result(
+        self,
+        item: Claimed,
+        data: bytes,
+        seed: int,
+        audio_s: float,
+        beside: dict[str, bytes] | None = None,
+        qa: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a result and end its item `done`; a disk that refuses it fails the item."""
+        try:
             await asyncio.to_thread(
-                self.store.finish,
-                item.key,
-                item.format,
-                data,
-                synthesis.seed,
-                synthesis.audio_s,
-                beside if synthesis.captions else None,
-                synthesis.verdict.summary(),
+                self.store.finish, item.key, item.format, data, seed, audio_s, beside, qa
             )
         except (
             OSError,
@@ -344,6 +446,10 @@ class JobRunner:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._deadline_metrics is not None:
+            metrics.unwatch(self._deadline_metrics)
+            self._deadline_metrics = None
+        await self.callbacks.close()
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)

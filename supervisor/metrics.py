@@ -11,7 +11,7 @@ codes; sidecar ids and devices; task kinds; kill reasons; quality check names.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -171,6 +171,21 @@ clone_cache_entries = Gauge(
     "clone prompts in the cache (at most --clone-cache-size)",
     registry=REGISTRY,
 )
+result_cache_hits = Counter(
+    f"{PREFIX}_result_cache_hits",
+    "reproducible answers and job items served from the result cache (nothing generated)",
+    registry=REGISTRY,
+)
+result_cache_misses = Counter(
+    f"{PREFIX}_result_cache_misses",
+    "reproducible answers and job items looked up in the result cache and not found",
+    registry=REGISTRY,
+)
+result_cache_bytes = Gauge(
+    f"{PREFIX}_result_cache_bytes",
+    "bytes the result cache holds on disk (at most --cache-max-bytes)",
+    registry=REGISTRY,
+)
 gpu_memory_peak = Gauge(
     f"{PREFIX}_gpu_memory_peak_bytes",
     "largest GPU memory a sidecar's allocator has held (as last reported)",
@@ -241,6 +256,36 @@ class PoolCollector(Collector):
         yield from (state, restarts, kills, depth, audio, limit, status)
 
 
+class DeadlineCollector(Collector):
+    """The jobs whose deadline is at risk, and the slack of the tightest, read at scrape time."""
+
+    def __init__(self, read: Callable[[], tuple[int, float | None]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Any]:
+        count, slack = self.read()
+        at_risk = GaugeMetricFamily(
+            f"{PREFIX}_jobs_deadline_at_risk",
+            "unfinished jobs estimated to end after their deadline (or already past it)",
+        )
+        at_risk.add_metric([], count)
+        yield at_risk
+        if slack is not None:  # no series while no unfinished job has a deadline
+            tightest = GaugeMetricFamily(
+                f"{PREFIX}_jobs_deadline_slack_seconds",
+                "deadline minus estimated finish of the unfinished job with the least "
+                "(negative: at risk)",
+            )
+            tightest.add_metric([], slack)
+            yield tightest
+
+
+def watch_deadlines(read: Callable[[], tuple[int, float | None]]) -> DeadlineCollector:
+    collector = DeadlineCollector(read)
+    REGISTRY.register(collector)
+    return collector
+
+
 def watch(pool: Pool) -> PoolCollector:
     """Export a pool's state until `unwatch`."""
     collector = PoolCollector(pool)
@@ -248,7 +293,7 @@ def watch(pool: Pool) -> PoolCollector:
     return collector
 
 
-def unwatch(collector: PoolCollector) -> None:
+def unwatch(collector: Collector) -> None:
     REGISTRY.unregister(collector)
 
 

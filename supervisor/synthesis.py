@@ -339,11 +339,15 @@ class Synthesis:
         self.reservation.release()
 
     def usage(self) -> dict[str, int]:
-        """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
-        input_tokens = max(1, -(-len(self.request.input.encode()) // BYTES_PER_TOKEN))
-        output_tokens = round(self.audio_s * FRAME_RATE)
-        return {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        }
+        return usage(self.request.input, self.audio_s)
+
+
+def usage(text: str, audio_s: float) -> dict[str, int]:
+    """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
+    input_tokens = max(1, -(-len(text.encode()) // BYTES_PER_TOKEN))
+    output_tokens = round(audio_s * FRAME_RATE)
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }

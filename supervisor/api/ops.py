@@ -1,6 +1,9 @@
-"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`."""
+"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`,
+and `DELETE /v1/cache` (empties the result cache)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -73,3 +76,11 @@ async def prometheus(request: Request) -> Response:
 
 async def openapi_json(request: Request) -> JSONResponse:
     return JSONResponse(openapi.document(services(request).settings))
+
+
+async def purge_cache(request: Request) -> JSONResponse:
+    """Remove every entry of the result cache: how many, and their bytes."""
+    results = services(request).results
+    deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge)
+    return JSONResponse({"object": "cache.purge", "enabled": results is not None,
+                         "deleted": deleted, "bytes": size})  # fmt: skip
