@@ -270,6 +270,8 @@ class Synthesis:
                 quality.count_attempt(failed, retrying=attempt <= retries)
             if not failed or attempt > retries:
                 return {**result, "attempts": attempt}
+            if self.scheduler.closed is not None:  # draining: a retry is new work, refused
+                raise self.scheduler.closed
             attempt += 1
             pending = self.queue(index, prompt, return_tokens, attempt)
 

@@ -13,7 +13,7 @@ import base64
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from supervisor import formats, instructions, schemas
+from supervisor import formats, instructions, quality, schemas
 from supervisor.api import services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, Deadline, read_json, until_disconnected
 from supervisor.errors import InvalidRequest
@@ -29,7 +29,7 @@ async def captioned(request: Request) -> Response:
                              "/v1/audio/speech.", param="stream_format")  # fmt: skip
     voice = resolve_voice(speech, svc.voices)
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voice_resolver(speech, svc.voices),
-                          lexicon=svc.lexicons.for_request(speech), captions=True)  # fmt: skip
+                          lexicon=svc.lexicons.for_request(speech), captions=True, asr=svc.asr)  # fmt: skip
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:
@@ -46,7 +46,7 @@ async def captioned(request: Request) -> Response:
         data = formats.encode(fmt, pcm, synthesis.sample_rate)
     else:  # the compressed formats in a worker thread, off the event loop
         data = await asyncio.to_thread(formats.encode, fmt, pcm, synthesis.sample_rate)
-    headers = {"X-Seed": str(synthesis.seed)}
+    headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
     answer = {
