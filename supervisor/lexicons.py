@@ -1,12 +1,15 @@
 """Pronunciation lexicons: named word → spoken-form lists, one JSON file each, beside the voices.
 
-    <data dir>/lexicons/<name>.json   {"name", "language", "entries": {"word": "spoken form"}, "updated_at"}
+    <data dir>/lexicons/<name>.json
+    {"name", "language", "voice", "entries": {"word": "spoken form"}, "updated_at"}
 
 A request names one (`lexicon`); its entries replace whole words, case-sensitively, longest
 first and in one pass (a replacement is never replaced again), in every span of the request's
 text whose language is the lexicon's (or not known), before normalisation and chunking. So an
-entry wins over the normaliser: `"Dr.": "Drive"` is read "Drive", not "Doctor". A PUT
-replaces a lexicon whole: written to a temporary file, flushed, then renamed over the old one.
+entry wins over the normaliser: `"Dr.": "Drive"` is read "Drive", not "Doctor". A lexicon with
+a `voice` applies only to the spans read in that voice (a dialogue turn, an SSML <voice>, or
+the request's own voice). A PUT replaces a lexicon whole: written to a temporary file,
+flushed, then renamed over the old one.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ SUFFIX = ".json"
 MAX_ENTRIES = 10_000
 MAX_ENTRY_CHARS = 200
 MAX_BODY_BYTES = 4 * 2**20
-FIELDS = frozenset({"language", "entries"})
+FIELDS = frozenset({"language", "voice", "entries"})
 
 
 @dataclass(frozen=True)
@@ -41,13 +44,22 @@ class Lexicon:
     language: str
     entries: dict[str, str]
     updated_at: int
+    voice: str | None = None  # only the spans read in this voice (None: every span)
 
     def public(self) -> dict[str, Any]:
-        return {"name": self.name, "object": "audio.lexicon", "language": self.language,
-                "entries": self.entries, "updated_at": self.updated_at}  # fmt: skip
+        return {
+            "name": self.name,
+            "object": "audio.lexicon",
+            "language": self.language,
+            "voice": self.voice,
+            "entries": self.entries,
+            "updated_at": self.updated_at,
+        }
 
-    def applies_to(self, language: str | None) -> bool:
-        return language is None or language == self.language
+    def applies_to(self, language: str | None, voice: str | None = None) -> bool:
+        """Whether it applies to a span in `language` (None: not known) read in `voice`."""
+        in_language = language is None or language == self.language
+        return in_language and (self.voice is None or voice == self.voice)
 
     def apply(self, text: str) -> str:
         if not self.entries:
@@ -81,12 +93,20 @@ def parse(name: str, body: Any) -> Lexicon:
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise InvalidRequest(
-            f"Unrecognized field(s): {', '.join(unknown)}. Accepted: entries, language.",
+            f"Unrecognized field(s): {', '.join(unknown)}. Accepted: entries, language, voice.",
             param=unknown[0],
         )
     language = schemas.language(schemas.string(body, "language"))
     if language is None:
         raise InvalidRequest("Missing required field: 'language' (such as 'en').", param="language")
+    voice = body.get("voice")
+    if voice is not None and (not isinstance(voice, str) or not voice.strip()):
+        raise InvalidRequest(
+            "'voice' is the voice this lexicon is for: a saved voice or an OpenAI voice name "
+            "(leave it out for every voice).",
+            param="voice",
+        )
+    voice = schemas.voice(voice) if voice is not None else None  # 'Alloy' is alloy
     entries = body.get("entries")
     if not isinstance(entries, dict):
         raise InvalidRequest("'entries' must be an object of word -> spoken form.", param="entries")
@@ -102,7 +122,7 @@ def parse(name: str, body: Any) -> Lexicon:
         if not isinstance(spoken, str) or not spoken.strip() or len(spoken) > MAX_ENTRY_CHARS:
             raise InvalidRequest(f"entry {word!r}: its spoken form must be a string of 1 to {MAX_ENTRY_CHARS} "
                                  "characters", param="entries")  # fmt: skip
-    return Lexicon(name, language, dict(entries), int(time.time()))
+    return Lexicon(name, language, dict(entries), int(time.time()), voice)
 
 
 class LexiconStore:
@@ -115,7 +135,11 @@ class LexiconStore:
             try:
                 data = json.loads(path.read_text())
                 lexicon = Lexicon(
-                    data["name"], data["language"], data["entries"], data["updated_at"]
+                    data["name"],
+                    data["language"],
+                    data["entries"],
+                    data["updated_at"],
+                    data.get("voice"),
                 )
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping %s: not a readable lexicon (%s)", path, exc)

@@ -199,6 +199,8 @@ def document(settings: Settings) -> dict[str, Any]:
                     "requestBody": {"required": True, "content": {"application/json": {"schema": {
                         "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
                             "language": {"type": "string"},
+                            "voice": {"type": ["string", "null"], "minLength": 1,
+                                      "description": "only the spans read in this voice (default: every span)"},
                             "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
                                         "additionalProperties": {"type": "string", "minLength": 1,
                                                                  "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
@@ -314,6 +316,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                     "text": {"type": "string"}, "start": {"type": "number"}, "end": {"type": "number"}}}}}},
         "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
             "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
+            "voice": {"type": ["string", "null"]},
             "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
         "LexiconList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Lexicon"}}}},

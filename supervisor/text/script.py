@@ -26,6 +26,8 @@ def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = N
     spans = []
     for span in script.spans:
         language = span.language or request.language
-        text = lexicon.apply(span.text) if lexicon and lexicon.applies_to(language) else span.text
+        voice = span.voice or request.voice
+        applies = lexicon is not None and lexicon.applies_to(language, voice)
+        text = lexicon.apply(span.text) if lexicon and applies else span.text
         spans.append(replace(span, text=normalize(text, language) if wanted else text))
     return replace(script, spans=tuple(spans))
