@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -126,11 +127,14 @@ def parse(name: str, body: Any) -> Lexicon:
 
 
 class LexiconStore:
-    """The lexicons of one data directory, kept in memory and on disk."""
+    """The lexicons of one data directory, kept in memory and on disk. `put` and `delete` write
+    the disk: call them off the event loop. Each holds the store's lock, so that two writes of
+    one name leave the file and the memory agreeing."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.lexicons: dict[str, Lexicon] = {}
+        self.lock = threading.Lock()
         for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
             try:
                 data = json.loads(path.read_text())
@@ -161,7 +165,15 @@ class LexiconStore:
             raise error
         return found
 
-    def put(self, lexicon: Lexicon) -> None:
+    def put(self, lexicon: Lexicon) -> bool:
+        """Save it, replacing one of that name; whether one was replaced."""
+        with self.lock:
+            replaced = lexicon.name in self.lexicons
+            self._write(lexicon)
+            self.lexicons[lexicon.name] = lexicon
+            return replaced
+
+    def _write(self, lexicon: Lexicon) -> None:
         final = self.directory / f"{lexicon.name}{SUFFIX}"
         temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
         data = {k: v for k, v in lexicon.public().items() if k != "object"}
@@ -176,11 +188,11 @@ class LexiconStore:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise ServerError(f"the lexicon could not be saved: {exc.strerror or exc}") from None
-        self.lexicons[lexicon.name] = lexicon
 
     def delete(self, name: str) -> None:
-        if name not in self.lexicons:
-            raise NotFound(f"no lexicon named {name!r}", param="name")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.directory / f"{name}{SUFFIX}")
-        del self.lexicons[name]
+        with self.lock:
+            if name not in self.lexicons:
+                raise NotFound(f"no lexicon named {name!r}", param="name")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / f"{name}{SUFFIX}")
+            del self.lexicons[name]

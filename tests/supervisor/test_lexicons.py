@@ -67,10 +67,13 @@ def test_a_lexicon_for_a_voice_applies_only_to_the_spans_read_in_it() -> None:
 
 def test_the_store_keeps_lexicons_on_disk(tmp_path: Path) -> None:
     store = LexiconStore(tmp_path / "lexicons")
-    store.put(parse("brands", {"language": "English", "entries": {"SQL": "sequel"}}))
+    assert (
+        store.put(parse("brands", {"language": "English", "entries": {"SQL": "sequel"}})) is False
+    )
     again = LexiconStore(tmp_path / "lexicons")
     assert again.get("brands") == store.get("brands") and again.get("brands").language == "en"  # type: ignore[union-attr]
-    store.put(parse("brands", {"language": "en", "voice": "nova", "entries": {"GUI": "gooey"}}))
+    replacing = parse("brands", {"language": "en", "voice": "nova", "entries": {"GUI": "gooey"}})
+    assert store.put(replacing) is True
     replaced = LexiconStore(tmp_path / "lexicons").get("brands")
     assert replaced is not None and (replaced.entries, replaced.voice) == ({"GUI": "gooey"}, "nova")
     store.delete("brands")
