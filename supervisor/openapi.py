@@ -157,7 +157,7 @@ def document(settings: Settings) -> dict[str, Any]:
         }},
         "/v1/audio/speech/captioned": {"post": {
             "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateCaptionedSpeechRequest"}}}},
             "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
         }},
         "/v1/audio/clone": {"post": {
@@ -290,6 +290,10 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
     nullable_string = {"type": ["string", "null"]}
     return {
         "CreateSpeechRequest": {"type": "object", "properties": speech, "required": ["input"], "additionalProperties": False},
+        "CreateCaptionedSpeechRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
+            **speech, "timestamp_granularities": {
+                "type": "array", "minItems": 1, "items": {"enum": ["segment", "word"]}, "default": ["segment"],
+                "description": "segment: each sentence's timing; word needs an aligner model, which does not run here (a 400)"}}},
         "ErrorResponse": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["message", "type", "param", "code"],
             "properties": {"message": {"type": "string"}, "type": {"type": "string"}, "param": nullable_string, "code": nullable_string},

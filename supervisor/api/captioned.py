@@ -3,12 +3,18 @@ with the timing of each sentence, exact from chunk boundaries (each sentence is 
 
     {"audio": "<base64>", "format": "mp3", "sample_rate": 24000,
      "segments": [{"text": "…", "start": 0.0, "end": 1.84}, …]}   (seconds)
+
+Word timing has its frame and is off: `timestamp_granularities` (OpenAI's transcription name)
+takes "segment" (the default) and "word"; "word" would add each segment's
+`"words": [{"word", "start", "end"}]` from an aligner model run on the audio, and is a 400
+while none runs (docs/API.md, Captions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,10 +26,34 @@ from supervisor.errors import InvalidRequest
 from supervisor.synthesis import Synthesis
 from supervisor.voice_store import resolve_voice, voice_resolver
 
+GRANULARITIES = ("segment", "word")
+FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
+
+
+def check_granularities(body: Any) -> None:
+    """`timestamp_granularities`: a non-empty list of "segment" and "word"; "word" is a 400 (no
+    aligner runs here)."""
+    wanted = body.get("timestamp_granularities", ["segment"]) if isinstance(body, dict) else []
+    if not isinstance(wanted, list) or not wanted or not set(wanted) <= set(GRANULARITIES):
+        raise InvalidRequest(
+            '\'timestamp_granularities\' must be a non-empty list of "segment" and "word".',
+            param="timestamp_granularities",
+        )
+    if "word" in wanted:
+        error = InvalidRequest(
+            "Word timestamps need an aligner model, which this server does not run; ask for "
+            '["segment"]: each sentence\'s timing, exact from the audio.',
+            param="timestamp_granularities",
+        )
+        error.code = "word_timestamps_unavailable"
+        raise error
+
 
 async def captioned(request: Request) -> Response:
     svc = services(request)
-    speech = schemas.speech_request(await read_json(request), svc.settings)
+    body = await read_json(request)
+    speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
+    check_granularities(body)
     if speech.stream_format != "audio":
         raise InvalidRequest("The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
                              "/v1/audio/speech.", param="stream_format")  # fmt: skip

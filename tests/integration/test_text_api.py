@@ -234,6 +234,33 @@ def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) 
     assert_cut_at_chunk_boundaries(samples, [(s["start"], s["end"]) for s in segments])
 
 
+@pytest.mark.parametrize(("granularities", "status", "code"), [
+    (["segment"], 200, None),
+    (["segment", "word"], 400, "word_timestamps_unavailable"),
+    (["word"], 400, "word_timestamps_unavailable"),
+    ([], 400, "invalid_request"),
+    ("segment", 400, "invalid_request"),
+    (["sentence"], 400, "invalid_request"),
+])  # fmt: skip
+def test_word_timestamps_have_their_field_and_are_off(
+    server: LiveServer, granularities: Any, status: int, code: str | None
+) -> None:
+    body = {
+        "input": "One. Two.",
+        "response_format": "wav",
+        "timestamp_granularities": granularities,
+    }
+    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    assert answer.status_code == status, answer.text
+    if code is None:
+        assert [s["text"] for s in answer.json()["segments"]] == ["One.", "Two."]
+        assert "words" not in answer.json()["segments"][0]
+    else:
+        assert answer.json()["error"]["param"] == "timestamp_granularities"
+        assert answer.json()["error"]["code"] == code
+
+
 def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(
     server: LiveServer, tmp_path: Path
 ) -> None:
