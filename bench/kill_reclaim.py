@@ -82,7 +82,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     await until(
         lambda: (
-            slot.process is not None and slot.process.batches and slot.process.batches[0].started
+            slot.session is not None and slot.session.batches and slot.session.batches[0].started
         ),
         300,
     )
@@ -96,13 +96,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     respawned_at = await until(lambda: len(slot.pids) == 2, 180)
     await until(
         lambda: (
-            slot.process is not None
-            and slot.process is not victim
-            and slot.process.ready_at is not None
+            slot.session is not None
+            and slot.session.process is not victim
+            and slot.session.ready_at is not None
         ),
         900,
     )
-    ready_again_at = slot.process.ready_at  # type: ignore[union-attr]
+    ready_again_at = slot.session.ready_at  # type: ignore[union-attr]
     results = await asyncio.gather(*futures, return_exceptions=True)
     stop.set()
     await sampler

@@ -16,23 +16,18 @@ import logging
 import os
 import signal
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sidecar.protocol import (
     FROM_SIDECAR,
     ExitCode,
     Message,
     ProtocolError,
-    Ready,
     encode_frame,
     read_frame_async,
 )
 from supervisor.gpu import Device
-
-if TYPE_CHECKING:
-    from supervisor.scheduler import Batch
 
 log = logging.getLogger("omnivoice.process")
 sidecar_log = logging.getLogger("omnivoice.sidecar")
@@ -72,6 +67,9 @@ class KillReason(str, enum.Enum):
 
 
 PLANNED = frozenset({KillReason.SHUTDOWN, KillReason.IDLE})
+FrameHandler = Callable[["SidecarProcess", Message], None]  # called for every valid frame
+# How the pool makes a sidecar process (a seam: tests pass fakes): device, on_frame, wake.
+ProcessFactory = Callable[[Device, FrameHandler, Callable[[], None]], "SidecarProcess"]
 
 
 def decode_exit(returncode: int, killed_by_us: bool) -> str:
@@ -99,8 +97,9 @@ class SidecarProcess:
         argv: list[str],
         env: dict[str, str],
         max_frame_bytes: int,
-        on_frame: Callable[[SidecarProcess, Message], None],
+        on_frame: FrameHandler,
         wake: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.device = device
         self.argv = argv
@@ -108,22 +107,15 @@ class SidecarProcess:
         self.max_frame_bytes = max_frame_bytes
         self.on_frame = on_frame
         self.wake = wake
+        self.clock = clock
         self.state = State.STARTING
         self.pid = 0
-        self.started_at = self.last_frame_at = self.idle_since = time.monotonic()
-        self.ready_at: float | None = None
-        self.info: Ready | None = None
-        self.batches: deque[Batch] = deque()
-        self.ping_nonce = 0
-        self.ping_sent_at: float | None = None
+        self.started_at = self.last_frame_at = clock()
         self.stop_deadline: float | None = None
         self.kill_reason: KillReason | None = None
         self.kill_detail = ""
         self.returncode: int | None = None
         self.exit_description = ""
-        self.reported_error: str | None = (
-            None  # an `error` frame about the sidecar itself (a failed load)
-        )
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -147,7 +139,7 @@ class SidecarProcess:
             limit=READER_LIMIT,
         )
         self.pid = self._proc.pid
-        self.started_at = self.last_frame_at = time.monotonic()
+        self.started_at = self.last_frame_at = self.clock()
         log.info("%s: started on %s", self.tag, self.device.name)
         reader = asyncio.create_task(self._read_frames(), name=f"{self.device.id}-frames")
         self._tasks = [
@@ -162,7 +154,7 @@ class SidecarProcess:
         log.debug("%s: %s -> %s", self.tag, self.state.value, new.value)
         self.state = new
 
-    def send(self, message: Message | dict) -> bool:  # type: ignore[type-arg]
+    def send(self, message: Message | dict[str, Any]) -> bool:
         """Queue one frame for the child; False if its stdin is already gone.
 
         Never blocks: a SIGSTOPped child cannot stall the pool, whose deadlines kill it.
@@ -186,7 +178,7 @@ class SidecarProcess:
             self.kill(reason, "stopped while loading")  # it reads no frame until it is loaded
             return
         self.send({"op": "shutdown"})
-        self.stop_deadline = time.monotonic() + timeout_s
+        self.stop_deadline = self.clock() + timeout_s
         self.change_state(State.STOPPING)
 
     def kill(self, reason: KillReason, detail: str = "") -> None:
@@ -226,7 +218,7 @@ class SidecarProcess:
                 return
             if self.kill_reason is not None and self.kill_reason not in PLANNED:
                 return  # killed: whatever it still says is not to be believed
-            self.last_frame_at = time.monotonic()
+            self.last_frame_at = self.clock()
             try:
                 self.on_frame(self, message)
             except ProtocolError as exc:

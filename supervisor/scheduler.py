@@ -13,8 +13,9 @@ handed out ahead of time once it is full, or once its oldest task has waited
 
 No lost requests. When a sidecar dies, the tasks of the batch it was running go back to the
 front of the queue, each marked with the kill. A task marked twice runs alone; if it then
-kills a sidecar alone it fails with PoisonRequest and is never retried. Batches that were
-only queued in the dead sidecar's pipe go back unmarked.
+kills a sidecar alone it fails with PoisonRequest and is never retried. "Alone" means alone in
+the sidecar too: such a task is never sent ahead, and the pool sends nothing behind it. Batches
+that were only queued in the dead sidecar's pipe go back unmarked.
 """
 
 from __future__ import annotations
@@ -278,12 +279,18 @@ class Scheduler:
                     yield task
 
     def next_batch(self, *, ahead: bool = False, now: float | None = None) -> Batch | None:
-        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch."""
+        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch.
+
+        A task the poison rule isolated (`alone`) never goes ahead: it waits for an idle sidecar,
+        so that nothing else runs in the process that its kill may be blamed on.
+        """
         now = time.monotonic() if now is None else now
         chosen: list[Task] = []
         tokens = 0
         full = False
         for task in self._queued():
+            if ahead and task.alone:
+                continue
             if not chosen and (task.alone or task.kind == "encode"):
                 chosen = [task]
                 full = True

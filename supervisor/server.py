@@ -30,9 +30,9 @@ from starlette.applications import Starlette
 from supervisor import jobs, pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
-from supervisor.pool import SlotState
 from supervisor.read_deadlines import ReadDeadlines
 from supervisor.settings import Settings
+from supervisor.slot import SlotState
 from supervisor.systemd import Notifier, ServiceState
 
 log = logging.getLogger("omnivoice.server")

@@ -1,4 +1,4 @@
-"""The interpreter command line that starts a sidecar, importing only installed code.
+"""How a sidecar starts: its command line, importing only installed code, and its environment.
 
 `python -m sidecar` puts the working directory first on sys.path, so a folder named `triton`,
 `torch` or `sidecar` where the server was started shadows the installed package and every
@@ -10,7 +10,14 @@ do it too but also ignores PYTHON* variables, which the sidecar's environment se
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
+
+from supervisor.gpu import Device
+from supervisor.settings import Settings
+
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 # Run `sidecar` as __main__ with the working directory ('' for -c) off the import path.
 BOOTSTRAP = (
@@ -26,3 +33,36 @@ def sidecar_command(
     if version >= (3, 11):
         return [python, "-P", "-m", "sidecar"]
     return [python, "-c", BOOTSTRAP]
+
+
+def sidecar_argv(settings: Settings, device: Device) -> list[str]:
+    """The whole command line of the sidecar for one device."""
+    s = settings
+    argv = [
+        *sidecar_command(),
+        "--engine",
+        s.engine,
+        "--model",
+        s.model,
+        "--device",
+        device.torch_device,
+        "--dtype",
+        s.dtype,
+        "--id",
+        device.id,
+        "--max-frame-bytes",
+        str(s.max_frame_bytes),
+        "--warmup-steps",
+        str(s.warmup_steps),
+    ]
+    faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
+    return argv + (faults if s.test_faults else [])
+
+
+def sidecar_env(device: Device) -> dict[str, str]:
+    """Ours, plus the device's (CUDA_VISIBLE_DEVICES), unbuffered, with this checkout importable."""
+    env = dict(os.environ)
+    env.update(device.environment())
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
+    return env

@@ -86,8 +86,8 @@ def is_ready(pool: Pool) -> bool:
 
 
 def mid_batch(pool: Pool) -> bool:
-    proc = pool.slots[0].process
-    return proc is not None and bool(proc.batches) and proc.batches[0].started
+    session = pool.slots[0].session
+    return session is not None and bool(session.batches) and session.batches[0].started
 
 
 def sidecar_children() -> list[psutil.Process]:

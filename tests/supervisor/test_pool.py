@@ -169,9 +169,10 @@ def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() 
             )
             stepped_early = False
             while not futures[0].done():
-                proc = process(pool)
+                session = pool.slots[0].session
+                assert session is not None
                 stepped_early = stepped_early or (
-                    len(proc.batches) == 2 and proc.batches[1].started
+                    len(session.batches) == 2 and session.batches[1].started
                 )
                 await asyncio.sleep(0.01)
             results = await asyncio.gather(*futures)
