@@ -118,11 +118,17 @@ def parse(name: str, body: Any) -> Lexicon:
         )
     for word, spoken in entries.items():
         if not word.strip() or word != word.strip() or len(word) > MAX_ENTRY_CHARS:
-            raise InvalidRequest(f"entry {word!r}: a word is 1 to {MAX_ENTRY_CHARS} characters, without spaces "
-                                 "around it", param="entries")  # fmt: skip
+            raise InvalidRequest(
+                f"entry {word!r}: a word is 1 to {MAX_ENTRY_CHARS} characters, without spaces "
+                "around it",
+                param="entries",
+            )
         if not isinstance(spoken, str) or not spoken.strip() or len(spoken) > MAX_ENTRY_CHARS:
-            raise InvalidRequest(f"entry {word!r}: its spoken form must be a string of 1 to {MAX_ENTRY_CHARS} "
-                                 "characters", param="entries")  # fmt: skip
+            raise InvalidRequest(
+                f"entry {word!r}: its spoken form must be a string of 1 to {MAX_ENTRY_CHARS} "
+                "characters",
+                param="entries",
+            )
     return Lexicon(name, language, dict(entries), int(time.time()), voice)
 
 
@@ -159,8 +165,11 @@ class LexiconStore:
             return None
         found = self.lexicons.get(request.lexicon)
         if found is None:
-            error = InvalidRequest(f"Lexicon {request.lexicon!r} not found: PUT /v1/audio/lexicons/{{name}} saves one.",
-                                   param="lexicon")  # fmt: skip
+            error = InvalidRequest(
+                f"Lexicon {request.lexicon!r} not found: "
+                "PUT /v1/audio/lexicons/{name} saves one.",
+                param="lexicon",
+            )
             error.code = "lexicon_not_found"
             raise error
         return found

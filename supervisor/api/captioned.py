@@ -55,11 +55,21 @@ async def captioned(request: Request) -> Response:
     speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
     check_granularities(body)
     if speech.stream_format != "audio":
-        raise InvalidRequest("The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
-                             "/v1/audio/speech.", param="stream_format")  # fmt: skip
+        raise InvalidRequest(
+            "The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
+            "/v1/audio/speech.",
+            param="stream_format",
+        )
     voice = resolve_voice(speech, svc.voices)
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voice_resolver(speech, svc.voices),
-                          lexicon=svc.lexicons.for_request(speech), captions=True)  # fmt: skip
+    synthesis = Synthesis(
+        svc.scheduler,
+        speech,
+        voice,
+        svc.settings.chunk_s,
+        voices=voice_resolver(speech, svc.voices),
+        lexicon=svc.lexicons.for_request(speech),
+        captions=True,
+    )
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:

@@ -1,4 +1,5 @@
-"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/lexicons.py) listed, read, saved, deleted."""
+"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/lexicons.py) listed, read, saved,
+deleted."""
 
 from __future__ import annotations
 
