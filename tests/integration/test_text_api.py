@@ -139,6 +139,8 @@ def test_ssml_spans_reach_the_model_in_their_speed_voice_and_language(
     assert (quick["text"], quick["speed"]) == ("Quickly now.", pytest.approx(1.2))
     assert (deep["text"], deep["instruct"]) == ("Deep.", OPENAI_VOICES["onyx"])
     assert "instruct" not in plain and (german["text"], german["language"]) == ("Guten Tag.", "de")
+    [french] = items_sent(server, input='<speak xml:lang="fr">Bonjour.</speak>')
+    assert (french["text"], french["language"]) == ("Bonjour.", "fr")
 
 
 def test_a_lexicon_is_applied_before_normalisation_on_the_model(server: LiveServer) -> None:
