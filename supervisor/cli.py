@@ -88,6 +88,8 @@ def cmd_install_service(args: argparse.Namespace) -> int:
         env_file=args.env_file,
         files_only=args.files_only,
         start=args.start,
+        timer=args.timer,
+        on_calendar=args.on_calendar,
     )
 
 
@@ -222,7 +224,7 @@ def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from supervisor import service
+    from supervisor import service, synth_timer
 
     p = sub.add_parser(
         "install-service",
@@ -247,6 +249,18 @@ def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--files-only",
         action="store_true",
         help="only write the settings file and the unit: no user, no systemctl",
+    )
+    p.add_argument(
+        "--timer",
+        metavar="NAME",
+        help="also install omnivoice-synth@.service and .timer and enable omnivoice-synth@NAME."
+        "timer: synth over /etc/omnivoice-synth/NAME.jsonl on a calendar",
+    )
+    p.add_argument(
+        "--on-calendar",
+        metavar="SPEC",
+        help="the --timer's OnCalendar= (systemd.time(7)), e.g. '*-*-* 05:50:00' "
+        f"(default {synth_timer.DEFAULT_CALENDAR!r})",
     )
     p.set_defaults(func=cmd_install_service)
     u = sub.add_parser(

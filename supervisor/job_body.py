@@ -5,7 +5,8 @@ millions of tiny items would stall the event loop for seconds and take a gigabyt
 before its item count could be checked. Here each item is decoded on its own
 (`JSONDecoder.raw_decode`), so a worker thread hands the GIL back between items, and the count
 is checked as the items are read: the item after --max-job-items ends the parse with a 400.
-Any other top-level field is refused before its value is read. The result is what `json.loads`
+The schedule's fields (`not_before`, `deadline`, `callback_url`) are read whole; any other
+top-level field is refused before its value is read. The result is what `json.loads`
 would give for a body it accepts.
 """
 
@@ -17,10 +18,12 @@ from typing import Any
 
 from supervisor import schemas
 from supervisor.errors import InvalidRequest
+from supervisor.schedule import FIELDS as SCHEDULE_FIELDS
 
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 FIELD = "items"
+FIELDS = frozenset({FIELD}) | SCHEDULE_FIELDS
 
 
 def not_json() -> InvalidRequest:
@@ -56,12 +59,12 @@ def parse(body: bytes, max_items: int) -> Any:
     mark, at = _expect(text, at + 1, '"', "}")
     while mark == '"':
         key, at = _DECODER.raw_decode(text, at - 1)
-        schemas.refuse_unknown({key: None}, frozenset({FIELD}))
+        schemas.refuse_unknown({key: None}, FIELDS)
         if key in parsed:
-            raise InvalidRequest("'items' is given more than once.", param=FIELD)
+            raise InvalidRequest(f"'{key}' is given more than once.", param=key)
         _, at = _expect(text, at, ":")
         at = _skip(text, at)
-        if text.startswith("[", at):
+        if key == FIELD and text.startswith("[", at):
             parsed[key], at = _items(text, at + 1, max_items)
         else:
             # Not an array: job_items says what it must be.

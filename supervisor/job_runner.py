@@ -4,7 +4,11 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
 
     releases everything it runs, if the server is draining (the items run again after the restart)
     removes jobs past their retention (once a minute)
-    starts queued items while there is room
+    refreshes each job's estimated finish (once a second; supervisor/outlook.py), and warms up
+    a sidecar for the next `not_before` (`warm_for_schedule`)
+    sends the callbacks of jobs that ended (supervisor/callback_sender.py)
+    starts queued items while there is room: of jobs whose `not_before` has come, the earliest
+    deadline first (jobs without one last), then the oldest job
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
@@ -36,10 +40,12 @@ import sqlite3
 import time
 from typing import Any
 
-from supervisor import formats, schemas
+from supervisor import formats, metrics, schemas
 from supervisor.api import Services
+from supervisor.callback_sender import CallbackSender
 from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
+from supervisor.outlook import Outlook
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
 from supervisor.text import captions
@@ -51,6 +57,13 @@ BULK_SHARE = 0.5  # most of the admission limit job items may hold
 WINDOW_BATCHES = 2  # items in flight: this many full batches per usable sidecar
 TICK_S = 0.5
 SWEEP_EVERY_S = 60.0
+OUTLOOK_EVERY_S = 1.0
+# A sidecar is started this many times its measured time to ready, plus WARM_EXTRA_S, before a
+# job's not_before, and kept until WARM_AFTER_S after it (then idle reaping applies as ever).
+WARM_MARGIN = 1.5
+WARM_EXTRA_S = 10.0
+WARM_AFTER_S = 5.0
+UNMEASURED_READY_S = 120.0  # no sidecar ever ready yet: DESIGN's load deadline
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
 Key = tuple[str, int]
@@ -72,6 +85,10 @@ class JobRunner:
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
+        self.outlook = Outlook(store, svc.scheduler)
+        self._deadline_metrics: metrics.DeadlineCollector | None = None
+        self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
+        self.warming_for: float | None = None  # the not_before a warm-up was last asked for
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -84,7 +101,17 @@ class JobRunner:
                 done,
                 queued,
             )
+        await self.outlook.refresh()
+        self._deadline_metrics = metrics.watch_deadlines(self.outlook.summary)
         self._task = asyncio.create_task(self.run(), name="jobs")
+
+    async def refresh_outlook(self) -> None:
+        await self.outlook.refresh()
+
+    def with_outlook(self, job: dict[str, Any] | None) -> dict[str, Any]:
+        """A job object from the store, with its estimated finish and deadline risk."""
+        assert job is not None
+        return self.outlook.annotate(job)
 
     async def run(self) -> None:
         next_sweep = 0.0
@@ -106,6 +133,10 @@ class JobRunner:
                     )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
+                if time.monotonic() - self.outlook.refreshed_at >= OUTLOOK_EVERY_S:
+                    await self.outlook.refresh()
+                    await self.warm_for_schedule()
+                await self.callbacks.dispatch()
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
@@ -115,6 +146,23 @@ class JobRunner:
                 log.exception("job runner pass failed")
             else:
                 self.storage_works()
+
+    async def warm_for_schedule(self) -> None:
+        """Have a sidecar ready at the next job's not_before: a reaped one is started that long
+        ahead which its last start took, with a margin."""
+        now = time.time()
+        start = await asyncio.to_thread(self.store.next_start, now)
+        if start is None:
+            return
+        pool = self.svc.pool
+        ready_s = pool.time_to_ready_s or UNMEASURED_READY_S
+        if start - now > ready_s * WARM_MARGIN + WARM_EXTRA_S:
+            return
+        pool.warm_up(time.monotonic() + start - now + WARM_AFTER_S)
+        if self.warming_for != start:
+            self.warming_for = start
+            log.info("jobs: a job may start in %.0f s: keeping a sidecar ready for it (its last "
+                     "start took %.1f s)", start - now, ready_s)  # fmt: skip
 
     # ------------------------------------------------------------ the store refusing writes
 
@@ -329,6 +377,10 @@ class JobRunner:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._deadline_metrics is not None:
+            metrics.unwatch(self._deadline_metrics)
+            self._deadline_metrics = None
+        await self.callbacks.close()
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)

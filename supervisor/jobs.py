@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.errors import Conflict, ServerError
+from supervisor.schedule import JobSchedule, rfc3339
+from supervisor.timeline import Pending, item_audio_s
 
 DB_NAME = "jobs.sqlite3"
 LOCK_NAME = "jobs.lock"
@@ -80,6 +82,20 @@ CREATE TABLE IF NOT EXISTS items (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_state ON items (state);
 """
+# Columns added since the first release, as (table, column, declaration): `_migrate` adds those
+# a database lacks, so an existing data directory keeps its jobs.
+ADDED_COLUMNS = (
+    ("jobs", "not_before", "REAL"),  # Unix seconds; NULL: at once
+    ("jobs", "deadline", "REAL"),
+    ("jobs", "callback_url", "TEXT"),
+    ("jobs", "callback_state", "TEXT"),  # pending, delivered, failed; NULL: no callback
+    ("jobs", "callback_attempts", "INTEGER NOT NULL DEFAULT 0"),
+    ("jobs", "callback_status", "INTEGER"),  # the last attempt's HTTP status; NULL: no answer
+    ("jobs", "callback_error", "TEXT"),  # why the last attempt failed
+    ("jobs", "callback_next_at", "REAL"),  # no attempt before this (the backoff)
+    ("items", "est_audio_s", "REAL"),  # estimated audio, for the job's estimated finish
+)
+UNFINISHED = "('queued', 'running')"
 
 
 class StoreLocked(RuntimeError):
@@ -97,6 +113,16 @@ class NewItem:
     request: dict[str, Any]
     client_id: str | None
     format: str
+    est_audio_s: float | None = None  # estimated seconds of audio
+
+
+@dataclass(frozen=True)
+class CallbackDue:
+    """A finished job whose callback is to be sent now."""
+
+    job_id: str
+    url: str
+    attempts: int  # made so far
 
 
 @dataclass(frozen=True)
@@ -191,6 +217,24 @@ class JobStore:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns an older database lacks, and estimate the unfinished items' audio."""
+        with self.transaction() as db:
+            for table, column, declaration in ADDED_COLUMNS:
+                have = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            rows = db.execute("SELECT job_id, n, request FROM items "
+                              f"WHERE est_audio_s IS NULL AND state IN {UNFINISHED}").fetchall()  # fmt: skip
+            for row in rows:
+                request = json.loads(row["request"])
+                estimate = item_audio_s(
+                    str(request.get("input", "")), request.get("speed"), request.get("duration")
+                )
+                db.execute("UPDATE items SET est_audio_s = ? WHERE job_id = ? AND n = ?",
+                           (estimate, row["job_id"], row["n"]))  # fmt: skip
 
     def close(self) -> None:
         with self.lock:
@@ -212,7 +256,11 @@ class JobStore:
     # ------------------------------------------------------------ jobs
 
     def create(
-        self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None
+        self,
+        items: list[NewItem],
+        body_sha256: str,
+        idempotency_key: str | None = None,
+        schedule: JobSchedule | None = None,
     ) -> tuple[str, bool]:
         """Store a job; (its id, True). With a key already used for the same body: (that job, False).
 
@@ -233,15 +281,22 @@ class JobStore:
                         raise error
                     return row["id"], False
             job_id = "job_" + uuid.uuid4().hex
-            db.execute("INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) VALUES (?, ?, ?, ?)",
-                       (job_id, idempotency_key, body_sha256, now))  # fmt: skip
+            when = schedule or JobSchedule()
+            db.execute(
+                "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, deadline, "
+                "callback_url, callback_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, idempotency_key, body_sha256, now, when.not_before, when.deadline,
+                 when.callback_url, None if when.callback_url is None else "pending"),
+            )  # fmt: skip
             db.executemany(
-                "INSERT INTO items (job_id, n, client_id, request, format, state) VALUES (?, ?, ?, ?, ?, 'queued')",
+                "INSERT INTO items (job_id, n, client_id, request, format, state, est_audio_s) "
+                "VALUES (?, ?, ?, ?, ?, 'queued', ?)",
                 (
-                    (job_id, n, item.client_id, json.dumps(item.request), item.format)
+                    (job_id, n, item.client_id, json.dumps(item.request), item.format,
+                     item.est_audio_s)
                     for n, item in enumerate(items)
                 ),
-            )
+            )  # fmt: skip
         return job_id, True
 
     def job(self, job_id: str, with_items: bool = True) -> dict[str, Any] | None:
@@ -299,6 +354,17 @@ class JobStore:
             "finished_at": None if unfinished else last_end,
             "cancelled_at": row["cancelled_at"],
             "progress": {"total": sum(progress.values()), **progress},
+            "not_before": rfc3339(row["not_before"]),
+            "deadline": rfc3339(row["deadline"]),
+            "callback_url": row["callback_url"],
+            "callback": None
+            if row["callback_state"] is None
+            else {
+                "state": row["callback_state"],
+                "attempts": row["callback_attempts"],
+                "last_status": row["callback_status"],
+                "last_error": row["callback_error"],
+            },
         }
 
     @staticmethod
@@ -368,16 +434,64 @@ class JobStore:
     # ------------------------------------------------------------ the runner's moves
     # (`list` below is the builtin: in this class the name is the method above)
 
-    def queued(self, limit: int) -> builtins.list[Claimed]:
-        """Up to `limit` queued items, oldest job first, in item order (not claimed yet)."""
+    def queued(self, limit: int, now: float | None = None) -> builtins.list[Claimed]:
+        """Up to `limit` queued items of jobs whose `not_before` has come (not claimed yet): the
+        earliest deadline first, jobs without one last, then the oldest job, in item order."""
+        now = time.time() if now is None else now
         with self.lock:
             rows = self.db.execute(
                 "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i JOIN jobs j ON j.id = i.job_id "
-                "WHERE i.state = 'queued' ORDER BY j.seq, i.n LIMIT ?", (limit,)).fetchall()  # fmt: skip
+                "WHERE i.state = 'queued' AND (j.not_before IS NULL OR j.not_before <= ?) "
+                "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n LIMIT ?", (now, limit)).fetchall()  # fmt: skip
         return [
             Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
             for r in rows
         ]
+
+    def backlog(self) -> builtins.list[Pending]:
+        """Every job with items still to run (cancelled ones aside), with their estimated audio."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT j.id, j.seq, j.not_before, j.deadline, SUM(COALESCE(i.est_audio_s, 0)) AS audio_s "
+                f"FROM jobs j JOIN items i ON i.job_id = j.id WHERE i.state IN {UNFINISHED} "
+                "AND j.cancelled_at IS NULL GROUP BY j.id").fetchall()  # fmt: skip
+        return [
+            Pending(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"]) for r in rows
+        ]
+
+    def next_start(self, now: float) -> float | None:
+        """The earliest `not_before` still ahead of a job with queued items, or None."""
+        with self.lock:
+            row = self.db.execute(
+                "SELECT MIN(j.not_before) FROM jobs j WHERE j.not_before > ? AND j.cancelled_at IS NULL "
+                "AND EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state = 'queued')",
+                (now,)).fetchone()  # fmt: skip
+        return None if row[0] is None else float(row[0])
+
+    # ------------------------------------------------------------ callbacks
+
+    def callbacks_due(self, now: float) -> builtins.list[CallbackDue]:
+        """Jobs that have ended (no item queued or running) whose callback is due by `now`."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT id, callback_url, callback_attempts FROM jobs j WHERE callback_state = 'pending' "
+                "AND (callback_next_at IS NULL OR callback_next_at <= ?) AND NOT EXISTS "
+                f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) ORDER BY seq",
+                (now,)).fetchall()  # fmt: skip
+        return [CallbackDue(r["id"], r["callback_url"], r["callback_attempts"]) for r in rows]
+
+    def callback_attempted(
+        self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None
+    ) -> None:
+        """Record one attempt: its HTTP status (None: no answer), why it failed, and the callback's
+        new state (pending: try again at next_at; delivered; failed: no more attempts)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE jobs SET callback_attempts = callback_attempts + 1, callback_status = ?, "
+                "callback_error = ?, callback_state = ?, callback_next_at = ? "
+                "WHERE id = ? AND callback_state = 'pending'",
+                (status, error, state, next_at, job_id),
+            )
 
     def claim(self, keys: builtins.list[tuple[str, int]]) -> set[tuple[str, int]]:
         """queued -> running, one attempt more; returns the keys that were still queued."""

@@ -11,7 +11,7 @@ codes; sidecar ids and devices; task kinds; kill reasons.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -224,6 +224,36 @@ class PoolCollector(Collector):
         yield from (state, restarts, kills, depth, audio, limit, status)
 
 
+class DeadlineCollector(Collector):
+    """The jobs whose deadline is at risk, and the slack of the tightest, read at scrape time."""
+
+    def __init__(self, read: Callable[[], tuple[int, float | None]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Any]:
+        count, slack = self.read()
+        at_risk = GaugeMetricFamily(
+            f"{PREFIX}_jobs_deadline_at_risk",
+            "unfinished jobs estimated to end after their deadline (or already past it)",
+        )
+        at_risk.add_metric([], count)
+        yield at_risk
+        if slack is not None:  # no series while no unfinished job has a deadline
+            tightest = GaugeMetricFamily(
+                f"{PREFIX}_jobs_deadline_slack_seconds",
+                "deadline minus estimated finish of the unfinished job with the least "
+                "(negative: at risk)",
+            )
+            tightest.add_metric([], slack)
+            yield tightest
+
+
+def watch_deadlines(read: Callable[[], tuple[int, float | None]]) -> DeadlineCollector:
+    collector = DeadlineCollector(read)
+    REGISTRY.register(collector)
+    return collector
+
+
 def watch(pool: Pool) -> PoolCollector:
     """Export a pool's state until `unwatch`."""
     collector = PoolCollector(pool)
@@ -231,7 +261,7 @@ def watch(pool: Pool) -> PoolCollector:
     return collector
 
 
-def unwatch(collector: PoolCollector) -> None:
+def unwatch(collector: Collector) -> None:
     REGISTRY.unregister(collector)
 
 

@@ -215,7 +215,10 @@ def document(settings: Settings) -> dict[str, Any]:
                      "requestBody": {"required": True, "content": {"application/json": {"schema": {
                          "type": "object", "required": ["items"], "additionalProperties": False, "properties": {"items": {
                              "type": "array", "minItems": 1, "maxItems": settings.max_job_items,
-                             "items": {"$ref": "#/components/schemas/JobItemRequest"}}}}}}},
+                             "items": {"$ref": "#/components/schemas/JobItemRequest"}},
+                             "not_before": {"type": "string", "format": "date-time"},
+                             "deadline": {"type": "string", "format": "date-time"},
+                             "callback_url": {"type": "string", "format": "uri"}}}}}},
                      "responses": {"202": _json("Job", "the job, committed to disk"),
                                    **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503)}}},
             "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",
@@ -340,6 +343,11 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                 "index": {"type": "integer"}, "id": nullable_string,
                 "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
                 "attempts": {"type": "integer"}, "audio_url": nullable_string}}},
+            "not_before": nullable_string, "deadline": nullable_string, "estimated_finish": nullable_string,
+            "deadline_at_risk": {"type": "boolean"}, "callback_url": nullable_string,
+            "callback": {"type": ["object", "null"], "properties": {
+                "state": {"enum": ["pending", "delivered", "failed"]}, "attempts": {"type": "integer"},
+                "last_status": {"type": ["integer", "null"]}, "last_error": nullable_string}},
         }},
         "JobList": {"type": "object", "required": ["object", "data", "has_more"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},

@@ -65,6 +65,8 @@ class Pool:
         self.broken = False  # the loop gave up (LOOP_FAILURE_LIMIT)
         self.all_failed = asyncio.Event()
         self.last_pass_at: float | None = None  # the last full pass (systemd's watchdog reads it)
+        self.warm_until = 0.0  # clock time: keep or start a sidecar until then (`warm_up`)
+        self.time_to_ready_s: float | None = None  # the last start's, from spawn to `ready`
         self._wakeup = asyncio.Event()
         self.hurried = asyncio.Event()  # a second SIGTERM: stop at once
         self.task: asyncio.Task[None] | None = None
@@ -74,6 +76,11 @@ class Pool:
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def warm_up(self, until: float) -> None:
+        """Scheduled work is due: keep (or start) a sidecar until `until` on the pool's clock."""
+        self.warm_until = max(self.warm_until, until)
+        self.wake()
 
     # ------------------------------------------------------------ the loop
 
@@ -164,25 +171,21 @@ class Pool:
             self.all_failed.set()
 
     def needs_capacity(self) -> bool:
-        """Work is waiting and no running or starting sidecar is free to take it."""
-        if not self.scheduler.has_work():
+        """Work is waiting (or due: `warm_up`) and no running or starting sidecar can take it."""
+        if not self.scheduler.has_work() and self.clock() >= self.warm_until:
             return False
         free = (State.STARTING, State.READY)
         return not any(s.process is not None and s.process.state in free for s in self.slots)
 
     def reap_if_idle(self, slot: Slot, now: float) -> None:
         s, session = self.settings, slot.session
-        if s.idle_reap_s <= 0 or session is None or session.state is not State.READY:
-            return
-        if self.scheduler.has_work():
+        busy = self.scheduler.has_work() or now < self.warm_until
+        if s.idle_reap_s <= 0 or session is None or session.state is not State.READY or busy:
             return
         running = sum(1 for other in self.slots if other.state is SlotState.ACTIVE)
-        if now - session.idle_since >= s.idle_reap_s and running > s.min_warm:
+        if (idle_s := now - session.idle_since) >= s.idle_reap_s and running > s.min_warm:
             log.info(
-                "%s: idle for %.1f s; stopping it to free %s",
-                session.tag,
-                now - session.idle_since,
-                slot.device.name,
+                "%s: idle for %.1f s; stopping it to free %s", session.tag, idle_s, slot.device.name
             )
             session.process.stop(KillReason.IDLE, s.stop_timeout_s)
 
@@ -206,11 +209,8 @@ class Pool:
             return
         held = [(slot, slot.session) for slot in self.slots if slot.session is not None]
         idle = [(slot, x) for slot, x in held if x.state is State.READY]
-        busy = [
-            (slot, x)
-            for slot, x in held
-            if x.state is State.BUSY and len(x.batches) < 2 and not x.isolated
-        ]
+        can_pipeline = [x for x in held if x[1].state is State.BUSY and len(x[1].batches) < 2]
+        busy = [(slot, x) for slot, x in can_pipeline if not x.isolated]
         for slot, session in idle + busy:
             if (batch := self.scheduler.next_batch(ahead=session.state is State.BUSY)) is None:
                 return
@@ -250,7 +250,7 @@ class Pool:
     def apply(self, slot: Slot, event: Event) -> None:
         """Turn one session event into scheduler calls."""
         if isinstance(event, Loaded):
-            self.ever_ready = True
+            self.ever_ready, self.time_to_ready_s = True, event.load_s
             slot.loaded(event, self.clock())
         elif isinstance(event, Answered):
             self.scheduler.resolve(event.task, event.message)

@@ -10,6 +10,8 @@ two identical, and CI runs `systemd-analyze verify` and `security` on it). Insta
     4. systemctl daemon-reload, enable, restart (which waits for READY=1)
 
 `--files-only` does steps 2 and 3 alone (packagers, configuration management, tests).
+`--timer NAME [--on-calendar SPEC]` also installs the scheduled synth units and enables
+`omnivoice-synth@NAME.timer` (supervisor/synth_timer.py).
 Uninstalling stops (drains) and disables the service and removes the unit; `--purge` also
 removes the settings file, the state, cache and log directories, and the user.
 """
@@ -25,6 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from supervisor import synth_timer
 from supervisor.settings import Settings, env_of
 
 NAME = "omnivoice-supervisor"
@@ -241,7 +244,12 @@ def install(
     env_file: str,
     files_only: bool,
     start: bool,
+    timer: str | None = None,
+    on_calendar: str | None = None,
 ) -> int:
+    if timer is None and on_calendar is not None:
+        print("install-service: --on-calendar is the calendar of a --timer NAME; give both")
+        return 2
     command = installed_command()
     if not os.access(command, os.X_OK):
         print(
@@ -273,6 +281,16 @@ def install(
         )
     unit = render_unit(command, user, env_file, (data_dir,) if data_dir else (), protect_home)
     write_file(os.path.join(unit_dir, UNIT), unit, 0o644)
+    if timer is not None:
+        timer_done = synth_timer.install_timer(
+            timer, on_calendar, command=command, user=user, unit_dir=unit_dir,
+            env_file=os.path.join(os.path.dirname(env_file), "omnivoice-synth"),
+            server=f"http://{host or '127.0.0.1'}:{port or 9194}", protect_home=protect_home,
+            files_only=files_only,
+            write_file=write_file, run=run,
+        )  # fmt: skip
+        if timer_done != 0:
+            return timer_done
     if files_only:
         return 0
     run("systemctl", "daemon-reload")

@@ -315,6 +315,25 @@ class Settings:
         "remove a job and its result files this long after its last item ended (0: keep forever)",
     )
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
+    callback_allow: tuple[str, ...] = setting(
+        (),
+        "a host (name or IP) a job's callback_url may point at; repeatable (env: comma-separated). "
+        "None: jobs may not name a callback",
+        metavar="HOST",
+    )
+    callback_secret: str = setting(
+        "",
+        "key of the callbacks' HMAC-SHA256 signature (X-OmniVoice-Signature); "
+        "required with --callback-allow",
+        metavar="SECRET",
+    )
+    callback_attempts: int = setting(
+        8, "a job's callback is sent at most this many times until one answers 2xx"
+    )
+    callback_backoff_s: float = setting(
+        2.0, "wait before a callback's second attempt; doubles after each, to at most 10 minutes"
+    )
+    callback_timeout_s: float = setting(10.0, "how long one callback attempt may take")
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -386,6 +405,13 @@ class Settings:
                 "--test-faults lets clients crash sidecars: it is refused unless "
                 f"--host is a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}"
             )
+        if self.callback_allow and not self.callback_secret:
+            raise SettingsError(
+                "--callback-allow needs --callback-secret (OMNIVOICE_CALLBACK_SECRET): "
+                "callbacks are always signed"
+            )
+        if self.callback_timeout_s <= 0:
+            raise SettingsError("--callback-timeout-s must be greater than 0")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError(
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
@@ -411,6 +437,7 @@ class Settings:
         """The settings in effect, for /health; API keys are never shown."""
         values = dataclasses.asdict(self)
         values["api_keys"] = len(self.api_keys)
+        del values["callback_secret"]  # set whenever --callback-allow is (checked above)
         return values
 
     # ------------------------------------------------------------ sources

@@ -1,6 +1,7 @@
 """`/v1/jobs`: hand over a list of speech requests, follow it, fetch each result, cancel it.
 
-    POST   /v1/jobs                        {"items": [<speech request, optional "id">, ...]} -> 202, the job
+    POST   /v1/jobs                        {"items": [<speech request, optional "id">, ...],
+                                            "not_before", "deadline", "callback_url"} -> 202, the job
     GET    /v1/jobs?limit=20&after=JOB_ID  jobs, newest first, without their items
     GET    /v1/jobs/{id}                   the job and every item's state, attempts and error
     GET    /v1/jobs/{id}/items/{n}/audio   item n's result (0-based), once it is done
@@ -25,12 +26,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from supervisor import formats, job_body, schemas
+from supervisor import formats, job_body, schedule, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
 from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
 from supervisor.job_runner import JobRunner
 from supervisor.jobs import NewItem, body_digest, out_of_space
+from supervisor.schedule import JobSchedule
+from supervisor.timeline import item_audio_s
 from supervisor.voice_store import resolve_voice
 
 CAPTION_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
@@ -62,14 +65,15 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
     return moved
 
 
-def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
-    """The body's items as they will be stored, and the digest Idempotency-Key compares: that of
-    the validated requests, so `"speed": 1` and `"speed": 1.0` are the same job. InvalidRequest
-    names the first bad item."""
+def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, str]:
+    """The body's items as they will be stored, its schedule, and the digest Idempotency-Key
+    compares: that of the validated requests and schedule, so `"speed": 1` and `"speed": 1.0` are
+    the same job. InvalidRequest names the first bad item or field."""
     svc = services(request)
     if not isinstance(body, dict):
         raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
-    schemas.refuse_unknown(body, frozenset({"items"}))
+    schemas.refuse_unknown(body, job_body.FIELDS)
+    when = schedule.job_schedule(body, svc.settings.callback_allow)
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
@@ -112,11 +116,14 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
             svc.lexicons.for_request(speech)
         except InvalidRequest as exc:
             raise located(exc, index) from None
-        out.append(NewItem(fields, client_id, speech.response_format))
+        estimate = item_audio_s(speech.input, speech.speed, speech.duration)
+        out.append(NewItem(fields, client_id, speech.response_format, estimate))
         # captions too (only when on, so the digests of jobs stored without it stay the same)
         own = {"captions": True} if fields.get("captions") is True else {}
         validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
-    return out, body_digest(validated)
+    # Without schedule fields, the digest of before they existed: old keys still match.
+    digest = body_digest({"items": validated, **when.fields()} if when.fields() else validated)
+    return out, when, digest
 
 
 async def create_job(request: Request) -> JSONResponse:
@@ -129,17 +136,18 @@ async def create_job(request: Request) -> JSONResponse:
     max_items = services(request).settings.max_job_items
     body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
     # 10,000 items take a while to check: off the event loop
-    items, digest = await asyncio.to_thread(job_items, body, request)
+    items, when, digest = await asyncio.to_thread(job_items, body, request)
     try:
-        job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key)
+        job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key, when)
     except (OSError, sqlite3.OperationalError) as exc:
         if not out_of_space(exc):
             raise
         raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc})",
                                   retry_after_s=STORAGE_RETRY_S) from None  # fmt: skip
     if created:
+        await jobs.refresh_outlook()
         jobs.wake()
-    job = await asyncio.to_thread(jobs.store.job, job_id)
+    job = jobs.with_outlook(await asyncio.to_thread(jobs.store.job, job_id))
     headers = {"Location": f"/v1/jobs/{job_id}"}
     if not created:
         headers["Idempotent-Replayed"] = "true"
@@ -152,9 +160,11 @@ async def list_jobs(request: Request) -> JSONResponse:
         raise InvalidRequest(
             f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit"
         )
+    jobs = runner(request)
     page, has_more = await asyncio.to_thread(
-        runner(request).store.list, int(raw), request.query_params.get("after")
+        jobs.store.list, int(raw), request.query_params.get("after")
     )
+    page = [jobs.with_outlook(job) for job in page]
     return JSONResponse({
         "object": "list", "data": page, "has_more": has_more,
         "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
@@ -182,10 +192,11 @@ CANCEL_WAIT_S = 10.0
 
 async def get_job(request: Request) -> JSONResponse:
     job_id = request.path_params["job_id"]
-    job = await asyncio.to_thread(runner(request).store.job, job_id)
+    jobs = runner(request)
+    job = await asyncio.to_thread(jobs.store.job, job_id)
     if job is None:
         raise no_job(job_id)
-    return JSONResponse(job)
+    return JSONResponse(jobs.with_outlook(job))
 
 
 async def item_audio(request: Request) -> Response:
@@ -243,4 +254,5 @@ async def cancel_job(request: Request) -> JSONResponse:
     if not await asyncio.to_thread(jobs.store.cancel, job_id):
         raise no_job(job_id)
     await jobs.cancel_job(job_id, CANCEL_WAIT_S)
-    return JSONResponse(await asyncio.to_thread(jobs.store.job, job_id, False))
+    jobs.wake()  # its callback, if it has one
+    return JSONResponse(jobs.with_outlook(await asyncio.to_thread(jobs.store.job, job_id, False)))

@@ -14,6 +14,7 @@ import pytest
 from supervisor.errors import Conflict, TaskFailed
 from supervisor.jobs import (
     DB_NAME,
+    SCHEMA,
     JobStore,
     NewItem,
     StoreCorrupt,
@@ -21,6 +22,7 @@ from supervisor.jobs import (
     body_digest,
     out_of_space,
 )
+from supervisor.schedule import JobSchedule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -275,3 +277,79 @@ def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path
         store.close()
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(
+    tmp_path: Path,
+) -> None:
+    # The store's first schema, as a data directory from before schedules holds it.
+    old = sqlite3.connect(tmp_path / DB_NAME)
+    old.executescript(SCHEMA)
+    old.execute("INSERT INTO jobs (id, body_sha256, created_at) VALUES ('job_old', 'sha', 1.0)")
+    old.execute(
+        "INSERT INTO items (job_id, n, request, format, state) VALUES "
+        "('job_old', 0, '{\"input\": \"An item queued before the upgrade.\"}', 'wav', 'queued')"
+    )
+    old.commit()
+    old.close()
+    store = JobStore(tmp_path)
+    try:
+        job = store.job("job_old")
+        assert job is not None and job["state"] == "queued" and job["progress"]["queued"] == 1
+        assert (job["not_before"], job["deadline"], job["callback"]) == (None, None, None)
+        (pending,) = store.backlog()
+        assert pending.job_id == "job_old" and pending.audio_s > 0  # estimated by the migration
+        assert [item.key for item in store.queued(10)] == [("job_old", 0)]
+    finally:
+        store.close()
+    JobStore(tmp_path).close()  # opening it again migrates nothing twice
+
+
+def test_queued_items_wait_for_not_before_and_come_by_deadline(store: JobStore) -> None:
+    now = time.time()
+    plain, _ = store.create(new_items(1), "a")
+    late, _ = store.create(new_items(1), "b", schedule=JobSchedule(deadline=now + 900))
+    later_start, _ = store.create(
+        new_items(1), "c", schedule=JobSchedule(not_before=now + 60, deadline=now + 100)
+    )
+    early, _ = store.create(new_items(2), "d", schedule=JobSchedule(deadline=now + 300))
+    order = [item.key for item in store.queued(10, now=now)]
+    assert order == [(early, 0), (early, 1), (late, 0), (plain, 0)]
+    order = [item.key for item in store.queued(10, now=now + 60)]
+    assert order[0] == (later_start, 0)
+    assert store.next_start(now) == pytest.approx(now + 60)
+    assert store.next_start(now + 60) is None
+    view = store.job(later_start)
+    assert view is not None and view["not_before"].endswith("Z") and view["state"] == "queued"
+
+
+def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
+    store: JobStore,
+) -> None:
+    url = "http://127.0.0.1:9/done"
+    job_id, _ = store.create(new_items(2), "sha", schedule=JobSchedule(callback_url=url))
+    assert store.callbacks_due(time.time()) == []  # items still to run
+    store.claim([(job_id, 0), (job_id, 1)])
+    store.fail((job_id, 0), TaskFailed("boom"))
+    store.finish((job_id, 1), "wav", b"RIFF", 1, 1.0)
+    (due,) = store.callbacks_due(time.time())
+    assert (due.job_id, due.url, due.attempts) == (job_id, url, 0)
+    store.callback_attempted(job_id, 500, "HTTP 500", "pending", time.time() + 60)
+    assert store.callbacks_due(time.time()) == []  # backing off
+    (due,) = store.callbacks_due(time.time() + 61)
+    assert due.attempts == 1
+    store.callback_attempted(job_id, 200, None, "delivered", None)
+    store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
+    view = store.job(job_id, with_items=False)
+    assert view is not None and view["callback"] == {
+        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
+    assert store.callbacks_due(time.time() + 3600) == []
+
+
+def test_a_cancelled_jobs_callback_is_due_at_once(store: JobStore) -> None:
+    job_id, _ = store.create(
+        new_items(3), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/")
+    )
+    store.cancel(job_id)
+    assert [due.job_id for due in store.callbacks_due(time.time())] == [job_id]
+    assert store.backlog() == []

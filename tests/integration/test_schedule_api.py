@@ -1,0 +1,290 @@
+"""Scheduled jobs against a live server on the tiny checkpoint: not_before, deadline order, the
+deadline outlook, and signed callbacks to a real receiver on 127.0.0.1.
+
+One server serves the module (`--max-batch-size 1`, so a job's items run one after another).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from job_helpers import ended, job, submit, wait_job
+from live_server import KEY, LiveServer, live
+
+from supervisor import service, synth_timer
+
+SECRET = "whsec-test"
+SENTENCE = "Please stand clear of the closing doors."
+LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket "
+        "of bread. Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A webhook receiver: answers each POST with the next status of `answers` (then 200), and
+    keeps every request it got."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.answers = list(answers)
+        self.got: list[tuple[int, dict[str, str], bytes]] = []  # (answered, headers, body)
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hooks/job"
+
+    def accepted(self) -> list[tuple[dict[str, str], bytes]]:
+        with self.lock:
+            return [(headers, body) for status, headers, body in self.got if status == 200]
+
+
+class ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            status = self.server.answers.pop(0) if self.server.answers else 200
+            self.server.got.append((status, dict(self.headers), body))
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A receiver that answers 500 twice, then 200."""
+    server = Receiver([500, 500])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    flags = ("--max-batch-size", "1", "--callback-allow", "127.0.0.1", "--callback-secret", SECRET,
+             "--callback-backoff-s", "0.3")  # fmt: skip
+    with live(tmp_path_factory.mktemp("schedule"), *flags, checkpoint=checkpoint_dir) as running:
+        yield running
+
+
+def at(seconds_from_now: float) -> str:
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds_from_now)
+    return when.isoformat()
+
+
+def unix(rfc3339: str) -> float:
+    return dt.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def post(server: LiveServer, body: dict[str, Any]) -> Any:
+    return server.request("POST", "/v1/jobs", json=body)
+
+
+def items(count: int, text: str = SENTENCE) -> list[dict[str, Any]]:
+    return [{"id": f"i{n}", "input": text, "response_format": "wav"} for n in range(count)]
+
+
+def test_bad_schedule_fields_are_400s_naming_the_field(server: LiveServer) -> None:
+    cases = [
+        ({"not_before": "2026-12-01T06:00:00"}, "not_before", "invalid_request"),
+        ({"deadline": "tomorrow"}, "deadline", "invalid_request"),
+        ({"not_before": at(60), "deadline": at(30)}, "deadline", "invalid_request"),
+        ({"callback_url": "http://10.0.0.1/hook"}, "callback_url", "callback_not_allowed"),
+        ({"callback_url": "http://localhost/hook"}, "callback_url", "callback_not_allowed"),
+        ({"callback_url": "file:///etc/passwd"}, "callback_url", "invalid_request"),
+        ({"start_at": at(60)}, "start_at", "invalid_request"),
+    ]
+    before = len(server.request("GET", "/v1/jobs?limit=100").json()["data"])
+    for fields, param, code in cases:
+        reply = post(server, {"items": items(1), **fields})
+        assert reply.status_code == 400, (fields, reply.text)
+        error = reply.json()["error"]
+        assert (error["param"], error["code"], error["type"]) == (
+            param, code, "invalid_request_error"), fields  # fmt: skip
+    assert len(server.request("GET", "/v1/jobs?limit=100").json()["data"]) == before
+
+
+def test_a_job_waits_for_not_before_then_runs(server: LiveServer) -> None:
+    not_before = at(4)
+    created = submit_with(server, items(2), not_before=not_before)
+    assert created["not_before"] is not None
+    assert unix(created["not_before"]) == pytest.approx(unix(not_before), abs=0.001)
+    time.sleep(1.5)  # the runner passes every 0.5 s: it has looked at the job meanwhile
+    waiting = job(server, created["id"])
+    assert waiting["state"] == "queued"
+    assert [item["attempts"] for item in waiting["items"]] == [0, 0]
+    done = wait_job(server, created["id"], ended, 120, "the scheduled job")
+    assert done["state"] == "completed"
+    first_start = min(item["started_at"] for item in done["items"])
+    assert first_start >= unix(not_before)
+
+
+def submit_with(server: LiveServer, job_items: list[dict[str, Any]], **fields: Any) -> Any:
+    reply = post(server, {"items": job_items, **fields})
+    assert reply.status_code == 202, reply.text
+    return reply.json()
+
+
+def test_two_jobs_submitted_in_the_wrong_order_finish_in_deadline_order(
+    server: LiveServer,
+) -> None:
+    late = submit_with(server, items(6), deadline=at(3600))
+    early = submit_with(server, items(2), deadline=at(1800))
+    late_done = wait_job(server, late["id"], ended, 180, "the job with the later deadline")
+    early_done = job(server, early["id"])
+    assert early_done["state"] == "completed" and late_done["state"] == "completed"
+    early_end = max(item["finished_at"] for item in early_done["items"])
+    late_end = max(item["finished_at"] for item in late_done["items"])
+    assert early_end < late_end
+    # Of the later job, only what the runner had handed out before the early one came ran first.
+    assert sum(item["finished_at"] < early_end for item in late_done["items"]) <= 2
+
+
+def metric(server: LiveServer, name: str) -> float | None:
+    for line in server.request("GET", "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_a_deadline_that_cannot_be_met_is_reported_at_risk_before_it_passes(
+    server: LiveServer,
+) -> None:
+    # A batch measured first, so the server has a throughput to estimate from.
+    wait_job(server, submit(server, items(1))["id"], ended, 120, "a first job")
+    # How long 40 long items take here: the estimate for a job held back an hour.
+    start = time.time() + 3600
+    probe = submit_with(server, items(40, LONG), not_before=at(3600))
+    work_s = unix(probe["estimated_finish"]) - start
+    assert server.request("DELETE", f"/v1/jobs/{probe['id']}").status_code == 200
+    assert work_s > 2, work_s
+    deadline = time.time() + work_s / 2
+    created = submit_with(server, items(40, LONG), deadline=at(work_s / 2))
+    answered_at = time.time()
+    try:
+        assert created["deadline_at_risk"] is True
+        assert unix(created["estimated_finish"]) > unix(created["deadline"])
+        assert answered_at < deadline  # reported before the deadline passed
+        assert metric(server, "omnivoice_jobs_deadline_at_risk") >= 1
+        slack = metric(server, "omnivoice_jobs_deadline_slack_seconds")
+        assert slack is not None and slack < 0
+        roomy = submit_with(server, items(1), deadline=at(86400))
+        assert roomy["deadline_at_risk"] is False and roomy["estimated_finish"] is not None
+    finally:
+        server.request("DELETE", f"/v1/jobs/{created['id']}")
+    roomy_done = wait_job(server, roomy["id"], ended, 120, "the job with a far deadline")
+    assert roomy_done["estimated_finish"] is None and roomy_done["deadline_at_risk"] is False
+
+
+def verify(headers: dict[str, str], body: bytes) -> int:
+    """The receiver's check of X-OmniVoice-Signature; returns its timestamp."""
+    header = {k.lower(): v for k, v in headers.items()}["x-omnivoice-signature"]
+    fields = dict(part.split("=", 1) for part in header.split(","))
+    expected = hmac.new(SECRET.encode(), f"{fields['t']}.".encode() + body, hashlib.sha256)
+    assert hmac.compare_digest(fields["v1"], expected.hexdigest())
+    return int(fields["t"])
+
+
+def test_a_callback_answered_500_twice_is_delivered_once_signed(
+    server: LiveServer, receiver: Receiver
+) -> None:
+    created = submit_with(server, items(2), callback_url=receiver.url)
+    assert created["callback"] == {"state": "pending", "attempts": 0, "last_status": None,
+                                   "last_error": None}  # fmt: skip
+    done = wait_job(server, created["id"],
+                    lambda j: j["callback"]["state"] != "pending", 120, "the callback")  # fmt: skip
+    assert done["callback"] == {"state": "delivered", "attempts": 3, "last_status": 200,
+                                "last_error": None}  # fmt: skip
+    time.sleep(1.5)  # three more runner passes: nothing more is sent
+    assert [status for status, _, _ in receiver.got] == [500, 500, 200]
+    ((headers, body),) = receiver.accepted()
+    assert abs(verify(headers, body) - time.time()) < 300
+    summary = json.loads(body)
+    assert summary["id"] == created["id"] and summary["state"] == "completed"
+    assert summary["progress"]["done"] == 2 and "items" not in summary
+
+
+def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: Receiver) -> None:
+    receiver.answers.clear()
+    created = submit_with(server, items(3), not_before=at(3600), callback_url=receiver.url)
+    assert server.request("DELETE", f"/v1/jobs/{created['id']}").status_code == 200
+    wait_job(server, created["id"], lambda j: j["callback"]["state"] == "delivered", 60,
+             "the callback of the cancelled job")  # fmt: skip
+    ((headers, body),) = receiver.accepted()
+    verify(headers, body)
+    assert json.loads(body)["state"] == "cancelled"
+
+
+def exec_start(unit: str, instance: str, state_dir: Path) -> list[str]:
+    """The unit's ExecStart= as systemd runs it: continuation joined, specifiers and $$ expanded."""
+    line = re.search(r"^ExecStart=((?:.*\\\n)*.*)$", unit, re.M)
+    assert line is not None
+    text = line.group(1).replace("\\\n", " ").replace("%i", instance).replace("%S", str(state_dir))
+    return shlex.split(text.replace("%%", "%").replace("$$", "$"))
+
+
+def test_the_timer_units_command_writes_the_days_files(server: LiveServer, tmp_path: Path) -> None:
+    """No systemd as PID 1 here: the service's own command line runs as systemd would run it."""
+    manifests = tmp_path / "etc"
+    manifests.mkdir()
+    (manifests / "news.jsonl").write_text("\n".join(json.dumps(item) for item in items(2)) + "\n")
+    unit = synth_timer.render_service(service.installed_command(), manifest_dir=str(manifests))
+    argv = exec_start(unit, "news", tmp_path / "state")
+    environ = {**os.environ, "OMNIVOICE_SERVER": server.url, "OMNIVOICE_API_KEY": KEY}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=environ)
+    assert done.returncode == 0, done.stdout + done.stderr
+    day = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    out = tmp_path / "state" / "omnivoice-synth" / "news" / day
+    assert sorted(path.name for path in out.glob("*.wav")) == ["i0.wav", "i1.wav"]
+
+
+def sidecar_state(server: LiveServer) -> str:
+    state: str = server.health()["sidecars"][0]["state"]
+    return state
+
+
+def test_a_reaped_sidecar_is_ready_before_not_before_and_reaped_again_after(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
+    with live(tmp_path, "--idle-reap-s", "2", checkpoint=checkpoint_dir) as server:
+        server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the idle reap")
+        not_before = time.time() + 45
+        created = submit_with(server, items(1), not_before=at(not_before - time.time()))
+        seen: list[tuple[float, str]] = []
+        while time.time() < not_before:
+            seen.append((time.time(), sidecar_state(server)))
+            time.sleep(0.2)
+        ready_at = [at_ for at_, state in seen if state in ("ready", "busy")]
+        assert ready_at, f"no sidecar was ready before not_before: {seen[-5:]}"
+        first_ready = ready_at[0]
+        assert first_ready < not_before
+        # Once ready, it stays up for the job (no idle reap inside the window).
+        assert all(state != "reaped" for at_, state in seen if at_ > first_ready)
+        done = wait_job(server, created["id"], ended, 120, "the scheduled job")
+        started = min(item["started_at"] for item in done["items"])
+        assert not_before <= started < not_before + 2, started - not_before
+        print(f"warm-up: ready {not_before - first_ready:.1f} s before not_before; first item "
+              f"started {started - not_before:.2f} s after it")  # fmt: skip
+        # After the window, idle reaping applies again.
+        server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the reap after it")
+        assert "keeping a sidecar ready for it" in server.log.read_text()

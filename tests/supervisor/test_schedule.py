@@ -1,0 +1,110 @@
+"""A job's schedule fields, callback addresses and signatures, and the finish-time simulation."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import pytest
+
+from supervisor.callbacks import check_url, signature
+from supervisor.errors import InvalidRequest
+from supervisor.schedule import JobSchedule, job_schedule, parse_time, rfc3339
+from supervisor.timeline import Pending, at_risk, finishes, item_audio_s
+
+SIX_UTC = 1796104800.0  # 2026-12-01T06:00:00Z
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-12-01T06:00:00Z", "2026-12-01t06:00:00z", "2026-12-01T07:00:00+01:00",
+     "2026-12-01 01:00:00-05:00", "2026-12-01T06:00:00.000000001Z"],
+)  # fmt: skip
+def test_rfc3339_times_with_any_offset_read_as_the_same_instant(text: str) -> None:
+    assert parse_time(text, "not_before") == pytest.approx(SIX_UTC)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["2026-12-01T06:00:00", "2026-12-01", "tomorrow", 1796104800, "2026-02-30T06:00:00Z",
+     "2026-12-01T25:00:00Z", None],
+)  # fmt: skip
+def test_a_time_without_an_offset_or_not_a_time_is_a_400_naming_the_field(value: object) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        parse_time(value, "deadline")
+    assert raised.value.status == 400 and raised.value.param == "deadline"
+
+
+def test_times_are_shown_in_utc_to_the_millisecond() -> None:
+    assert rfc3339(SIX_UTC + 0.25) == "2026-12-01T06:00:00.250Z"
+    assert rfc3339(None) is None
+
+
+def test_a_deadline_must_come_after_not_before() -> None:
+    body = {"not_before": "2026-12-01T06:00:00Z", "deadline": "2026-12-01T06:00:00Z"}
+    with pytest.raises(InvalidRequest) as raised:
+        job_schedule(body, ())
+    assert raised.value.param == "deadline" and "after 'not_before'" in raised.value.message
+    body["deadline"] = "2026-12-01T06:30:00+00:00"
+    assert job_schedule(body, ()) == JobSchedule(SIX_UTC, SIX_UTC + 1800, None)
+    assert job_schedule({}, ()).fields() == {}
+
+
+def test_callbacks_go_only_to_hosts_on_the_allow_list() -> None:
+    allow = ("hooks.example.com", "127.0.0.1")
+    assert check_url("https://HOOKS.example.com:8443/done?x=1", allow)
+    assert check_url("http://127.0.0.1:9/x", allow)
+    for url, code in [
+        ("https://evil.example.com/", "callback_not_allowed"),
+        ("http://169.254.169.254/latest/meta-data", "callback_not_allowed"),
+        ("http://hooks.example.com.evil.net/", "callback_not_allowed"),
+        ("ftp://hooks.example.com/", "invalid_request"),
+        ("https://user:pw@hooks.example.com/", "invalid_request"),
+        ("https://hooks.example.com:99999/", "invalid_request"),
+        ("/relative", "invalid_request"),
+    ]:
+        with pytest.raises(InvalidRequest) as raised:
+            check_url(url, allow)
+        assert (raised.value.code, raised.value.param) == (code, "callback_url"), url
+    with pytest.raises(InvalidRequest, match="without --callback-allow"):
+        check_url("https://hooks.example.com/", ())
+
+
+def test_the_signature_is_an_hmac_of_the_timestamp_and_the_body() -> None:
+    body = b'{"id":"job_1","state":"completed"}'
+    header = signature("s3cret", 1796104800, body)
+    t, v1 = (part.split("=", 1)[1] for part in header.split(","))
+    expected = hmac.new(b"s3cret", f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    assert t == "1796104800" and v1 == expected
+    assert signature("other", 1796104800, body) != header
+
+
+def job(job_id: str, seq: int, audio_s: float, not_before: float | None = None,
+        deadline: float | None = None) -> Pending:  # fmt: skip
+    return Pending(job_id, seq, not_before, deadline, audio_s)
+
+
+def test_jobs_finish_in_deadline_order_then_submission_order() -> None:
+    jobs = [job("late", 1, 10, deadline=500), job("none", 2, 10), job("early", 3, 10, deadline=100)]
+    done = finishes(jobs, now=0, rate=2.0, ahead_s=4)  # 4 s of interactive audio first: 2 s
+    assert done == {"early": 7.0, "late": 12.0, "none": 17.0}
+
+
+def test_a_job_waits_for_its_not_before_and_takes_over_when_its_deadline_is_earlier() -> None:
+    jobs = [job("bulk", 1, 100), job("news", 2, 10, not_before=20, deadline=40)]
+    done = finishes(jobs, now=0, rate=1.0)
+    assert done == {"news": 30.0, "bulk": 110.0}  # bulk pauses for news from 20 to 30
+    assert finishes([job("later", 1, 5, not_before=50)], now=0, rate=1.0) == {"later": 55.0}
+
+
+def test_a_deadline_is_at_risk_when_the_estimate_ends_after_it_or_it_passed() -> None:
+    assert at_risk(100.0, 101.0, now=0) and not at_risk(100.0, 99.0, now=0)
+    assert not at_risk(100.0, None, now=50) and at_risk(100.0, None, now=150)
+    assert not at_risk(None, 1e9, now=0)
+
+
+def test_an_items_audio_estimate_follows_its_text_speed_and_duration() -> None:
+    short, long = item_audio_s("Hello there."), item_audio_s("Hello there. " * 20)
+    assert 0 < short < long
+    assert item_audio_s("Hello there. " * 20, speed=2.0) == pytest.approx(long / 2, rel=0.05)
+    assert item_audio_s("anything", duration=7.5) == 7.5
