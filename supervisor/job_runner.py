@@ -48,7 +48,7 @@ from supervisor.jobs import Claimed, JobStore
 from supervisor.outlook import Outlook
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
-from supervisor.text import captions
+from supervisor.text import captions, script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
 log = logging.getLogger("omnivoice.jobs")
@@ -212,13 +212,14 @@ class JobRunner:
             >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
         )
 
-    def prepare(self, item: Claimed) -> Synthesis:
+    async def prepare(self, item: Claimed) -> Synthesis:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
         fields = {key: value for key, value in item.request.items() if key != "captions"}
         speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
         voices = voice_resolver(speech, self.svc.voices)
         lexicon = self.svc.lexicons.for_request(speech)
+        text = await script.read_off_loop(speech, self.svc.settings, lexicon)
         return Synthesis(
             self.svc.scheduler,
             speech,
@@ -226,7 +227,7 @@ class JobRunner:
             self.svc.settings.chunk_s,
             Priority.BULK,
             voices,
-            lexicon,
+            text,
             captions=item.request.get("captions") is True,
         )
 
@@ -237,7 +238,7 @@ class JobRunner:
         admitted: dict[Key, tuple[Claimed, Synthesis]] = {}
         for item in await asyncio.to_thread(self.store.queued, room):
             try:
-                admitted[item.key] = (item, self.prepare(item))
+                admitted[item.key] = (item, await self.prepare(item))
             except (Overloaded, Unavailable):
                 break  # not now; it stays queued
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered

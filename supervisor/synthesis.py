@@ -39,12 +39,11 @@ from sidecar.protocol import Item, TokenArray, VoicePayload
 from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import chunking
 from supervisor.errors import InvalidRequest
-from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 from supervisor.text import captions, script
 from supervisor.text.captions import Segment
-from supervisor.text.spans import Span
+from supervisor.text.spans import Script, Span
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -120,12 +119,14 @@ class Synthesis:
         chunk_s: float,
         priority: Priority = Priority.INTERACTIVE,
         voices: VoiceResolver | None = None,
-        lexicon: Lexicon | None = None,
+        text: Script | None = None,
         captions: bool = False,
     ) -> None:
+        """`text`: the input as read (`script.read_off_loop`); None: read here, without a
+        lexicon."""
         self.scheduler = scheduler
         self.voices = voices
-        self.lexicon = lexicon
+        self.text = text or script.read(request, scheduler.settings)
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
@@ -148,7 +149,7 @@ class Synthesis:
     def plan(self, chunk_s: float) -> list[str]:
         """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk
         boundary."""
-        read = script.read(self.request, self.scheduler.settings, self.lexicon)
+        read = self.text
         if self.request.duration is not None and len(read.spans) > 1:
             raise InvalidRequest(
                 "'duration' applies to one text read one way; this input has breaks, voices, "

@@ -24,6 +24,7 @@ from supervisor.api import services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, Deadline, read_json, until_disconnected
 from supervisor.errors import InvalidRequest
 from supervisor.synthesis import Synthesis
+from supervisor.text import script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
 GRANULARITIES = ("segment", "word")
@@ -61,13 +62,14 @@ async def captioned(request: Request) -> Response:
             param="stream_format",
         )
     voice = resolve_voice(speech, svc.voices)
+    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
     synthesis = Synthesis(
         svc.scheduler,
         speech,
         voice,
         svc.settings.chunk_s,
         voices=voice_resolver(speech, svc.voices),
-        lexicon=svc.lexicons.for_request(speech),
+        text=text,
         captions=True,
     )
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)

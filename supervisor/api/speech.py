@@ -34,6 +34,7 @@ from supervisor.api import Services, services
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
+from supervisor.text import script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
 T = TypeVar("T")
@@ -171,9 +172,9 @@ async def _sse_body(
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask."""
     voices = voice_resolver(speech, svc.voices)
-    lexicon = svc.lexicons.for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
     synthesis = Synthesis(
-        svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices, lexicon=lexicon
+        svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices, text=text
     )
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
