@@ -18,6 +18,15 @@ for every batch the item is in:
     decodeslow:S  decoding the item's group (in the finisher thread) sleeps S seconds first
     decoderaise   decoding any group that holds the item raises RuntimeError
 
+Output faults spoil an item's decoded audio before the quality checks see it (sidecar/checks.py).
+Their argument N makes them hit only the item's first N attempts (its `attempt` key; no
+argument: every attempt), so a test can have an item retried into passing, or failing for good:
+
+    nan:N       a tenth of the samples become NaN
+    silence:N   every sample becomes 0
+    runaway:N   a runaway tail: 2.5 s of silence, then the audio again
+    length:N    the audio six times over (far too slow for its text)
+
 Load faults come from the environment variable OMNIVOICE_TEST_FAULT_LOAD, checked when the
 sidecar starts loading (before any heavy import):
 
@@ -42,11 +51,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from sidecar.protocol import HEADER, ErrorKind, ExitCode
 
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
+OUTPUT_FAULTS = frozenset({"nan", "silence", "runaway", "length"})
 REQUEST_FAULTS = frozenset(
     {
         "crash",
@@ -59,8 +71,10 @@ REQUEST_FAULTS = frozenset(
         "oom",
         "decodeslow",
         "decoderaise",
+        *OUTPUT_FAULTS,
     }
 )
+RUNAWAY_GAP_S = 2.5
 
 
 class InjectedOutOfMemory(RuntimeError):
@@ -168,3 +182,22 @@ class Faults:
                 time.sleep(float(fault.arg or 1))
             elif fault.name == "decoderaise":
                 raise RuntimeError("injected fault: exception while decoding")
+
+    def on_output(
+        self, faults: list[Fault], audio: np.ndarray, rate: int, attempt: int
+    ) -> np.ndarray:
+        """The item's audio as its output faults spoil it at this attempt (1 is the first)."""
+        for fault in faults:
+            if fault.name not in OUTPUT_FAULTS or (fault.arg and attempt > int(fault.arg)):
+                continue
+            if fault.name == "nan":
+                audio = audio.copy()
+                audio[::10] = np.nan
+            elif fault.name == "silence":
+                audio = np.zeros_like(audio)
+            elif fault.name == "runaway":
+                gap = np.zeros(int(RUNAWAY_GAP_S * rate), dtype=audio.dtype)
+                audio = np.concatenate([audio, gap, audio])
+            elif fault.name == "length":
+                audio = np.tile(audio, 6)
+        return audio

@@ -24,7 +24,8 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
     step      (per denoising step)  shutdown
     result    (one per item)
     error     (one per failed item, or a load failure)
-    encoded   (a voice prompt)
+    encoded   (a voice prompt)       transcribe    (ASR sidecars: audio, the text read)
+    transcript (ASR: text, checks)
     done      (the batch is over)
     pong      (nonce)
 
@@ -69,14 +70,27 @@ class Op(str, enum.Enum):
     PONG = "pong"
     GENERATE = "generate"
     ENCODE_VOICE = "encode_voice"
+    TRANSCRIBE = "transcribe"
+    TRANSCRIPT = "transcript"
     PING = "ping"
     SHUTDOWN = "shutdown"
 
 
 FROM_SIDECAR = frozenset(
-    {Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG}
+    {
+        Op.HELLO,
+        Op.PROGRESS,
+        Op.READY,
+        Op.STEP,
+        Op.RESULT,
+        Op.ERROR,
+        Op.ENCODED,
+        Op.TRANSCRIPT,
+        Op.DONE,
+        Op.PONG,
+    }
 )
-TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.PING, Op.SHUTDOWN})
+TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.PING, Op.SHUTDOWN})
 
 
 class ErrorKind(str, enum.Enum):
@@ -154,6 +168,7 @@ class Item(_ItemBase, total=False):
     audio_chunk_threshold: float
     seed: int | None
     return_tokens: bool
+    attempt: int  # 1 for the first generation of this text, 2 for its first QA retry, ...
 
 
 class Hello(TypedDict):
@@ -183,7 +198,28 @@ class Step(TypedDict):
     of: int
 
 
-class Result(TypedDict):
+# The names a result's `qa` may carry (metric labels come from this set only).
+QA_CHECKS = (
+    "finite",
+    "clipping",
+    "rms",
+    "leading_silence",
+    "trailing_silence",
+    "internal_silence",
+    "speech_rate",
+    "wer",  # the ASR round trip (sidecar/wer.py)
+    "divergent_run",
+)
+
+
+class QaCheck(TypedDict):
+    """One quality check of an item's audio (sidecar/checks.py)."""
+
+    passed: bool
+    value: float
+
+
+class _ResultBase(TypedDict):
     op: Literal["result"]
     batch: int
     id: str
@@ -193,6 +229,10 @@ class Result(TypedDict):
     seed: int | None
     tokens: list[TokenArray]  # when the item asked for return_tokens
     timings: dict[str, float]
+
+
+class Result(_ResultBase, total=False):
+    qa: dict[str, QaCheck]  # the quality checks of its audio, by name
 
 
 class Error(TypedDict):
@@ -244,6 +284,25 @@ class EncodeVoice(_EncodeVoiceBase, total=False):
     max_duration_s: float  # refuse a clip longer than this once decoded (invalid_input)
 
 
+class Transcribe(TypedDict):
+    op: Literal["transcribe"]
+    batch: int
+    id: str
+    audio: bytes
+    encoding: UploadEncoding
+    sample_rate: int  # of PCM audio; ignored for "file"
+    text: str  # what was read, to compare with; "" to transcribe only (a clone reference)
+    language: str | None
+
+
+class Transcript(TypedDict):
+    op: Literal["transcript"]
+    batch: int
+    id: str
+    text: str
+    qa: dict[str, QaCheck]  # `wer` and `divergent_run` against the text read (none without one)
+
+
 class Ping(TypedDict):
     op: Literal["ping"]
     nonce: int
@@ -261,17 +320,20 @@ Message = (
     | Result
     | Error
     | Encoded
+    | Transcript
     | Done
     | Pong
     | Generate
     | EncodeVoice
+    | Transcribe
     | Ping
     | Shutdown
 )
 MESSAGE_TYPES: dict[Op, Any] = {
     Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)
 }
-ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
+# The GenerationRequest fields among an item's keys; `attempt` is the supervisor's, not the model's.
+ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice", "attempt"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 

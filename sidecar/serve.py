@@ -25,6 +25,7 @@ from typing import IO, Any
 import numpy as np
 
 from sidecar import engines
+from sidecar.checks import run_checks
 from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput
 from sidecar.faults import Fault, Faults
 from sidecar.protocol import (
@@ -44,6 +45,7 @@ from sidecar.protocol import (
     read_frame,
 )
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.thresholds import Thresholds
 
 log = logging.getLogger("sidecar")
 
@@ -56,7 +58,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout."
     )
     parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
-    parser.add_argument("--engine", choices=engines.ENGINES, default="omnivoice")
+    parser.add_argument(
+        "--engine",
+        choices=(*engines.ENGINES, "whisper"),
+        default="omnivoice",
+        help="what to run: the OmniVoice model, silence (benchmarks), or Whisper (an ASR sidecar)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
     parser.add_argument("--id", default="sidecar", help="name used in log lines")
@@ -68,6 +75,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--test-faults",
         action="store_true",
         help="honour test-only fault markers (see sidecar.faults)",
+    )
+    parser.add_argument(
+        "--qa-thresholds",
+        type=Thresholds.from_spec,
+        default=Thresholds(),
+        help="the quality checks' thresholds that differ from the defaults: NAME=VALUE,...",
     )
     parser.add_argument("--test-fault-dir", default=None,
                         help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
@@ -105,6 +118,7 @@ class Entry:
     id: str
     request: GenerationRequest
     faults: list[Fault]
+    attempt: int = 1  # of the same text: QA retries count up
 
 
 @dataclass
@@ -126,6 +140,9 @@ def tokens_from_wire(tokens: TokenArray) -> np.ndarray:
 
 
 def audio_to_wire(audio: np.ndarray, encoding: str) -> bytes:
+    # NaN or infinite samples (the `finite` check reports them) go out as silence, not as
+    # whatever a cast of NaN to int16 happens to give.
+    audio = np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0)
     if encoding == "f32le":
         return np.ascontiguousarray(audio, dtype="<f4").tobytes()
     return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
@@ -353,7 +370,7 @@ class Sidecar:
                 ref_text=voice["ref_text"],
                 ref_rms=voice["ref_rms"],
             )
-        return Entry(item["id"], GenerationRequest(**options), faults)
+        return Entry(item["id"], GenerationRequest(**options), faults, item.get("attempt", 1))
 
     def denoise_entries(
         self, batch: int, entries: list[Entry], failed: list[ItemError]
@@ -465,8 +482,10 @@ class Sidecar:
     def send_result(
         self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
-        audio = audio_to_wire(result.audio, encoding)
-        message = {
+        spoiled = self.faults.on_output(entry.faults, result.audio, result.sample_rate,
+                                        entry.attempt)  # fmt: skip
+        audio = audio_to_wire(spoiled, encoding)
+        message: dict[str, Any] = {
             "op": "result",
             "batch": batch,
             "id": entry.id,
@@ -479,9 +498,14 @@ class Sidecar:
             else [],
             "timings": {
                 "generate_s": wall,
-                "audio_s": len(result.audio) / max(1, result.sample_rate),
+                "audio_s": len(spoiled) / max(1, result.sample_rate),
             },
         }
+        if self.args.engine != "null":  # the null engine's silence is for overhead benchmarks
+            request = entry.request
+            message["qa"] = run_checks(spoiled, result.sample_rate, request.text,
+                                       self.args.qa_thresholds, request.speed,
+                                       request.duration is not None)  # fmt: skip
         try:
             frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:
@@ -511,5 +535,9 @@ def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     watch_parent(os.getppid())
-    sidecar = Sidecar(Channel(rfile, wfile, args.max_frame_bytes), args)
-    return int(sidecar.run())
+    channel = Channel(rfile, wfile, args.max_frame_bytes)
+    if args.engine == "whisper":
+        from sidecar.asr_serve import AsrSidecar  # transformers' Whisper: only ASR sidecars
+
+        return int(AsrSidecar(channel, args).run())
+    return int(Sidecar(channel, args).run())

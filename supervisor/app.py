@@ -9,6 +9,7 @@ the form around it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -21,9 +22,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from supervisor import gpu, metrics
+from supervisor import gpu, metrics, result_cache
 from supervisor.api import Services, captioned, console, jobs, lexicons, ops, speech, voices
 from supervisor.api.speech import CLIENT_CLOSED
+from supervisor.asr import AsrPool, asr_devices
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
@@ -80,9 +82,12 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
         lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
+        asr = Scheduler(settings) if settings.asr_model else None
+        results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
-            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size), lexicon_store
-        )
+            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size), lexicon_store,
+            asr, AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
+        )  # fmt: skip
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
@@ -95,6 +100,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             )
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
         await pool.start()
+        if app.state.services.asr_pool is not None:
+            await app.state.services.asr_pool.start()
         if app.state.jobs is not None:
             await app.state.jobs.start()
         try:
@@ -105,6 +112,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
                     app.state.jobs.stop()
                 )  # job items in flight go back to the queue; they run after the restart
             await pool.stop(settings.drain_s)
+            if app.state.services.asr_pool is not None:
+                await app.state.services.asr_pool.stop(settings.drain_s)
             if app.state.jobs is not None:
                 app.state.jobs.store.close()
             metrics.unwatch(collector)
@@ -144,6 +153,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
         Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
         Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
+        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
         Route("/v1/jobs", jobs.create_job, methods=["POST"]),
         Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
         Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),

@@ -22,10 +22,19 @@ def cmd_parity(args: argparse.Namespace) -> int:
 
 
 def cmd_make_checkpoint(args: argparse.Namespace) -> int:
-    from sidecar.checkpoint import make_checkpoint
+    if args.kind == "whisper":
+        if args.size != "tiny":
+            print("make-checkpoint: --kind whisper is tiny only; for real transcription give "
+                  "--asr-model a published Whisper checkpoint", file=sys.stderr)  # fmt: skip
+            return 2
+        from sidecar.whisper_checkpoint import make_whisper_checkpoint
 
-    make_checkpoint(args.out, size=args.size, seed=args.seed)
-    print(f"wrote a {args.size} checkpoint with random weights to {args.out}")
+        make_whisper_checkpoint(args.out, seed=args.seed)
+    else:
+        from sidecar.checkpoint import make_checkpoint
+
+        make_checkpoint(args.out, size=args.size, seed=args.seed)
+    print(f"wrote a {args.size} {args.kind} checkpoint with random weights to {args.out}")
     return 0
 
 
@@ -173,6 +182,12 @@ def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         help="tiny for tests, full for benchmarks (real model dimensions)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed for the random weights")
+    p.add_argument(
+        "--kind",
+        choices=("omnivoice", "whisper"),
+        default="omnivoice",
+        help="the OmniVoice model, or a Whisper for the ASR sidecar (--asr-model; tiny only)",
+    )
     p.set_defaults(func=cmd_make_checkpoint)
 
 

@@ -150,6 +150,17 @@ class TaskFailed(ServerError):
     code = "generation_failed"
 
 
+class QualityFailed(TaskFailed):
+    """The audio still failed a quality check after every retry (sidecar/checks.py); `qa` is
+    the summary of its checks (supervisor/quality.py), which a job item keeps."""
+
+    code = "qa_failed"
+
+    def __init__(self, message: str, qa: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.qa = qa
+
+
 class SidecarLost(TaskFailed):
     """The sidecar running the task died, and the task may not be retried (shutdown)."""
 

@@ -1,4 +1,4 @@
-"""16-bit mono PCM in, the six response formats out; and SSE event framing.
+"""16-bit mono PCM in, the response formats out; and SSE event framing.
 
     pcm   raw s16le, 24 kHz mono (no header)               stdlib
     wav   RIFF/WAVE; streamed: sizes 0xFFFFFFFF (open end)  stdlib
@@ -6,6 +6,8 @@
     mp3   MPEG-1 layer III, 64 kb/s mono                    PyAV (libmp3lame)
     opus  Opus in Ogg, 32 kb/s                              PyAV (libopus)
     aac   AAC-LC in ADTS, 64 kb/s                           PyAV (libav's aac)
+    mulaw WAV of G.711 mu-law samples (format tag 7)        PyAV (libav's pcm_mulaw, wav muxer)
+    alaw  WAV of G.711 A-law samples (format tag 6)         PyAV (libav's pcm_alaw, wav muxer)
 
 Audio is encoded here, in the supervisor, not in the sidecar: a sidecar's time belongs to the
 GPU (encoding 64 results one after another would leave it idle for a second per batch), and a
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from av.audio.stream import AudioStream
 
-FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw")
 MEDIA_TYPES = {
     "mp3": "audio/mpeg",
     "opus": "audio/opus",
@@ -36,6 +38,8 @@ MEDIA_TYPES = {
     "flac": "audio/flac",
     "wav": "audio/wav",
     "pcm": "audio/pcm",
+    "mulaw": "audio/wav",  # WAV files whose samples are G.711
+    "alaw": "audio/wav",
 }
 SAMPLE_RATE = 24000  # pcm is 24 kHz mono 16-bit little-endian, as OpenAI's
 OPEN_ENDED = 0xFFFFFFFF  # RIFF and data sizes of a WAV streamed before its length is known
@@ -49,6 +53,9 @@ _AV_FORMATS: dict[str, tuple[str, str, str, int, dict[str, str]]] = {
     "opus": ("ogg", "libopus", "s16", 32_000, {"page_duration": "100000"}),
     "aac": ("adts", "aac", "fltp", 64_000, {}),
     "flac": ("flac", "flac", "s16", 0, {}),
+    # Streamed, the wav muxer writes RIFF and data sizes 0xFFFFFFFF, as WavStreamEncoder does.
+    "mulaw": ("wav", "pcm_mulaw", "s16", 0, {}),
+    "alaw": ("wav", "pcm_alaw", "s16", 0, {}),
 }
 
 

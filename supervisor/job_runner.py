@@ -19,7 +19,8 @@ running) only once its Synthesis has been admitted.
 
 How an item ends:
 
-    all its audio           encoded, written atomically, `done`
+    all its audio           encoded, written atomically, `done` (with its `qa` checks)
+    audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
@@ -34,20 +35,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import sqlite3
 import time
 from typing import Any
 
-from supervisor import formats, metrics, schemas
+from supervisor import delivery, metrics, result_cache, schemas
 from supervisor.api import Services
 from supervisor.callback_sender import CallbackSender
-from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
+from supervisor.errors import (
+    InsufficientStorage,
+    Overloaded,
+    QualityFailed,
+    ServerError,
+    SidecarLost,
+    Unavailable,
+)
 from supervisor.jobs import Claimed, JobStore
 from supervisor.outlook import Outlook
+from supervisor.result_cache import Entry
 from supervisor.scheduler import Priority
-from supervisor.synthesis import Synthesis
+from supervisor.schemas import SpeechRequest
+from supervisor.synthesis import Synthesis, Voice
 from supervisor.text import captions, script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
@@ -212,12 +223,20 @@ class JobRunner:
             >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
         )
 
-    async def prepare(self, item: Claimed) -> Synthesis:
-        """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
+    def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
+        """The item as a speech request and its voice; raises as the speech route would. An item
+        always has a seed (derived from its fields when it names none), so it is reproducible."""
         fields = {key: value for key, value in item.request.items() if key != "captions"}
         speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        voices = voice_resolver(speech, self.svc.voices)
+        if speech.seed is None:
+            seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
+            speech = dataclasses.replace(speech, seed=seed)
+        return speech, voice
+
+    async def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
+        """The item admitted at bulk priority, its text read off the event loop; raises as the
+        speech route would."""
         lexicon = self.svc.lexicons.for_request(speech)
         text = await script.read_off_loop(speech, self.svc.settings, lexicon)
         return Synthesis(
@@ -226,19 +245,39 @@ class JobRunner:
             voice,
             self.svc.settings.chunk_s,
             Priority.BULK,
-            voices,
+            voice_resolver(speech, self.svc.voices),
             text,
             captions=item.request.get("captions") is True,
+            asr=self.svc.asr,
         )
+
+    def cache_key(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
+        """The item's result-cache entry; none for an item with captions (the cache keeps the
+        audio alone) or one the cache cannot key (`result_cache.cacheable`)."""
+        cache = self.svc.results
+        if cache is None or item.request.get("captions") is True:
+            return None
+        if not result_cache.cacheable(speech):
+            return None
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings)
 
     async def start_items(self) -> None:
         room = self.room()
         if room <= 0:
             return
-        admitted: dict[Key, tuple[Claimed, Synthesis]] = {}
+        admitted: dict[Key, tuple[Claimed, Synthesis, str | None]] = {}
+        found: dict[Key, tuple[Claimed, Entry]] = {}
         for item in await asyncio.to_thread(self.store.queued, room):
             try:
-                admitted[item.key] = (item, await self.prepare(item))
+                speech, voice = self.resolve(item)
+                name = self.cache_key(item, speech, voice)
+                if name is not None and self.svc.results is not None:
+                    entry = await asyncio.to_thread(self.svc.results.get, name)
+                    if entry is not None:
+                        found[item.key] = (item, entry)
+                        continue
+                synthesis = await self.synthesis(item, speech, voice)
+                admitted[item.key] = (item, synthesis, name)
             except (Overloaded, Unavailable):
                 break  # not now; it stays queued
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
@@ -257,21 +296,28 @@ class JobRunner:
                 continue
             if self.over_share():
                 break
-        if not admitted:
+        if not admitted and not found:
             return
         try:
-            claimed = await asyncio.to_thread(self.store.claim, list(admitted))
+            claimed = await asyncio.to_thread(self.store.claim, [*admitted, *found])
         except BaseException:
-            for _, synthesis in admitted.values():
+            for _, synthesis, _ in admitted.values():
                 synthesis.close()  # give the admitted audio back
             raise
-        for key, (item, synthesis) in admitted.items():
+        for key, (item, entry) in found.items():
+            if key in claimed:  # from the cache: nothing to generate
+                meta = entry.meta
+                qa = meta.get("qa")
+                await self.store_result(item, entry.data, meta["seed"], meta["audio_s"], qa=qa)
+        if found:
+            self.wake()  # the next items at once, not at the next tick
+        for key, (item, synthesis, name) in admitted.items():
             if key not in claimed:  # cancelled meanwhile
                 synthesis.close()
                 continue
             self.generating[key] = synthesis
             task = asyncio.create_task(
-                self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}"
+                self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
             )
             self.tasks.add(task)
             self.item_tasks[key] = task
@@ -280,7 +326,7 @@ class JobRunner:
 
     # ------------------------------------------------------------ one item
 
-    async def run_item(self, item: Claimed, synthesis: Synthesis) -> None:
+    async def run_item(self, item: Claimed, synthesis: Synthesis, name: str | None) -> None:
         key = item.key
         try:
             pieces = [piece async for piece in synthesis.pieces()]
@@ -309,16 +355,26 @@ class JobRunner:
         finally:
             self.generating.pop(key, None)
             self.wake()
-        await self.write(item, synthesis, pieces)
+        verdict = synthesis.verdict
+        if not verdict.passed:  # never passed off as good: the item fails, saying which checks
+            log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, verdict.reason())
+            await self.record(key, QualityFailed(verdict.reason(), verdict.summary()))
+            return
+        await self.write(item, synthesis, pieces, name)
 
     async def write(
-        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]
+        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]], name: str | None
     ) -> None:
-        """Encode and store a finished item; from here on nothing cancels it."""
+        """Encode and store a finished item, and keep it in the result cache under `name`;
+        from here on nothing cancels it."""
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
             data = await asyncio.to_thread(
-                formats.encode, item.format, pcm, pieces[0]["sample_rate"]
+                delivery.encode,
+                item.format,
+                pcm,
+                pieces[0]["sample_rate"],
+                delivery.profile(synthesis.request),
             )
         except (
             Exception
@@ -330,19 +386,34 @@ class JobRunner:
                 item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
             )
             return
-        try:
+        if name is not None and self.svc.results is not None:
+            rate = delivery.profile(synthesis.request).rate(item.format, pieces[0]["sample_rate"])
+            meta = {"format": item.format, "sample_rate": rate, "seed": synthesis.seed,
+                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
+                    "qa": synthesis.verdict.summary()}  # fmt: skip
+            await asyncio.to_thread(self.svc.results.put, name, Entry(data, meta))
+        beside = None
+        if synthesis.captions:
             beside = {
                 "srt": captions.srt(synthesis.segments).encode(),
                 "vtt": captions.vtt(synthesis.segments).encode(),
             }
+        qa = synthesis.verdict.summary()
+        await self.store_result(item, data, synthesis.seed, synthesis.audio_s, beside, qa)
+
+    async def store_result(
+        self,
+        item: Claimed,
+        data: bytes,
+        seed: int,
+        audio_s: float,
+        beside: dict[str, bytes] | None = None,
+        qa: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a result and end its item `done`; a disk that refuses it fails the item."""
+        try:
             await asyncio.to_thread(
-                self.store.finish,
-                item.key,
-                item.format,
-                data,
-                synthesis.seed,
-                synthesis.audio_s,
-                beside if synthesis.captions else None,
+                self.store.finish, item.key, item.format, data, seed, audio_s, beside, qa
             )
         except (
             OSError,

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import Conflict, ServerError
+from supervisor.errors import Conflict, QualityFailed, ServerError
 from supervisor.schedule import JobSchedule, rfc3339
 from supervisor.timeline import Pending, item_audio_s
 
@@ -78,6 +78,7 @@ CREATE TABLE IF NOT EXISTS items (
     error TEXT,
     seed INTEGER,
     audio_s REAL,
+    qa TEXT,
     PRIMARY KEY (job_id, n)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_state ON items (state);
@@ -94,6 +95,7 @@ ADDED_COLUMNS = (
     ("jobs", "callback_error", "TEXT"),  # why the last attempt failed
     ("jobs", "callback_next_at", "REAL"),  # no attempt before this (the backoff)
     ("items", "est_audio_s", "REAL"),  # estimated audio, for the job's estimated finish
+    ("items", "qa", "TEXT"),  # the quality checks' verdict (JSON); NULL: none recorded
 )
 UNFINISHED = "('queued', 'running')"
 
@@ -380,6 +382,7 @@ class JobStore:
             "error": json.loads(item["error"]) if item["error"] else None,
             "seed": item["seed"],
             "audio_seconds": item["audio_s"],
+            "qa": json.loads(item["qa"]) if item["qa"] else None,
             "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
             if item["state"] == "done"
             else None,
@@ -513,10 +516,11 @@ class JobStore:
         seed: int | None,
         audio_s: float,
         beside: dict[str, bytes] | None = None,
+        qa: dict[str, Any] | None = None,
     ) -> bool:
         """Write the result atomically, then running -> done. False if the item was not running.
         `beside`: more files by extension (captions), written before the audio, so that an item
-        whose audio exists after a crash (`recover`) has them too."""
+        whose audio exists after a crash (`recover`) has them too. `qa`: its quality checks."""
         job_id, n = key
         with self.lock:
             row = self.db.execute(
@@ -528,18 +532,21 @@ class JobStore:
                 self._write_result(self.result_path(job_id, n, extension), content)
             self._write_result(self.result_path(job_id, n, fmt), data)
             self.db.execute(
-                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ? "
-                "WHERE job_id = ? AND n = ? AND state = 'running'", (time.time(), seed, round(audio_s, 3), job_id, n))  # fmt: skip
+                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "
+                "qa = ? WHERE job_id = ? AND n = ? AND state = 'running'",
+                (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None, job_id, n))  # fmt: skip
         return True
 
     def fail(self, key: tuple[str, int], error: ServerError, claimed: bool = True) -> bool:
-        """running -> failed (or queued -> failed, claimed=False: invalid before it ran), with the error."""
+        """running -> failed (or queued -> failed, claimed=False: invalid before it ran), with the
+        error (and the quality checks, for audio that failed them)."""
         job_id, n = key
+        qa = json.dumps(error.qa) if isinstance(error, QualityFailed) and error.qa else None
         with self.transaction() as db:
             return bool(db.execute(
-                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, attempts = attempts + ? "
-                "WHERE job_id = ? AND n = ? AND state = ?",
-                (time.time(), json.dumps(error_record(error)), 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
+                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, qa = ?, "
+                "attempts = attempts + ? WHERE job_id = ? AND n = ? AND state = ?",
+                (time.time(), json.dumps(error_record(error)), qa, 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
             ).rowcount)  # fmt: skip
 
     def release(self, key: tuple[str, int]) -> str | None:

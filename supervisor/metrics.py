@@ -5,7 +5,7 @@ and of the queue is read from the pool when Prometheus scrapes, so the pool need
 the figures cannot drift from /health. All metrics live in one registry of our own, served by
 `GET /metrics` in the Prometheus text format. Labels are few and bounded: route templates,
 never raw paths (`unmatched` for the rest); known HTTP methods (`other` for the rest); status
-codes; sidecar ids and devices; task kinds; kill reasons.
+codes; sidecar ids and devices; task kinds; kill reasons; quality check names.
 """
 
 from __future__ import annotations
@@ -139,6 +139,23 @@ RUNTIME_COUNTERS = {
         registry=REGISTRY,
     ),
 }
+# Quality checks (supervisor/quality.py): per generation attempt, per retry, per chunk given up on.
+qa_check_failures = Counter(
+    f"{PREFIX}_qa_check_failures",
+    "generation attempts that failed a quality check, by check (an attempt may fail several)",
+    ["check"],
+    registry=REGISTRY,
+)
+qa_retries = Counter(
+    f"{PREFIX}_qa_retries",
+    "generations repeated with another seed because the audio failed a quality check",
+    registry=REGISTRY,
+)
+qa_failed = Counter(
+    f"{PREFIX}_qa_failed",
+    "items (chunks of a request) that still failed a quality check after every retry",
+    registry=REGISTRY,
+)
 clone_cache_hits = Counter(
     f"{PREFIX}_clone_prompt_cache_hits",
     "one-shot clones whose reference prompt was in the cache (no encoding)",
@@ -152,6 +169,21 @@ clone_cache_misses = Counter(
 clone_cache_entries = Gauge(
     f"{PREFIX}_clone_prompt_cache_entries",
     "clone prompts in the cache (at most --clone-cache-size)",
+    registry=REGISTRY,
+)
+result_cache_hits = Counter(
+    f"{PREFIX}_result_cache_hits",
+    "reproducible answers and job items served from the result cache (nothing generated)",
+    registry=REGISTRY,
+)
+result_cache_misses = Counter(
+    f"{PREFIX}_result_cache_misses",
+    "reproducible answers and job items looked up in the result cache and not found",
+    registry=REGISTRY,
+)
+result_cache_bytes = Gauge(
+    f"{PREFIX}_result_cache_bytes",
+    "bytes the result cache holds on disk (at most --cache-max-bytes)",
     registry=REGISTRY,
 )
 gpu_memory_peak = Gauge(

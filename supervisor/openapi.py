@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor import formats, lexicons, schemas
+from supervisor import delivery, formats, lexicons, schemas
 from supervisor.settings import Settings
 
 VERSION = "0.1.0"
@@ -94,6 +94,16 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
         "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
                      "description": "silence between dialogue turns"},
         "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
+        "sample_rate": {"type": "integer", "minimum": delivery.SAMPLE_RATES[0], "maximum": delivery.SAMPLE_RATES[1],
+                        "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)"},
+        "loudness": {"anyOf": [
+            {"type": "string", "enum": list(delivery.PRESETS)},
+            {"type": "object", "properties": {
+                "lufs": {"type": "number", "minimum": delivery.LUFS_RANGE[0], "maximum": delivery.LUFS_RANGE[1]},
+                "true_peak_db": {"type": "number", "minimum": delivery.TRUE_PEAK_RANGE[0], "maximum": delivery.TRUE_PEAK_RANGE[1],
+                                 "default": delivery.DEFAULT_TRUE_PEAK_DB}},
+             "required": ["lufs"], "additionalProperties": False},
+        ], "description": "normalise the whole output (buffered: the answer starts when it is all made)"},
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
         "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
         "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
@@ -246,6 +256,11 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the captions", "content": {
                         media: {"schema": {"type": "string"}}}}, 404, 409)},
         } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
+        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Empty the result cache (docs/API.md)",
+                                 "responses": _responses({"description": "what was removed", "content": {"application/json": {"schema": {
+                                     "type": "object", "required": ["object", "enabled", "deleted", "bytes"], "properties": {
+                                         "object": {"const": "cache.purge"}, "enabled": {"type": "boolean"},
+                                         "deleted": {"type": "integer"}, "bytes": {"type": "integer"}}}}}})}},
         "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
         "/v1/models/{model}": {
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],

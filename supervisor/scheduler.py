@@ -48,13 +48,17 @@ class Priority(enum.IntEnum):
     BULK = 1
 
 
+# Task kinds that run one to a batch, and the op of their frame.
+SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe"}
+
+
 @dataclass(eq=False)
 class Task:
     """One unit of work for a sidecar: a generation item, or a voice to encode."""
 
     id: str
-    kind: str  # "generate" or "encode"
-    payload: dict[str, Any]  # an Item, or the fields of an encode_voice frame
+    kind: str  # "generate", "encode" or "transcribe"
+    payload: dict[str, Any]  # an Item, or the fields of an encode_voice or transcribe frame
     priority: Priority
     est_audio_s: float
     est_tokens: int
@@ -89,9 +93,9 @@ class Batch:
         return [t for t in self.tasks if not t.done]
 
     def frame(self) -> dict[str, Any]:
-        if self.kind == "encode":
+        if self.kind in SINGLE_OPS:
             (task,) = self.tasks
-            return {"op": "encode_voice", "batch": self.id, "id": task.id, **task.payload}
+            return {"op": SINGLE_OPS[self.kind], "batch": self.id, "id": task.id, **task.payload}
         return {
             "op": "generate",
             "batch": self.id,
@@ -209,10 +213,22 @@ class Scheduler:
         self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
     ) -> asyncio.Future[Any]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
+        return self.submit_single("encode", fields, priority)
+
+    def submit_transcribe(
+        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Any]:
+        """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
+        return self.submit_single("transcribe", fields, priority)
+
+    def submit_single(
+        self, kind: str, fields: dict[str, Any], priority: Priority
+    ) -> asyncio.Future[Any]:
+        """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
         loop = asyncio.get_running_loop()
         task = Task(
-            f"voice-{next(self._task_ids)}",
-            "encode",
+            f"{kind}-{next(self._task_ids)}",
+            kind,
             fields,
             priority,
             0.0,
@@ -291,11 +307,11 @@ class Scheduler:
         for task in self._queued():
             if ahead and task.alone:
                 continue
-            if not chosen and (task.alone or task.kind == "encode"):
+            if not chosen and (task.alone or task.kind in SINGLE_OPS):
                 chosen = [task]
                 full = True
                 break
-            if task.alone or task.kind == "encode":
+            if task.alone or task.kind in SINGLE_OPS:
                 continue
             if len(chosen) >= self.settings.max_batch_size:
                 full = True

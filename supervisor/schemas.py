@@ -22,9 +22,11 @@ from sidecar.errors import InvalidInstruct
 from sidecar.languages import language_ids, language_names
 from sidecar.text import contains_cjk
 from sidecar.voice_design import resolve_instruct
+from supervisor import delivery
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
 from supervisor.instructions import read_free_form
+from supervisor.loudness import Target
 from supervisor.settings import Settings
 from supervisor.text import dialogue as dialogue_script
 from supervisor.text import ssml
@@ -59,6 +61,7 @@ SPEECH_FIELDS = frozenset({
     "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
     "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
     "normalize", "lexicon", "dialogue", "pause_ms",
+    "sample_rate", "loudness",
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
@@ -101,7 +104,7 @@ _FORM_TYPES: dict[str, str] = {
     "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean", "normalize": "boolean",
     "dialogue": "boolean", "pause_ms": "integer",
     "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
-    "chunk_duration": "number", "chunk_threshold": "number",
+    "chunk_duration": "number", "chunk_threshold": "number", "sample_rate": "integer",
 }  # fmt: skip
 
 
@@ -135,6 +138,8 @@ class SpeechRequest:
     lexicon: str | None = None  # a saved lexicon's name
     dialogue: bool = False  # the input is `[voice] text` lines, one turn each
     pause_ms: int = dialogue_script.DEFAULT_PAUSE_MS  # silence between dialogue turns
+    sample_rate: int | None = None  # of the answer (None: 24 kHz, or 8 kHz for G.711); delivery
+    loudness: Target | None = None  # normalise the whole output to this; delivery
 
 
 def default_seed(voice: str) -> int:
@@ -454,7 +459,7 @@ def _speech_request(
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
     given = string(body, "instructions", max_chars=settings.max_input_chars)
     design, read = free_form_instructions(given, text, strict_instructions)
-    return SpeechRequest(
+    request = SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
@@ -477,7 +482,11 @@ def _speech_request(
         dialogue=dialogue,
         pause_ms=dialogue_script.DEFAULT_PAUSE_MS if pause_ms is None else pause_ms,
         instructions_read=read,
+        sample_rate=integer(body, "sample_rate", *delivery.SAMPLE_RATES),
+        loudness=delivery.parse_loudness(body.get("loudness")),
     )
+    delivery.check_rate(request.response_format, request.sample_rate)
+    return request
 
 
 def from_form(fields: dict[str, str]) -> dict[str, Any]:
@@ -528,8 +537,11 @@ def voice_name(value: str | None) -> str:
     return value
 
 
-def transcript(value: str | None, settings: Settings) -> str:
+def transcript(value: str | None, settings: Settings, required: bool = True) -> str:
+    """A reference's transcript; "" when it may be left out (an ASR sidecar will hear it)."""
     text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
+    if (text is None or not text.strip()) and not required:
+        return ""
     if text is None or not text.strip():
         raise InvalidRequest(
             "Missing required field: 'transcript' (what is said in the reference audio).",

@@ -24,6 +24,7 @@ from sidecar.protocol import (
     ProtocolError,
     Ready,
     Result,
+    Transcript,
     encode_frame,
 )
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
@@ -46,10 +47,10 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Answered:
-    """A task's audio (a `result`) or voice (an `encoded`) arrived."""
+    """A task's audio (a `result`), voice (an `encoded`) or `transcript` arrived."""
 
     task: Task
-    message: Result | Encoded
+    message: Result | Encoded | Transcript
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ class Session:
                 raise ProtocolError(f"step for batch {message['batch']}, which it does not hold")
             held.started = True
             return []
-        if message["op"] == "result" or message["op"] == "encoded":
+        if message["op"] in ("result", "encoded", "transcript"):
             batch, task = self.pending_task(message["batch"], message["id"])
             if message["op"] == "result":
                 batch.audio_s += message["timings"].get("audio_s", 0.0)

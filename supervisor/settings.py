@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sidecar.thresholds import Thresholds
 from supervisor.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
@@ -309,6 +310,21 @@ class Settings:
         aliases=("--default-num-step",),
         env=("OMNIVOICE_DEFAULT_NUM_STEP",),
     )
+    # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
+    qa_retries: int = setting(
+        2,
+        "regenerate a chunk failing a check (another seed), at most N times",
+    )
+    qa_thresholds: str = setting(
+        "",
+        "check thresholds other than the defaults (docs/RELIABILITY.md)",
+        metavar="NAME=VALUE,...",
+    )
+    asr_model: str = setting(
+        "",
+        "Whisper model that hears chunks and references (none: no ASR)",
+        metavar="DIR_OR_HF_ID",
+    )
     # --- jobs
     job_retention_s: float = setting(
         604800.0,
@@ -334,6 +350,17 @@ class Settings:
         2.0, "wait before a callback's second attempt; doubles after each, to at most 10 minutes"
     )
     callback_timeout_s: float = setting(10.0, "how long one callback attempt may take")
+    cache_dir: str = setting(
+        "",
+        "result cache of reproducible answers (a seed given; every job item) "
+        "(default: DATA_DIR/cache)",
+        metavar="DIR",
+    )
+    cache_max_bytes: int = setting(
+        2 * 2**30,
+        "most bytes the result cache keeps on disk, least recently used out first (0: no cache)",
+        metavar="BYTES",
+    )
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -374,6 +401,10 @@ class Settings:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
         if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
+        try:
+            Thresholds.from_spec(self.qa_thresholds)
+        except ValueError as exc:
+            raise SettingsError(f"--qa-thresholds (OMNIVOICE_QA_THRESHOLDS): {exc}") from None
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
@@ -429,6 +460,9 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_cache_dir(self) -> str:
+        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
 
     def resolved_test_fault_dir(self) -> str:
         return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
@@ -571,6 +605,7 @@ HELP_GROUPS = {
     "max_input_chars": "requests",
     "engine": "sidecars and their supervision",
     "max_batch_size": "batching and admission",
+    "qa_retries": "quality checks",
     "job_retention_s": "jobs",
 }
 

@@ -35,15 +35,18 @@ def sidecar_command(
     return [python, "-c", BOOTSTRAP]
 
 
-def sidecar_argv(settings: Settings, device: Device) -> list[str]:
-    """The whole command line of the sidecar for one device."""
+def sidecar_argv(
+    settings: Settings, device: Device, engine: str | None = None, model: str | None = None
+) -> list[str]:
+    """The whole command line of the sidecar for one device; `engine` and `model` for another
+    kind of sidecar than --engine's (the ASR one, supervisor/asr.py)."""
     s = settings
     argv = [
         *sidecar_command(),
         "--engine",
-        s.engine,
+        engine or s.engine,
         "--model",
-        s.model,
+        model or s.model,
         "--device",
         device.torch_device,
         "--dtype",
@@ -54,6 +57,8 @@ def sidecar_argv(settings: Settings, device: Device) -> list[str]:
         str(s.max_frame_bytes),
         "--warmup-steps",
         str(s.warmup_steps),
+        "--qa-thresholds",
+        s.qa_thresholds,
     ]
     faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
     return argv + (faults if s.test_faults else [])

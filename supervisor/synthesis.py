@@ -23,6 +23,10 @@ The whole request's estimated audio is reserved when it is admitted, so a reques
 on, so encoding and sending one piece overlaps the generation of the next. `close` cancels
 whatever is still queued or running (the client went away, or a chunk failed) and gives back
 the unused reservation.
+
+Every chunk's audio is checked in the sidecar; a chunk that fails a check is generated again
+with another seed, up to --qa-retries times (supervisor/quality.py), and `verdict` sums up the
+outcome of the chunks handed on so far.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
 from sidecar.text import CHUNK_SEED_STRIDE
-from supervisor import chunking
+from supervisor import chunking, quality
 from supervisor.errors import InvalidRequest
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
@@ -121,6 +125,7 @@ class Synthesis:
         voices: VoiceResolver | None = None,
         text: Script | None = None,
         captions: bool = False,
+        asr: Scheduler | None = None,
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
         lexicon."""
@@ -130,6 +135,7 @@ class Synthesis:
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
+        self.asr = asr  # the ASR sidecar's scheduler (--asr-model): each chunk is heard back
         self.request = request
         self.voice = voice
         self.priority = priority
@@ -142,6 +148,7 @@ class Synthesis:
         self.futures: list[asyncio.Future[Any]] = []
         self.audio_s = 0.0
         self.sample_rate = 0
+        self.verdict = quality.Verdict()
         self.reservation = scheduler.reserve(
             sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
         )
@@ -212,18 +219,20 @@ class Synthesis:
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(span.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
-    def item(
-        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
-    ) -> Item:
+    def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False,
+             attempt: int = 1) -> Item:  # fmt: skip
         r, part = self.request, self.parts[index]
         # A span in a voice of its own starts from that voice's seed, unless the request gave one.
         base = self.seed if r.seed is not None or part.voice.seed is None else part.voice.seed
+        seed = (base + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1)
         item: Item = {
-            "id": f"{self.id}-{index}",
+            "id": f"{self.id}-{index}" + (f".{attempt}" if attempt > 1 else ""),
             "text": self.chunks[index],
             "num_step": r.num_step,
-            "seed": (base + index * CHUNK_SEED_STRIDE) % (MAX_SEED + 1),
+            "seed": quality.retry_seed(seed, attempt),
         }
+        if attempt > 1:
+            item["attempt"] = attempt
         voice = part.voice.prompt or prompt
         optional = {
             "language": part.language,
@@ -238,6 +247,16 @@ class Synthesis:
         if return_tokens:
             item["return_tokens"] = True
         return item
+
+    async def hear(self, result: dict[str, Any], index: int) -> dict[str, Any]:
+        """The result with the ASR round trip's checks added to its own."""
+        assert self.asr is not None
+        fields = {"audio": result["audio"], "encoding": "s16le", "sample_rate": result["sample_rate"],
+                  "text": self.chunks[index], "language": self.parts[index].language}  # fmt: skip
+        future = self.asr.submit_transcribe(fields, self.priority)
+        self.futures.append(future)
+        transcript: dict[str, Any] = await future
+        return {**result, "qa": {**result.get("qa", {}), **transcript["qa"]}}
 
     def related(self, first: int, later: int) -> bool:
         """Whether chunk `later` is prompted with chunk `first`'s audio: both in one voice, and
@@ -255,11 +274,36 @@ class Synthesis:
     def submit(
         self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
     ) -> asyncio.Future[Any]:
-        [future] = self.scheduler.submit(
-            [self.item(index, prompt, return_tokens)], self.priority, self.reservation
-        )
+        """Chunk `index`, generated until its audio passes the checks or the retries run out;
+        the future resolves to its last `result`, with "attempts" added. The first attempt is
+        queued at once."""
+        first = self.queue(index, prompt, return_tokens, 1)
+        future = asyncio.ensure_future(self.attempts(first, index, prompt, return_tokens))
         self.futures.append(future)
         return future
+
+    def queue(self, index: int, prompt: VoicePayload | None, return_tokens: bool,
+              attempt: int) -> asyncio.Future[Any]:  # fmt: skip
+        item = self.item(index, prompt, return_tokens, attempt)
+        [future] = self.scheduler.submit([item], self.priority, self.reservation)
+        self.futures.append(future)  # closing cancels it even if its retry loop never ran
+        return future
+
+    async def attempts(self, pending: asyncio.Future[Any], index: int,
+                       prompt: VoicePayload | None, return_tokens: bool) -> dict[str, Any]:  # fmt: skip
+        retries = self.scheduler.settings.qa_retries
+        attempt = 1
+        while True:
+            result: dict[str, Any] = await pending
+            if self.asr is not None and not quality.failed_checks(result):
+                result = await self.hear(result, index)
+            failed = quality.failed_checks(result)
+            if failed:
+                quality.count_attempt(failed, retrying=attempt <= retries)
+            if not failed or attempt > retries:
+                return {**result, "attempts": attempt}
+            attempt += 1
+            pending = self.queue(index, prompt, return_tokens, attempt)
 
     async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order, with its silences; raises the first chunk's
@@ -299,6 +343,7 @@ class Synthesis:
 
     def account(self, result: dict[str, Any], index: int) -> dict[str, Any]:
         """The chunk's result with the silence asked for before and after it (16-bit samples)."""
+        self.verdict.add(result, result["attempts"])
         part, rate = self.parts[index], result["sample_rate"]
         lead, spoken, pause = (
             round(part.lead_s * rate),
@@ -327,11 +372,15 @@ class Synthesis:
         self.reservation.release()
 
     def usage(self) -> dict[str, int]:
-        """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
-        input_tokens = max(1, -(-len(self.request.input.encode()) // BYTES_PER_TOKEN))
-        output_tokens = round(self.audio_s * FRAME_RATE)
-        return {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        }
+        return usage(self.request.input, self.audio_s)
+
+
+def usage(text: str, audio_s: float) -> dict[str, int]:
+    """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
+    input_tokens = max(1, -(-len(text.encode()) // BYTES_PER_TOKEN))
+    output_tokens = round(audio_s * FRAME_RATE)
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }

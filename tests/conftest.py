@@ -35,3 +35,13 @@ def expected(fixtures_dir: Path) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="session")
 def checkpoint_dir(fixtures_dir: Path) -> Path:
     return fixtures_dir / "checkpoint"
+
+
+@pytest.fixture(scope="session")
+def whisper_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Whisper (`make-checkpoint --kind whisper`), for the ASR sidecar."""
+    from sidecar.whisper_checkpoint import make_whisper_checkpoint
+
+    out = tmp_path_factory.mktemp("whisper")
+    make_whisper_checkpoint(out)
+    return out

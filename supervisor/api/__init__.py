@@ -8,6 +8,7 @@ from starlette.requests import Request
 
 from supervisor.lexicons import LexiconStore
 from supervisor.pool import Pool
+from supervisor.result_cache import ResultCache
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
 from supervisor.voice_store import PromptCache, VoiceStore
@@ -23,6 +24,9 @@ class Services:
     voices: VoiceStore
     clones: PromptCache
     lexicons: LexiconStore
+    asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
+    asr_pool: Pool | None = None
+    results: ResultCache | None = None  # None: --cache-max-bytes 0
 
 
 def services(request: Request) -> Services:

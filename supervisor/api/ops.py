@@ -1,6 +1,9 @@
-"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`."""
+"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`,
+and `DELETE /v1/cache` (empties the result cache)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,10 +26,12 @@ async def health(request: Request) -> JSONResponse:
     svc = services(request)
     body = svc.pool.health()
     body["jobs"] = request.app.state.jobs_health
+    if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
+        body["asr"] = svc.asr_pool.health()["sidecars"]
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
     else:
-        for sidecar in body["sidecars"]:
+        for sidecar in body["sidecars"] + body.get("asr", []):
             sidecar["pid"] = None
     return JSONResponse(body)
 
@@ -71,3 +76,11 @@ async def prometheus(request: Request) -> Response:
 
 async def openapi_json(request: Request) -> JSONResponse:
     return JSONResponse(openapi.document(services(request).settings))
+
+
+async def purge_cache(request: Request) -> JSONResponse:
+    """Remove every entry of the result cache: how many, and their bytes."""
+    results = services(request).results
+    deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge)
+    return JSONResponse({"object": "cache.purge", "enabled": results is not None,
+                         "deleted": deleted, "bytes": size})  # fmt: skip

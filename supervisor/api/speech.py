@@ -15,6 +15,13 @@ Then:
 A client that goes away cancels everything of its request still queued or running, and so
 does a request's deadline (`request_timeout_s`, else `--request-timeout-s`): a 504 if no audio
 has gone out yet, else the stream ends as a failed chunk would end it.
+
+Quality (supervisor/quality.py): `X-OmniVoice-QA: passed|failed; attempts=N`. A whole answer
+(one chunk) that still fails its checks after every retry is sent all the same, with `failed`:
+the audio exists, the client is told, and may keep it or ask again with another seed. A stream
+sends the header with its first chunk; if that said `passed`, a later chunk that finally fails
+ends the stream as a failed chunk would (an SSE `error` event with code `qa_failed`, else a cut
+connection), so failing audio is never passed off as good.
 """
 
 from __future__ import annotations
@@ -29,9 +36,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from supervisor import formats, instructions, metrics, schemas
-from supervisor.api import Services, services
-from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
+from supervisor import delivery, formats, instructions, metrics, quality, schemas
+from supervisor.api import Services, cached, services
+from supervisor.delivery import Profile
+from supervisor.errors import (
+    InvalidRequest,
+    QualityFailed,
+    RequestTimeout,
+    ServerError,
+    UnsupportedMedia,
+)
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
 from supervisor.text import script
@@ -135,32 +149,40 @@ class SynthesisStream(StreamingResponse):
             self.synthesis.close()
 
 
-async def _encode(fmt: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run an encoder step; the compressed formats in a worker thread, off the event loop."""
-    if formats.is_cheap(fmt):
+async def _encode(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
+    if cheap:
         return call(*args, **kwargs)
     return await asyncio.to_thread(call, *args, **kwargs)
 
 
 async def _audio_body(
-    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str
+    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, wanted: Profile
 ) -> AsyncIterator[bytes]:
-    encoder = await _encode(fmt, formats.encoder, fmt, first["sample_rate"])
-    yield await _encode(fmt, encoder.feed, first["audio"])
+    rate = first["sample_rate"]
+    cheap = delivery.is_cheap(fmt, rate, wanted)
+    encoder = await _encode(cheap, delivery.encoder, fmt, rate, wanted)
+    yield await _encode(cheap, encoder.feed, first["audio"])
     async for piece in rest:
-        data = await _encode(fmt, encoder.feed, piece["audio"])
+        data = await _encode(cheap, encoder.feed, piece["audio"])
         if data:
             yield data
-    tail = await _encode(fmt, encoder.finish)
+    tail = await _encode(cheap, encoder.finish)
     if tail:
         yield tail
 
 
-async def _sse_body(
-    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, synthesis: Synthesis
-) -> AsyncIterator[bytes]:
+async def _rest(pieces: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [piece async for piece in pieces]
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncIterator[bytes]:
     try:
-        async for data in _audio_body(first, rest, fmt):
+        async for data in audio:
             for event in formats.sse_deltas(data):
                 yield event
     except ServerError as exc:
@@ -169,13 +191,26 @@ async def _sse_body(
     yield formats.sse_done(synthesis.usage())
 
 
+async def _passing(
+    pieces: AsyncIterator[dict[str, Any]], synthesis: Synthesis
+) -> AsyncIterator[dict[str, Any]]:
+    """The later pieces of a stream whose header said `passed`; one that failed raises."""
+    async for piece in pieces:
+        if quality.failed_checks(piece):
+            raise QualityFailed(synthesis.verdict.reason())
+        yield piece
+
+
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
-    """Admit the request, wait for its first audio, and answer as its formats ask."""
+    """Admit the request, wait for its first audio, and answer as its formats ask. A reproducible
+    request is answered from the result cache when it is there, and kept in it when not."""
+    name, hit = await cached.find(svc, speech, voice)
+    if hit is not None:
+        return cached.replay(speech, hit)
     voices = voice_resolver(speech, svc.voices)
     text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
-    synthesis = Synthesis(
-        svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices, text=text
-    )
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
+                          text=text, asr=svc.asr)  # fmt: skip
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:
@@ -190,28 +225,59 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     if started is not None:
         metrics.first_audio.observe(time.monotonic() - started)
     fmt = speech.response_format
-    rate = str(
-        first["sample_rate"]
-    )  # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    wanted = delivery.profile(speech)
+    # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    rate = str(wanted.rate(fmt, first["sample_rate"]))
     headers = {
         "X-Seed": str(synthesis.seed),
         "X-Chunks": str(len(synthesis.chunks)),
         "X-Sample-Rate": rate,
         "X-Audio-Sample-Rate": rate,
+        quality.HEADER: synthesis.verdict.header(),
     }
+    rest = _passing(pieces, synthesis) if synthesis.verdict.passed else pieces
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
+
+    def keep(data: bytes) -> None:
+        # Only audio that passed its checks is kept: a failed answer is asked for again.
+        if name is not None and synthesis.verdict.passed:
+            meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
+                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
+                    "qa": synthesis.verdict.header()}  # fmt: skip
+            cached.keep(svc, name, data, meta)
+
+    if name is not None:
+        headers[cached.HEADER] = "miss"
+    if wanted.loudness is not None:
+        # Loudness is measured over the whole output: every chunk first, then one file.
+        try:
+            whole = await until_disconnected(request, _rest(rest))
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        finally:
+            synthesis.close()
+        pcm = b"".join(piece["audio"] for piece in [first, *whole])
+        content = await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
+        keep(content)
+        if speech.stream_format == "sse":
+            headers["Cache-Control"] = "no-cache"
+            return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
+                                   "text/event-stream", headers)  # fmt: skip
+        return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+    body = _audio_body(first, rest, fmt, wanted)
+    if name is not None:
+        body = cached.recorded(body, keep)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
-        return SynthesisStream(
-            synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers
-        )
+        return SynthesisStream(synthesis, _sse_body(body, synthesis), "text/event-stream", headers)
     if len(synthesis.chunks) > 1:
-        return SynthesisStream(
-            synthesis, _audio_body(first, pieces, fmt), formats.MEDIA_TYPES[fmt], headers
-        )
+        return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
     await pieces.aclose()
-    content = await _encode(fmt, formats.encode, fmt, first["audio"], first["sample_rate"])
+    cheap = delivery.is_cheap(fmt, first["sample_rate"], wanted)
+    content = await _encode(cheap, delivery.encode, fmt, first["audio"], first["sample_rate"],
+                            wanted)  # fmt: skip
+    keep(content)
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 

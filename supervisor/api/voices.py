@@ -29,6 +29,7 @@ from sidecar.protocol import VoicePayload
 from supervisor import schemas
 from supervisor.api import Services, services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, read_json, respond, until_disconnected
+from supervisor.asr import transcribe_reference
 from supervisor.errors import (
     InvalidRequest,
     NotFound,
@@ -186,6 +187,12 @@ def preprocess_flag(form: Form) -> bool:
     return True if value is None else bool(value)
 
 
+async def hear_reference(request: Request, svc: Services, upload: bytes) -> str:
+    """The transcript of a reference sent without one, by the ASR sidecar (--asr-model)."""
+    assert svc.asr is not None
+    return await until_disconnected(request, transcribe_reference(svc.asr, upload))
+
+
 async def encode_reference(
     request: Request, svc: Services, form: Form, transcript: str, preprocess: bool
 ) -> VoicePayload:
@@ -276,13 +283,14 @@ async def create_voice(request: Request) -> Response:
             SavedVoice(name, created, "prompt", prompt=prompt, seed=secrets.randbits(63))
         )
         return JSONResponse(saved.public(), status_code=201)
-    transcript = schemas.transcript(fields.get("transcript"), svc.settings)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
     if form.file is None:
         raise InvalidRequest(
             "Missing required field: 'audio_sample' (the reference audio; 'file' works too).",
             param="audio_sample",
         )
     try:
+        transcript = transcript or await hear_reference(request, svc, form.file)
         voice = await encode_reference(request, svc, form, transcript, preprocess_flag(form))
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED)
@@ -394,7 +402,7 @@ async def clone(request: Request) -> Response:
     # Decoding megabytes of base64 must not stall the event loop.
     await asyncio.to_thread(base64_reference, form, svc)
     fields = fold_form_aliases(form.fields)
-    transcript = schemas.transcript(fields.get("transcript"), svc.settings)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
     body = schemas.from_form(
         {k: v for k, v in fields.items() if k not in ("transcript", "preprocess")}
     )
@@ -409,6 +417,7 @@ async def clone(request: Request) -> Response:
     prompt = cache.get(key)
     if prompt is None:
         try:
+            transcript = transcript or await hear_reference(request, svc, form.file)
             prompt = await encode_reference(request, svc, form, transcript, preprocess)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)

@@ -44,10 +44,13 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def texts(count: int, marker: str = "") -> list[dict[str, Any]]:
+    """Items that differ (numbered): identical items would be one generation, the rest served
+    from the result cache."""
     return [
-        {"id": f"t{i}", "input": f"{SENTENCES[i % 4]} {marker}".strip(), "response_format": "wav"}
+        {"id": f"t{i}", "input": f"{SENTENCES[i % 4]} Number {i}. {marker}".strip(),
+         "response_format": "wav"}
         for i in range(count)
-    ]
+    ]  # fmt: skip
 
 
 def job_count(server: LiveServer) -> int:

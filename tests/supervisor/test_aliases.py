@@ -566,4 +566,7 @@ def test_serve_help_is_grouped_with_no_empty_defaults() -> None:
         "--fastapi-workers/--workers" in compat
         and "--model-id, OMNIVOICE_MODEL_ID = --model" in compat
     )
-    assert len(text.splitlines()) < 250
+    # Was 371 lines before grouping, 221 after. The second round's contracted flags (quality
+    # checks, schedules and callbacks, text, the store, the cache) bring it to ~275: still well
+    # under the ungrouped help, which this bound guards against.
+    assert len(text.splitlines()) < 300

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import Conflict, TaskFailed
+from supervisor.errors import Conflict, QualityFailed, TaskFailed
 from supervisor.jobs import (
     DB_NAME,
     SCHEMA,
@@ -76,6 +76,37 @@ def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
         store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
     assert raised.value.code == "idempotency_key_reused" and first in raised.value.message
     assert store.list(10)[0] == [store.job(first, with_items=False)]
+
+
+def test_an_item_keeps_its_qa_whether_it_passed_or_failed(store: JobStore) -> None:
+    job_id, _ = store.create(new_items(2), "sha")
+    keys = [c.key for c in store.queued(10)]
+    store.claim(keys)
+    passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
+    failed = {"passed": False, "attempts": 3,
+              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
+    assert store.finish(keys[0], "wav", b"RIFF", seed=7, audio_s=1.5, qa=passed)
+    assert store.fail(keys[1], QualityFailed("the audio failed its quality checks", failed))
+    job = store.job(job_id)
+    assert job is not None
+    assert [i["qa"] for i in job["items"]] == [passed, failed]
+    assert job["items"][1]["error"]["code"] == "qa_failed"
+
+
+def test_a_store_from_before_the_quality_checks_gains_its_qa_column(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / DB_NAME)
+    db.execute("CREATE TABLE items (job_id TEXT NOT NULL, n INTEGER NOT NULL, client_id TEXT, "
+               "request TEXT NOT NULL, format TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER "
+               "NOT NULL DEFAULT 0, started_at REAL, finished_at REAL, error TEXT, seed INTEGER, "
+               "audio_s REAL, PRIMARY KEY (job_id, n)) WITHOUT ROWID")  # fmt: skip
+    db.close()
+    opened = JobStore(tmp_path)
+    try:
+        job_id, _ = opened.create(new_items(1), "sha")
+        job = opened.job(job_id)
+        assert job is not None and job["items"][0]["qa"] is None
+    finally:
+        opened.close()
 
 
 def test_body_digest_ignores_spacing_and_key_order() -> None:

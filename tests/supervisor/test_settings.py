@@ -34,6 +34,7 @@ def test_defaults_match_the_design() -> None:
         s.restart_window_s,
     ) == (0, 7200, 64, 5, 600)
     assert s.max_frame_bytes == 64 * 2**20 and s.num_step == 32
+    assert (s.qa_retries, s.qa_thresholds) == (2, "")  # the checks' own defaults
 
 
 def test_flag_beats_environment_beats_default() -> None:
@@ -71,6 +72,9 @@ def test_booleans_and_optionals_from_the_environment() -> None:
         (["--engine", "null"], {"OMNIVOICE_PORT": "eighty"}, "OMNIVOICE_PORT must be a number"),
         (["--engine", "null"], {"OMNIVOICE_TEST_FAULTS": "maybe"}, "true or false"),
         (["--engine", "null", "--max-batch-size", "0"], {}, "at least 1"),
+        (["--engine", "null", "--qa-thresholds", "max_gap=3"], {}, "--qa-thresholds"),
+        (["--engine", "null"], {"OMNIVOICE_QA_THRESHOLDS": "min_rms_db=6"}, "0 or below"),
+        (["--engine", "null", "--qa-retries", "-1"], {}, "must not be negative"),
     ],
 )
 def test_bad_values_name_the_setting(

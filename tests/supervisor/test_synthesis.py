@@ -6,13 +6,14 @@ The scheduler is real; the test plays the pool: it takes batches and answers the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from sidecar.protocol import TokenArray
 from sidecar.text import CHUNK_SEED_STRIDE
-from supervisor import schemas
+from supervisor import metrics, quality, schemas
 from supervisor.errors import Overloaded, TaskFailed
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
@@ -35,8 +36,13 @@ def request(**fields: Any) -> schemas.SpeechRequest:
 
 def tokens_of(item: dict[str, Any]) -> TokenArray:
     """Tokens that name the chunk they came from, so a prompt can be traced to its source."""
-    marker = int(item["id"].rsplit("-", 1)[1])
+    marker = chunk_of(item["id"])
     return {"shape": [1, 1], "data": bytes([marker, 0])}
+
+
+def chunk_of(task_id: str) -> int:
+    """The chunk index in a task id: `<synthesis>-<chunk>`, `.<attempt>` after it for a retry."""
+    return int(task_id.rsplit("-", 1)[1].split(".")[0])
 
 
 def answer(batch: Batch) -> list[dict[str, Any]]:
@@ -49,9 +55,13 @@ def answer(batch: Batch) -> list[dict[str, Any]]:
 
 
 async def run(
-    synthesis: Synthesis, scheduler: Scheduler, fail: int | None = None
+    synthesis: Synthesis,
+    scheduler: Scheduler,
+    fail: int | None = None,
+    judge: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> tuple[list[Batch], list[Any]]:
-    """Drive the synthesis to its end; returns the batches it made and its pieces (or its error)."""
+    """Drive the synthesis to its end; returns the batches it made and its pieces (or its error).
+    `judge(item)` gives each result the `qa` checks a sidecar would have sent."""
     pieces: list[Any] = []
 
     async def consume() -> None:
@@ -73,12 +83,14 @@ async def run(
             if fail is not None and task.id.endswith(f"-{fail}"):
                 scheduler.reject(task, TaskFailed("boom"))
             else:
+                if judge is not None:
+                    result["qa"] = judge(task.payload)
                 scheduler.resolve(task, result)
     return batches, pieces
 
 
 def ids(batch: Batch) -> list[int]:
-    return [int(t.id.rsplit("-", 1)[1]) for t in batch.tasks]
+    return [chunk_of(t.id) for t in batch.tasks]
 
 
 def test_concurrent_runs_chunk_zero_then_the_rest_prompted_with_it() -> None:
@@ -221,5 +233,103 @@ def test_the_whole_request_is_admitted_or_refused_at_once() -> None:
         scheduler.close(Overloaded("draining"))
         await run(reserved, scheduler)  # admitted before the drain: its later chunks still run
         assert scheduler._idle.is_set()
+
+    asyncio.run(scenario())
+
+
+def spoiled_until(chunk: int, attempts: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Checks as a sidecar sends them: chunk `chunk` has a runaway tail in its first `attempts`."""
+
+    def judge(item: dict[str, Any]) -> dict[str, Any]:
+        bad = chunk_of(item["id"]) == chunk and item.get("attempt", 1) <= attempts
+        return {"rms": {"passed": True, "value": -20.0},
+                "internal_silence": {"passed": not bad, "value": 2.5 if bad else 0.1}}  # fmt: skip
+
+    return judge
+
+
+def counter(metric: Any, *labels: str) -> float:
+    return float((metric.labels(*labels) if labels else metric)._value.get())
+
+
+def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> None:
+    async def scenario() -> None:
+        scheduler = Scheduler(Settings(engine="null"))
+        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
+        before = (
+            counter(metrics.qa_retries),
+            counter(metrics.qa_check_failures, "internal_silence"),
+        )
+        batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(1, 1))
+        retried = [t.payload for b in batches for t in b.tasks if t.payload.get("attempt")]
+        assert [(chunk_of(p["id"]), p["attempt"]) for p in retried] == [(1, 2)]
+        chunk_seed = (7 + CHUNK_SEED_STRIDE) % 2**63
+        assert retried[0]["seed"] == quality.retry_seed(chunk_seed, 2) != chunk_seed
+        assert retried[0]["text"] == synthesis.chunks[1]
+        assert [p["attempts"] for p in pieces] == [1, 2] + [1] * (len(synthesis.chunks) - 2)
+        assert synthesis.verdict.passed and synthesis.verdict.header() == "passed; attempts=2"
+        after = (
+            counter(metrics.qa_retries),
+            counter(metrics.qa_check_failures, "internal_silence"),
+        )
+        assert after == (before[0] + 1, before[1] + 1)
+        assert not scheduler.unfinished and not scheduler.reservations
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retries: int) -> None:
+    async def scenario() -> None:
+        scheduler = Scheduler(Settings(engine="null", qa_retries=retries))
+        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0)
+        failed_before = counter(metrics.qa_failed)
+        batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(0, 99))
+        assert len(batches) == retries + 1 and len(pieces) == 1
+        assert [t.payload.get("attempt", 1) for b in batches for t in b.tasks] == list(
+            range(1, retries + 2)
+        )
+        verdict = synthesis.verdict
+        assert not verdict.passed and verdict.header() == f"failed; attempts={retries + 1}"
+        assert verdict.summary() == {
+            "passed": False,
+            "attempts": retries + 1,
+            "checks": {"rms": {"passed": True, "value": -20.0},
+                       "internal_silence": {"passed": False, "value": 2.5}},
+        }  # fmt: skip
+        assert "internal_silence (2.5)" in verdict.reason()
+        assert counter(metrics.qa_failed) == failed_before + 1
+
+    asyncio.run(scenario())
+
+
+def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() -> None:
+    async def scenario() -> None:
+        scheduler, asr = Scheduler(Settings(engine="null")), Scheduler(Settings(engine="null"))
+        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0,
+                              asr=asr)  # fmt: skip
+        heard: list[dict[str, Any]] = []
+
+        async def listen() -> None:  # the ASR sidecar: the first attempt's words diverge
+            while True:
+                await asyncio.sleep(0)
+                batch = asr.next_batch()
+                if batch is None:
+                    continue
+                (task,) = batch.tasks
+                heard.append(task.payload)
+                bad = len(heard) == 1
+                checks = {"wer": {"passed": not bad, "value": 0.9 if bad else 0.0},
+                          "divergent_run": {"passed": not bad, "value": 9.0 if bad else 0.0}}  # fmt: skip
+                asr.resolve(task, {"op": "transcript", "text": "", "qa": checks})
+
+        listener = asyncio.ensure_future(listen())
+        batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(0, 0))
+        listener.cancel()
+        assert len(batches) == 2 and [p["attempts"] for p in pieces] == [2]
+        assert [h["text"] for h in heard] == [synthesis.chunks[0]] * 2
+        assert heard[0]["encoding"] == "s16le" and heard[0]["sample_rate"] == 24000
+        summary = synthesis.verdict.summary()
+        assert summary["passed"] and summary["checks"]["wer"] == {"passed": True, "value": 0.0}
 
     asyncio.run(scenario())

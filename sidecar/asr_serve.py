@@ -1,0 +1,95 @@
+"""The ASR sidecar (`python -m sidecar --engine whisper`): the same frame loop and lifecycle as
+the OmniVoice sidecar (hello, progress, ready, ping, shutdown, orphan watch), answering
+`transcribe` frames instead of `generate`.
+
+A `transcribe` frame holds audio (PCM, or a whole uploaded file, decoded here as voice uploads
+are) and the text that was read. The answer is one `transcript` with the text heard and, when
+there was a text to compare with, the checks `wer` and `divergent_run` (sidecar/wer.py) against
+`--qa-thresholds`; then `done`. A `step` frame per 30 s window is the supervisor's heartbeat.
+Request fault markers in the text (`--test-faults`) are honoured before transcribing: `crash`,
+`hang` and `slow:S`, so tests can kill or stall a transcription.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from sidecar import engines
+from sidecar.asr import WINDOW_S, Transcriber
+from sidecar.errors import CheckpointError
+from sidecar.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
+from sidecar.serve import Sidecar, decode_reference
+from sidecar.wer import compare
+
+WARMUP_S = 1.0
+
+
+class AsrSidecar(Sidecar):
+    transcriber: Transcriber | None = None
+
+    def load(self) -> int | None:
+        self.channel.send({"op": "progress", "stage": "start"})
+        self.faults.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
+        dtype = engines.resolve_dtype(self.args.dtype, self.device)
+        try:
+            self.progress("asr")
+            self.transcriber = Transcriber(self.args.model, self.device, dtype)
+            self.progress("warmup")
+            rate = self.transcriber.sample_rate
+            self.transcriber.transcribe(np.zeros(int(WARMUP_S * rate), np.float32), rate, None)
+        except (CheckpointError, OSError, ValueError, ImportError) as exc:
+            self.send_error(None, None, ErrorKind.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
+            return ExitCode.LOAD_ERROR
+        self.channel.send({"op": "ready", "device": self.device, "model": self.args.model,
+                           "engine": self.args.engine, "memory": engines.memory_stats(self.device),
+                           "sample_rate": self.transcriber.sample_rate})  # fmt: skip
+        return None
+
+    def handle_transcribe(self, message: Transcribe) -> None:
+        batch, item_id = message["batch"], message["id"]
+        assert self.transcriber is not None
+        text, faults = self.faults.strip(message["text"])
+        try:
+            audio, rate = decode_reference(message)  # type: ignore[arg-type]
+            windows = max(1, -(-len(audio) // (WINDOW_S * rate)))
+            self.channel.send({"op": "step", "batch": batch, "step": 1, "of": windows})
+            self.faults.on_step(faults, 1, 1, 1)  # crash, hang, slow: mid-transcription
+            started = time.monotonic()
+            heard = self.transcriber.transcribe(audio, rate, message["language"])
+        except Exception as exc:
+            if engines.is_device_fatal(exc):
+                raise
+            self.send_errors(batch, self.item_errors([item_id], exc))
+        else:
+            self.channel.send({"op": "transcript", "batch": batch, "id": item_id, "text": heard,
+                               "qa": self.round_trip(text, heard)})  # fmt: skip
+            self.channel.send({"op": "done", "batch": batch,
+                               "stats": {"items": 1, "wall_s": time.monotonic() - started}})  # fmt: skip
+            return
+        self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
+
+    def round_trip(self, read: str, heard: str) -> dict[str, QaCheck]:
+        if not read:
+            return {}
+        limits = self.args.qa_thresholds
+        rate, run = compare(read, heard)
+        return {
+            "wer": {"passed": rate <= limits.max_wer, "value": round(rate, 4)},
+            "divergent_run": {"passed": run <= limits.max_divergent_run, "value": float(run)},
+        }
+
+    def handle_generate(self, message: Generate) -> None:
+        self.refuse(message["batch"], [item["id"] for item in message["items"]])
+
+    def handle_encode_voice(self, message: EncodeVoice) -> None:
+        self.refuse(message["batch"], [message["id"]])
+
+    def refuse(self, batch: int, ids: list[str]) -> None:
+        why = "this is an ASR sidecar: it only transcribes"
+        self.send_errors(batch, [(i, ErrorKind.INVALID_INPUT, why) for i in ids])
+        self.channel.send({"op": "done", "batch": batch, "stats": {"items": float(len(ids))}})
+
+    def drain(self) -> None:
+        """Answers go out in the frame loop itself: nothing is left to wait for."""

@@ -1,0 +1,89 @@
+"""The ASR round trip end to end (--asr-model): a real server, a real OmniVoice sidecar on the
+tiny checkpoint and a real ASR sidecar on the tiny random Whisper (`make-checkpoint --kind
+whisper`), supervised like the other. Random Whisper weights hear noise, so the round trip's
+thresholds are set where they never fail: what is tested is that every item is heard back and
+its checks reported, that the ASR sidecar is supervised (a kill mid-transcription costs a
+respawn, not the item), and that a clone reference without a transcript is transcribed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from job_helpers import ended, submit, wait_job
+from live_server import LiveServer, live, tone_wav
+
+TEXT = "Please stand clear of the closing doors."
+LOOSE = "max_wer=1000,max_divergent_run=100000"
+
+
+@pytest.fixture(scope="module")
+def server(
+    checkpoint_dir: Path, whisper_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    flags = ("--test-faults", "--asr-model", str(whisper_dir), "--qa-thresholds", LOOSE)
+    with live(tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir) as running:
+        running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
+        yield running
+
+
+def asr_sidecar(server: LiveServer) -> dict[str, Any]:
+    sidecar: dict[str, Any] = server.health()["asr"][0]
+    return sidecar
+
+
+def test_every_item_is_heard_back_and_its_round_trip_reported(server: LiveServer) -> None:
+    assert asr_sidecar(server)["id"] == "asr-cpu0"
+    created = submit(server, [{"id": "a", "input": TEXT, "response_format": "wav"}])
+    final = wait_job(server, created["id"], ended, 120, "the job to end")
+    qa = final["items"][0]["qa"]
+    assert final["items"][0]["state"] == "done" and qa["passed"], final
+    assert {"wer", "divergent_run", "finite", "speech_rate"} <= set(qa["checks"])
+    assert qa["checks"]["wer"]["value"] >= 0 and qa["checks"]["divergent_run"]["value"] >= 0
+
+
+def test_killed_mid_transcription_it_is_respawned_and_the_request_completes(
+    server: LiveServer,
+) -> None:
+    before = asr_sidecar(server)
+    answers: list[httpx.Response] = []
+    # `slow` stalls the OmniVoice step loop and then the transcription, 4 s each.
+    body = {"input": f"{TEXT} [[fault:slow:4]]", "response_format": "wav"}
+    asking = threading.Thread(
+        target=lambda: answers.append(server.request("POST", "/v1/audio/speech", json=body))
+    )
+    asking.start()
+    busy = server.wait_for(lambda b: b["asr"][0]["state"] == "busy", 60, "a transcription")
+    os.kill(busy["asr"][0]["pid"], signal.SIGKILL)
+    asking.join(180)
+    assert answers and answers[0].status_code == 200, answers and answers[0].text
+    assert answers[0].headers["X-OmniVoice-QA"] == "passed; attempts=1"
+    after = asr_sidecar(server)
+    assert after["restarts"] == before["restarts"] + 1
+    assert after["kills"].get("exited", 0) == before["kills"].get("exited", 0) + 1
+    assert after["pid"] != busy["asr"][0]["pid"]
+
+
+def test_a_clone_reference_without_a_transcript_is_transcribed_and_used(
+    server: LiveServer,
+) -> None:
+    clip = {"file": ("ref.wav", tone_wav(2.0), "audio/wav")}
+    form = {"input": TEXT, "response_format": "wav", "seed": "4"}
+    cloned = server.request("POST", "/v1/audio/clone", data=form, files=clip)
+    assert cloned.status_code == 200, cloned.text
+    saved = server.request("POST", "/v1/audio/voices", data={"name": "heard"},
+                           files={"audio_sample": clip["file"]})  # fmt: skip
+    assert saved.status_code == 201, saved.text
+    heard = saved.json()["transcript"]
+    assert isinstance(heard, str) and heard.strip() == heard and heard
+    # What the ASR sidecar heard is the voice's transcript: the same clone with it spelled out
+    # gives the same audio as the clone that left it out.
+    spelled = server.request("POST", "/v1/audio/clone", data={**form, "transcript": heard},
+                             files=clip)  # fmt: skip
+    assert spelled.status_code == 200 and spelled.content == cloned.content

@@ -1,0 +1,139 @@
+"""The ASR sidecar as a real process (`python -m sidecar --engine whisper`) on the tiny random
+Whisper that `make-checkpoint --kind whisper` writes, spoken to in frames over its pipes."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import struct
+import subprocess
+import sys
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.protocol import FROM_SIDECAR, read_frame, write_frame
+from sidecar.wer import words
+
+READ = "Please stand clear of the closing doors."
+
+
+def tone(seconds: float, rate: int) -> list[int]:
+    return [int(8000 * math.sin(2 * math.pi * 220 * i / rate)) for i in range(int(seconds * rate))]
+
+
+def pcm(seconds: float, rate: int = 24000) -> bytes:
+    samples = tone(seconds, rate)
+    return struct.pack(f"<{len(samples)}h", *samples)
+
+
+def wav(seconds: float, rate: int = 24000) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm(seconds, rate))
+    return out.getvalue()
+
+
+class Asr:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        write_frame(self.proc.stdin, message)
+
+    def receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        frame = read_frame(self.proc.stdout, allowed=FROM_SIDECAR)
+        assert frame is not None, "the sidecar closed its channel"
+        return dict(frame)
+
+    def answers(self, batch: int) -> list[dict[str, Any]]:
+        """Every frame up to and including this batch's `done`, steps left out."""
+        frames = []
+        while True:
+            frame = self.receive()
+            if frame["op"] != "step":
+                frames.append(frame)
+            if frame["op"] == "done" and frame["batch"] == batch:
+                return frames
+
+
+@pytest.fixture(scope="module")
+def asr(whisper_dir: Path) -> Iterator[Asr]:
+    argv = [sys.executable, "-m", "sidecar", "--engine", "whisper", "--model", str(whisper_dir),
+            "--qa-thresholds", "max_wer=100,max_divergent_run=1000"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    sidecar = Asr(proc)
+    try:
+        yield sidecar
+    finally:
+        proc.kill()
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_it_loads_through_transformers_and_reports_ready(asr: Asr) -> None:
+    frames = [asr.receive() for _ in range(2)]
+    assert frames[0]["op"] == "hello"
+    while frames[-1]["op"] == "progress":
+        frames.append(asr.receive())
+    ready = frames[-1]
+    assert ready["op"] == "ready" and ready["engine"] == "whisper"
+    assert ready["sample_rate"] == 16000  # the Whisper feature extractor's rate
+
+
+def test_a_transcription_is_compared_with_the_text_read(asr: Asr) -> None:
+    asr.send({"op": "transcribe", "batch": 1, "id": "a", "audio": pcm(2.0), "encoding": "s16le",
+              "sample_rate": 24000, "text": READ, "language": "en"})  # fmt: skip
+    transcript, done = asr.answers(1)
+    assert transcript["op"] == "transcript" and transcript["id"] == "a" and done["op"] == "done"
+    assert set(transcript["qa"]) == {"wer", "divergent_run"}
+    # Random weights hear noise: the rate is what compare() makes of whatever came out.
+    heard = words(transcript["text"])
+    assert transcript["qa"]["wer"]["value"] >= (0.0 if heard else 1.0)
+    assert all(check["passed"] for check in transcript["qa"].values())  # thresholds set loose
+
+
+def test_a_reference_file_without_a_text_is_only_transcribed(asr: Asr) -> None:
+    asr.send({"op": "transcribe", "batch": 2, "id": "ref", "audio": wav(3.0), "encoding": "file",
+              "sample_rate": 0, "text": "", "language": None})  # fmt: skip
+    transcript, _done = asr.answers(2)
+    assert transcript["op"] == "transcript" and transcript["qa"] == {}
+    assert isinstance(transcript["text"], str)
+
+
+def test_undecodable_audio_and_generate_frames_are_refused_per_item(asr: Asr) -> None:
+    asr.send({"op": "transcribe", "batch": 3, "id": "junk", "audio": b"not audio",
+              "encoding": "file", "sample_rate": 0, "text": READ, "language": None})  # fmt: skip
+    error, _done = asr.answers(3)
+    assert error["op"] == "error" and error["id"] == "junk" and error["kind"] == "invalid_input"
+    asr.send(
+        {"op": "generate", "batch": 4, "encoding": "s16le", "items": [{"id": "g", "text": "Hi"}]}
+    )
+    error, _done = asr.answers(4)
+    assert error["op"] == "error" and "only transcribes" in error["message"]
+
+
+def test_make_checkpoint_kind_whisper_writes_what_transformers_loads(tmp_path: Path) -> None:
+    out = tmp_path / "whisper"
+    command = [sys.executable, "-m", "supervisor", "make-checkpoint", str(out), "--kind", "whisper"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors",
+                                               "generation_config.json", "tokenizer.json"}  # fmt: skip
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(out).model_type == "whisper"
+    full = subprocess.run([*command, "--size", "full"], capture_output=True, text=True, timeout=300)
+    assert full.returncode == 2 and "tiny only" in full.stderr
