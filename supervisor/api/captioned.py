@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from supervisor import formats, instructions, schemas
+from supervisor import delivery, instructions, quality, schemas
 from supervisor.api import services
 from supervisor.api.speech import CLIENT_CLOSED, ClientGone, Deadline, read_json, until_disconnected
 from supervisor.errors import InvalidRequest
@@ -83,18 +83,18 @@ async def captioned(request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED)
     finally:
         synthesis.close()
-    fmt = speech.response_format
-    if formats.is_cheap(fmt):
-        data = formats.encode(fmt, pcm, synthesis.sample_rate)
-    else:  # the compressed formats in a worker thread, off the event loop
-        data = await asyncio.to_thread(formats.encode, fmt, pcm, synthesis.sample_rate)
-    headers = {"X-Seed": str(synthesis.seed)}
+    fmt, wanted = speech.response_format, delivery.profile(speech)
+    if delivery.is_cheap(fmt, synthesis.sample_rate, wanted):
+        data = delivery.encode(fmt, pcm, synthesis.sample_rate, wanted)
+    else:  # resampling, loudness and the compressed formats in a worker thread, off the loop
+        data = await asyncio.to_thread(delivery.encode, fmt, pcm, synthesis.sample_rate, wanted)
+    headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
     answer = {
         "audio": base64.b64encode(data).decode(),
         "format": fmt,
-        "sample_rate": synthesis.sample_rate,
+        "sample_rate": wanted.rate(fmt, synthesis.sample_rate),
         "segments": synthesis.segments,
     }
     return JSONResponse(answer, headers=headers)

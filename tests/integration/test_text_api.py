@@ -264,6 +264,22 @@ def test_word_timestamps_have_their_field_and_are_off(
         assert answer.json()["error"]["code"] == code
 
 
+def test_captioned_speech_takes_the_delivery_fields_and_says_its_quality(
+    server: LiveServer,
+) -> None:
+    body = {"input": "One. Two.", "response_format": "wav", "sample_rate": 8000,
+            "loudness": "podcast", "seed": 3}  # fmt: skip
+    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-OmniVoice-QA"].startswith(("passed; attempts=", "failed; attempts="))
+    got = answer.json()
+    with wave.open(io.BytesIO(base64.b64decode(got["audio"]))) as wav:
+        assert wav.getframerate() == got["sample_rate"] == 8000
+        seconds = wav.getnframes() / 8000
+    assert abs(seconds - got["segments"][-1]["end"]) < 0.01  # the times hold at any rate
+
+
 def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(
     server: LiveServer, tmp_path: Path
 ) -> None:
