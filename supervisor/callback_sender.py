@@ -29,6 +29,7 @@ from supervisor.settings import Settings
 log = logging.getLogger("omnivoice.callbacks")
 
 MAX_BACKOFF_S = 600.0
+HOLD_S = 60.0  # a callback whose attempt could not be recorded (a full disk) waits this long
 ERROR_CHARS = 300  # of a failed attempt's reason, kept on the job
 
 
@@ -51,6 +52,7 @@ class CallbackSender:
         self.store = store
         self.summary = summary
         self.sending: dict[str, asyncio.Task[None]] = {}
+        self.held: dict[str, float] = {}  # job id -> time.monotonic() it may be sent again
         self.client = httpx.AsyncClient(
             timeout=settings.callback_timeout_s,
             follow_redirects=False,
@@ -59,14 +61,28 @@ class CallbackSender:
 
     async def dispatch(self) -> None:
         """Start sending each callback that is due and not being sent."""
+        now = time.monotonic()
+        self.held = {job_id: until for job_id, until in self.held.items() if until > now}
         for due in await asyncio.to_thread(self.store.callbacks_due, time.time()):
-            if due.job_id not in self.sending:
-                task = asyncio.create_task(self.send(due), name=f"callback-{due.job_id}")
+            if due.job_id not in self.sending and due.job_id not in self.held:
+                task = asyncio.create_task(self.attempt(due), name=f"callback-{due.job_id}")
                 self.sending[due.job_id] = task
                 task.add_done_callback(functools.partial(self.forget, due.job_id))
 
     def forget(self, job_id: str, _task: asyncio.Task[None]) -> None:
         self.sending.pop(job_id, None)
+
+    async def attempt(self, due: CallbackDue) -> None:
+        """One attempt; if it cannot be made or recorded, the callback is held back for a while
+        (not sent again every pass)."""
+        try:
+            await self.send(due)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the store refusing writes (a full disk), or a bug
+            log.exception("jobs: the callback of %s could not be sent or recorded; "
+                          "trying again in %.0f s", due.job_id, HOLD_S)  # fmt: skip
+            self.held[due.job_id] = time.monotonic() + HOLD_S
 
     async def send(self, due: CallbackDue) -> None:
         job = await asyncio.to_thread(self.store.job, due.job_id, False)

@@ -33,8 +33,10 @@ def refused(message: str) -> InvalidRequest:
 def check_url(url: Any, allow: tuple[str, ...]) -> str:
     """The URL if a callback may go there; InvalidRequest (400) saying why not."""
     if not isinstance(url, str) or not 0 < len(url) <= MAX_URL_CHARS:
-        raise InvalidRequest(f"'callback_url' must be an http or https URL of at most {MAX_URL_CHARS} "
-                             "characters.", param="callback_url")  # fmt: skip
+        raise InvalidRequest(
+            f"'callback_url' must be an http or https URL of at most {MAX_URL_CHARS} characters.",
+            param="callback_url",
+        )
     parts = urllib.parse.urlsplit(url)
     try:
         parts.port  # noqa: B018 (a port out of range or not a number raises here)
@@ -42,14 +44,18 @@ def check_url(url: Any, allow: tuple[str, ...]) -> str:
         raise InvalidRequest(f"'callback_url' has an invalid port: {url!r}.",
                              param="callback_url") from None  # fmt: skip
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidRequest(f"'callback_url' must be an http or https URL with a host; got {url!r}.",
-                             param="callback_url")  # fmt: skip
+        raise InvalidRequest(
+            f"'callback_url' must be an http or https URL with a host; got {url!r}.",
+            param="callback_url",
+        )
     if parts.username is not None or parts.password is not None:
         raise InvalidRequest("'callback_url' must not carry credentials: callbacks are signed "
                              "(X-OmniVoice-Signature) instead.", param="callback_url")  # fmt: skip
     if not allow:
-        raise refused("This server sends no callbacks: it was started without --callback-allow. "
-                      "Leave out 'callback_url', or ask its operator to allow your host.")  # fmt: skip
+        raise refused(
+            "This server sends no callbacks: it was started without --callback-allow. "
+            "Leave out 'callback_url', or ask its operator to allow your host."
+        )
     if parts.hostname.lower() not in {host.lower() for host in allow}:
         raise refused(f"Callbacks may not go to {parts.hostname!r}: it is not on this server's "
                       "--callback-allow list.")  # fmt: skip

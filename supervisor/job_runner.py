@@ -17,9 +17,15 @@ of which job items may take at most `BULK_SHARE` of the admission limit, so that
 requests are still admitted while a large job runs. An item is claimed in the store (queued ->
 running) only once its Synthesis has been admitted.
 
+An item always has a seed (its own, its voice's, or one derived from its fields), so it is
+looked up in the result cache first: one found there is claimed and written at once, with no
+synthesis; one generated is kept there (`result_cache`).
+
 How an item ends:
 
-    all its audio           encoded, written atomically, `done` (with its `qa` checks)
+    in the result cache     that file written atomically, `done`
+    all its audio           encoded (delivery profile applied), written atomically, `done`
+                            (with its `qa` checks)
     audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
@@ -75,6 +81,7 @@ WARM_MARGIN = 1.5
 WARM_EXTRA_S = 10.0
 WARM_AFTER_S = 5.0
 UNMEASURED_READY_S = 120.0  # no sidecar ever ready yet: DESIGN's load deadline
+WARM_STATES = ("ready", "busy", "starting", "stopping", "backoff", "reaped", "failed")  # best first
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
 Key = tuple[str, int]
@@ -96,7 +103,7 @@ class JobRunner:
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
-        self.outlook = Outlook(store, svc.scheduler)
+        self.outlook = Outlook(store, svc.scheduler, self.startup_s)
         self._deadline_metrics: metrics.DeadlineCollector | None = None
         self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
         self.warming_for: float | None = None  # the not_before a warm-up was last asked for
@@ -120,9 +127,30 @@ class JobRunner:
         await self.outlook.refresh()
 
     def with_outlook(self, job: dict[str, Any] | None) -> dict[str, Any]:
-        """A job object from the store, with its estimated finish and deadline risk."""
+        """A job object from the store, with its estimated finish and deadline risk, and how the
+        warm-up for it goes while one is under way (else `warm_up` is null)."""
         assert job is not None
+        not_before = self.outlook.not_before.get(job["id"])
+        warming = (
+            job["state"] == "queued"
+            and not_before is not None
+            and not_before == self.warming_for
+            and time.time() < not_before
+        )
+        job["warm_up"] = self.warm_up_report() if warming else None
         return self.outlook.annotate(job)
+
+    def warm_up_report(self) -> dict[str, Any]:
+        """The sidecars as a job waiting for its not_before sees them: the best state of any
+        (ready, starting, backoff, reaped, failed), their restarts, and the last error."""
+        sidecars = self.svc.pool.health()["sidecars"]
+        states = {s["state"] for s in sidecars}
+        best = next((state for state in WARM_STATES if state in states), "failed")
+        return {
+            "state": "ready" if best == "busy" else best,
+            "restarts": sum(s["restarts"] for s in sidecars),
+            "last_error": next((s["last_error"] for s in sidecars if s["last_error"]), None),
+        }
 
     async def run(self) -> None:
         next_sweep = 0.0
@@ -158,9 +186,15 @@ class JobRunner:
             else:
                 self.storage_works()
 
+    def startup_s(self) -> float:
+        """How long until a sidecar can take work: 0 with one running, else its last start time."""
+        if any(s["state"] in ("ready", "busy") for s in self.svc.pool.health()["sidecars"]):
+            return 0.0
+        return self.svc.pool.time_to_ready_s or UNMEASURED_READY_S
+
     async def warm_for_schedule(self) -> None:
-        """Have a sidecar ready at the next job's not_before: a reaped one is started that long
-        ahead which its last start took, with a margin."""
+        """Have a sidecar ready at the next job's not_before: a reaped one is started ahead of
+        it by the time the last start took, with a margin."""
         now = time.time()
         start = await asyncio.to_thread(self.store.next_start, now)
         if start is None:
@@ -259,7 +293,7 @@ class JobRunner:
             return None
         if not result_cache.cacheable(speech):
             return None
-        return result_cache.key(cache.identity, speech, voice, self.svc.settings)
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job")
 
     async def start_items(self) -> None:
         room = self.room()

@@ -228,8 +228,10 @@ class JobStore:
                 have = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-            rows = db.execute("SELECT job_id, n, request FROM items "
-                              f"WHERE est_audio_s IS NULL AND state IN {UNFINISHED}").fetchall()  # fmt: skip
+            rows = db.execute(
+                "SELECT job_id, n, request FROM items "
+                f"WHERE est_audio_s IS NULL AND state IN {UNFINISHED}"
+            ).fetchall()
             for row in rows:
                 request = json.loads(row["request"])
                 estimate = item_audio_s(
@@ -285,8 +287,8 @@ class JobStore:
             job_id = "job_" + uuid.uuid4().hex
             when = schedule or JobSchedule()
             db.execute(
-                "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, deadline, "
-                "callback_url, callback_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
+                "deadline, callback_url, callback_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (job_id, idempotency_key, body_sha256, now, when.not_before, when.deadline,
                  when.callback_url, None if when.callback_url is None else "pending"),
             )  # fmt: skip
@@ -443,9 +445,12 @@ class JobStore:
         now = time.time() if now is None else now
         with self.lock:
             rows = self.db.execute(
-                "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i JOIN jobs j ON j.id = i.job_id "
+                "SELECT i.job_id, i.n, i.request, i.format, i.attempts "
+                "FROM items i JOIN jobs j ON j.id = i.job_id "
                 "WHERE i.state = 'queued' AND (j.not_before IS NULL OR j.not_before <= ?) "
-                "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n LIMIT ?", (now, limit)).fetchall()  # fmt: skip
+                "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n LIMIT ?",
+                (now, limit),
+            ).fetchall()
         return [
             Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
             for r in rows
@@ -455,9 +460,11 @@ class JobStore:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT j.id, j.seq, j.not_before, j.deadline, SUM(COALESCE(i.est_audio_s, 0)) AS audio_s "
+                "SELECT j.id, j.seq, j.not_before, j.deadline, "
+                "SUM(COALESCE(i.est_audio_s, 0)) AS audio_s "
                 f"FROM jobs j JOIN items i ON i.job_id = j.id WHERE i.state IN {UNFINISHED} "
-                "AND j.cancelled_at IS NULL GROUP BY j.id").fetchall()  # fmt: skip
+                "AND j.cancelled_at IS NULL GROUP BY j.id"
+            ).fetchall()
         return [
             Pending(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"]) for r in rows
         ]
@@ -466,9 +473,11 @@ class JobStore:
         """The earliest `not_before` still ahead of a job with queued items, or None."""
         with self.lock:
             row = self.db.execute(
-                "SELECT MIN(j.not_before) FROM jobs j WHERE j.not_before > ? AND j.cancelled_at IS NULL "
+                "SELECT MIN(j.not_before) FROM jobs j "
+                "WHERE j.not_before > ? AND j.cancelled_at IS NULL "
                 "AND EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state = 'queued')",
-                (now,)).fetchone()  # fmt: skip
+                (now,),
+            ).fetchone()
         return None if row[0] is None else float(row[0])
 
     # ------------------------------------------------------------ callbacks
@@ -477,10 +486,13 @@ class JobStore:
         """Jobs that have ended (no item queued or running) whose callback is due by `now`."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT id, callback_url, callback_attempts FROM jobs j WHERE callback_state = 'pending' "
+                "SELECT id, callback_url, callback_attempts FROM jobs j "
+                "WHERE callback_state = 'pending' "
                 "AND (callback_next_at IS NULL OR callback_next_at <= ?) AND NOT EXISTS "
-                f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) ORDER BY seq",
-                (now,)).fetchall()  # fmt: skip
+                f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) "
+                "ORDER BY seq",
+                (now,),
+            ).fetchall()
         return [CallbackDue(r["id"], r["callback_url"], r["callback_attempts"]) for r in rows]
 
     def callback_attempted(

@@ -358,11 +358,14 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                 "index": {"type": "integer"}, "id": nullable_string,
                 "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
                 "attempts": {"type": "integer"}, "audio_url": nullable_string}}},
-            "not_before": nullable_string, "deadline": nullable_string, "estimated_finish": nullable_string,
-            "deadline_at_risk": {"type": "boolean"}, "callback_url": nullable_string,
+            "not_before": nullable_string, "deadline": nullable_string,
+            "estimated_finish": nullable_string, "deadline_at_risk": {"type": "boolean"},
+            "callback_url": nullable_string,
             "callback": {"type": ["object", "null"], "properties": {
-                "state": {"enum": ["pending", "delivered", "failed"]}, "attempts": {"type": "integer"},
-                "last_status": {"type": ["integer", "null"]}, "last_error": nullable_string}},
+                "state": {"enum": ["pending", "delivered", "failed"]},
+                "attempts": {"type": "integer"}, "last_status": {"type": ["integer", "null"]},
+                "last_error": nullable_string}},
+            "warm_up": {"type": ["object", "null"]},
         }},
         "JobList": {"type": "object", "required": ["object", "data", "has_more"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},

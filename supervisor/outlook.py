@@ -2,15 +2,18 @@
 
 The job runner refreshes this once a second (and the jobs route after a new job): the store's
 backlog of unfinished jobs, the interactive audio waiting ahead of them, and the measured
-throughput of the usable sidecars go into `timeline.finishes`. Until a batch has been measured
-there is no throughput, so no estimate: `estimated_finish` is null and a deadline counts as at
-risk only once it has passed. /metrics reads the count at risk and the tightest slack from here.
+throughput of the usable sidecars go into `timeline.finishes`, starting once a sidecar can take
+work (with every sidecar reaped: after the time the last start took). Until a batch has been
+measured there is no throughput, so no estimate: `estimated_finish` is null and a deadline counts
+as at risk only once it has passed. /metrics reads the count at risk and the tightest slack
+from here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +29,10 @@ ENDED = ("completed", "failed", "cancelled")  # job states
 class Outlook:
     store: JobStore
     scheduler: Scheduler
+    startup_s: Callable[[], float]  # until a sidecar can take work (0: one is running)
     finish: dict[str, float] = field(default_factory=dict)  # by job id; estimated ones only
     deadline: dict[str, float] = field(default_factory=dict)  # unfinished jobs with one
+    not_before: dict[str, float] = field(default_factory=dict)  # unfinished jobs with one
     refreshed_at: float = 0.0  # time.monotonic() of the last refresh
 
     def rate(self) -> float | None:
@@ -43,8 +48,13 @@ class Outlook:
             for task in self.scheduler.queues[Priority.INTERACTIVE]
             if not task.done
         )
-        self.finish = finishes(backlog, time.time(), rate, interactive) if rate else {}
+        # With every sidecar reaped, nothing is made before one has started again.
+        start = time.time() + self.startup_s()
+        self.finish = finishes(backlog, start, rate, interactive) if rate else {}
         self.deadline = {job.job_id: job.deadline for job in backlog if job.deadline is not None}
+        self.not_before = {
+            job.job_id: job.not_before for job in backlog if job.not_before is not None
+        }
         self.refreshed_at = time.monotonic()
 
     def annotate(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +69,7 @@ class Outlook:
         return job
 
     def summary(self) -> tuple[int, float | None]:
-        """(jobs whose deadline is at risk, the seconds of slack of the tightest; None: no deadline)."""
+        """(jobs whose deadline is at risk, the seconds of slack of the tightest or None)."""
         now = time.time()
         slack = {
             job_id: deadline - self.finish.get(job_id, now)

@@ -14,6 +14,7 @@ SHA-256 over:
     the voice                   the design instruct, or the saved/cloned prompt's content (its
                                 codec tokens and transcript), and a named voice's default seed
     the chunking settings       --chunk-s, --text-chunk-words and the continuity limits
+    the route                   speech or job: a long speech answer is encoded as a stream
 
 An entry is one file, `DIR/<key[:2]>/<key>`: a 4-byte big-endian length, that many bytes of JSON
 (format, sample rate, seed, seconds, chunks), then the encoded file. Written to a temporary name
@@ -131,10 +132,13 @@ def cacheable(request: SpeechRequest) -> bool:
     return not request.input.lstrip().startswith("<speak")
 
 
-def key(identity: str, request: SpeechRequest, voice: Voice, settings: Settings) -> str:
-    """The cache key of a reproducible answer (request.seed given)."""
+def key(identity: str, request: SpeechRequest, voice: Voice, settings: Settings, route: str) -> str:
+    """The cache key of a reproducible answer (request.seed given). `route` ("speech" or "job")
+    keeps apart what is encoded differently: a long speech answer is a stream (a WAV header
+    saying "until the end", an MP3 without its Xing frame), a job item a whole file."""
     fields = {k: v for k, v in dataclasses.asdict(request).items() if k not in IGNORED}
     return _digest({
+        "route": route,
         "checkpoint": identity,
         "request": fields,
         "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},

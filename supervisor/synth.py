@@ -194,11 +194,18 @@ class Client:
         tmp = dest.with_name(f".{dest.name}.part")
 
         def save(response: Any) -> None:
+            expected = response.headers.get("Content-Length")
+            written = 0
             with open(tmp, "wb") as out:
                 while chunk := response.read(1 << 16):
                     out.write(chunk)
+                    written += len(chunk)
                 out.flush()
                 os.fsync(out.fileno())
+            # http.client ends a body cut short (the server killed mid-answer) as if it were
+            # whole; a short file must not be renamed into place. Retried like a dropped line.
+            if expected is not None and written != int(expected):
+                raise ConnectionResetError(f"the answer ended after {written} of {expected} bytes")
             os.replace(tmp, dest)
 
         try:

@@ -110,8 +110,13 @@ def render_service(
     protect_home: str = "yes",
     manifest_dir: str = MANIFEST_DIR,
 ) -> str:
-    return SERVICE_TEMPLATE.format(command=command, user=user, env_file=env_file,
-                                   manifest_dir=manifest_dir, protect_home=protect_home)  # fmt: skip
+    return SERVICE_TEMPLATE.format(
+        command=command,
+        user=user,
+        env_file=env_file,
+        manifest_dir=manifest_dir,
+        protect_home=protect_home,
+    )
 
 
 def render_timer(calendar: str = DEFAULT_CALENDAR) -> str:

@@ -41,9 +41,15 @@ class ServiceState(NamedTuple):
 class Notifier:
     """The server's line to systemd. Without $NOTIFY_SOCKET every method does nothing."""
 
-    def __init__(self, address: str | None, watchdog_usec: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        watchdog_usec: int | None = None,
+        clock: Callable[[], float] = time.monotonic,  # a seam: tests pass a fake
+    ) -> None:
         self.address = address
         self.watchdog_s = watchdog_usec / 1e6 if watchdog_usec else None
+        self.clock = clock
         self.is_ready = False
         self.is_stopping = False
         self._failed_once = False
@@ -99,7 +105,7 @@ class Notifier:
         last_status, status_at, extended_at, ping_at = "", 0.0, 0.0, 0.0
         warned_dead = False
         while True:
-            now, current = time.monotonic(), state()
+            now, current = self.clock(), state()
             if current.ready and not self.is_ready and not self.is_stopping:
                 self.is_ready = self.send(READY=1, STATUS=current.status)
                 last_status, status_at = current.status, now

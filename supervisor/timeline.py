@@ -69,7 +69,7 @@ def finishes(
 
 
 def at_risk(deadline: float | None, finish: float | None, now: float) -> bool:
-    """A deadline is at risk when the estimate ends after it, or (no estimate) once it has passed."""
+    """At risk: the estimate ends after the deadline, or (no estimate) the deadline has passed."""
     if deadline is None:
         return False
     return (finish if finish is not None else now) > deadline

@@ -28,7 +28,7 @@ async def find(
     cache = svc.results
     if cache is None or not result_cache.cacheable(speech):
         return None, None
-    name = result_cache.key(cache.identity, speech, voice, svc.settings)
+    name = result_cache.key(cache.identity, speech, voice, svc.settings, "speech")
     return name, await asyncio.to_thread(cache.get, name)
 
 

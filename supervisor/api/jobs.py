@@ -1,7 +1,8 @@
 """`/v1/jobs`: hand over a list of speech requests, follow it, fetch each result, cancel it.
 
     POST   /v1/jobs                        {"items": [<speech request, optional "id">, ...],
-                                            "not_before", "deadline", "callback_url"} -> 202, the job
+                                            "not_before", "deadline", "callback_url"}
+                                           -> 202, the job
     GET    /v1/jobs?limit=20&after=JOB_ID  jobs, newest first, without their items
     GET    /v1/jobs/{id}                   the job and every item's state, attempts and error
     GET    /v1/jobs/{id}/items/{n}/audio   item n's result (0-based), once it is done

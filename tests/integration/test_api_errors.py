@@ -254,7 +254,15 @@ def test_bad_one_shot_forms(server: LiveServer) -> None:
 
 
 def test_the_server_survived_all_of_it(server: LiveServer) -> None:
+    """Self-contained (it passes alone or after the others): it sends the bad input itself."""
+    pid = server.health()["sidecars"][0]["pid"]
+    for _, body, status, param in SPEECH_CASES:
+        assert_openai_error(server.request("POST", "/v1/audio/speech", json=body), status, param)
+    test_bad_bodies(server)
+    test_bad_one_shot_forms(server)
     health = server.health()
     assert health["status"] == "ok" and health["sidecars"][0]["restarts"] == 0
+    assert health["sidecars"][0]["pid"] == pid
     metrics = server.request("GET", "/metrics").text
+    assert 'status="400"' in metrics and 'status="413"' in metrics  # the refusals were counted
     assert 'status="500"' not in metrics

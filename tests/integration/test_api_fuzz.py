@@ -36,6 +36,7 @@ OPERATIONS = [
     ("GET", "/v1/models"), ("GET", "/v1/models/{model}"), ("GET", "/health"), ("GET", "/ready"),
     ("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("DELETE", "/v1/jobs/{job_id}"),
     ("GET", "/v1/jobs/{job_id}/items/{n}/audio"), ("GET", "/"), ("GET", "/console"), ("GET", "/console/{asset}"),
+    ("DELETE", "/v1/cache"),
 ]  # fmt: skip
 
 

@@ -160,6 +160,7 @@ def serve_argv(*flags: str) -> list[str]:
     (("--test-faults", "--host", "0.0.0.0"), "loopback"),
     (("--api-key", ""), "must not be empty"),
     (("--api-key", "sk-fine", "--api-key", "  "), "must not be empty"),
+    (("--callback-allow", "hooks.example.com"), "--callback-allow needs --callback-secret"),
 ])  # fmt: skip
 def test_the_server_refuses_to_start(flags: tuple[str, ...], message: str, tmp_path: Path) -> None:
     result = subprocess.run(serve_argv("--data-dir", str(tmp_path), *flags), cwd=REPO_ROOT, capture_output=True, text=True,

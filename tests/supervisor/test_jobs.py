@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -210,8 +211,17 @@ def test_a_second_server_on_the_same_data_directory_is_refused(
 
 
 def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
-    code = "import sys, os, signal; from supervisor.jobs import JobStore\nJobStore(sys.argv[1])\nos.kill(os.getpid(), signal.SIGKILL)"
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT)
+    """The child must have taken the lock (it says so) and died by SIGKILL, holding it; a child
+    that failed before locking would prove nothing."""
+    code = (
+        "import sys, os, signal; from supervisor.jobs import JobStore\n"
+        "JobStore(sys.argv[1]); print('locked', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert child.returncode == -signal.SIGKILL and child.stdout == "locked\n", child.stderr
     JobStore(tmp_path).close()
 
 

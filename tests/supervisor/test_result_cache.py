@@ -137,7 +137,7 @@ def request(**fields: object) -> schemas.SpeechRequest:
 
 def key(speech: schemas.SpeechRequest, voice: Voice = NO_VOICE, settings: Settings = SETTINGS,
         identity: str = "ckpt") -> str:  # fmt: skip
-    return result_cache.key(identity, speech, voice, settings)
+    return result_cache.key(identity, speech, voice, settings, "speech")
 
 
 @pytest.mark.parametrize("change", [
@@ -162,6 +162,8 @@ def test_the_voice_checkpoint_and_chunking_settings_are_in_the_key() -> None:
     assert key(request(), Voice(instruct="female")) != base
     assert key(request(), Voice(prompt=prompt)) != key(request(), Voice(prompt=other))  # type: ignore[arg-type]
     assert key(request(), identity="other") != base
+    job = result_cache.key("ckpt", request(), NO_VOICE, SETTINGS, "job")
+    assert job != base  # a long speech answer is a stream, a job item a whole file
     assert key(request(), settings=dataclasses.replace(SETTINGS, chunk_s=9.0)) != base
 
 
@@ -182,3 +184,16 @@ def test_an_item_seed_is_its_fields() -> None:
     assert result_cache.item_seed(fields) == result_cache.item_seed(dict(reversed(fields.items())))
     assert result_cache.item_seed(fields) != result_cache.item_seed({**fields, "input": "Hi."})
     assert 0 <= result_cache.item_seed(fields) <= schemas.MAX_SEED
+
+
+def test_no_cache_at_zero_bytes_and_none_where_its_directory_cannot_be_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert result_cache.open_cache(Settings(model="x", cache_max_bytes=0)) is None
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with caplog.at_level(logging.ERROR, "omnivoice.cache"):
+        cache = result_cache.open_cache(Settings(model="x", cache_dir=str(blocker / "cache")))
+    assert cache is None and "running without one" in caplog.text
+    made = result_cache.open_cache(Settings(model="x", data_dir=str(tmp_path / "data")))
+    assert made is not None and made.directory == tmp_path / "data" / "cache"

@@ -65,3 +65,38 @@ def test_the_state_file_forgets_an_item_whose_line_changed(tmp_path: Path) -> No
         State(tmp_path).items == {}
     )  # unreadable: submitted again, under the same idempotency keys
     assert json.loads(json.dumps(again.items))["a"]["job"] == "job_1"
+
+
+def test_a_download_cut_short_is_not_renamed_into_place(tmp_path: Path) -> None:
+    """A real socket that promises 1000 bytes and closes after 10 (a server killed mid-answer):
+    http.client hands the 10 over as if whole; the download must neither keep them nor rename
+    them into place, and says it did not finish."""
+    import io
+    import socket
+    import threading
+
+    from supervisor.synth import Client, Incomplete
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        client = Client(f"http://127.0.0.1:{port}", None, retry_s=0.0, log=io.StringIO())
+        with pytest.raises(Incomplete, match="ended after 10 of 1000 bytes"):
+            client.download("/v1/jobs/j/items/0/audio", tmp_path / "a.wav")
+    finally:
+        listener.close()
+        thread.join(5)
+    assert list(tmp_path.iterdir()) == []

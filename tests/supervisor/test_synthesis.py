@@ -30,6 +30,9 @@ PROMPT = {
 }  # ~1.2 s
 
 
+STALL_S = 30.0  # generous: each step here is microseconds of work, but the machine is shared
+
+
 def request(**fields: Any) -> schemas.SpeechRequest:
     return schemas.speech_request({"input": LONG, "seed": 7, **fields}, Settings(engine="null"))
 
@@ -72,11 +75,19 @@ async def run(
             pieces.append(exc)
 
     consumer = asyncio.ensure_future(consume())
+    woken = asyncio.Event()  # the scheduler wakes its pool (here: us) when work is queued
+    scheduler.wake = woken.set
     batches: list[Batch] = []
     while not consumer.done():
-        await asyncio.sleep(0)
+        woken.clear()
         batch = scheduler.next_batch()
         if batch is None:
+            waker = asyncio.ensure_future(woken.wait())
+            done, _ = await asyncio.wait(
+                {consumer, waker}, timeout=STALL_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            waker.cancel()
+            assert done, f"the synthesis neither ended nor queued work within {STALL_S:g} s"
             continue
         batches.append(batch)
         for task, result in zip(batch.tasks, answer(batch)):

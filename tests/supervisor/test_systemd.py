@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from supervisor.systemd import Notifier, ServiceState
+
+STALL_S = 30.0  # a phase that waits longer than this has failed (the machine is shared)
 
 
 @pytest.fixture
@@ -96,24 +100,50 @@ def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stoppi
         ready=False, loading=True, alive=True, status="0/1 sidecars ready, queue 0"
     )
 
+    passes = 0  # the notifier samples the state once per pass of its loop
+
+    def sample() -> ServiceState:
+        nonlocal passes
+        passes += 1
+        return state
+
     async def scenario() -> dict[str, list[str]]:
         nonlocal state
-        notifier = Notifier(path, watchdog_usec=100_000)  # a ping every 50 ms
-        task = asyncio.create_task(notifier.run(lambda: state))
-        seen: dict[str, list[str]] = {}
-        await asyncio.sleep(0.3)
-        seen["loading"] = received(sock)
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)  # the notifier runs in this loop: nothing arrives while we read
+
+        def waiting() -> list[str]:
+            out = []
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    out.append(sock.recv(4096).decode())
+            return out
+
+        async def until(done: Callable[[list[str]], bool], what: str) -> list[str]:
+            """What arrives until `done` holds for it; the condition, not a sleep, ends a phase."""
+            got, deadline, start = [], loop.time() + STALL_S, passes
+            while True:
+                got += waiting()
+                if done(got) and passes >= start + 2:  # two passes at least: a wrong READY shows
+                    return got
+                assert loop.time() < deadline, f"no {what} within {STALL_S:g} s: {got}"
+                await asyncio.sleep(0.01)
+
+        def pings(n: int) -> Callable[[list[str]], bool]:
+            return lambda got: got.count("WATCHDOG=1") >= n
+
+        notifier = Notifier(path, watchdog_usec=100_000)  # a ping every 50 ms, a pass every 25
+        task = asyncio.create_task(notifier.run(sample))
+        seen = {"loading": await until(pings(3), "three pings while loading")}
         state = state._replace(ready=True, loading=False, status="1/1 sidecars ready, queue 0")
-        await asyncio.sleep(0.3)
-        seen["ready"] = received(sock)
-        state = state._replace(alive=False)
-        await asyncio.sleep(0.3)
-        seen["dead"] = received(sock)
+        seen["ready"] = await until(pings(3), "READY and three pings")
+        state, dead_from = state._replace(alive=False), passes
+        # a dozen passes take 11 sleeps of 25 ms: over five watchdog intervals with no ping
+        seen["dead"] = await until(lambda _: passes >= dead_from + 12, "a dozen passes")
         notifier.stopping("draining")
         notifier.is_ready = False  # even if READY had never gone out, it must not follow STOPPING
         state = state._replace(alive=True)
-        await asyncio.sleep(0.2)
-        seen["stopping"] = received(sock)
+        seen["stopping"] = await until(pings(1), "STOPPING and a ping")
         task.cancel()
         return seen
 
@@ -128,3 +158,38 @@ def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stoppi
     assert seen["dead"] == [] or seen["dead"] == ["WATCHDOG=1"]  # at most one already due
     assert seen["stopping"][0] == "STOPPING=1\nSTATUS=draining"
     assert "WATCHDOG=1" in seen["stopping"] and not any("READY" in m for m in seen["stopping"])
+
+
+def test_the_watchdog_is_fed_every_half_interval_of_its_clock(
+    receiver: tuple[str, socket.socket],
+) -> None:
+    """The cadence on a fake clock that moves 1/64 s per pass of the loop: with WatchdogSec at
+    1/8 s, WATCHDOG=1 goes out every fourth pass (1/16 s), never later, whatever the real time."""
+    path, sock = receiver
+    sock.setblocking(False)
+    step, fake = 1 / 64, [1000.0]
+    pings: list[float] = []  # the notifier's clock when each WATCHDOG=1 was sent
+    sent_at = fake[0]
+
+    def sample() -> ServiceState:
+        nonlocal sent_at
+        with contextlib.suppress(BlockingIOError):  # what the previous pass sent
+            while True:
+                if sock.recv(4096) == b"WATCHDOG=1":
+                    pings.append(sent_at)
+        sent_at = fake[0]  # this pass read the clock just before sampling the state
+        fake[0] += step
+        return ServiceState(ready=True, loading=False, alive=True, status="1/1")
+
+    async def scenario() -> None:
+        notifier = Notifier(path, watchdog_usec=125_000, clock=lambda: fake[0])
+        task = asyncio.create_task(notifier.run(sample))
+        deadline = asyncio.get_running_loop().time() + STALL_S
+        while len(pings) < 6:
+            assert asyncio.get_running_loop().time() < deadline, f"six pings, not {pings}"
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert pings[0] == 1000.0  # the first pass feeds it at once
+    assert [b - a for a, b in itertools.pairwise(pings)] == [1 / 16] * (len(pings) - 1), pings

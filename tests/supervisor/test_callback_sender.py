@@ -1,0 +1,122 @@
+"""The callback sender against a real job store and a real HTTP receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.callback_sender import HOLD_S, CallbackSender, backoff_s
+from supervisor.jobs import JobStore, NewItem
+from supervisor.schedule import JobSchedule
+from supervisor.settings import Settings
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server: Any
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        status = self.server.answers.pop(0) if self.server.answers else 200
+        self.server.statuses.append(status)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    server: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.answers, server.statuses = [503], []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[JobStore]:
+    opened = JobStore(tmp_path)
+    yield opened
+    opened.close()
+
+
+def ended_job(store: JobStore, url: str) -> str:
+    job_id, _ = store.create([NewItem({"input": "x"}, None, "wav")], "sha",
+                             schedule=JobSchedule(callback_url=url))  # fmt: skip
+    store.claim([(job_id, 0)])
+    store.finish((job_id, 0), "wav", b"RIFF", 1, 1.0)
+    return job_id
+
+
+def test_the_backoff_doubles_up_to_its_cap() -> None:
+    assert [backoff_s(2.0, n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert backoff_s(2.0, 30) == 600.0
+
+
+def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
+    store: JobStore, receiver: Any
+) -> None:
+    settings = Settings(engine="null", callback_allow=("127.0.0.1",), callback_secret="s",
+                        callback_backoff_s=0.5)  # fmt: skip
+    job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
+
+    async def scenario() -> None:
+        sender = CallbackSender(settings, store, lambda job: job)
+        try:
+            while not receiver.statuses or sender.sending:
+                await sender.dispatch()
+                await asyncio.sleep(0.05)
+            await sender.dispatch()  # within the backoff: nothing is sent
+            await asyncio.sleep(0.1)
+            assert receiver.statuses == [503]
+            deadline = time.monotonic() + 30
+            while store.job(job_id, False)["callback"]["state"] == "pending":  # type: ignore[index]
+                assert time.monotonic() < deadline
+                await sender.dispatch()
+                await asyncio.sleep(0.05)
+        finally:
+            await sender.close()
+
+    asyncio.run(scenario())
+    assert receiver.statuses == [503, 200]
+    view = store.job(job_id, False)
+    assert view is not None and view["callback"]["attempts"] == 2
+
+
+def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
+    store: JobStore, receiver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's write fails as on a full disk (the real full disk, a tmpfs, is in
+    tests/integration/test_hardening.py); here the failure is injected into the store method."""
+    receiver.answers.clear()
+    settings = Settings(engine="null", callback_allow=("127.0.0.1",), callback_secret="s")
+    job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
+
+    def disk_full(*_args: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "callback_attempted", disk_full)
+
+    async def scenario() -> None:
+        sender = CallbackSender(settings, store, lambda job: job)
+        try:
+            for _ in range(20):  # ten runner passes' worth
+                await sender.dispatch()
+                await asyncio.sleep(0.05)
+            assert job_id in sender.held and sender.held[job_id] > time.monotonic() + HOLD_S / 2
+        finally:
+            await sender.close()
+
+    asyncio.run(scenario())
+    assert receiver.statuses == [200]  # sent once, not once per pass
