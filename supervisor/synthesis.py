@@ -131,7 +131,7 @@ class Synthesis:
         lexicon."""
         self.scheduler = scheduler
         self.voices = voices
-        self.text = text or script.read(request, scheduler.settings)
+        self.text = text if text is not None else script.read(request, scheduler.settings)
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
