@@ -1,17 +1,20 @@
 """The quality checks' values on a checkpoint's own output, clean and with each output fault.
 
-    python bench/qa_checks.py --model CHECKPOINT [--steps 8] [--seeds 3]
+    python bench/qa_checks.py --model CHECKPOINT [--steps 8] [--seeds 3] [--asr-model WHISPER]
 
 Generates a few texts (English sentences, a Mandarin one) through the sidecar's engine, then
 runs sidecar/checks.py on each result as it is and as each output test fault spoils it
 (sidecar/faults.py: nan, silence, runaway, length), and prints, per case, the range of every
-check's value and how many results failed it. The figures in docs/RELIABILITY.md come from it.
+check's value and how many results failed it. With --asr-model it also transcribes each clean
+result (sidecar/asr.py) and prints the round trip's `wer` and `divergent_run` and the time a
+transcription took. The figures in docs/RELIABILITY.md come from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from sidecar.checks import run_checks
 from sidecar.faults import Fault, Faults
 from sidecar.request import GenerationRequest
 from sidecar.thresholds import Thresholds
+from sidecar.wer import compare
 
 TEXTS = [
     "The 6:15 to Brighton is delayed by ten minutes.",
@@ -39,15 +43,28 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--asr-model", default="", help="a Whisper checkpoint: time the round trip")
     args = parser.parse_args()
     dtype = engines.resolve_dtype("auto", args.device)
     engine = engines.load_engine("omnivoice", args.model, args.device, dtype, lambda _: None)
     faults = Faults(True, lambda _: None, 1 << 20)
+    if args.asr_model:
+        from sidecar.asr import Transcriber
+
+        started = time.monotonic()
+        transcriber = Transcriber(args.asr_model, args.device, dtype)
+        print(f"ASR loaded in {time.monotonic() - started:.2f} s")
+    trips: list[tuple[float, float, float]] = []  # wer, divergent run, seconds
     values: dict[str, dict[str, list[float]]] = {case: defaultdict(list) for case in CASES}
     fails: dict[str, dict[str, int]] = {case: defaultdict(int) for case in CASES}
     for seed in range(args.seeds):
         requests = [GenerationRequest(text=t, num_step=args.steps, seed=seed) for t in TEXTS]
         for request, result in zip(requests, engine.generate(requests)):
+            if args.asr_model:
+                started = time.monotonic()
+                heard = transcriber.transcribe(result.audio, result.sample_rate, None)
+                rate, run = compare(request.text, heard)
+                trips.append((rate, run, time.monotonic() - started))
             for case in CASES:
                 spoil = [] if case == "clean" else [Fault(case)]
                 audio = faults.on_output(spoil, result.audio, result.sample_rate, 1)
@@ -56,6 +73,11 @@ def main() -> None:
                     values[case][name].append(check["value"])
                     fails[case][name] += not check["passed"]
     count = args.seeds * len(TEXTS)
+    if trips:
+        rates, runs, took = zip(*trips)
+        print(f"round trip ({count} results): wer {min(rates):.2f} .. {max(rates):.2f}, "
+              f"divergent_run {min(runs):.0f} .. {max(runs):.0f}, "
+              f"{sum(took) / len(took) * 1000:.0f} ms a transcription")  # fmt: skip
     for case in CASES:
         print(f"{case} ({count} results):")
         for name, found in values[case].items():

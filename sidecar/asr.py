@@ -8,6 +8,7 @@ writes for CI. Audio is resampled to the processor's rate and transcribed in win
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,15 +31,19 @@ class Transcriber:
         self.sample_rate = int(self.processor.feature_extractor.sampling_rate)
         self.languages = dict(getattr(self.model.generation_config, "lang_to_id", None) or {})
 
-    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None) -> str:
+    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None,
+                   on_window: Callable[[int, int], None] | None = None) -> str:  # fmt: skip
         """The text heard in mono float audio; `language` (an id such as "en") when Whisper
-        knows it, else it detects the language itself."""
+        knows it, else it detects the language itself. `on_window(k, n)` before each window."""
         if sample_rate != self.sample_rate:
             audio = resample(audio, sample_rate, self.sample_rate)
         known = language if language and f"<|{language}|>" in self.languages else None
         size = WINDOW_S * self.sample_rate
         texts = []
-        for start in range(0, max(1, len(audio)), size):
+        starts = range(0, max(1, len(audio)), size)
+        for k, start in enumerate(starts, 1):
+            if on_window is not None:
+                on_window(k, len(starts))
             window = audio[start : start + size]
             features = self.processor(window, sampling_rate=self.sample_rate, return_tensors="pt")
             inputs = features.input_features.to(self.device, self.dtype)

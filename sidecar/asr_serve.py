@@ -12,12 +12,13 @@ Request fault markers in the text (`--test-faults`) are honoured before transcri
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 from sidecar import engines
-from sidecar.asr import WINDOW_S, Transcriber
+from sidecar.asr import Transcriber
 from sidecar.errors import CheckpointError
 from sidecar.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
 from sidecar.serve import Sidecar, decode_reference
@@ -53,14 +54,16 @@ class AsrSidecar(Sidecar):
         text, faults = self.faults.strip(message["text"])
         try:
             audio, rate = decode_reference(message)  # type: ignore[arg-type]
-            windows = max(1, -(-len(audio) // (WINDOW_S * rate)))
-            self.channel.send({"op": "step", "batch": batch, "step": 1, "of": windows})
-            self.faults.on_step(faults, 1, 1, 1)  # crash, hang, slow: mid-transcription
+
+            def on_window(step: int, windows: int) -> None:
+                self.channel.send({"op": "step", "batch": batch, "step": step, "of": windows})
+                self.faults.on_step(faults, step, windows, 1)  # crash, hang, slow: mid-way
+
             started = time.monotonic()
-            heard = self.transcriber.transcribe(audio, rate, message["language"])
+            heard = self.transcriber.transcribe(audio, rate, message["language"], on_window)
         except Exception as exc:
             if engines.is_device_fatal(exc):
-                raise
+                os._exit(ExitCode.DEVICE_FATAL)  # a fresh process takes over, as in serve.py
             self.send_errors(batch, self.item_errors([item_id], exc))
         else:
             self.channel.send({"op": "transcript", "batch": batch, "id": item_id, "text": heard,

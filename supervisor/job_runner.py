@@ -74,7 +74,7 @@ from supervisor.result_cache import Entry
 from supervisor.scheduler import Priority
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
-from supervisor.text import captions
+from supervisor.text import captions, script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
 log = logging.getLogger("omnivoice.jobs")
@@ -314,8 +314,11 @@ class JobRunner:
             speech = dataclasses.replace(speech, seed=seed)
         return speech, voice
 
-    def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
-        """The item admitted at bulk priority; raises as the speech route would."""
+    async def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
+        """The item admitted at bulk priority, its text read off the event loop; raises as the
+        speech route would."""
+        lexicon = self.svc.lexicons.for_request(speech)
+        text = await script.read_off_loop(speech, self.svc.settings, lexicon)
         return Synthesis(
             self.svc.scheduler,
             speech,
@@ -323,7 +326,7 @@ class JobRunner:
             self.svc.settings.chunk_s,
             Priority.BULK,
             voice_resolver(speech, self.svc.voices),
-            self.svc.lexicons.for_request(speech),
+            text,
             captions=item.request.get("captions") is True,
             asr=self.svc.asr,
         )
@@ -355,7 +358,7 @@ class JobRunner:
                     if entry is not None:
                         found[item.key] = (item, entry)
                         continue
-                synthesis = self.synthesis(item, speech, voice)
+                synthesis = await self.synthesis(item, speech, voice)
                 admitted[item.key] = (item, synthesis, name)
             except (Overloaded, Unavailable):
                 break  # not now; it stays queued

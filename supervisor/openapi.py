@@ -167,7 +167,7 @@ def document(settings: Settings) -> dict[str, Any]:
         }},
         "/v1/audio/speech/captioned": {"post": {
             "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateCaptionedSpeechRequest"}}}},
             "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
         }},
         "/v1/audio/clone": {"post": {
@@ -209,6 +209,8 @@ def document(settings: Settings) -> dict[str, Any]:
                     "requestBody": {"required": True, "content": {"application/json": {"schema": {
                         "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
                             "language": {"type": "string"},
+                            "voice": {"type": ["string", "null"], "minLength": 1,
+                                      "description": "only the spans read in this voice (default: every span)"},
                             "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
                                         "additionalProperties": {"type": "string", "minLength": 1,
                                                                  "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
@@ -306,6 +308,10 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
     nullable_string = {"type": ["string", "null"]}
     return {
         "CreateSpeechRequest": {"type": "object", "properties": speech, "required": ["input"], "additionalProperties": False},
+        "CreateCaptionedSpeechRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
+            **speech, "timestamp_granularities": {
+                "type": "array", "minItems": 1, "items": {"enum": ["segment", "word"]}, "default": ["segment"],
+                "description": "segment: each sentence's timing; word needs an aligner model, which does not run here (a 400)"}}},
         "ErrorResponse": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["message", "type", "param", "code"],
             "properties": {"message": {"type": "string"}, "type": {"type": "string"}, "param": nullable_string, "code": nullable_string},
@@ -332,6 +338,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                     "text": {"type": "string"}, "start": {"type": "number"}, "end": {"type": "number"}}}}}},
         "Lexicon": {"type": "object", "required": ["name", "object", "language", "entries"], "properties": {
             "name": {"type": "string"}, "object": {"const": "audio.lexicon"}, "language": {"type": "string"},
+            "voice": {"type": ["string", "null"]},
             "entries": {"type": "object", "additionalProperties": {"type": "string"}}, "updated_at": {"type": "integer"}}},
         "LexiconList": {"type": "object", "required": ["object", "data"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Lexicon"}}}},

@@ -63,6 +63,7 @@ CHUNKING_SETTINGS = (
     "normalize",
     "qa_retries",
     "qa_thresholds",
+    "asr_model",  # its round trip can fail a chunk into a retry, too
 )
 _MODEL_FILES = (".json", ".safetensors", ".txt", ".model", ".tiktoken")
 

@@ -43,12 +43,11 @@ from sidecar.protocol import Item, TokenArray, VoicePayload
 from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import chunking, quality
 from supervisor.errors import InvalidRequest
-from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 from supervisor.text import captions, script
 from supervisor.text.captions import Segment
-from supervisor.text.spans import Span
+from supervisor.text.spans import Script, Span
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -116,13 +115,23 @@ def last_words(text: str, count: int) -> str:
 
 
 class Synthesis:
-    def __init__(self, scheduler: Scheduler, request: SpeechRequest, voice: Voice, chunk_s: float,
-                 priority: Priority = Priority.INTERACTIVE, voices: VoiceResolver | None = None,
-                 lexicon: Lexicon | None = None, captions: bool = False,
-                 asr: Scheduler | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        request: SpeechRequest,
+        voice: Voice,
+        chunk_s: float,
+        priority: Priority = Priority.INTERACTIVE,
+        voices: VoiceResolver | None = None,
+        text: Script | None = None,
+        captions: bool = False,
+        asr: Scheduler | None = None,
+    ) -> None:
+        """`text`: the input as read (`script.read_off_loop`); None: read here, without a
+        lexicon."""
         self.scheduler = scheduler
         self.voices = voices
-        self.lexicon = lexicon
+        self.text = text if text is not None else script.read(request, scheduler.settings)
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
@@ -145,11 +154,15 @@ class Synthesis:
         )
 
     def plan(self, chunk_s: float) -> list[str]:
-        """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk boundary."""
-        read = script.read(self.request, self.scheduler.settings, self.lexicon)
+        """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk
+        boundary."""
+        read = self.text
         if self.request.duration is not None and len(read.spans) > 1:
-            raise InvalidRequest("'duration' applies to one text read one way; this input has breaks, voices, "
-                                 "rates or languages of its own, so leave 'duration' out.", param="duration")  # fmt: skip
+            raise InvalidRequest(
+                "'duration' applies to one text read one way; this input has breaks, voices, "
+                "rates or languages of its own, so leave 'duration' out.",
+                param="duration",
+            )
         chunks: list[str] = []
         for span in read.spans:
             voice = self.voice if span.voice is None else self.resolve(span.voice)
@@ -163,13 +176,22 @@ class Synthesis:
                 texts = self.split(span, voice, chunk_s)
             for j, text in enumerate(texts):
                 chunks.append(text)
-                self.parts.append(Part(span.voice, voice, self.request.speed * span.speed,
-                                       span.language or self.request.language,
-                                       read.lead_s if not self.parts else 0.0,
-                                       span.pause_s if j == len(texts) - 1 else 0.0))  # fmt: skip
+                self.parts.append(
+                    Part(
+                        span.voice,
+                        voice,
+                        self.request.speed * span.speed,
+                        span.language or self.request.language,
+                        read.lead_s if not self.parts else 0.0,
+                        span.pause_s if j == len(texts) - 1 else 0.0,
+                    )
+                )
         if self.request.duration is not None and len(chunks) > 1:
-            raise InvalidRequest("'duration' makes one task of the whole input; captions need a chunk per "
-                                 "sentence, so leave 'duration' out.", param="duration")  # fmt: skip
+            raise InvalidRequest(
+                "'duration' makes one task of the whole input; captions need a chunk per "
+                "sentence, so leave 'duration' out.",
+                param="duration",
+            )
         return chunks
 
     def resolve(self, name: str) -> Voice:
@@ -188,8 +210,12 @@ class Synthesis:
             return chunking.split_words(span.text, words)
         prompt = voice.prompt
         speed = r.speed * span.speed
-        total_s = chunking.estimate_s(span.text, prompt["ref_text"] if prompt else None,
-                                      prompt["tokens"]["shape"][1] if prompt else None, speed)  # fmt: skip
+        total_s = chunking.estimate_s(
+            span.text,
+            prompt["ref_text"] if prompt else None,
+            prompt["tokens"]["shape"][1] if prompt else None,
+            speed,
+        )
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(span.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
@@ -208,9 +234,15 @@ class Synthesis:
         if attempt > 1:
             item["attempt"] = attempt
         voice = part.voice.prompt or prompt
-        optional = {"language": part.language, "instruct": part.voice.instruct, "voice": voice,
-                    "speed": part.speed if part.speed != 1.0 else None, "duration": r.duration,
-                    "guidance_scale": r.guidance_scale, "denoise": r.denoise}  # fmt: skip
+        optional = {
+            "language": part.language,
+            "instruct": part.voice.instruct,
+            "voice": voice,
+            "speed": part.speed if part.speed != 1.0 else None,
+            "duration": r.duration,
+            "guidance_scale": r.guidance_scale,
+            "denoise": r.denoise,
+        }
         item.update({k: v for k, v in optional.items() if v is not None})  # type: ignore[typeddict-item]
         if return_tokens:
             item["return_tokens"] = True
@@ -270,11 +302,14 @@ class Synthesis:
                 quality.count_attempt(failed, retrying=attempt <= retries)
             if not failed or attempt > retries:
                 return {**result, "attempts": attempt}
+            if self.scheduler.closed is not None:  # draining: a retry is new work, refused
+                raise self.scheduler.closed
             attempt += 1
             pending = self.queue(index, prompt, return_tokens, attempt)
 
     async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
-        """The `result` of each chunk, in order, with its silences; raises the first chunk's error."""
+        """The `result` of each chunk, in order, with its silences; raises the first chunk's
+        error."""
         count = len(self.chunks)
         try:
             if self.mode == "sequential":

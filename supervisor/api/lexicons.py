@@ -1,6 +1,9 @@
-"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/lexicons.py) listed, read, saved, deleted."""
+"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/lexicons.py) listed, read, saved,
+deleted."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -30,12 +33,11 @@ async def put_lexicon(request: Request) -> JSONResponse:
     """Save a lexicon, replacing one of that name: 201 if it is new, 200 if it replaced one."""
     store = services(request).lexicons
     lexicon = parse(request.path_params["name"], await read_json(request))
-    status = 200 if store.get(lexicon.name) else 201
-    store.put(lexicon)
-    return JSONResponse(lexicon.public(), status_code=status)
+    replaced = await asyncio.to_thread(store.put, lexicon)  # written and flushed to disk
+    return JSONResponse(lexicon.public(), status_code=200 if replaced else 201)
 
 
 async def delete_lexicon(request: Request) -> JSONResponse:
     name = request.path_params["name"]
-    services(request).lexicons.delete(name)
+    await asyncio.to_thread(services(request).lexicons.delete, name)
     return JSONResponse({"name": name, "object": "audio.lexicon.deleted", "deleted": True})

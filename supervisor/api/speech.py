@@ -48,6 +48,7 @@ from supervisor.errors import (
 )
 from supervisor.schemas import SpeechRequest
 from supervisor.synthesis import Synthesis, Voice
+from supervisor.text import script
 from supervisor.voice_store import resolve_voice, voice_resolver
 
 T = TypeVar("T")
@@ -207,9 +208,9 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     if hit is not None:
         return cached.replay(speech, hit)
     voices = voice_resolver(speech, svc.voices)
-    lexicon = svc.lexicons.for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
-                          lexicon=lexicon, asr=svc.asr)  # fmt: skip
+                          text=text, asr=svc.asr)  # fmt: skip
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:

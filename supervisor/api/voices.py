@@ -8,7 +8,8 @@ by a sidecar (`encode_voice` with the file as uploaded), so untrusted audio is o
 in a process the supervisor can kill and replace. Audio that will not decode, is silent or is
 longer than `--max-reference-s` is a 422. A saved voice's prompt is computed once and stored;
 a one-shot clone's is kept in an in-memory cache, so sending the same reference again costs
-no sidecar work.
+no sidecar work. With an ASR sidecar (--asr-model) the transcript may be left out: the clip is
+transcribed first, by that sidecar (supervisor/asr.py), and what it heard is used.
 """
 
 from __future__ import annotations

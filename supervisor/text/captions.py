@@ -49,12 +49,17 @@ def _vtt_escape(text: str) -> str:
 
 
 def srt(segments: list[Segment]) -> str:
-    cues = [f"{i}\n{_stamp(s['start'], ',')} --> {_stamp(s['end'], ',')}\n{_cue_text(s['text'])}\n"
-            for i, s in enumerate(segments, 1)]  # fmt: skip
+    cues = [
+        f"{i}\n{_stamp(s['start'], ',')} --> {_stamp(s['end'], ',')}\n{_cue_text(s['text'])}\n"
+        for i, s in enumerate(segments, 1)
+    ]
     return "\n".join(cues)
 
 
 def vtt(segments: list[Segment]) -> str:
-    cues = [f"{_stamp(s['start'], '.')} --> {_stamp(s['end'], '.')}\n{_vtt_escape(_cue_text(s['text']))}\n"
-            for s in segments]  # fmt: skip
+    cues = [
+        f"{_stamp(s['start'], '.')} --> {_stamp(s['end'], '.')}\n"
+        f"{_vtt_escape(_cue_text(s['text']))}\n"
+        for s in segments
+    ]
     return "WEBVTT\n\n" + "\n".join(cues)

@@ -25,8 +25,11 @@ def parse(text: str, pause_ms: int) -> Script:
         found = TURN.fullmatch(line)
         if found is None:
             if not turns:
-                raise InvalidRequest(f"dialogue: line {number} has no speaker; start each turn with [voice], such as "
-                                     "'[alloy] Hello.'", param="input")  # fmt: skip
+                raise InvalidRequest(
+                    f"dialogue: line {number} has no speaker; start each turn with [voice], "
+                    "such as '[alloy] Hello.'",
+                    param="input",
+                )
             turns[-1][1].append(line)
             continue
         voice, said = found.group(1).strip(), found.group(2)
@@ -38,8 +41,16 @@ def parse(text: str, pause_ms: int) -> Script:
     spoken = [(voice, " ".join(lines)) for voice, lines in turns]
     empty = next((voice for voice, said in spoken if not said), None)
     if not spoken or empty is not None:
-        raise InvalidRequest(f"dialogue: the turn of [{empty}] has nothing to say" if empty
-                             else "dialogue: there are no turns", param="input")  # fmt: skip
+        raise InvalidRequest(
+            f"dialogue: the turn of [{empty}] has nothing to say"
+            if empty
+            else "dialogue: there are no turns",
+            param="input",
+        )
     last = len(spoken) - 1
-    return Script(tuple(Span(said, voice=voice, pause_s=0.0 if i == last else pause_ms / 1000)
-                        for i, (voice, said) in enumerate(spoken)))  # fmt: skip
+    return Script(
+        tuple(
+            Span(said, voice=voice, pause_s=0.0 if i == last else pause_ms / 1000)
+            for i, (voice, said) in enumerate(spoken)
+        )
+    )

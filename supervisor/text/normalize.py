@@ -34,8 +34,19 @@ _ORDINAL_SUFFIX = {
     "es": r"(?:\.?[ºª°])",
 }
 # German: "am 3. Mai", "der 2. Platz": an ordinal after an article, its ending from the case.
-_DE_ARTICLES = {"der": "", "die": "", "das": "", "den": "n", "dem": "n", "des": "n", "am": "n",
-                "im": "n", "zum": "n", "vom": "n", "beim": "n"}  # fmt: skip
+_DE_ARTICLES = {
+    "der": "",
+    "die": "",
+    "das": "",
+    "den": "n",
+    "dem": "n",
+    "des": "n",
+    "am": "n",
+    "im": "n",
+    "zum": "n",
+    "vom": "n",
+    "beim": "n",
+}
 _SYMBOLS = "|".join(re.escape(s) for s in sorted(CURRENCY_SYMBOLS, key=len, reverse=True))
 _CODES = "|".join(CURRENCY_CODES)
 _ZH_MONEY = {"¥": "元", "￥": "元"}  # in Chinese text the yen sign is the yuan
@@ -75,7 +86,8 @@ def _parse(digits: str, decimal: str, group: str) -> Decimal | None:
 
 def _number_pattern(decimal: str, group: str) -> str:
     groups = "[" + re.escape(group) + "]"
-    return rf"\d{{1,3}}(?:{groups}\d{{3}})+(?:{re.escape(decimal)}\d+)?|\d+(?:[{re.escape(decimal)}.]\d+)?"
+    point = re.escape(decimal)
+    return rf"\d{{1,3}}(?:{groups}\d{{3}})+(?:{point}\d+)?|\d+(?:[{point}.]\d+)?"
 
 
 def _numbers(text: str, lang: str, decimal: str, group: str, minus: str = "minus") -> str:
@@ -103,8 +115,14 @@ class _Normalizer:
         self.number = _number_pattern(rules.decimal, rules.group)
 
     def run(self, text: str) -> str:
-        steps: list[Callable[[str], str]] = [self.abbreviations, self.dates, self.times, self.currency,
-                                             self.units, self.ordinals]  # fmt: skip
+        steps: list[Callable[[str], str]] = [
+            self.abbreviations,
+            self.dates,
+            self.times,
+            self.currency,
+            self.units,
+            self.ordinals,
+        ]
         for step in steps:
             text = step(text)
         return _numbers(text, self.lang, self.rules.decimal, self.rules.group, self.rules.minus)
@@ -162,8 +180,11 @@ class _Normalizer:
         text = re.sub(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b", numeric, text)
         months = "|".join(self.rules.months)
         if self.lang == "en":  # "March 5" reads "March fifth"
-            text = re.sub(rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)",
-                          lambda m: f"{m.group(1)} {self.day(int(m.group(2)))}", text)  # fmt: skip
+            text = re.sub(
+                rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)",
+                lambda m: f"{m.group(1)} {self.day(int(m.group(2)))}",
+                text,
+            )
         if self.lang == "de":  # "am 3. Mai" reads "am dritten Mai"
 
             def german(m: re.Match[str]) -> str:
@@ -178,8 +199,15 @@ class _Normalizer:
             hours, minutes, meridiem = int(m.group(1)), int(m.group(2)), (m.group(3) or "").strip()
             h, mm = _words(hours, self.lang), _words(minutes, self.lang)
             if self.lang == "en":
-                said = h + (" o'clock" if not minutes and not meridiem else "" if not minutes
-                            else f" oh {mm}" if minutes < 10 else f" {mm}")  # fmt: skip
+                said = h + (
+                    " o'clock"
+                    if not minutes and not meridiem
+                    else ""
+                    if not minutes
+                    else f" oh {mm}"
+                    if minutes < 10
+                    else f" {mm}"
+                )
                 return said + (f" {meridiem.lower().replace('.', '')[0]} m" if meridiem else "")
             one, many = self.rules.hour
             if self.lang == "fr" and hours == 1:
@@ -226,11 +254,10 @@ class _Normalizer:
                 return m.group(0)
             sign = self.rules.minus + " " if m.group(1) else ""
             singular, plural = self.rules.units[m.group(3)]
-            if m.group(3) == "%":
-                return f"{sign}{_numbers(m.group(2), self.lang, self.rules.decimal, self.rules.group)} {plural}"
-            if value == 1:
+            if value == 1 and m.group(3) != "%":
                 return f"{sign}{self.rules.one} {singular}"
-            return f"{sign}{_numbers(m.group(2), self.lang, self.rules.decimal, self.rules.group)} {plural}"
+            spoken = _numbers(m.group(2), self.lang, self.rules.decimal, self.rules.group)
+            return f"{sign}{spoken} {plural}"
 
         return re.sub(rf"(?<![\w.,])([-−])?({self.number}) ?({symbols})(?![\w/])", spell, text)
 
@@ -254,8 +281,11 @@ class _Normalizer:
 def _chinese(text: str) -> str:
     """Chinese: dates, times, currency and units to what cn2an reads, then cn2an's an2cn."""
     text = re.sub(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", r"\1年\2月\3日", text)
-    text = re.sub(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)",
-                  lambda m: f"{m.group(1)}点" + (f"{int(m.group(2))}分" if int(m.group(2)) else "整"), text)  # fmt: skip
+    text = re.sub(
+        r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)",
+        lambda m: f"{m.group(1)}点" + (f"{int(m.group(2))}分" if int(m.group(2)) else "整"),
+        text,
+    )
     text = re.sub(
         rf"({_SYMBOLS})\s?(\d+(?:\.\d+)?)",
         lambda m: (

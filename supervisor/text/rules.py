@@ -268,5 +268,17 @@ RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
 
 # Chinese: what cn2an leaves as symbols, in words.
 ZH_CURRENCIES = {"USD": "美元", "EUR": "欧元", "GBP": "英镑", "JPY": "日元", "CNY": "元"}
-ZH_UNITS = {"km/h": "公里每小时", "km": "公里", "cm": "厘米", "mm": "毫米", "m": "米", "kg": "公斤",
-            "mg": "毫克", "g": "克", "ml": "毫升", "l": "升", "°C": "摄氏度", "°F": "华氏度"}  # fmt: skip
+ZH_UNITS = {
+    "km/h": "公里每小时",
+    "km": "公里",
+    "cm": "厘米",
+    "mm": "毫米",
+    "m": "米",
+    "kg": "公斤",
+    "mg": "毫克",
+    "g": "克",
+    "ml": "毫升",
+    "l": "升",
+    "°C": "摄氏度",
+    "°F": "华氏度",
+}

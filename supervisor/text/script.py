@@ -3,6 +3,7 @@ the lexicon applied, then normalised if asked."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from supervisor.lexicons import Lexicon
@@ -11,6 +12,18 @@ from supervisor.settings import Settings
 from supervisor.text import dialogue, ssml
 from supervisor.text.normalize import normalize
 from supervisor.text.spans import Script, Span
+
+
+async def read_off_loop(
+    request: SpeechRequest, settings: Settings, lexicon: Lexicon | None
+) -> Script:
+    """`read`, in a worker thread when it is work: num2words spells a German number in about a
+    millisecond, so normalising an input of numbers would hold the event loop for a second.
+    Plain text with no lexicon and no normalisation is read in place."""
+    wanted = request.normalize if request.normalize is not None else settings.normalize
+    if wanted or lexicon or request.dialogue or ssml.is_ssml(request.input):
+        return await asyncio.to_thread(read, request, settings, lexicon)
+    return read(request, settings, lexicon)
 
 
 def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = None) -> Script:
@@ -26,6 +39,8 @@ def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = N
     spans = []
     for span in script.spans:
         language = span.language or request.language
-        text = lexicon.apply(span.text) if lexicon and lexicon.applies_to(language) else span.text
+        voice = span.voice or request.voice
+        applies = lexicon is not None and lexicon.applies_to(language, voice)
+        text = lexicon.apply(span.text) if lexicon and applies else span.text
         spans.append(replace(span, text=normalize(text, language) if wanted else text))
     return replace(script, spans=tuple(spans))

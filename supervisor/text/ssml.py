@@ -108,9 +108,10 @@ class _Reader:
         for name in node.attrib:
             if name not in allowed and not name.startswith("{http://www.w3.org/2000/xmlns"):
                 shown = "xml:lang" if name == XML_LANG else name
+                takes = sorted("xml:lang" if a == XML_LANG else a for a in allowed)
                 raise _error(
                     f"<{tag}> does not take the attribute {shown!r}; it takes "
-                    f"{', '.join(sorted('xml:lang' if a == XML_LANG else a for a in allowed)) or 'none'}"
+                    f"{', '.join(takes) or 'none'}"
                 )
         if tag == "break":
             if len(node) or (node.text or "").strip():
@@ -149,7 +150,8 @@ class _Reader:
         how = node.attrib.get("interpret-as")
         if how not in INTERPRETATIONS:
             raise _error(
-                f"<say-as interpret-as={how!r}> is not supported; use one of {', '.join(INTERPRETATIONS)}"
+                f"<say-as interpret-as={how!r}> is not supported; "
+                f"use one of {', '.join(INTERPRETATIONS)}"
             )
         return say_as(how, text, language_of(text, context.language))
 
@@ -200,8 +202,10 @@ def _rate(rate: str | None) -> float:
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", rate)
     value = float(found.group(1)) / (100 if found.group(2) else 1) if found else 0.0
     if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
-        raise _error(f"<prosody rate={rate!r}>: use {', '.join(RATES)}, a percentage from 25% to 400%, "
-                     "or a factor from 0.25 to 4")  # fmt: skip
+        raise _error(
+            f"<prosody rate={rate!r}>: use {', '.join(RATES)}, a percentage from 25% to 400%, "
+            "or a factor from 0.25 to 4"
+        )
     return value
 
 

@@ -98,6 +98,10 @@ def test_a_speech_answer_says_whether_its_audio_passed(server: LiveServer) -> No
     bad = server.request("POST", "/v1/audio/speech",
                          json={**body, "input": f"{TEXT} [[fault:silence]]"})  # fmt: skip
     assert bad.status_code == 200 and bad.headers["X-OmniVoice-QA"] == "failed; attempts=3"
+    captioned = server.request("POST", "/v1/audio/speech/captioned",
+                               json={**body, "input": TEXT.replace(" of", " [[fault:nan:1]] of")})  # fmt: skip
+    assert captioned.status_code == 200, captioned.text
+    assert captioned.headers["X-OmniVoice-QA"] == "passed; attempts=2"
 
 
 def test_a_stream_that_said_passed_ends_in_an_error_when_a_later_chunk_fails(

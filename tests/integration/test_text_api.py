@@ -33,7 +33,7 @@ RATE = 24000
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        # At debug level the log shows each item sent to the sidecar (supervisor/pool.py).
+        # At debug level the log shows each item sent to the sidecar (supervisor/session.py).
         folder = tmp_path_factory.mktemp("text")
         with live(folder, "--log-level", "debug", checkpoint=checkpoint_dir) as running:
             yield running
@@ -74,7 +74,7 @@ def test_a_break_is_that_much_silence_in_the_audio(server: LiveServer) -> None:
 
 def items_sent(server: LiveServer, **fields: Any) -> list[dict[str, Any]]:
     """Speak, and return the items the sidecar was sent for it, in order, as the server's debug
-    log shows them (supervisor/pool.py): what the model read, with its seed and voice."""
+    log shows them (supervisor/session.py): what the model read, with its seed and voice."""
     mark = server.log.stat().st_size
     answer = speech(server, **fields)
     assert answer.status_code == 200 and answer.content, answer.text
@@ -82,7 +82,8 @@ def items_sent(server: LiveServer, **fields: Any) -> list[dict[str, Any]]:
         log.seek(mark)
         lines = log.read().decode().splitlines()
     found = [re.search(r": batch \d+ item (\{.*\})$", line) for line in lines]
-    items = [json.loads(m.group(1)) for m in found if m]
+    # First attempts only: a chunk the quality checks send again is "<id>-<n>.<attempt>".
+    items = [item for m in found if m and "." not in (item := json.loads(m.group(1)))["id"]]
     assert len(items) == int(answer.headers["X-Chunks"]), lines
     return sorted(items, key=lambda item: int(item["id"].rsplit("-", 1)[1]))
 
@@ -139,6 +140,8 @@ def test_ssml_spans_reach_the_model_in_their_speed_voice_and_language(
     assert (quick["text"], quick["speed"]) == ("Quickly now.", pytest.approx(1.2))
     assert (deep["text"], deep["instruct"]) == ("Deep.", OPENAI_VOICES["onyx"])
     assert "instruct" not in plain and (german["text"], german["language"]) == ("Guten Tag.", "de")
+    [french] = items_sent(server, input='<speak xml:lang="fr">Bonjour.</speak>')
+    assert (french["text"], french["language"]) == ("Bonjour.", "fr")
 
 
 def test_a_lexicon_is_applied_before_normalisation_on_the_model(server: LiveServer) -> None:
@@ -232,6 +235,49 @@ def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) 
     ]
     samples = np.frombuffer(base64.b64decode(body["audio"]), dtype="<i2")
     assert_cut_at_chunk_boundaries(samples, [(s["start"], s["end"]) for s in segments])
+
+
+@pytest.mark.parametrize(("granularities", "status", "code"), [
+    (["segment"], 200, None),
+    (["segment", "word"], 400, "word_timestamps_unavailable"),
+    (["word"], 400, "word_timestamps_unavailable"),
+    ([], 400, "invalid_request"),
+    ("segment", 400, "invalid_request"),
+    (["sentence"], 400, "invalid_request"),
+])  # fmt: skip
+def test_word_timestamps_have_their_field_and_are_off(
+    server: LiveServer, granularities: Any, status: int, code: str | None
+) -> None:
+    body = {
+        "input": "One. Two.",
+        "response_format": "wav",
+        "timestamp_granularities": granularities,
+    }
+    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    assert answer.status_code == status, answer.text
+    if code is None:
+        assert [s["text"] for s in answer.json()["segments"]] == ["One.", "Two."]
+        assert "words" not in answer.json()["segments"][0]
+    else:
+        assert answer.json()["error"]["param"] == "timestamp_granularities"
+        assert answer.json()["error"]["code"] == code
+
+
+def test_captioned_speech_takes_the_delivery_fields_and_says_its_quality(
+    server: LiveServer,
+) -> None:
+    body = {"input": "One. Two.", "response_format": "wav", "sample_rate": 8000,
+            "loudness": "podcast", "seed": 3}  # fmt: skip
+    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-OmniVoice-QA"].startswith(("passed; attempts=", "failed; attempts="))
+    got = answer.json()
+    with wave.open(io.BytesIO(base64.b64decode(got["audio"]))) as wav:
+        assert wav.getframerate() == got["sample_rate"] == 8000
+        seconds = wav.getnframes() / 8000
+    assert abs(seconds - got["segments"][-1]["end"]) < 0.01  # the times hold at any rate
 
 
 def test_a_job_item_with_captions_has_srt_and_vtt_that_parse_and_line_up(

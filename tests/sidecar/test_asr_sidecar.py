@@ -105,6 +105,16 @@ def test_a_transcription_is_compared_with_the_text_read(asr: Asr) -> None:
     assert all(check["passed"] for check in transcript["qa"].values())  # thresholds set loose
 
 
+def test_audio_over_30_s_is_heard_in_windows_each_one_a_heartbeat(asr: Asr) -> None:
+    asr.send({"op": "transcribe", "batch": 5, "id": "long", "audio": pcm(35.0),
+              "encoding": "s16le", "sample_rate": 24000, "text": READ, "language": None})  # fmt: skip
+    frames = [asr.receive()]
+    while frames[-1]["op"] != "done":
+        frames.append(asr.receive())
+    steps = [(f["step"], f["of"]) for f in frames if f["op"] == "step"]
+    assert steps == [(1, 2), (2, 2)] and frames[-2]["op"] == "transcript"
+
+
 def test_a_reference_file_without_a_text_is_only_transcribed(asr: Asr) -> None:
     asr.send({"op": "transcribe", "batch": 2, "id": "ref", "audio": wav(3.0), "encoding": "file",
               "sample_rate": 0, "text": "", "language": None})  # fmt: skip

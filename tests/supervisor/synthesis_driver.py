@@ -14,6 +14,7 @@ from supervisor.lexicons import Lexicon
 from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
 from supervisor.synthesis import Synthesis, Voice
+from supervisor.text import script
 
 RATE = 24000
 LEVEL = struct.pack("<h", 1000)
@@ -40,7 +41,7 @@ def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice |
             voice or Voice(),
             chunk_s,
             voices=voices,
-            lexicon=lexicon,
+            text=await script.read_off_loop(request, settings, lexicon),
             captions=captions,
         )
         run = Run(synthesis, [], [])

@@ -12,6 +12,7 @@ from synthesis_driver import drive
 from supervisor.errors import InvalidRequest, NotFound
 from supervisor.lexicons import Lexicon, LexiconStore, parse
 from supervisor.settings import Settings
+from supervisor.synthesis import Voice
 
 BRANDS = Lexicon("brands", "en", {"SQL": "sequel", "Dr.": "Drive", "2024": "twenty-four", "OmniVoice": "omni voice",
                                   "北京": "Beijing"}, 0)  # fmt: skip
@@ -47,13 +48,34 @@ def test_it_applies_to_spans_in_its_language_or_none() -> None:
     assert texts({"input": "SQL"}) == ["sequel"]  # no language given: it applies
 
 
+def test_a_lexicon_for_a_voice_applies_only_to_the_spans_read_in_it() -> None:
+    names = parse("names", {"language": "en", "voice": "Onyx", "entries": {"Bob": "Robert"}})
+    assert names.voice == "onyx" and names.public()["voice"] == "onyx"  # as a request's voice
+    voices = {"alloy": Voice(instruct="female"), "onyx": Voice(instruct="male")}
+    script = {"input": "[alloy] Hi Bob.\n[onyx] I am Bob.", "dialogue": True}
+    run = drive(
+        {"seed": 1, **script}, Settings(engine="null"), lexicon=names, voices=voices.__getitem__
+    )
+    assert sorted(p["text"] for p in run.payloads) == ["Hi Bob.", "I am Robert."]
+    assert texts({"input": "Bob.", "voice": "onyx"}, lexicon=names) == ["Robert."]
+    assert texts({"input": "Bob.", "voice": "alloy"}, lexicon=names) == ["Bob."]
+    everyone = parse("names", {"language": "en", "entries": {"Bob": "Robert"}})
+    assert everyone.voice is None and texts({"input": "Bob.", "voice": "alloy"}, everyone) == [
+        "Robert."
+    ]
+
+
 def test_the_store_keeps_lexicons_on_disk(tmp_path: Path) -> None:
     store = LexiconStore(tmp_path / "lexicons")
-    store.put(parse("brands", {"language": "English", "entries": {"SQL": "sequel"}}))
+    assert (
+        store.put(parse("brands", {"language": "English", "entries": {"SQL": "sequel"}})) is False
+    )
     again = LexiconStore(tmp_path / "lexicons")
     assert again.get("brands") == store.get("brands") and again.get("brands").language == "en"  # type: ignore[union-attr]
-    store.put(parse("brands", {"language": "en", "entries": {"GUI": "gooey"}}))
-    assert LexiconStore(tmp_path / "lexicons").get("brands").entries == {"GUI": "gooey"}  # type: ignore[union-attr]
+    replacing = parse("brands", {"language": "en", "voice": "nova", "entries": {"GUI": "gooey"}})
+    assert store.put(replacing) is True
+    replaced = LexiconStore(tmp_path / "lexicons").get("brands")
+    assert replaced is not None and (replaced.entries, replaced.voice) == ({"GUI": "gooey"}, "nova")
     store.delete("brands")
     assert LexiconStore(tmp_path / "lexicons").get("brands") is None and not list(
         (tmp_path / "lexicons").iterdir()
@@ -71,7 +93,9 @@ def test_the_store_keeps_lexicons_on_disk(tmp_path: Path) -> None:
     ("x", {"language": "en", "entries": {"SQL": 3}}, "entries"),
     ("x", {"language": "en", "entries": {" SQL": "sequel"}}, "entries"),
     ("x", {"language": "en", "entries": {"SQL": ""}}, "entries"),
-    ("x", {"language": "en", "entries": {}, "voice": "alloy"}, "voice"),
+    ("x", {"language": "en", "entries": {}, "speaker": "alloy"}, "speaker"),
+    ("x", {"language": "en", "entries": {}, "voice": " "}, "voice"),
+    ("x", {"language": "en", "entries": {}, "voice": 3}, "voice"),
 ])  # fmt: skip
 def test_a_bad_lexicon_is_a_400_naming_the_field(
     name: str, body: dict[str, Any], param: str

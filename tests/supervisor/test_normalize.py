@@ -7,6 +7,7 @@ read the text of the task handed to the pool (the sidecar's input).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from synthesis_driver import drive
 
 from supervisor import schemas
 from supervisor.settings import Settings
+from supervisor.text import script
 from supervisor.text.normalize import normalize
+from supervisor.text.spans import Script
 
 CASES = [
     (
@@ -107,3 +110,25 @@ def test_normalize_must_be_a_boolean() -> None:
     with pytest.raises(schemas.InvalidRequest) as caught:
         schemas.speech_request({"input": "x", "normalize": "yes"}, Settings(engine="null"))
     assert caught.value.param == "normalize"
+
+
+def test_a_long_input_is_normalised_while_the_event_loop_runs_on() -> None:
+    """num2words spells a German number in about a millisecond: 400 of them are read in a worker
+    thread, and the loop keeps running other tasks meanwhile (read in place, the reading task
+    would hold it until done, and the loop below would turn once)."""
+    settings = Settings(engine="null")
+    numbers = " ".join(str(n) for n in range(1000, 1400))
+    request = schemas.speech_request(
+        {"input": numbers, "language": "de", "normalize": True}, settings
+    )
+
+    async def scenario() -> tuple[int, Script]:
+        reading = asyncio.ensure_future(script.read_off_loop(request, settings, None))
+        turns = 0
+        while not reading.done():
+            turns += 1
+            await asyncio.sleep(0)
+        return turns, reading.result()
+
+    turns, read = asyncio.run(scenario())
+    assert read.spans[0].text.startswith("eintausend eintausendeins") and turns > 1

@@ -165,6 +165,8 @@ def test_the_voice_checkpoint_and_chunking_settings_are_in_the_key() -> None:
     job = result_cache.key("ckpt", request(), NO_VOICE, SETTINGS, "job")
     assert job != base  # a long speech answer is a stream, a job item a whole file
     assert key(request(), settings=dataclasses.replace(SETTINGS, chunk_s=9.0)) != base
+    for qa in ({"qa_retries": 0}, {"qa_thresholds": "max_wer=0.5"}, {"asr_model": "whisper"}):
+        assert key(request(), settings=dataclasses.replace(SETTINGS, **qa)) != base  # type: ignore[arg-type]
 
 
 def test_a_checkpoint_identity_follows_its_files(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from sidecar.protocol import TokenArray
 from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import metrics, quality, schemas
-from supervisor.errors import Overloaded, TaskFailed
+from supervisor.errors import Overloaded, ServerError, TaskFailed, Unavailable
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
 from supervisor.synthesis import Synthesis, Voice
@@ -71,7 +71,7 @@ async def run(
         try:
             async for piece in synthesis.pieces():
                 pieces.append(piece)
-        except TaskFailed as exc:
+        except ServerError as exc:
             pieces.append(exc)
 
     consumer = asyncio.ensure_future(consume())
@@ -342,5 +342,22 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
         assert heard[0]["encoding"] == "s16le" and heard[0]["sample_rate"] == 24000
         summary = synthesis.verdict.summary()
         assert summary["passed"] and summary["checks"]["wer"] == {"passed": True, "value": 0.0}
+
+    asyncio.run(scenario())
+
+
+def test_no_retry_starts_once_the_server_drains() -> None:
+    async def scenario() -> None:
+        scheduler = Scheduler(Settings(engine="null"))
+        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0)
+        spoiled = spoiled_until(0, 99)
+
+        def judge(item: dict[str, Any]) -> dict[str, Any]:
+            scheduler.close(Unavailable("the server is shutting down"))  # SIGTERM meanwhile
+            return spoiled(item)
+
+        batches, pieces = await run(synthesis, scheduler, judge=judge)
+        assert len(batches) == 1 and isinstance(pieces[0], Unavailable)
+        assert not scheduler.unfinished and not scheduler.reservations
 
     asyncio.run(scenario())
