@@ -23,8 +23,9 @@ def cmd_parity(args: argparse.Namespace) -> int:
 def cmd_make_checkpoint(args: argparse.Namespace) -> int:
     from sidecar.checkpoint import make_checkpoint
 
-    make_checkpoint(args.out, size=args.size, seed=args.seed)
-    print(f"wrote a {args.size} checkpoint with random weights to {args.out}")
+    make_checkpoint(args.out, size=args.size, seed=args.seed, confident=args.confident)
+    kind = "confident " if args.confident else ""
+    print(f"wrote a {args.size} {kind}checkpoint with random weights to {args.out}")
     return 0
 
 
@@ -118,6 +119,9 @@ def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
     p.add_argument("out", metavar="OUT", type=Path, help="directory to write (created if missing)")
     p.add_argument("--size", choices=("tiny", "full"), default="tiny", help="tiny for tests, full for benchmarks (real model dimensions)")
     p.add_argument("--seed", type=int, default=0, help="seed for the random weights")
+    p.add_argument("--confident", action="store_true",
+                   help="scale the audio head so each position puts about half its probability on one code "
+                        "(as peaked as a trained model's; bench/fidelity.py)")
     p.set_defaults(func=cmd_make_checkpoint)
 
 
