@@ -41,11 +41,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import workloads  # noqa: E402
-from sidecar.checkpoint import make_checkpoint  # noqa: E402
-from sidecar.generate import BatchState, Prompt  # noqa: E402
-from sidecar.request import GenerationRequest, VoicePrompt  # noqa: E402
-from sidecar.runtime import OmniVoice as Ours  # noqa: E402
+import workloads
+
+from sidecar.checkpoint import make_checkpoint
+from sidecar.generate import BatchState, Prompt
+from sidecar.request import GenerationRequest, VoicePrompt
+from sidecar.runtime import OmniVoice as Ours
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 NUM_STEP = 32
@@ -81,8 +82,10 @@ class State:
 
     def prompts(self) -> list[Prompt]:
         """Our prompts holding this state: cond ids with the target revealed so far."""
-        return [Prompt(self.input_ids[i, :, :c].cpu(), a, t, num_step=NUM_STEP, **GREEDY)
-                for i, (c, t, a) in enumerate(self.layout())]
+        return [
+            Prompt(self.input_ids[i, :, :c].cpu(), a, t, num_step=NUM_STEP, **GREEDY)
+            for i, (c, t, a) in enumerate(self.layout())
+        ]
 
     def to_targets(self, logits: torch.Tensor) -> torch.Tensor:
         """Reference logits [2B, C, L, V] -> our target layout [2S, C, V] (cond, then uncond)."""
@@ -115,34 +118,52 @@ def capture_states(model: Any) -> tuple[list[State], dict[str, Any]]:
     calls = [0]
     forward = model.forward
 
-    def keep(input_ids: torch.Tensor, audio_mask: torch.Tensor, attention_mask: torch.Tensor,
-             **kw: Any) -> Any:
+    def keep(
+        input_ids: torch.Tensor, audio_mask: torch.Tensor, attention_mask: torch.Tensor, **kw: Any
+    ) -> Any:
         n, calls[0] = calls[0], calls[0] + 1
         if n % NUM_STEP in STEPS:
-            states.append(State(n // NUM_STEP, n % NUM_STEP, input_ids.clone(), audio_mask.clone(),
-                                attention_mask.clone()))
-        return forward(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention_mask,
-                       **kw)
+            states.append(
+                State(
+                    n // NUM_STEP,
+                    n % NUM_STEP,
+                    input_ids.clone(),
+                    audio_mask.clone(),
+                    attention_mask.clone(),
+                )
+            )
+        return forward(
+            input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention_mask, **kw
+        )
 
     model.forward = keep
     wav = torch.tensor(workloads.clone_reference(), dtype=torch.float32).unsqueeze(0)
-    prompt = model.create_voice_clone_prompt((wav, model.sampling_rate),
-                                             ref_text=workloads.CLONE_REF_TEXT)
+    prompt = model.create_voice_clone_prompt(
+        (wav, model.sampling_rate), ref_text=workloads.CLONE_REF_TEXT
+    )
     model.generate(text=texts, instruct=instructs, num_step=NUM_STEP, **GREEDY)
     model.generate(text=clone_texts, voice_clone_prompt=prompt, num_step=NUM_STEP, **GREEDY)
     model.forward = forward
     assert calls[0] == 2 * NUM_STEP, "an item was chunked: the states no longer map to steps"
-    voice = VoicePrompt(prompt.ref_audio_tokens.cpu().numpy().astype(np.int64), prompt.ref_text,
-                        float(prompt.ref_rms))
-    requests = [[GenerationRequest(text=t, instruct=i, **GREEDY) for t, i in zip(texts, instructs)],
-                [GenerationRequest(text=t, voice=voice, **GREEDY) for t in clone_texts]]
+    voice = VoicePrompt(
+        prompt.ref_audio_tokens.cpu().numpy().astype(np.int64),
+        prompt.ref_text,
+        float(prompt.ref_rms),
+    )
+    requests = [
+        [GenerationRequest(text=t, instruct=i, **GREEDY) for t, i in zip(texts, instructs)],
+        [GenerationRequest(text=t, voice=voice, **GREEDY) for t in clone_texts],
+    ]
     return states, {"voice": voice, "requests": requests}
 
 
 def ref_logits(model: Any, state: State) -> torch.Tensor:
     with torch.inference_mode():
-        out = model(input_ids=state.input_ids, audio_mask=state.audio_mask,
-                    attention_mask=state.attention_mask).logits
+        out = model(
+            input_ids=state.input_ids,
+            audio_mask=state.audio_mask,
+            attention_mask=state.attention_mask,
+        ).logits
     return state.to_targets(out)
 
 
@@ -175,9 +196,13 @@ class Tally:
     argmax_equal: int = 0
     max_abs_logit_diff: float = 0.0
 
-    def add(self, ref: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-            arm: tuple[torch.Tensor, torch.Tensor, torch.Tensor], masked: torch.Tensor,
-            mask_id: int) -> None:
+    def add(
+        self,
+        ref: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        arm: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        masked: torch.Tensor,
+        mask_id: int,
+    ) -> None:
         (logits_a, lp_a, after_a), (logits_x, lp_x, after_x) = ref, arm
         keep = torch.arange(lp_a.shape[-1], device=lp_a.device) != mask_id
         la, lx = lp_a[..., keep], lp_x[..., keep]
@@ -193,9 +218,12 @@ class Tally:
         self.max_abs_logit_diff = max(self.max_abs_logit_diff, diff)
 
     def result(self) -> dict[str, float]:
-        return {"kl": self.kl_sum / self.masked, "top1": self.top1_hits / self.revealed,
-                "argmax_agreement": self.argmax_equal / self.masked,
-                "max_abs_logit_diff": self.max_abs_logit_diff}
+        return {
+            "kl": self.kl_sum / self.masked,
+            "top1": self.top1_hits / self.revealed,
+            "argmax_agreement": self.argmax_equal / self.masked,
+            "max_abs_logit_diff": self.max_abs_logit_diff,
+        }
 
 
 def other_prompts(ours: Ours, voice: VoicePrompt, count: int) -> list[Prompt]:
@@ -203,8 +231,9 @@ def other_prompts(ours: Ours, voice: VoicePrompt, count: int) -> list[Prompt]:
     rng = torch.Generator().manual_seed(3)
     out = []
     for r in workloads.mixed(count * 4, seed=9)[:count]:
-        req = GenerationRequest(text=r.text, instruct=r.instruct,
-                                voice=voice if r.kind == "clone" else None, **GREEDY)
+        req = GenerationRequest(
+            text=r.text, instruct=r.instruct, voice=voice if r.kind == "clone" else None, **GREEDY
+        )
         item = ours._normalise(req)
         prompt = ours._chunk_prompt(item, ours._chunk_texts(item), 0, None)
         target = prompt.input_ids[:, -prompt.target_len :]
@@ -222,8 +251,13 @@ def target_rows(state: BatchState, item: int) -> torch.Tensor:
     return torch.cat([cols, cols + s])
 
 
-def packing(ours: Ours, states: list[State], ref32: list[torch.Tensor], ref16: list[torch.Tensor],
-            voice: VoicePrompt) -> dict[str, Any]:
+def packing(
+    ours: Ours,
+    states: list[State],
+    ref32: list[torch.Tensor],
+    ref16: list[torch.Tensor],
+    voice: VoicePrompt,
+) -> dict[str, Any]:
     """Each item alone and packed among PACK_SIZE - 1 others, in our path (graphs as served)."""
     others = other_prompts(ours, voice, PACK_SIZE - 1)
     misses = ours.runner.stats.graph_misses
@@ -236,7 +270,7 @@ def packing(ours: Ours, states: list[State], ref32: list[torch.Tensor], ref16: l
             rows = target_rows(alone_all, i)
             alone = batch_state(ours, [prompt]).forward()
             at = (items * 7) % PACK_SIZE
-            packed_state = batch_state(ours, others[:at] + [prompt] + others[at:])
+            packed_state = batch_state(ours, [*others[:at], prompt, *others[at:]])
             packed_tokens = max(packed_tokens, packed_state.packed.num_tokens)
             packed = packed_state.forward()[target_rows(packed_state, at)]
             worst = max(worst, float((packed - alone).abs().max()))
@@ -244,11 +278,17 @@ def packing(ours: Ours, states: list[State], ref32: list[torch.Tensor], ref16: l
             noise = max(noise, float((b[rows] - a[rows]).abs().max()))
             ours_noise = max(ours_noise, float((alone - a[rows]).abs().max()))
             items += 1
-    return {"max_abs_logit_diff": worst, "bf16_noise": noise, "items": items,
-            "pack_size": PACK_SIZE, "largest_pack_tokens": packed_tokens,
-            "identical_logits_share": equal / total, "ours_alone_vs_fp32_max": ours_noise,
-            "graph_misses": ours.runner.stats.graph_misses - misses,
-            "bf16_noise_is": "max |ref bf16 - ref fp32| over the same items' logits"}
+    return {
+        "max_abs_logit_diff": worst,
+        "bf16_noise": noise,
+        "items": items,
+        "pack_size": PACK_SIZE,
+        "largest_pack_tokens": packed_tokens,
+        "identical_logits_share": equal / total,
+        "ours_alone_vs_fp32_max": ours_noise,
+        "graph_misses": ours.runner.stats.graph_misses - misses,
+        "bf16_noise_is": "max |ref bf16 - ref fp32| over the same items' logits",
+    }
 
 
 def measure(checkpoint: Path, device: str) -> dict[str, Any]:
@@ -268,10 +308,13 @@ def measure(checkpoint: Path, device: str) -> dict[str, Any]:
         prompts = state.prompts()
         ours_state = batch_state(ours, prompts)
         if state.step == 0:
-            built = [ours._chunk_prompt(it, [it.text], 0, None)
-                     for it in map(ours._normalise, extra["requests"][state.group])]
-            prompts_equal &= all(torch.equal(p.input_ids, q.input_ids)
-                                 for p, q in zip(prompts, built))
+            built = [
+                ours._chunk_prompt(it, [it.text], 0, None)
+                for it in map(ours._normalise, extra["requests"][state.group])
+            ]
+            prompts_equal &= all(
+                torch.equal(p.input_ids, q.input_ids) for p, q in zip(prompts, built)
+            )
         with torch.inference_mode():
             a, b = ref_logits(ref32, state), ref_logits(ref16, state)
             c = ours_state.forward()
@@ -289,14 +332,20 @@ def measure(checkpoint: Path, device: str) -> dict[str, Any]:
             kept16.append(b)
     with torch.inference_mode():
         pack = packing(ours, kept, kept32, kept16, extra["voice"])
-    steps = [{"step": k, "ref_bf16": tallies[k][0].result(), "ours_bf16": tallies[k][1].result()}
-             for k in STEPS]
+    steps = [
+        {"step": k, "ref_bf16": tallies[k][0].result(), "ours_bf16": tallies[k][1].result()}
+        for k in STEPS
+    ]
     del ref32, ref16, ours
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return {"steps": steps, "packing": pack, "mean_top1_prob": float(np.mean(top1_prob)),
-            "items": sum(st.rows for st in states if st.step == 0),
-            "prompts_equal_to_ours": prompts_equal}
+    return {
+        "steps": steps,
+        "packing": pack,
+        "mean_top1_prob": float(np.mean(top1_prob)),
+        "items": sum(st.rows for st in states if st.step == 0),
+        "prompts_equal_to_ours": prompts_equal,
+    }
 
 
 def verdict(result: dict[str, Any]) -> list[str]:
@@ -308,28 +357,39 @@ def verdict(result: dict[str, Any]) -> list[str]:
             if ours["kl"] > KL_SLACK * ref["kl"]:
                 failures.append(f"{name} step {s['step']}: KL {ours['kl']:.3g} > {ref['kl']:.3g}")
             if ours["top1"] < ref["top1"] - TOP1_SLACK:
-                failures.append(f"{name} step {s['step']}: top1 {ours['top1']:.4f} < "
-                                f"{ref['top1']:.4f}")
+                failures.append(
+                    f"{name} step {s['step']}: top1 {ours['top1']:.4f} < {ref['top1']:.4f}"
+                )
         p = c["packing"]
         if p["max_abs_logit_diff"] > p["bf16_noise"]:
-            failures.append(f"{name}: packing changes logits by {p['max_abs_logit_diff']:.3g} > "
-                            f"bf16 noise {p['bf16_noise']:.3g}")
+            failures.append(
+                f"{name}: packing changes logits by {p['max_abs_logit_diff']:.3g} > "
+                f"bf16 noise {p['bf16_noise']:.3g}"
+            )
     return failures
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="teacher-forced fidelity of the bf16 fast path")
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/fidelity"),
-                    help="where the plain and confident checkpoints are (written if missing)")
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/fidelity"),
+        help="where the plain and confident checkpoints are (written if missing)",
+    )
     ap.add_argument("--commit", required=True, help="the clean commit measured")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--size", default="full", help="checkpoint size (tiny: a quick CPU dry run)")
     args = ap.parse_args()
     on_gpu = args.device.startswith("cuda")
-    result: dict[str, Any] = {"commit": args.commit, "gpu": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
-                              "torch": torch.__version__, "steps_measured": list(STEPS),
-                              "checkpoints": {}}
+    result: dict[str, Any] = {
+        "commit": args.commit,
+        "gpu": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
+        "torch": torch.__version__,
+        "steps_measured": list(STEPS),
+        "checkpoints": {},
+    }
     for name in ("plain", "confident"):
         path = args.workdir / name
         if not (path / "model.safetensors").is_file():

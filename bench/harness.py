@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import io
 import json
@@ -70,7 +71,12 @@ def wav_bytes(samples: list[float], rate: int = 24000) -> bytes:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(rate)
-        w.writeframes(b"".join(int(max(-1.0, min(1.0, x)) * 32767).to_bytes(2, "little", signed=True) for x in samples))
+        w.writeframes(
+            b"".join(
+                int(max(-1.0, min(1.0, x)) * 32767).to_bytes(2, "little", signed=True)
+                for x in samples
+            )
+        )
     return buf.getvalue()
 
 
@@ -80,10 +86,8 @@ def metric_values(text: str) -> dict[str, float]:
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
-            try:
+            with contextlib.suppress(ValueError):
                 out[name] = float(value)
-            except ValueError:
-                pass
     return out
 
 
@@ -94,10 +98,25 @@ def metric_sum(values: dict[str, float], name: str) -> float:
 class Server:
     """`omnivoice-supervisor serve` as a child process, stopped with SIGTERM."""
 
-    def __init__(self, checkpoint: str, port: int, data_dir: str, log_path: Path, devices: str) -> None:
+    def __init__(
+        self, checkpoint: str, port: int, data_dir: str, log_path: Path, devices: str
+    ) -> None:
         self.url = f"http://127.0.0.1:{port}"
-        self.log = open(log_path, "w")
-        cmd = [sys.executable, "-m", "supervisor", "serve", "--model", checkpoint, "--devices", devices, "--port", str(port), "--data-dir", data_dir]
+        self.log = open(log_path, "w")  # noqa: SIM115 (open while the server runs; closed in stop)
+        cmd = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--model",
+            checkpoint,
+            "--devices",
+            devices,
+            "--port",
+            str(port),
+            "--data-dir",
+            data_dir,
+        ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 900) -> float:
@@ -122,7 +141,9 @@ class Server:
         self.log.close()
 
 
-def start_reference(args: argparse.Namespace, mixed: list[workloads.Request], clone_wav: list[float], work_dir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def start_reference(
+    args: argparse.Namespace, mixed: list[workloads.Request], clone_wav: list[float], work_dir: Path
+) -> tuple[subprocess.Popen[bytes], Path]:
     """bench/reference_arm.py in the interpreter with omnivoice 0.2.1, on --reference-gpu if given."""
     work = {
         "mixed": [r.__dict__ for r in mixed],
@@ -132,11 +153,23 @@ def start_reference(args: argparse.Namespace, mixed: list[workloads.Request], cl
         "clone_text": workloads.CLONE_REF_TEXT,
     }
     (work_dir / "work.json").write_text(json.dumps(work))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([args.reference_site, os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([args.reference_site, os.environ.get("PYTHONPATH", "")]),
+    )
     if args.reference_gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(args.reference_gpu)
     out = work_dir / "reference.json"
-    proc = subprocess.Popen([sys.executable, str(HERE / "reference_arm.py"), args.checkpoint, str(work_dir / "work.json"), str(out)], env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "reference_arm.py"),
+            args.checkpoint,
+            str(work_dir / "work.json"),
+            str(out),
+        ],
+        env=env,
+    )
     return proc, out
 
 
@@ -146,11 +179,17 @@ def finish_reference(proc: subprocess.Popen[bytes], out: Path) -> dict[str, Any]
     return json.loads(out.read_text())
 
 
-async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[workloads.Request], clone_wav: list[float]) -> dict[str, Any]:
+async def run_server_arms(
+    args: argparse.Namespace, server: Server, mixed: list[workloads.Request], clone_wav: list[float]
+) -> dict[str, Any]:
     url = server.url
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         files = {"file": ("ref.wav", wav_bytes(clone_wav), "audio/wav")}
-        resp = await client.post("/v1/audio/voices", data={"name": "bench-clone", "transcript": workloads.CLONE_REF_TEXT}, files=files)
+        resp = await client.post(
+            "/v1/audio/voices",
+            data={"name": "bench-clone", "transcript": workloads.CLONE_REF_TEXT},
+            files=files,
+        )
         if resp.status_code not in (200, 201, 409):
             raise RuntimeError(f"creating the clone voice failed: {resp.status_code} {resp.text}")
     out: dict[str, Any] = {}
@@ -161,48 +200,92 @@ async def run_server_arms(args: argparse.Namespace, server: Server, mixed: list[
         out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
     if "short" in args.arms:
         log(f"short (a): {args.requests} at {args.short_rate}/s")
-        out["short"] = await http_arm.fixed_rate(url, workloads.short(args.requests), args.short_rate)
+        out["short"] = await http_arm.fixed_rate(
+            url, workloads.short(args.requests), args.short_rate
+        )
     async with httpx.AsyncClient(base_url=url) as client:
         before = metric_values((await client.get("/metrics")).text)
     log(f"mixed (b): {len(mixed)} saturated")
     out["mixed"] = await http_arm.saturated(url, mixed)
     async with httpx.AsyncClient(base_url=url) as client:
         after = metric_values((await client.get("/metrics")).text)
-    delta = {name: metric_sum(after, name) - metric_sum(before, name) for name in (
-        "omnivoice_forward_useful_flops_total", "omnivoice_forward_seconds_total", "omnivoice_forward_passes_total",
-        "omnivoice_graph_hits_total", "omnivoice_graph_misses_total", "omnivoice_tokens_real_total", "omnivoice_tokens_padded_total",
-        "omnivoice_batch_size_sum", "omnivoice_batch_size_count", "omnivoice_audio_produced_seconds_total",
-        "omnivoice_denoise_seconds_total", "omnivoice_decode_seconds_total")}
+    delta = {
+        name: metric_sum(after, name) - metric_sum(before, name)
+        for name in (
+            "omnivoice_forward_useful_flops_total",
+            "omnivoice_forward_seconds_total",
+            "omnivoice_forward_passes_total",
+            "omnivoice_graph_hits_total",
+            "omnivoice_graph_misses_total",
+            "omnivoice_tokens_real_total",
+            "omnivoice_tokens_padded_total",
+            "omnivoice_batch_size_sum",
+            "omnivoice_batch_size_count",
+            "omnivoice_audio_produced_seconds_total",
+            "omnivoice_denoise_seconds_total",
+            "omnivoice_decode_seconds_total",
+        )
+    }
     out["forward"] = delta
     # Where the mixed run's time went: the forward passes' share of the wall time, the batches formed.
     wall = out["mixed"].get("wall_s") or 0.0
     out["mixed_profile"] = {
-        "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3) if wall else None,
+        "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3)
+        if wall
+        else None,
         # The rest of the denoise loop (scoring, launches, stalls), and the gaps between batches.
-        "denoise_share_of_wall": round(delta["omnivoice_denoise_seconds_total"] / wall, 3) if wall else None,
-        "mean_batch_items": round(delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1) if delta["omnivoice_batch_size_count"] else None,
+        "denoise_share_of_wall": round(delta["omnivoice_denoise_seconds_total"] / wall, 3)
+        if wall
+        else None,
+        "mean_batch_items": round(
+            delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1
+        )
+        if delta["omnivoice_batch_size_count"]
+        else None,
         "batches": delta["omnivoice_batch_size_count"],
         "forward_passes": delta["omnivoice_forward_passes_total"],
-        "padding_waste": round(1 - delta["omnivoice_tokens_real_total"] / delta["omnivoice_tokens_padded_total"], 3) if delta["omnivoice_tokens_padded_total"] else None,
+        "padding_waste": round(
+            1 - delta["omnivoice_tokens_real_total"] / delta["omnivoice_tokens_padded_total"], 3
+        )
+        if delta["omnivoice_tokens_padded_total"]
+        else None,
     }
     out["peak_memory_bytes"] = metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
     return out
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--checkpoint", default="/tmp/full")
     ap.add_argument("--make-checkpoint", action="store_true")
-    ap.add_argument("--reference-site", help="a folder holding omnivoice 0.2.1 and pydub (bench only)")
+    ap.add_argument(
+        "--reference-site", help="a folder holding omnivoice 0.2.1 and pydub (bench only)"
+    )
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--short-rate", type=float, default=20.0, help="requests per second offered in workload (a)")
+    ap.add_argument(
+        "--short-rate", type=float, default=20.0, help="requests per second offered in workload (a)"
+    )
     ap.add_argument("--single-repeats", type=int, default=50)
     ap.add_argument("--port", type=int, default=9394)
     ap.add_argument("--commit", default=os.environ.get("BENCH_COMMIT", ""))
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--devices", default="0", help="the server's --devices; 'cpu' for a dry run of the harness itself")
-    ap.add_argument("--reference-gpu", type=int, help="run the reference arm on this GPU, alongside the server arms")
-    ap.add_argument("--arms", default="reference,single,short,mixed", help="which arms to run (comma-separated; mixed always runs)")
+    ap.add_argument(
+        "--devices",
+        default="0",
+        help="the server's --devices; 'cpu' for a dry run of the harness itself",
+    )
+    ap.add_argument(
+        "--reference-gpu",
+        type=int,
+        help="run the reference arm on this GPU, alongside the server arms",
+    )
+    ap.add_argument(
+        "--arms",
+        default="reference,single,short,mixed",
+        help="which arms to run (comma-separated; mixed always runs)",
+    )
     args = ap.parse_args()
     args.arms = set(args.arms.split(","))
     if "reference" not in args.arms:
@@ -211,11 +294,18 @@ def main() -> int:
     import torch
 
     on_gpu = args.devices != "cpu"
-    result: dict[str, Any] = {"commit": args.commit, "date": datetime.date.today().isoformat(),
-                              "gpu": torch.cuda.get_device_name() if on_gpu else "none (dry run on the CPU)"}
+    result: dict[str, Any] = {
+        "commit": args.commit,
+        "date": datetime.date.today().isoformat(),
+        "gpu": torch.cuda.get_device_name() if on_gpu else "none (dry run on the CPU)",
+    }
     if args.make_checkpoint:
         log("making the full checkpoint")
-        subprocess.run([sys.executable, "-m", "sidecar.checkpoint", args.checkpoint, "--size", "full"], cwd=ROOT, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "sidecar.checkpoint", args.checkpoint, "--size", "full"],
+            cwd=ROOT,
+            check=True,
+        )
     result["peak_bf16_tflops"] = peak_bf16_tflops() if on_gpu else None
     log(f"peak bf16: {result['peak_bf16_tflops']} TFLOP/s")
     mixed = workloads.mixed(args.requests)
@@ -232,7 +322,9 @@ def main() -> int:
         torch.cuda.empty_cache()
 
     log("starting the server")
-    server = Server(args.checkpoint, args.port, str(work_dir / "data"), work_dir / "server.log", args.devices)
+    server = Server(
+        args.checkpoint, args.port, str(work_dir / "data"), work_dir / "server.log", args.devices
+    )
     try:
         result["server_ready_s"] = round(server.wait_ready(), 1)
         result["server"] = asyncio.run(run_server_arms(args, server, mixed, clone_wav))
@@ -253,12 +345,21 @@ def main() -> int:
     result["mixed_http_x_realtime"] = s["mixed"]["x_realtime"]
     result["short_http_x_realtime"] = s["short"]["x_realtime"] if "short" in s else None
     result["single_p50_s"] = s["single"]["latency_s"].get("p50") if "single" in s else None
-    result["denoise_tflops"] = round(f["omnivoice_forward_useful_flops_total"] / f["omnivoice_forward_seconds_total"] / 1e12, 1) if f.get("omnivoice_forward_seconds_total") else None
+    result["denoise_tflops"] = (
+        round(
+            f["omnivoice_forward_useful_flops_total"] / f["omnivoice_forward_seconds_total"] / 1e12,
+            1,
+        )
+        if f.get("omnivoice_forward_seconds_total")
+        else None
+    )
     if "reference" in result:
         ref = result["reference"]
         result["mixed_reference_x_realtime"] = ref["mixed_x_realtime"]
         result["single_reference_p50_s"] = ref["single_p50_s"]
-        result["mixed_ratio_to_reference"] = round(result["mixed_http_x_realtime"] / ref["mixed_x_realtime"], 2)
+        result["mixed_ratio_to_reference"] = round(
+            result["mixed_http_x_realtime"] / ref["mixed_x_realtime"], 2
+        )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     log(json.dumps({k: v for k, v in result.items() if not isinstance(v, (dict, list))}))
     return 0

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
-
 from workloads import Request
 
 BYTES_PER_SECOND = 24000 * 2
@@ -23,7 +22,12 @@ KEEPALIVE_S = 2.0
 
 
 def body(r: Request, response_format: str = "pcm") -> dict[str, Any]:
-    out: dict[str, Any] = {"model": "omnivoice", "input": r.text, "response_format": response_format, "seed": r.seed}
+    out: dict[str, Any] = {
+        "model": "omnivoice",
+        "input": r.text,
+        "response_format": response_format,
+        "seed": r.seed,
+    }
     if r.kind == "clone":
         out["voice"] = {"id": r.voice}
     else:
@@ -41,10 +45,17 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     def at(p: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 4)
 
-    return {"p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "mean": round(statistics.fmean(ordered), 4)}
+    return {
+        "p50": at(0.50),
+        "p95": at(0.95),
+        "p99": at(0.99),
+        "mean": round(statistics.fmean(ordered), 4),
+    }
 
 
-async def one(client: httpx.AsyncClient, r: Request, results: list[dict[str, Any]], give_up_s: float = 600.0) -> None:
+async def one(
+    client: httpx.AsyncClient, r: Request, results: list[dict[str, Any]], give_up_s: float = 600.0
+) -> None:
     """One request; a 429 is retried after its Retry-After (as OpenAI's clients do) for up to
     give_up_s, as a batch client would. Latency counts from the first try."""
     start = time.perf_counter()
@@ -60,8 +71,14 @@ async def one(client: httpx.AsyncClient, r: Request, results: list[dict[str, Any
             break
         retries += 1
         await asyncio.sleep(float(resp.headers.get("retry-after", "1")))
-    results.append({"status": status, "retries": retries, "latency": time.perf_counter() - start,
-                    "audio_s": size / BYTES_PER_SECOND if status == 200 else 0.0})
+    results.append(
+        {
+            "status": status,
+            "retries": retries,
+            "latency": time.perf_counter() - start,
+            "audio_s": size / BYTES_PER_SECOND if status == 200 else 0.0,
+        }
+    )
 
 
 def summarise(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
@@ -83,13 +100,19 @@ def summarise(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     }
 
 
-async def saturated(base_url: str, requests: Sequence[Request], in_flight: int = 256, api_key: str | None = None) -> dict[str, Any]:
+async def saturated(
+    base_url: str, requests: Sequence[Request], in_flight: int = 256, api_key: str | None = None
+) -> dict[str, Any]:
     """Everything submitted at once with at most `in_flight` open; wall from first submit to last answer."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight, keepalive_expiry=KEEPALIVE_S)
+    limits = httpx.Limits(
+        max_connections=in_flight, max_keepalive_connections=in_flight, keepalive_expiry=KEEPALIVE_S
+    )
     results: list[dict[str, Any]] = []
     gate = asyncio.Semaphore(in_flight)
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=3600) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url, headers=headers, limits=limits, timeout=3600
+    ) as client:
 
         async def gated(r: Request) -> None:
             async with gate:
@@ -101,12 +124,18 @@ async def saturated(base_url: str, requests: Sequence[Request], in_flight: int =
     return summarise(results, wall)
 
 
-async def fixed_rate(base_url: str, requests: Sequence[Request], rate: float, api_key: str | None = None) -> dict[str, Any]:
+async def fixed_rate(
+    base_url: str, requests: Sequence[Request], rate: float, api_key: str | None = None
+) -> dict[str, Any]:
     """Open loop: request i is sent at i / rate seconds, whatever the server is doing."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=2048, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S)
+    limits = httpx.Limits(
+        max_connections=2048, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S
+    )
     results: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=3600) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url, headers=headers, limits=limits, timeout=3600
+    ) as client:
         start = time.perf_counter()
         tasks = []
         for i, r in enumerate(requests):
@@ -121,21 +150,33 @@ async def fixed_rate(base_url: str, requests: Sequence[Request], rate: float, ap
     return out
 
 
-async def sequential(base_url: str, text: str, repeats: int, response_format: str = "wav", api_key: str | None = None) -> dict[str, Any]:
+async def sequential(
+    base_url: str, text: str, repeats: int, response_format: str = "wav", api_key: str | None = None
+) -> dict[str, Any]:
     """One request at a time (workload c): latency percentiles."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     latencies = []
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as client:
         for i in range(repeats + 2):
             start = time.perf_counter()
-            resp = await client.post("/v1/audio/speech", json={"model": "omnivoice", "input": text, "response_format": response_format, "seed": i})
+            resp = await client.post(
+                "/v1/audio/speech",
+                json={
+                    "model": "omnivoice",
+                    "input": text,
+                    "response_format": response_format,
+                    "seed": i,
+                },
+            )
             resp.raise_for_status()
             if i >= 2:  # two warm-up requests
                 latencies.append(time.perf_counter() - start)
     return {"requests": repeats, "latency_s": percentiles(latencies)}
 
 
-async def first_audio(base_url: str, text: str, repeats: int, api_key: str | None = None) -> dict[str, Any]:
+async def first_audio(
+    base_url: str, text: str, repeats: int, api_key: str | None = None
+) -> dict[str, Any]:
     """Streaming (stream_format=audio): time from sending to the first audio bytes, and to the end."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     first, total = [], []
@@ -143,7 +184,13 @@ async def first_audio(base_url: str, text: str, repeats: int, api_key: str | Non
         for i in range(repeats):
             start = time.perf_counter()
             got_first = None
-            payload = {"model": "omnivoice", "input": text, "response_format": "pcm", "stream_format": "audio", "seed": i}
+            payload = {
+                "model": "omnivoice",
+                "input": text,
+                "response_format": "pcm",
+                "stream_format": "audio",
+                "seed": i,
+            }
             async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
                 resp.raise_for_status()
                 async for chunk in resp.aiter_bytes():

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sidecar.duration import target_tokens  # noqa: E402  (stdlib only)
+from sidecar.duration import FRAME_RATE, target_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Hello."  # 28 codec frames, 1.12 s of audio by the duration rule
@@ -43,7 +43,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def connection(host: str, port: int, request: bytes, count: int, expect_bytes: int, latencies: list[float]) -> int:
+async def connection(
+    host: str, port: int, request: bytes, count: int, expect_bytes: int, latencies: list[float]
+) -> int:
     """Send `count` requests one after another on one keep-alive connection; returns failures."""
     reader, writer = await asyncio.open_connection(host, port)
     failures = 0
@@ -67,16 +69,22 @@ async def connection(host: str, port: int, request: bytes, count: int, expect_by
 
 def load(host: str, port: int, fmt: str, requests: int, connections: int, queue: Any) -> None:
     """The load generator (its own process)."""
-    body = json.dumps({"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt}).encode()
+    body = json.dumps(
+        {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt}
+    ).encode()
     request = (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
-    expect = target_tokens(TEXT) * 960 * 2 + (44 if fmt == "wav" else 0)  # the null engine: silence of the estimate
+    expect = target_tokens(TEXT) * 960 * 2 + (
+        44 if fmt == "wav" else 0
+    )  # the null engine: silence of the estimate
 
     async def run() -> tuple[float, list[float], int]:
         latencies: list[float] = []
         per = requests // connections
         started = time.perf_counter()
-        failures = await asyncio.gather(*(connection(host, port, request, per, expect, latencies) for _ in range(connections)))
+        failures = await asyncio.gather(
+            *(connection(host, port, request, per, expect, latencies) for _ in range(connections))
+        )
         return time.perf_counter() - started, latencies, sum(failures)
 
     queue.put(asyncio.run(run()))
@@ -84,8 +92,15 @@ def load(host: str, port: int, fmt: str, requests: int, connections: int, queue:
 
 def commit() -> str:
     """HEAD's hash, marked when the work tree has changes."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT, capture_output=True, text=True).stdout
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
     return head + ("-dirty" if dirty.strip() else "")
 
 
@@ -94,10 +109,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(host: str, port: int, server_pid: int | None, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    host: str, port: int, server_pid: int | None, args: argparse.Namespace
+) -> dict[str, Any]:
     queue: Any = multiprocessing.Queue()
     # A warm-up round first: connections, caches, the throughput estimate.
-    warm = multiprocessing.Process(target=load, args=(host, port, args.format, args.connections * 10, args.connections, queue))
+    warm = multiprocessing.Process(
+        target=load, args=(host, port, args.format, args.connections * 10, args.connections, queue)
+    )
     warm.start()
     queue.get()
     warm.join()
@@ -105,7 +124,9 @@ def measure(host: str, port: int, server_pid: int | None, args: argparse.Namespa
     cpu_before = sum(server.cpu_times()[:2]) if server else 0.0
     children = server.children(recursive=True) if server else []
     sidecar_before = sum(sum(c.cpu_times()[:2]) for c in children)
-    generator = multiprocessing.Process(target=load, args=(host, port, args.format, args.requests, args.connections, queue))
+    generator = multiprocessing.Process(
+        target=load, args=(host, port, args.format, args.requests, args.connections, queue)
+    )
     generator.start()
     wall, latencies, failures = queue.get()
     generator.join()
@@ -113,12 +134,17 @@ def measure(host: str, port: int, server_pid: int | None, args: argparse.Namespa
         "requests": len(latencies), "failures": failures, "connections": args.connections, "format": args.format,
         "wall_s": round(wall, 3), "requests_per_s": round(len(latencies) / wall, 1),
         "latency_ms": {q: round(percentile(latencies, p) * 1000, 2) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
-        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / 25, "cpus": os.cpu_count(), "commit": commit(),
+        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / FRAME_RATE, "cpus": os.cpu_count(), "commit": commit(),
     }  # fmt: skip
     if server is not None:
-        result["supervisor_cpu_ms_per_request"] = round((sum(server.cpu_times()[:2]) - cpu_before) * 1000 / len(latencies), 3)
+        result["supervisor_cpu_ms_per_request"] = round(
+            (sum(server.cpu_times()[:2]) - cpu_before) * 1000 / len(latencies), 3
+        )
         result["sidecar_cpu_ms_per_request"] = round(
-            (sum(sum(c.cpu_times()[:2]) for c in children) - sidecar_before) * 1000 / len(latencies), 3
+            (sum(sum(c.cpu_times()[:2]) for c in children) - sidecar_before)
+            * 1000
+            / len(latencies),
+            3,
         )
     return result
 
@@ -128,8 +154,13 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--format", choices=("pcm", "wav"), default="pcm")
-    parser.add_argument("--log-level", default="warning", help="the server's; at info it logs a line per request")
-    parser.add_argument("--url", help="measure this running server (host:port, started with --api-key bench-key) instead")
+    parser.add_argument(
+        "--log-level", default="warning", help="the server's; at info it logs a line per request"
+    )
+    parser.add_argument(
+        "--url",
+        help="measure this running server (host:port, started with --api-key bench-key) instead",
+    )
     parser.add_argument("--out", type=Path, help="also write the result as JSON here")
     args = parser.parse_args()
     if args.url:
@@ -139,7 +170,9 @@ def main() -> int:
         port = free_port()
         argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port", str(port), "--api-key", KEY,
                 "--log-level", args.log_level, "--data-dir", "/tmp/omnivoice-bench"]  # fmt: skip
-        server = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.DEVNULL if args.log_level != "warning" else None)
+        server = subprocess.Popen(
+            argv, cwd=REPO_ROOT, stderr=subprocess.DEVNULL if args.log_level != "warning" else None
+        )
         try:
             deadline = time.monotonic() + 30
             while True:

@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from supervisor import gpu  # noqa: E402
-from supervisor.pool import Pool  # noqa: E402
-from supervisor.scheduler import Scheduler  # noqa: E402
-from supervisor.settings import Settings  # noqa: E402
+from supervisor import gpu
+from supervisor.pool import Pool
+from supervisor.scheduler import Scheduler
+from supervisor.settings import Settings
 
 TEXT = "The quick brown fox jumps over the lazy dog while the band plays on into the warm summer night."
 MIB = 2**20
@@ -49,9 +49,17 @@ async def until(predicate: Any, timeout_s: float) -> float:
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings(model=args.model, engine=args.engine, devices=str(args.gpu), num_step=args.num_step, load_timeout_s=600,
-                        heartbeat_timeout_s=120, memory_reclaim_s=120, max_batch_size=max(64, args.batch),
-                        test_faults=args.engine == "null")
+    settings = Settings(
+        model=args.model,
+        engine=args.engine,
+        devices=str(args.gpu),
+        num_step=args.num_step,
+        load_timeout_s=600,
+        heartbeat_timeout_s=120,
+        memory_reclaim_s=120,
+        max_batch_size=max(64, args.batch),
+        test_faults=args.engine == "null",
+    )
     device = gpu.discover(str(args.gpu))[0]
     pool = Pool(settings, Scheduler(settings), [device])
     samples: list[tuple[float, int | None]] = []
@@ -63,9 +71,21 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     slot = pool.slots[0]
     ready_at = await until(lambda: slot.public_state == "ready", 900)
     after_ready = gpu.memory_used(args.gpu)
-    marker = " [[fault:slow:2]]" if args.engine == "null" else ""  # the null engine needs help to be mid-batch
-    futures = pool.scheduler.submit([{"id": f"r{i}", "text": TEXT + (marker if i == 0 else ""), "seed": i} for i in range(args.batch)])
-    await until(lambda: slot.process is not None and slot.process.batches and slot.process.batches[0].started, 300)
+    marker = (
+        " [[fault:slow:2]]" if args.engine == "null" else ""
+    )  # the null engine needs help to be mid-batch
+    futures = pool.scheduler.submit(
+        [
+            {"id": f"r{i}", "text": TEXT + (marker if i == 0 else ""), "seed": i}
+            for i in range(args.batch)
+        ]
+    )
+    await until(
+        lambda: (
+            slot.process is not None and slot.process.batches and slot.process.batches[0].started
+        ),
+        300,
+    )
     await asyncio.sleep(args.kill_after_s)
     victim = slot.process
     assert victim is not None
@@ -74,15 +94,32 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     os.kill(victim.pid, signal.SIGKILL)
     reaped_at = await until(lambda: slot.process is not victim, 60)
     respawned_at = await until(lambda: len(slot.pids) == 2, 180)
-    await until(lambda: slot.process is not None and slot.process is not victim and slot.process.ready_at is not None, 900)
+    await until(
+        lambda: (
+            slot.process is not None
+            and slot.process is not victim
+            and slot.process.ready_at is not None
+        ),
+        900,
+    )
     ready_again_at = slot.process.ready_at  # type: ignore[union-attr]
     results = await asyncio.gather(*futures, return_exceptions=True)
     stop.set()
     await sampler
     await pool.stop(0)
     slack = settings.memory_slack_mb * MIB
-    back = next((t for t, used in samples if t > killed_at and used is not None and before is not None and used <= before + slack), None)
-    lowest_after_kill = min((used for t, used in samples if killed_at < t < respawned_at and used is not None), default=None)
+    back = next(
+        (
+            t
+            for t, used in samples
+            if t > killed_at and used is not None and before is not None and used <= before + slack
+        ),
+        None,
+    )
+    lowest_after_kill = min(
+        (used for t, used in samples if killed_at < t < respawned_at and used is not None),
+        default=None,
+    )
 
     def mib(value: int | None) -> float | None:
         return None if value is None else round(value / MIB, 1)
@@ -116,13 +153,19 @@ def main() -> int:
     parser.add_argument("--gpu", type=int, default=0)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--num-step", type=int, default=32)
-    parser.add_argument("--kill-after-s", type=float, default=0.2, help="after the first step frame")
+    parser.add_argument(
+        "--kill-after-s", type=float, default=0.2, help="after the first step frame"
+    )
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--engine", default="omnivoice", help="null: a dry run of this script without a model")
+    parser.add_argument(
+        "--engine", default="omnivoice", help="null: a dry run of this script without a model"
+    )
     args = parser.parse_args()
     import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     figures = asyncio.run(measure(args))
     text = json.dumps(figures, indent=2)
     print(text)

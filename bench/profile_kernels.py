@@ -24,12 +24,12 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.codec import load_codec  # noqa: E402
-from sidecar.generate import BatchState, attention_flops, useful_flops  # noqa: E402
-from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
+from profile_step import TEXT
 
-from profile_step import TEXT  # noqa: E402
+from sidecar.codec import load_codec
+from sidecar.generate import BatchState, attention_flops, useful_flops
+from sidecar.request import GenerationRequest
+from sidecar.runtime import Denoised, OmniVoice
 
 # First match wins; names are CUDA kernel names as the profiler reports them.
 KINDS = (
@@ -69,14 +69,18 @@ def kernel_times(fn, repeats: int) -> tuple[dict[str, float], list[tuple[str, fl
     return dict(by_kind), top, wall * 1e3
 
 
-def report(label: str, by_kind: dict[str, float], top: list[tuple[str, float]], wall_ms: float) -> dict:
+def report(
+    label: str, by_kind: dict[str, float], top: list[tuple[str, float]], wall_ms: float
+) -> dict:
     total = sum(by_kind.values())
     row = {
         "what": label,
         "wall_ms": round(wall_ms, 2),
         "kernel_ms": round(total, 2),
         "by_kind_ms": {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
-        "by_kind_share": {k: round(v / total, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+        "by_kind_share": {
+            k: round(v / total, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])
+        },
         "top_kernels_ms": [[name[:120], round(ms, 3)] for name, ms in top],
     }
     print(json.dumps(row), flush=True)
@@ -91,7 +95,9 @@ def main() -> int:
     ap.add_argument("--skip-forward", action="store_true")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype="bfloat16", cuda_graphs=False, compile=True)
+    model = OmniVoice.load(
+        args.checkpoint, device=args.device, dtype="bfloat16", cuda_graphs=False, compile=True
+    )
     eager_codec = load_codec(Path(args.checkpoint) / "audio_tokenizer", device=args.device)
     cfg = model.model.cfg
     out = []
@@ -99,19 +105,38 @@ def main() -> int:
         items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
-            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
-            by_kind, top, wall = kernel_times(lambda: model.decode(denoised), repeats=2)
+            denoised = [
+                Denoised(
+                    it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]
+                )
+                for it in items
+            ]
+            by_kind, top, wall = kernel_times(
+                lambda denoised=denoised: model.decode(denoised), repeats=2
+            )
             row = report(f"decode, {b} items", by_kind, top, wall)
-            row.update(batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1))
+            row.update(
+                batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1)
+            )
             out.append(row)
             codes = [d.tokens[0].to(args.device) for d in denoised]
             for label, codec in (("fused", model.codec), ("eager", eager_codec)):
-                by_kind, top, wall = kernel_times(lambda: codec.decode_many(codes), repeats=2)
-                out.append(report(f"codec decode_many, {b} items, activations {label}", by_kind, top, wall))
+                by_kind, top, wall = kernel_times(
+                    lambda codec=codec, codes=codes: codec.decode_many(codes), repeats=2
+                )
+                out.append(
+                    report(f"codec decode_many, {b} items, activations {label}", by_kind, top, wall)
+                )
             fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
             diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))
             peak = max(float(e.abs().max()) for e in eager)
-            out.append({"what": f"fused vs eager activations, {b} items", "max_abs_diff": diff, "max_abs_eager": peak})
+            out.append(
+                {
+                    "what": f"fused vs eager activations, {b} items",
+                    "max_abs_diff": diff,
+                    "max_abs_eager": peak,
+                }
+            )
             print(json.dumps(out[-1]), flush=True)
             if args.skip_forward:
                 continue
@@ -120,10 +145,14 @@ def main() -> int:
             row = report(f"forward, {b} items", by_kind, top, wall)
             packed = state.packed
             attn = attention_flops(cfg, packed.segment_lens)
-            dense = useful_flops(cfg, packed.segment_lens, packed.num_targets) - attn  # matrix products and head
+            dense = (
+                useful_flops(cfg, packed.segment_lens, packed.num_targets) - attn
+            )  # matrix products and head
             row.update(batch=b, tokens=packed.num_tokens, attention_flops=attn, dense_flops=dense)
             if row["by_kind_ms"].get("matrix product"):
-                row["matrix_product_tflops"] = round(dense / row["by_kind_ms"]["matrix product"] / 1e9, 1)
+                row["matrix_product_tflops"] = round(
+                    dense / row["by_kind_ms"]["matrix product"] / 1e9, 1
+                )
             if row["by_kind_ms"].get("attention"):
                 row["attention_tflops"] = round(attn / row["by_kind_ms"]["attention"] / 1e9, 1)
             out.append(row)

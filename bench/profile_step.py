@@ -16,9 +16,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.generate import BatchState, useful_flops  # noqa: E402
-from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import Denoised, OmniVoice  # noqa: E402
+from sidecar.generate import BatchState, useful_flops
+from sidecar.request import GenerationRequest
+from sidecar.runtime import Denoised, OmniVoice
 
 TEXT = (
     "Every morning the baker rose before the sun, lit the old stone oven, and waited for the "
@@ -42,11 +42,24 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
-    ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the layer stack before graph capture")
-    ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
+    ap.add_argument(
+        "--compile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="torch.compile the layer stack before graph capture",
+    )
+    ap.add_argument(
+        "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
+    model = OmniVoice.load(
+        args.checkpoint,
+        device=args.device,
+        dtype=args.dtype,
+        cuda_graphs=not args.no_graphs,
+        compile={"auto": None, "on": True, "off": False}[args.compile],
+    )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
     for b in args.batch:
@@ -56,18 +69,35 @@ def main() -> int:
             state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.forward, sync)
             logits = state.forward()
-            choose = timeit(lambda: state.choose(logits, 0), sync)
+            choose = timeit(lambda state=state, logits=logits: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
-            reveal = timeit(lambda: state.reveal(tokens, conf, 0), sync)
+            reveal = timeit(
+                lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
+            )
             # Random codes of each item's length: decoding costs the same whatever they are.
-            denoised = [Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]) for it in items]
-            decode = timeit(lambda: model.decode(denoised), sync, repeats=3)
+            denoised = [
+                Denoised(
+                    it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]
+                )
+                for it in items
+            ]
+            decode = timeit(lambda denoised=denoised: model.decode(denoised), sync, repeats=3)
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
-        row = {"batch": b, "tokens": state.packed.num_tokens, "forward_ms": round(fwd * 1e3, 2), "choose_ms": round(choose * 1e3, 2),
-               "reveal_ms": round(reveal * 1e3, 2), "forward_tflops": round(flops / fwd / 1e12, 1),
-               "decode_ms": round(decode * 1e3, 1), "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1)}
+        row = {
+            "batch": b,
+            "tokens": state.packed.num_tokens,
+            "forward_ms": round(fwd * 1e3, 2),
+            "choose_ms": round(choose * 1e3, 2),
+            "reveal_ms": round(reveal * 1e3, 2),
+            "forward_tflops": round(flops / fwd / 1e12, 1),
+            "decode_ms": round(decode * 1e3, 1),
+            "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),
+        }
         if model.runner is not None:
-            row["graph_hits"], row["graph_misses"] = model.runner.stats.graph_hits, model.runner.stats.graph_misses
+            row["graph_hits"], row["graph_misses"] = (
+                model.runner.stats.graph_hits,
+                model.runner.stats.graph_misses,
+            )
             row["capture_s"] = model.runner.stats.capture_s
         print(json.dumps(row), flush=True)
         out.append(row)

@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,8 +27,10 @@ CALL_SIZE = 32
 
 def main() -> int:
     checkpoint, workload_path, out_path = sys.argv[1:4]
-    work = json.loads(open(workload_path).read())
-    device = os.environ.get("REF_DEVICE", "cuda:0")  # cpu only to check the arm itself on a tiny checkpoint
+    work = json.loads(Path(workload_path).read_text())
+    device = os.environ.get(
+        "REF_DEVICE", "cuda:0"
+    )  # cpu only to check the arm itself on a tiny checkpoint
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     model = OmniVoice.from_pretrained(checkpoint, device_map=device, dtype=dtype)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -43,7 +46,11 @@ def main() -> int:
             if not group:
                 continue
             torch.manual_seed(group[0]["seed"])
-            kwargs = {"voice_clone_prompt": voice} if voice is not None else {"instruct": [r["instruct"] for r in group]}
+            kwargs = (
+                {"voice_clone_prompt": voice}
+                if voice is not None
+                else {"instruct": [r["instruct"] for r in group]}
+            )
             audios = model.generate(text=[r["text"] for r in group], **kwargs)
             audio_s += sum(len(a) for a in audios) / sr
         return audio_s
@@ -73,9 +80,11 @@ def main() -> int:
         "mixed_x_realtime": round(audio_s / wall, 2),
         "single_p50_s": round(statistics.median(single), 4),
         "single_p95_s": round(float(np.percentile(single, 95)), 4),
-        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.startswith("cuda") else None,
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        if device.startswith("cuda")
+        else None,
     }
-    open(out_path, "w").write(json.dumps(result, indent=2) + "\n")
+    Path(out_path).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result), flush=True)
     return 0
 

@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.request import GenerationRequest  # noqa: E402
-from sidecar.runtime import OmniVoice  # noqa: E402
+from sidecar.request import GenerationRequest
+from sidecar.runtime import OmniVoice
 
 SHORT = "The quick brown fox jumps over the lazy dog near the river bank."
 EIGHT_SECONDS = (
@@ -55,19 +55,39 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the layer stack before graph capture")
-    ap.add_argument("--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)")
+    ap.add_argument(
+        "--compile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="torch.compile the layer stack before graph capture",
+    )
+    ap.add_argument(
+        "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    model = OmniVoice.load(args.checkpoint, device=args.device, dtype=args.dtype, cuda_graphs=not args.no_graphs, compile={"auto": None, "on": True, "off": False}[args.compile])
+    model = OmniVoice.load(
+        args.checkpoint,
+        device=args.device,
+        dtype=args.dtype,
+        cuda_graphs=not args.no_graphs,
+        compile={"auto": None, "on": True, "off": False}[args.compile],
+    )
     load_s = time.perf_counter() - t0
-    out: dict[str, object] = {"device": args.device, "dtype": args.dtype, "load_s": round(load_s, 2)}
+    out: dict[str, object] = {
+        "device": args.device,
+        "dtype": args.dtype,
+        "load_s": round(load_s, 2),
+    }
     if args.device.startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name()
 
     timed(model, [GenerationRequest(text=SHORT, seed=0)], args.device)  # warm-up
-    latencies = [timed(model, [GenerationRequest(text=SHORT, seed=i)], args.device)[0] for i in range(args.repeats)]
+    latencies = [
+        timed(model, [GenerationRequest(text=SHORT, seed=i)], args.device)[0]
+        for i in range(args.repeats)
+    ]
     out["single_p50_s"] = round(statistics.median(latencies), 4)
     out["single_p95_s"] = round(float(np.percentile(latencies, 95)), 4)
 
@@ -82,7 +102,10 @@ def main() -> int:
 
     rng = np.random.default_rng(0)
     t = np.arange(5 * 24000) / 24000
-    ref = (0.2 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t)) + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+    ref = (
+        0.2 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))
+        + 0.01 * rng.standard_normal(t.size)
+    ).astype(np.float32)
     voice = model.encode_voice(ref, 24000, "A five second reference clip spoken clearly.")
     clone = [GenerationRequest(text=EIGHT_SECONDS, voice=voice, seed=i) for i in range(args.batch)]
     elapsed, audio_s = timed(model, clone, args.device)
@@ -92,9 +115,14 @@ def main() -> int:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
     if model.runner is not None:
-        out["graph_hits"], out["graph_misses"] = model.runner.stats.graph_hits, model.runner.stats.graph_misses
+        out["graph_hits"], out["graph_misses"] = (
+            model.runner.stats.graph_hits,
+            model.runner.stats.graph_misses,
+        )
         out["capture_s"] = model.runner.stats.capture_s
-        out["padding_waste"] = round(1 - model.runner.stats.real_tokens / max(1, model.runner.stats.padded_tokens), 3)
+        out["padding_waste"] = round(
+            1 - model.runner.stats.real_tokens / max(1, model.runner.stats.padded_tokens), 3
+        )
     out["compile"], out["graphs"] = args.compile, not args.no_graphs
     text = json.dumps(out, indent=2)
     print(text)

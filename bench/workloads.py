@@ -10,18 +10,117 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-WORDS = (
-    "the a morning river town baker bread oven street children winter snow market square lantern "
-    "quiet harbour ship sailor wind evening light window garden stone bridge road valley forest "
-    "mountain station train ticket letter music band summer night library weekend committee "
-    "debate summer coffee table friend family village story teacher lesson question answer "
-    "rain cloud bright early late small large old new warm cold green blue golden silver "
-    "walked waited opened closed carried gathered listened remembered smiled answered travelled "
-    "slowly quickly gently finally suddenly always never often together outside across beyond "
-    "and but while because after before when although since until"
-).split()
-INSTRUCTS = ("female, young adult, high pitch", "male, middle-aged, low pitch", "female, elderly", "male, british accent",
-             "female, whisper", "male, teenager, moderate pitch")
+WORDS = [
+    "the",
+    "a",
+    "morning",
+    "river",
+    "town",
+    "baker",
+    "bread",
+    "oven",
+    "street",
+    "children",
+    "winter",
+    "snow",
+    "market",
+    "square",
+    "lantern",
+    "quiet",
+    "harbour",
+    "ship",
+    "sailor",
+    "wind",
+    "evening",
+    "light",
+    "window",
+    "garden",
+    "stone",
+    "bridge",
+    "road",
+    "valley",
+    "forest",
+    "mountain",
+    "station",
+    "train",
+    "ticket",
+    "letter",
+    "music",
+    "band",
+    "summer",
+    "night",
+    "library",
+    "weekend",
+    "committee",
+    "debate",
+    "summer",
+    "coffee",
+    "table",
+    "friend",
+    "family",
+    "village",
+    "story",
+    "teacher",
+    "lesson",
+    "question",
+    "answer",
+    "rain",
+    "cloud",
+    "bright",
+    "early",
+    "late",
+    "small",
+    "large",
+    "old",
+    "new",
+    "warm",
+    "cold",
+    "green",
+    "blue",
+    "golden",
+    "silver",
+    "walked",
+    "waited",
+    "opened",
+    "closed",
+    "carried",
+    "gathered",
+    "listened",
+    "remembered",
+    "smiled",
+    "answered",
+    "travelled",
+    "slowly",
+    "quickly",
+    "gently",
+    "finally",
+    "suddenly",
+    "always",
+    "never",
+    "often",
+    "together",
+    "outside",
+    "across",
+    "beyond",
+    "and",
+    "but",
+    "while",
+    "because",
+    "after",
+    "before",
+    "when",
+    "although",
+    "since",
+    "until",
+]
+INSTRUCTS = (
+    "female, young adult, high pitch",
+    "male, middle-aged, low pitch",
+    "female, elderly",
+    "male, british accent",
+    "female, whisper",
+    "male, teenager, moderate pitch",
+)
 OPENAI_VOICES = ("alloy", "echo", "fable", "onyx", "nova", "shimmer")
 SINGLE_TEXT = "The quick brown fox jumps over the lazy dog near the river bank."  # 12 words, ~3 s
 CLONE_REF_TEXT = "A five second reference clip, spoken clearly and calmly."
@@ -54,7 +153,9 @@ def sentence_text(rng: random.Random, num_words: int) -> str:
     return " ".join(out)
 
 
-def pick_voice(rng: random.Random, shares: tuple[float, float, float]) -> tuple[str, str, str | None]:
+def pick_voice(
+    rng: random.Random, shares: tuple[float, float, float]
+) -> tuple[str, str, str | None]:
     """(kind, voice, instruct) with the given shares of design and clone; the rest auto/OpenAI."""
     design, clone = shares[1], shares[2]
     r = rng.random()
@@ -72,7 +173,13 @@ def mixed(n: int = 1000, seed: int = 1) -> list[Request]:
     out = []
     for i in range(n):
         r = rng.random()
-        words = rng.randint(8, 20) if r < 0.6 else rng.randint(30, 60) if r < 0.9 else rng.randint(120, 250)
+        words = (
+            rng.randint(8, 20)
+            if r < 0.6
+            else rng.randint(30, 60)
+            if r < 0.9
+            else rng.randint(120, 250)
+        )
         kind, voice, instruct = pick_voice(rng, (0.90, 0.05, 0.05))
         out.append(Request(sentence_text(rng, words), kind, voice, instruct, seed * 100_000 + i))
     return out
@@ -84,7 +191,11 @@ def short(n: int = 1000, seed: int = 2) -> list[Request]:
     out = []
     for i in range(n):
         kind, voice, instruct = pick_voice(rng, (0.90, 0.10, 0.0))
-        out.append(Request(sentence_text(rng, rng.randint(8, 20)), kind, voice, instruct, seed * 100_000 + i))
+        out.append(
+            Request(
+                sentence_text(rng, rng.randint(8, 20)), kind, voice, instruct, seed * 100_000 + i
+            )
+        )
     return out
 
 

@@ -8,6 +8,8 @@ which keeps float32 results equal to the reference's.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 
@@ -17,7 +19,12 @@ def can_use_flash(q: torch.Tensor) -> bool:
 
 
 def varlen_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_seqlen: int,
+    scale: float,
 ) -> torch.Tensor:
     """q [N, Hq, D], k/v [N, Hkv, D] (Hq a multiple of Hkv); returns [N, Hq, D]."""
     if can_use_flash(q):
@@ -28,10 +35,12 @@ def varlen_attention(
     return _per_segment(q, k, v, cu_seqlens.tolist(), scale)
 
 
-def _per_segment(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int], scale: float) -> torch.Tensor:
+def _per_segment(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int], scale: float
+) -> torch.Tensor:
     groups = q.shape[1] // k.shape[1]
     out = torch.empty_like(q)
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         if end == start:
             continue
         qs = q[start:end].transpose(0, 1).unsqueeze(0)  # [1, Hq, L, D]

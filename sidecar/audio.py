@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import math
 from pathlib import Path
@@ -113,7 +114,9 @@ def _dbfs(rms: int) -> float:
     return -math.inf if rms == 0 else 20 * math.log(rms / _MAX_AMPLITUDE, 10)
 
 
-def _detect_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int) -> list[list[int]]:
+def _detect_silence(
+    pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int
+) -> list[list[int]]:
     """pydub.silence.detect_silence: silent [start, end] ranges in ms."""
     seg_len = len(pcm)
     if seg_len < min_silence_ms:
@@ -123,7 +126,10 @@ def _detect_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms:
     starts = list(range(0, last_start + 1, seek_ms))
     if last_start % seek_ms:
         starts.append(last_start)  # pydub makes sure the tail is examined too
-    silent_starts = [int(i) for i in np.asarray(starts)[pcm.window_rms(np.asarray(starts), min_silence_ms) <= thresh]]
+    silent_starts = [
+        int(i)
+        for i in np.asarray(starts)[pcm.window_rms(np.asarray(starts), min_silence_ms) <= thresh]
+    ]
     if not silent_starts:
         return []
 
@@ -141,7 +147,9 @@ def _detect_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms:
     return ranges
 
 
-def _detect_nonsilent(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int) -> list[list[int]]:
+def _detect_nonsilent(
+    pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_ms: int
+) -> list[list[int]]:
     """pydub.silence.detect_nonsilent: non-silent [start, end] ranges in ms."""
     silent = _detect_silence(pcm, min_silence_ms, thresh_dbfs, seek_ms)
     seg_len = len(pcm)
@@ -161,10 +169,15 @@ def _detect_nonsilent(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, seek_m
     return ranges
 
 
-def _split_on_silence(pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, keep_ms: int, seek_ms: int) -> list[_Pcm]:
+def _split_on_silence(
+    pcm: _Pcm, min_silence_ms: int, thresh_dbfs: float, keep_ms: int, seek_ms: int
+) -> list[_Pcm]:
     """pydub.silence.split_on_silence: non-silent pieces, each padded by keep_ms of context."""
-    ranges = [[s - keep_ms, e + keep_ms] for s, e in _detect_nonsilent(pcm, min_silence_ms, thresh_dbfs, seek_ms)]
-    for a, b in zip(ranges, ranges[1:]):
+    ranges = [
+        [s - keep_ms, e + keep_ms]
+        for s, e in _detect_nonsilent(pcm, min_silence_ms, thresh_dbfs, seek_ms)
+    ]
+    for a, b in itertools.pairwise(ranges):
         if b[0] < a[1]:  # the padded ranges overlap: split the shared stretch at its midpoint
             a[1] = (a[1] + b[0]) // 2
             b[0] = a[1]
@@ -246,7 +259,9 @@ def trim_long_audio(
     return _from_int16(pcm.slice(0, best).samples)
 
 
-def fade_and_pad(audio: np.ndarray, sample_rate: int, fade_s: float = 0.1, pad_s: float = 0.1) -> np.ndarray:
+def fade_and_pad(
+    audio: np.ndarray, sample_rate: int, fade_s: float = 0.1, pad_s: float = 0.1
+) -> np.ndarray:
     """Linear fade in/out (at most half the clip each) and zero padding on both sides, against clicks.
 
     An empty clip comes back empty (no padding), as in the reference.
@@ -336,7 +351,9 @@ def read_audio(data: bytes | str | Path) -> tuple[np.ndarray, int]:
         source, what = str(data), f"reference audio file {str(data)!r}"
     try:
         frames, sample_rate = sf.read(source, dtype="float32", always_2d=True)
-    except Exception as exc:  # soundfile raises several types (LibsndfileError, RuntimeError, TypeError)
+    except (
+        Exception
+    ) as exc:  # soundfile raises several types (LibsndfileError, RuntimeError, TypeError)
         raise InvalidAudio(
             f"could not decode {what}: {exc}. Send a WAV, FLAC or OGG file (formats libsndfile reads)."
         ) from exc
@@ -379,7 +396,9 @@ def prepare_reference(
     if preprocess:
         if not has_ref_text:
             audio = trim_long_audio(audio, SAMPLE_RATE)
-        audio = remove_silence(audio, SAMPLE_RATE, mid_sil_ms=200, lead_sil_ms=100, trail_sil_ms=200)
+        audio = remove_silence(
+            audio, SAMPLE_RATE, mid_sil_ms=200, lead_sil_ms=100, trail_sil_ms=200
+        )
         if audio.size == 0:
             raise InvalidAudio(
                 "reference audio is silent (nothing above -50 dBFS) and is empty after silence "

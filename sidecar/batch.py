@@ -13,6 +13,7 @@ columns [target_offsets[i], target_offsets[i+1]).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,7 +48,9 @@ def pack(prompts: Sequence[tuple[torch.Tensor, int, int]]) -> PackedBatch:
     for input_ids, audio_start, t_len in prompts:
         c_len = int(input_ids.shape[1])
         if not 0 < t_len <= c_len - audio_start or audio_start < 0:
-            raise ValueError(f"bad prompt layout: c_len {c_len}, audio_start {audio_start}, target_len {t_len}")
+            raise ValueError(
+                f"bad prompt layout: c_len {c_len}, audio_start {audio_start}, target_len {t_len}"
+            )
         target = input_ids[:, c_len - t_len :]
         ids += [input_ids, target]
         mask = torch.zeros(c_len + t_len, dtype=torch.bool)
@@ -76,7 +79,7 @@ def pack(prompts: Sequence[tuple[torch.Tensor, int, int]]) -> PackedBatch:
 def padded_index(target_offsets: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Map the target axis to a padded [B, T_max] grid: `index[i, t]` is item i's column t, or S
     (one past the end, a sentinel column) where t >= T_i; `valid` says which entries are real."""
-    lens = torch.tensor([b - a for a, b in zip(target_offsets, target_offsets[1:])])
+    lens = torch.tensor([b - a for a, b in itertools.pairwise(target_offsets)])
     t = torch.arange(int(lens.max()))
     valid = t.unsqueeze(0) < lens.unsqueeze(1)
     index = torch.tensor(target_offsets[:-1]).unsqueeze(1) + t.unsqueeze(0)

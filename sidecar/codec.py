@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +38,10 @@ _SEMANTIC_OVERRIDES: dict[str, Any] = {"mask_time_prob": 0.0, "mask_feature_prob
 _SKIPPED_KEYS = frozenset({"semantic_model.masked_spec_embed"})
 # Old-style weight-norm names that transformers renames on load; a checkpoint saved by an older
 # torch may use them for HuBERT's positional convolution.
-_LEGACY_WEIGHT_NORM = {".weight_g": ".parametrizations.weight.original0",
-                       ".weight_v": ".parametrizations.weight.original1"}
+_LEGACY_WEIGHT_NORM = {
+    ".weight_g": ".parametrizations.weight.original0",
+    ".weight_v": ".parametrizations.weight.original1",
+}
 
 
 # Measured on the decoder (tests/sidecar/test_codec.py keeps it true): frames appended after an
@@ -119,7 +121,11 @@ class CodecConfig:
 
     @property
     def semantic_downsample_factor(self) -> int:
-        return int(self.hop_length / (self.sample_rate / self.semantic_sample_rate) / self.downsample_factor)
+        return int(
+            self.hop_length
+            / (self.sample_rate / self.semantic_sample_rate)
+            / self.downsample_factor
+        )
 
 
 class _ResidualUnit(nn.Module):
@@ -128,8 +134,9 @@ class _ResidualUnit(nn.Module):
     def __init__(self, cfg: CodecConfig, channels: int, dilation: int) -> None:
         super().__init__()
         k = cfg.unit_kernel_size
-        self.conv1 = nn.Conv1d(channels, channels, k, padding=((k - 1) // 2) * dilation, dilation=dilation,
-                               bias=False)
+        self.conv1 = nn.Conv1d(
+            channels, channels, k, padding=((k - 1) // 2) * dilation, dilation=dilation, bias=False
+        )
         self.conv2 = nn.Conv1d(channels, channels, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -177,8 +184,15 @@ class _SemanticDecoderBlock(nn.Module):
         if stride == 1:
             self.conv = nn.Conv1d(c_in, c_out, 3, padding=1)
         else:
-            self.conv = nn.ConvTranspose1d(c_in, c_out, 2 * stride, stride, padding=(stride + 1) // 2,
-                                           output_padding=stride % 2, bias=False)
+            self.conv = nn.ConvTranspose1d(
+                c_in,
+                c_out,
+                2 * stride,
+                stride,
+                padding=(stride + 1) // 2,
+                output_padding=stride % 2,
+                bias=False,
+            )
         self.res_units = nn.ModuleList(_ResidualUnit(cfg, c_out, d) for d in cfg.block_dilations)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -195,7 +209,9 @@ class _SemanticDecoder(nn.Module):
     def __init__(self, cfg: CodecConfig) -> None:
         super().__init__()
         h, ratios = cfg.semantic_hidden_size, cfg.channel_ratios
-        self.conv1 = nn.Conv1d(h, int(h * ratios[0]), cfg.kernel_size, padding=cfg.kernel_size // 2, bias=False)
+        self.conv1 = nn.Conv1d(
+            h, int(h * ratios[0]), cfg.kernel_size, padding=cfg.kernel_size // 2, bias=False
+        )
         blocks = []
         for i, stride in enumerate(cfg.strides):
             c_out = int(h * ratios[i + 1]) if i < len(ratios) - 1 else h
@@ -212,6 +228,11 @@ class _SemanticDecoder(nn.Module):
 
 class _Codebook(nn.Module):
     """Euclidean codebook; `cluster_size`, `embed_avg` and `inited` are EMA training state kept for loading."""
+
+    inited: torch.Tensor  # buffers: nn.Module's attribute lookup types them only as Tensor | Module
+    cluster_size: torch.Tensor
+    embed: torch.Tensor
+    embed_avg: torch.Tensor
 
     def __init__(self, size: int, dim: int) -> None:
         super().__init__()
@@ -248,7 +269,10 @@ class _Quantizer(nn.Module):
 class _ResidualVQ(nn.Module):
     def __init__(self, cfg: CodecConfig) -> None:
         super().__init__()
-        self.quantizers = nn.ModuleList(_Quantizer(cfg) for _ in range(cfg.num_quantizers))
+        self.quantizers = cast(
+            "Sequence[_Quantizer]",
+            nn.ModuleList(_Quantizer(cfg) for _ in range(cfg.num_quantizers)),
+        )
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, hidden] -> codes [B, Q, T]."""
@@ -280,13 +304,15 @@ def _strip_final_tanh(decoder: DacDecoder) -> None:
     for module in decoder.modules():
         if isinstance(module, nn.ConvTranspose1d):
             module.output_padding = (module.stride[0] % 2,)
-    decoder.tanh = nn.Identity()
+    decoder.tanh = nn.Identity()  # type: ignore[assignment]  # a Tanh slot, deliberately emptied
 
 
 def _conv_output_length(module: nn.Module, length: int) -> int:
     """Length after every Conv1d in `module`, in registration order (the encoder is a plain chain)."""
     for m in module.modules():
         if isinstance(m, nn.Conv1d):
+            if isinstance(m.padding, str):  # "same"/"valid": not a chain this formula describes
+                raise ValueError(f"{m}: a string padding has no fixed output length here")
             k, s, d, p = m.kernel_size[0], m.stride[0], m.dilation[0], m.padding[0]
             length = (length + 2 * p - d * (k - 1) - 1) // s + 1
     return length
@@ -315,7 +341,9 @@ class Codec(nn.Module):
         self.encoder_semantic = _SemanticEncoder(config)
         self.decoder_semantic = _SemanticDecoder(config)
         semantic = HubertConfig(**config.semantic)
-        semantic._attn_implementation = "sdpa"  # what from_pretrained picks for the reference on CPU
+        semantic._attn_implementation = (
+            "sdpa"  # what from_pretrained picks for the reference on CPU
+        )
         self.semantic_model = HubertModel(semantic)
         h = config.hidden_size
         self.fc = nn.Linear(h, h)
@@ -345,7 +373,9 @@ class Codec(nn.Module):
     def encode(self, wav: torch.Tensor) -> torch.Tensor:
         """wav [B,1,N] (24 kHz, N a multiple of hop_length) -> codes int64 [B, num_codebooks, N/hop]."""
         if wav.dim() != 3 or wav.shape[1] != 1:
-            raise ValueError(f"codec.encode wants mono audio shaped [B,1,N], got {tuple(wav.shape)}")
+            raise ValueError(
+                f"codec.encode wants mono audio shaped [B,1,N], got {tuple(wav.shape)}"
+            )
         wav = wav.to(device=self.device, dtype=torch.float32)
         semantic = self.encoder_semantic(self._semantic_features(wav).transpose(1, 2))
         # As the reference: pad the acoustic input by half a hop each side only when its frame count
@@ -361,7 +391,9 @@ class Codec(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes [B, num_codebooks, T] -> audio [B, 1, hop_length*T] in `io_dtype`."""
         if codes.dim() != 3 or codes.shape[1] != self.num_codebooks:
-            raise ValueError(f"codec.decode wants codes shaped [B,{self.num_codebooks},T], got {tuple(codes.shape)}")
+            raise ValueError(
+                f"codec.decode wants codes shaped [B,{self.num_codebooks},T], got {tuple(codes.shape)}"
+            )
         latent = self.fc2(self.quantizer.decode(codes.to(device=self.device, dtype=torch.long)))
         audio = self.acoustic_decoder(latent.transpose(1, 2))
         return audio.to(self.io_dtype)
@@ -378,13 +410,19 @@ class Codec(nn.Module):
             if isinstance(module, Snake1d):
                 # alpha as a plain tensor: torch.compile keeps a Parameter's shape static, which
                 # compiled once per layer, hit its recompile limit and left most layers eager.
-                module.forward = partial(fused, alpha=module.alpha.detach())
+                module.forward = partial(fused, alpha=module.alpha.detach())  # type: ignore[method-assign]
         for batch in (1, 2):
             for frames in (3, 5):
-                self.decode(torch.zeros((batch, self.num_codebooks, frames), dtype=torch.long, device=self.device))
+                self.decode(
+                    torch.zeros(
+                        (batch, self.num_codebooks, frames), dtype=torch.long, device=self.device
+                    )
+                )
 
     @torch.inference_mode()
-    def decode_many(self, codes: Sequence[torch.Tensor], max_frames: int = DECODE_FRAMES_PER_CALL) -> list[torch.Tensor]:
+    def decode_many(
+        self, codes: Sequence[torch.Tensor], max_frames: int = DECODE_FRAMES_PER_CALL
+    ) -> list[torch.Tensor]:
         """Decode items of any lengths ([num_codebooks, T_i] each) in few batched calls.
 
         Items are sorted by length and decoded together, padded to the longest of their group.
@@ -393,7 +431,7 @@ class Codec(nn.Module):
         enough left context to be exact; the result equals decoding each item on its own (to
         float32 rounding, ~1e-6). Returns 1-D audio tensors of hop_length * T_i samples.
         """
-        out: list[torch.Tensor | None] = [None] * len(codes)
+        out: dict[int, torch.Tensor] = {}  # item index -> its audio
         order = sorted(range(len(codes)), key=lambda i: codes[i].shape[-1])
         groups: list[list[int]] = [[]]
         for i in order:
@@ -405,7 +443,9 @@ class Codec(nn.Module):
         hop = self.hop_length
         for group in groups:
             t_max = codes[group[-1]].shape[-1]
-            batch = torch.zeros((len(group), self.num_codebooks, t_max), dtype=torch.long, device=self.device)
+            batch = torch.zeros(
+                (len(group), self.num_codebooks, t_max), dtype=torch.long, device=self.device
+            )
             for row, i in enumerate(group):
                 batch[row, :, : codes[i].shape[-1]] = codes[i]
             audio = self.decode(batch)[:, 0]
@@ -416,13 +456,15 @@ class Codec(nn.Module):
                 out[i] = self.decode(codes[i].unsqueeze(0))[0, 0]  # short enough to decode whole
             tails = [i for i in shorter if codes[i].shape[-1] > window]
             if tails:
-                tail_audio = self.decode(torch.stack([codes[i][:, -window:] for i in tails]).to(self.device))[:, 0]
+                tail_audio = self.decode(
+                    torch.stack([codes[i][:, -window:] for i in tails]).to(self.device)
+                )[:, 0]
                 for row, i in enumerate(tails):
                     t = codes[i].shape[-1]
                     fixed = out[i].clone()
                     fixed[(t - TAIL_FRAMES) * hop :] = tail_audio[row, TAIL_CONTEXT_FRAMES * hop :]
                     out[i] = fixed
-        return [a for a in out if a is not None]
+        return [out[i] for i in range(len(codes))]
 
 
 def read_codec_config(audio_tokenizer_dir: Path) -> CodecConfig:
@@ -456,13 +498,18 @@ def load_state_strict(module: nn.Module, state: Mapping[str, torch.Tensor], sour
         if key not in wanted:
             raise CheckpointError(f"{source}: unexpected tensor '{key}'")
         if tuple(state[key].shape) != tuple(wanted[key].shape):
-            raise CheckpointError(f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, "
-                                  f"expected {tuple(wanted[key].shape)}")
+            raise CheckpointError(
+                f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, "
+                f"expected {tuple(wanted[key].shape)}"
+            )
     module.load_state_dict({k: v.to(wanted[k].dtype) for k, v in state.items()}, strict=True)
 
 
-def load_codec(audio_tokenizer_dir: Path, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32) -> Codec:
+def load_codec(
+    audio_tokenizer_dir: Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> Codec:
     """Build the codec from `<checkpoint>/audio_tokenizer`. Weights stay float32 whatever `dtype` is
     (see `Codec`); `dtype` is the dtype `decode` returns."""
     directory = Path(audio_tokenizer_dir)
@@ -477,6 +524,8 @@ def load_codec(audio_tokenizer_dir: Path, device: str | torch.device = "cpu",
     try:
         codec = Codec(config, io_dtype=dtype)
     except (TypeError, ValueError, KeyError) as exc:  # a config whose sizes do not fit together
-        raise CheckpointError(f"{directory / 'config.json'} does not describe a buildable codec: {exc}") from exc
+        raise CheckpointError(
+            f"{directory / 'config.json'} does not describe a buildable codec: {exc}"
+        ) from exc
     load_state_strict(codec, state, str(weights))
     return codec.to(device).eval()

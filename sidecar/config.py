@@ -26,7 +26,7 @@ class ModelConfig:
     rope_theta: float
 
     @classmethod
-    def from_dict(cls, config: dict[str, Any], where: str = "config.json") -> "ModelConfig":
+    def from_dict(cls, config: dict[str, Any], where: str = "config.json") -> ModelConfig:
         llm = config.get("llm_config")
         if not isinstance(llm, dict):
             raise CheckpointError(f"{where}: no 'llm_config' section (the Qwen3 backbone config)")
@@ -42,7 +42,9 @@ class ModelConfig:
             raise CheckpointError(f"{where}: missing 'llm_config.rope_parameters.rope_theta'")
         rope_type = rope.get("rope_type", "default")
         if rope_type != "default":
-            raise CheckpointError(f"{where}: rope_type {rope_type!r} is not supported (only 'default')")
+            raise CheckpointError(
+                f"{where}: rope_type {rope_type!r} is not supported (only 'default')"
+            )
         num_heads = int(need(llm, "num_attention_heads", "llm_config."))
         hidden = int(need(llm, "hidden_size", "llm_config."))
         return cls(
@@ -63,5 +65,10 @@ class ModelConfig:
     @property
     def num_parameters(self) -> int:
         """Parameters of the backbone layers (no embeddings): what each token multiplies through."""
-        h, q, kv, m = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate_size
+        h, q, kv, m = (
+            self.hidden_size,
+            self.num_heads * self.head_dim,
+            self.num_kv_heads * self.head_dim,
+            self.intermediate_size,
+        )
         return self.num_layers * (h * q + 2 * h * kv + q * h + 3 * h * m)

@@ -28,15 +28,22 @@ class Engine(Protocol):
     """`generate` = `decode(denoise(...))`. The sidecar calls the halves apart, so that one batch
     decodes (in a thread) while the next denoises; `denoise` returns one opaque value per request."""
 
-    sample_rate: int
+    @property
+    def sample_rate(self) -> int: ...
 
-    def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]: ...
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> list[GenerationResult]: ...
 
-    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> Sequence[object]: ...
+    def denoise(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> Sequence[object]: ...
 
     def decode(self, denoised: Sequence[Any]) -> list[GenerationResult]: ...
 
-    def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt: ...
+    def encode_voice(
+        self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
+    ) -> VoicePrompt: ...
 
     def stats(self) -> dict[str, float | int]: ...
 
@@ -50,10 +57,14 @@ class NullEngine:
     def stats(self) -> dict[str, float | int]:
         return {}  # no forward passes to count
 
-    def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> list[GenerationResult]:
         return self.decode(self.denoise(requests, on_step))
 
-    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationRequest]:
+    def denoise(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> list[GenerationRequest]:
         num_step = max((r.num_step for r in requests), default=0)
         for step in range(1, num_step + 1):
             if on_step is not None:
@@ -67,19 +78,35 @@ class NullEngine:
                 frames = max(1, int(r.duration * FRAME_RATE))
             else:
                 num_ref = r.voice.tokens.shape[1] if r.voice is not None else None
-                frames = target_tokens(r.text, r.voice.ref_text if r.voice else None, num_ref, speed=r.speed)
+                frames = target_tokens(
+                    r.text, r.voice.ref_text if r.voice else None, num_ref, speed=r.speed
+                )
             audio = np.zeros(frames * self.sample_rate // FRAME_RATE, dtype=np.float32)
-            tokens = [np.zeros((self.num_codebooks, frames), dtype=np.int64)] if r.return_tokens else []
-            results.append(GenerationResult(audio=audio, sample_rate=self.sample_rate, tokens=tokens, seed=r.seed))
+            tokens = (
+                [np.zeros((self.num_codebooks, frames), dtype=np.int64)] if r.return_tokens else []
+            )
+            results.append(
+                GenerationResult(
+                    audio=audio, sample_rate=self.sample_rate, tokens=tokens, seed=r.seed
+                )
+            )
         return results
 
-    def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt:
+    def encode_voice(
+        self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
+    ) -> VoicePrompt:
         frames = max(1, len(audio) * FRAME_RATE // max(1, sample_rate))
         rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if len(audio) else 0.0
-        return VoicePrompt(tokens=np.zeros((self.num_codebooks, frames), dtype=np.int64), ref_text=ref_text, ref_rms=rms)
+        return VoicePrompt(
+            tokens=np.zeros((self.num_codebooks, frames), dtype=np.int64),
+            ref_text=ref_text,
+            ref_rms=rms,
+        )
 
 
-def load_engine(name: str, source: str, device: str, dtype: str, on_progress: ProgressCallback) -> Engine:
+def load_engine(
+    name: str, source: str, device: str, dtype: str, on_progress: ProgressCallback
+) -> Engine:
     """Load the named engine; the OmniVoice runtime (and torch) is imported only here."""
     if name == "null":
         on_progress("null engine")
@@ -102,7 +129,7 @@ def resolve_dtype(dtype: str, device: str) -> str:
 # torch is consulted only when the engine already imported it, so the null engine stays light.
 
 
-def _torch():  # type: ignore[no-untyped-def]
+def _torch() -> Any:  # the torch module, or None
     return sys.modules.get("torch")
 
 
@@ -119,7 +146,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
 def is_device_fatal(exc: BaseException) -> bool:
     """A CUDA error that poisons the context (illegal access, device assert): only a new process helps."""
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("illegal memory access" in text or "device-side assert" in text or "CUDA error: unspecified launch failure" in text)
+    return isinstance(exc, RuntimeError) and (
+        "illegal memory access" in text
+        or "device-side assert" in text
+        or "CUDA error: unspecified launch failure" in text
+    )
 
 
 def release_cached_memory() -> None:

@@ -27,7 +27,9 @@ sidecar starts loading (before any heavy import):
 
 `NAME@PATH` (a load fault) or `[[fault:NAME@PATH]]` (a request fault, for one batch) fires only
 if PATH can be deleted, so a test can make a fault happen exactly once: create the file, and the
-first sidecar or batch to get there consumes it.
+first sidecar or batch to get there consumes it. PATH must lie inside the directory given by
+`--test-fault-dir` (the supervisor passes its --test-fault-dir, by default DATA_DIR/test-faults):
+a token anywhere else never fires and deletes nothing, so a client cannot aim it at a real file.
 """
 
 from __future__ import annotations
@@ -45,7 +47,20 @@ from sidecar.protocol import HEADER, ErrorKind, ExitCode
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
-REQUEST_FAULTS = frozenset({"crash", "hang", "slow", "stdout", "garbage", "oversize", "raise", "oom", "decodeslow", "decoderaise"})
+REQUEST_FAULTS = frozenset(
+    {
+        "crash",
+        "hang",
+        "slow",
+        "stdout",
+        "garbage",
+        "oversize",
+        "raise",
+        "oom",
+        "decodeslow",
+        "decoderaise",
+    }
+)
 
 
 class InjectedOutOfMemory(RuntimeError):
@@ -61,13 +76,24 @@ class Fault:
     arg: str = ""
 
 
-def _consume(token: str | None) -> bool:
-    """No token: always fire. A token file: fire only if this call deletes it."""
+def _inside(path: str, directory: str) -> bool:
+    """Whether path, its links and `..` resolved, names something under directory."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real != root and os.path.commonpath((real, root)) == root
+
+
+def _consume(token: str | None, directory: str | None) -> bool:
+    """No token: always fire. A token file in the fault directory: fire only if this call
+    deletes it."""
     if not token:
         return True
+    if not directory or not _inside(token, directory):
+        print(f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return False
     try:
         os.unlink(token)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
         return False
     return True
 
@@ -80,8 +106,10 @@ def _hang() -> None:
 class Faults:
     """The faults of one sidecar; every method is a no-op unless enabled."""
 
-    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int) -> None:
+    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int,
+                 token_dir: str | None = None) -> None:  # fmt: skip
         self.enabled = enabled
+        self.token_dir = token_dir
         self.write_raw = write_raw
         self.max_frame_bytes = max_frame_bytes
 
@@ -89,7 +117,8 @@ class Faults:
         """Remove the markers from a text; return it and the faults it asked for."""
         if not self.enabled:
             return text, []
-        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text) if _consume(m.group(3))]
+        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text)
+                 if _consume(m.group(3), self.token_dir)]  # fmt: skip
         return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
 
     def on_load(self, send_error: Callable[[str, str], None]) -> None:
@@ -97,7 +126,7 @@ class Faults:
         if not spec:
             return
         name, _, token = spec.partition("@")
-        if not _consume(token):
+        if not _consume(token, self.token_dir):
             return
         print(f"test fault: load {name}", file=sys.stderr, flush=True)
         if name == "crash":
@@ -105,7 +134,9 @@ class Faults:
         if name == "hang":
             _hang()
         if name == "load-error":
-            send_error(ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded")
+            send_error(
+                ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded"
+            )
             os._exit(ExitCode.LOAD_ERROR)
 
     def on_step(self, faults: list[Fault], step: int, num_steps: int, batch_size: int) -> None:

@@ -49,7 +49,9 @@ class Prompt:
     schedule: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.schedule = unmask_schedule(self.target_len * self.input_ids.shape[0], self.num_step, self.t_shift)
+        self.schedule = unmask_schedule(
+            self.target_len * self.input_ids.shape[0], self.num_step, self.t_shift
+        )
 
 
 @lru_cache(maxsize=64)
@@ -81,7 +83,9 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
     return (x >> 16) ^ x
 
 
-def uniform_noise(seed32: torch.Tensor, step: int, kind: int, *counters: torch.Tensor) -> torch.Tensor:
+def uniform_noise(
+    seed32: torch.Tensor, step: int, kind: int, *counters: torch.Tensor
+) -> torch.Tensor:
     """U[0, 1) as float32, a pure function of (seed, step, kind, counters...), broadcasting."""
     h = _mix32((seed32 + (step * 4 + kind) * 0x9E3779B) & 0xFFFFFFFF)
     for c in counters:
@@ -96,7 +100,9 @@ def gumbel(u: torch.Tensor) -> torch.Tensor:
 class BatchState:
     """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
 
-    def __init__(self, model: OmniVoiceModel, prompts: Sequence[Prompt], runner: ModelRunner | None = None) -> None:
+    def __init__(
+        self, model: OmniVoiceModel, prompts: Sequence[Prompt], runner: ModelRunner | None = None
+    ) -> None:
         cfg = model.cfg
         self.runner = runner
         self.forward_packed = runner.forward if runner is not None else model.forward_packed
@@ -114,32 +120,51 @@ class BatchState:
         self.uncond_cols = self.head_index[s:]
         index, valid = padded_index(packed.target_offsets)
         self.pad_index, self.pad_valid = index.to(device), valid.to(device)  # [B, Tmax]
-        self.tokens = torch.full((cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device)
+        self.tokens = torch.full(
+            (cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device
+        )
 
         def per_item(values: list[float]) -> torch.Tensor:
             return torch.tensor(values, dtype=torch.float32, device=device)
 
         lens = [p.target_len for p in prompts]
-        self.guidance = per_item([p.guidance_scale for p in prompts]).repeat_interleave(torch.tensor(lens, device=device))
-        self.class_temp = per_item([p.class_temperature for p in prompts]).repeat_interleave(torch.tensor(lens, device=device))
+        self.guidance = per_item([p.guidance_scale for p in prompts]).repeat_interleave(
+            torch.tensor(lens, device=device)
+        )
+        self.class_temp = per_item([p.class_temperature for p in prompts]).repeat_interleave(
+            torch.tensor(lens, device=device)
+        )
         self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
         self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
-        self.seed32 = torch.tensor([(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long, device=device)
+        self.seed32 = torch.tensor(
+            [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts],
+            dtype=torch.long,
+            device=device,
+        )
         self.layer = torch.arange(cfg.num_codebooks, device=device).view(1, -1, 1)
         t_max = index.shape[1]
         # (codebook, column) -> counter; independent of the batch's shape, so noise is per item.
-        self.position_counter = self.layer * COUNTER_STRIDE + torch.arange(t_max, device=device).view(1, 1, -1)
+        self.position_counter = self.layer * COUNTER_STRIDE + torch.arange(
+            t_max, device=device
+        ).view(1, 1, -1)
         self.any_guided = any(p.guidance_scale != 0 for p in prompts)
         self.all_guided = all(p.guidance_scale != 0 for p in prompts)
         self.any_class_sampling = any(p.class_temperature > 0 for p in prompts)
         self.any_position_noise = any(p.position_temperature > 0 for p in prompts)
         self.num_steps = max(p.num_step for p in prompts)
-        self.k = [[p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)]
+        self.k = [
+            [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
+        ]
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
         return self.forward_packed(
-            self.input_ids, self.audio_mask, self.positions, self.cu_seqlens, self.packed.max_seqlen, self.head_index
+            self.input_ids,
+            self.audio_mask,
+            self.positions,
+            self.cu_seqlens,
+            self.packed.max_seqlen,
+            self.head_index,
         ).float()
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
@@ -167,10 +192,24 @@ class BatchState:
             k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
             values, classes = log_probs.topk(k, dim=-1)
             temp = self.class_temp.view(-1, 1, 1)
-            item = torch.repeat_interleave(torch.arange(len(self.prompts), device=logits.device), torch.tensor([p.target_len for p in self.prompts], device=logits.device))
-            t = torch.arange(s, device=logits.device) - torch.tensor(self.packed.target_offsets[:-1], device=logits.device)[item]
-            u = uniform_noise(self.seed32[item].view(-1, 1, 1), step, NOISE_CLASS, (self.layer.view(1, -1, 1) * COUNTER_STRIDE + t.view(-1, 1, 1)), classes)
-            pick = (values / torch.where(temp > 0, temp, 1.0) + gumbel(u)).argmax(dim=-1, keepdim=True)
+            item = torch.repeat_interleave(
+                torch.arange(len(self.prompts), device=logits.device),
+                torch.tensor([p.target_len for p in self.prompts], device=logits.device),
+            )
+            t = (
+                torch.arange(s, device=logits.device)
+                - torch.tensor(self.packed.target_offsets[:-1], device=logits.device)[item]
+            )
+            u = uniform_noise(
+                self.seed32[item].view(-1, 1, 1),
+                step,
+                NOISE_CLASS,
+                (self.layer.view(1, -1, 1) * COUNTER_STRIDE + t.view(-1, 1, 1)),
+                classes,
+            )
+            pick = (values / torch.where(temp > 0, temp, 1.0) + gumbel(u)).argmax(
+                dim=-1, keepdim=True
+            )
             tokens = torch.where(temp.view(-1, 1) > 0, classes.gather(-1, pick).squeeze(-1), tokens)
         return tokens, log_probs.max(dim=-1)[0]
 
@@ -185,13 +224,21 @@ class BatchState:
         current = self.tokens[:, self.pad_index].permute(1, 0, 2)  # [B, C, Tmax]
         scores = conf - self.layer * self.penalty
         if self.any_position_noise:
-            u = uniform_noise(self.seed32.view(-1, 1, 1), step, NOISE_POSITION, self.position_counter)
+            u = uniform_noise(
+                self.seed32.view(-1, 1, 1), step, NOISE_POSITION, self.position_counter
+            )
             temp = self.position_temp
-            scores = torch.where(temp > 0, scores / torch.where(temp > 0, temp, 1.0) + gumbel(u), scores)
-        scores = scores.masked_fill((current != self.mask_id) | ~self.pad_valid.unsqueeze(1), -float("inf"))
+            scores = torch.where(
+                temp > 0, scores / torch.where(temp > 0, temp, 1.0) + gumbel(u), scores
+            )
+        scores = scores.masked_fill(
+            (current != self.mask_id) | ~self.pad_valid.unsqueeze(1), -float("inf")
+        )
         k_max = max(k)
         chosen = torch.topk(scores.reshape(b, -1), k_max, dim=1).indices  # [B, k_max]
-        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < torch.tensor(k, device=scores.device).unsqueeze(1)
+        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < torch.tensor(
+            k, device=scores.device
+        ).unsqueeze(1)
         reveal = torch.zeros((b, num_cb * t_max), dtype=torch.bool, device=scores.device)
         reveal.scatter_(1, chosen, wanted)
         updated = torch.where(reveal.view(b, num_cb, t_max), pred, current)
@@ -224,7 +271,9 @@ def generate_tokens(
         if on_step is not None:
             on_step(step + 1, state.num_steps)
     if runner is not None:
-        runner.stats.useful_flops += passes * useful_flops(model.cfg, state.packed.segment_lens, state.packed.num_targets)
+        runner.stats.useful_flops += passes * useful_flops(
+            model.cfg, state.packed.segment_lens, state.packed.num_targets
+        )
         runner.collect_timings()
     return state.result()
 

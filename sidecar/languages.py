@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 __all__ = ["language_ids", "language_name", "language_names", "resolve_language"]
 

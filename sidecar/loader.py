@@ -22,39 +22,58 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
+from sidecar import layout
 from sidecar.config import ModelConfig
 from sidecar.errors import CheckpointError
 from sidecar.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors")
-SPECIAL_TOKENS = ("<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>", "<|text_start|>", "<|text_end|>")
+SPECIAL_TOKENS = (
+    "<|denoise|>",
+    "<|lang_start|>",
+    "<|lang_end|>",
+    "<|instruct_start|>",
+    "<|instruct_end|>",
+    "<|text_start|>",
+    "<|text_end|>",
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def resolve_checkpoint(source: str) -> Path:
     """A local directory as it is; otherwise a Hugging Face id, downloaded once into the HF cache."""
+    problem = layout.local_problem(source)
+    if problem:
+        raise CheckpointError(problem)
     path = Path(source).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise CheckpointError(f"checkpoint {source!r} is a file; expected a directory in the published layout")
         return path
-    if source.count("/") != 1 or source.startswith((".", "/", "~")):
-        raise CheckpointError(f"checkpoint {source!r} not found: no such directory, and not a Hugging Face id (owner/name)")
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
+    if layout.hub_offline():
+        try:
+            return Path(snapshot_download(source, local_files_only=True))
+        except Exception:
+            raise CheckpointError(
+                f"checkpoint {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is "
+                f"set: download it first (hf download {source}), or pass the checkpoint "
+                "directory instead"
+            ) from None
+    try:
         return Path(snapshot_download(source))
     except Exception as exc:  # network, auth, unknown repo: all end as one clear message
-        raise CheckpointError(f"checkpoint {source!r}: could not download from Hugging Face ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(
+            f"checkpoint {source!r}: could not download from Hugging Face "
+            f"({type(exc).__name__}: {exc}); pass a checkpoint directory instead"
+        ) from None
 
 
 def check_layout(root: Path) -> None:
-    missing = [name for name in REQUIRED_FILES if not (root / name).is_file()]
+    missing = layout.missing_files(root)
     if missing:
-        raise CheckpointError(f"checkpoint {root} is incomplete: missing {', '.join(missing)}")
+        raise CheckpointError(layout.incomplete(root, missing))
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -81,7 +100,9 @@ def load_tokenizer(root: Path) -> Tokenizer:
         raise CheckpointError(f"{root / 'tokenizer.json'}: unreadable tokenizer ({exc})") from None
     missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
     if missing:
-        raise CheckpointError(f"{root / 'tokenizer.json'}: missing the OmniVoice special tokens {', '.join(missing)}")
+        raise CheckpointError(
+            f"{root / 'tokenizer.json'}: missing the OmniVoice special tokens {', '.join(missing)}"
+        )
     return tokenizer
 
 
@@ -94,16 +115,29 @@ def load_model(root: Path, device: str, dtype: torch.dtype) -> OmniVoiceModel:
     missing = sorted(expected - weights.keys())
     unexpected = sorted(weights.keys() - expected)
     if missing:
-        raise CheckpointError(f"{root / 'model.safetensors'}: missing weights {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}")
+        raise CheckpointError(
+            f"{root / 'model.safetensors'}: missing weights {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}"
+        )
     if unexpected:
-        log.warning("%s: ignoring %d unexpected weights (%s)", root / "model.safetensors", len(unexpected), ", ".join(unexpected[:3]))
+        log.warning(
+            "%s: ignoring %d unexpected weights (%s)",
+            root / "model.safetensors",
+            len(unexpected),
+            ", ".join(unexpected[:3]),
+        )
     for name, want in model.state_dict().items():  # module order: the first misfit is named
         if tuple(weights[name].shape) != tuple(want.shape):
             raise CheckpointError(
                 f"{root / 'model.safetensors'}: {name} has shape {tuple(weights[name].shape)}, config.json implies {tuple(want.shape)}"
             )
-    state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in weights.items() if k in expected}
+    state = {
+        k: (v.to(dtype) if v.is_floating_point() else v)
+        for k, v in weights.items()
+        if k in expected
+    }
     model.load_state_dict(state, strict=True, assign=True)
     # inv_freq is not in the checkpoint: rebuild it on the real device, in float32.
-    model.llm.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim))
+    model.llm.inv_freq = 1.0 / (
+        cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim)
+    )
     return model.to(device).eval()

@@ -9,7 +9,8 @@ sees every other position of the same item.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +41,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            cfg.num_heads,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+        )
         self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * cfg.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
         self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
@@ -63,13 +68,27 @@ class Attention(nn.Module):
         if groups > 1:
             # Materialised like transformers' repeat_kv, which the reference runs whenever a
             # mask is given; SDPA's enable_gqa would take another kernel path.
-            k = k[:, :, None].expand(rows, self.num_kv_heads, groups, length, self.head_dim).reshape(rows, -1, length, self.head_dim)
-            v = v[:, :, None].expand(rows, self.num_kv_heads, groups, length, self.head_dim).reshape(rows, -1, length, self.head_dim)
+            k = (
+                k[:, :, None]
+                .expand(rows, self.num_kv_heads, groups, length, self.head_dim)
+                .reshape(rows, -1, length, self.head_dim)
+            )
+            v = (
+                v[:, :, None]
+                .expand(rows, self.num_kv_heads, groups, length, self.head_dim)
+                .reshape(rows, -1, length, self.head_dim)
+            )
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.head_dim**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(rows, length, -1))
 
-
-    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
+    def forward_packed(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+    ) -> torch.Tensor:
         """x [N, hidden] holding many segments end to end; attention stays inside each segment."""
         shape = (x.shape[0], -1, self.head_dim)
         q = self.q_norm(self.q_proj(x).view(shape))
@@ -107,23 +126,43 @@ class DecoderLayer(nn.Module):
         h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-    def forward_packed(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
-        h = h + self.self_attn.forward_packed(self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen)
+    def forward_packed(
+        self,
+        h: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+    ) -> torch.Tensor:
+        h = h + self.self_attn.forward_packed(
+            self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen
+        )
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
 class Backbone(nn.Module):
     """Qwen3 without its language-model head; key names match the checkpoint's `llm.*`."""
 
+    inv_freq: (
+        torch.Tensor
+    )  # a buffer: nn.Module's attribute lookup types it only as Tensor | Module
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.layers = cast(
+            "Sequence[DecoderLayer]",
+            nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers)),
+        )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim))
+        inv_freq = 1.0 / (
+            cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float) / cfg.head_dim)
+        )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def rope(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[..., None].float() * self.inv_freq.float()
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -140,12 +179,18 @@ class Backbone(nn.Module):
 class OmniVoiceModel(nn.Module):
     """Embeds [rows, codebooks, length] token ids, runs the backbone, returns audio logits."""
 
+    codebook_layer_offsets: torch.Tensor  # a buffer
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.llm = Backbone(cfg)
-        self.audio_embeddings = nn.Embedding(cfg.num_codebooks * cfg.audio_vocab_size, cfg.hidden_size)
-        self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
+        self.audio_embeddings = nn.Embedding(
+            cfg.num_codebooks * cfg.audio_vocab_size, cfg.hidden_size
+        )
+        self.audio_heads = nn.Linear(
+            cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False
+        )
         offsets = torch.arange(cfg.num_codebooks) * cfg.audio_vocab_size
         self.register_buffer("codebook_layer_offsets", offsets)
 
@@ -170,7 +215,9 @@ class OmniVoiceModel(nn.Module):
         positions = torch.arange(length, device=h.device).unsqueeze(0)
         h = self.llm(h, positions, attention_mask)
         logits = self.audio_heads(h)
-        return logits.view(rows, length, self.cfg.num_codebooks, self.cfg.audio_vocab_size).permute(0, 2, 1, 3)
+        return logits.view(rows, length, self.cfg.num_codebooks, self.cfg.audio_vocab_size).permute(
+            0, 2, 1, 3
+        )
 
     def hidden_packed(
         self,

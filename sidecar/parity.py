@@ -7,6 +7,7 @@ to stderr. Tokens, tables and strings must be equal; audio the same length and w
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -23,8 +24,20 @@ FLOAT_RTOL = 1e-6
 DETERMINISTIC = {"position_temperature": 0.0, "class_temperature": 0.0}
 # generate() arguments that map one to one onto GenerationRequest fields.
 REQUEST_FIELDS = (
-    "language", "instruct", "duration", "speed", "num_step", "guidance_scale", "t_shift", "layer_penalty_factor",
-    "position_temperature", "class_temperature", "denoise", "postprocess_output", "audio_chunk_duration", "audio_chunk_threshold",
+    "language",
+    "instruct",
+    "duration",
+    "speed",
+    "num_step",
+    "guidance_scale",
+    "t_shift",
+    "layer_penalty_factor",
+    "position_temperature",
+    "class_temperature",
+    "denoise",
+    "postprocess_output",
+    "audio_chunk_duration",
+    "audio_chunk_threshold",
 )
 
 
@@ -63,7 +76,9 @@ class Parity:
     def __init__(self, fixtures: Path, device: str = "cpu") -> None:
         self.fixtures = fixtures
         self.device = device
-        self.cases: dict[str, Any] = json.loads((fixtures / "cases.json").read_text(encoding="utf-8"))
+        self.cases: dict[str, Any] = json.loads(
+            (fixtures / "cases.json").read_text(encoding="utf-8")
+        )
         with np.load(fixtures / "expected.npz") as npz:
             self.arrays = {k: npz[k] for k in npz.files}
         self._runtime: Any = None
@@ -73,7 +88,9 @@ class Parity:
         if self._runtime is None:
             from sidecar.runtime import OmniVoice
 
-            self._runtime = OmniVoice.load(str(self.fixtures / "checkpoint"), device=self.device, dtype="float32")
+            self._runtime = OmniVoice.load(
+                str(self.fixtures / "checkpoint"), device=self.device, dtype="float32"
+            )
         return self._runtime
 
     # Each check_<section> raises Mismatch (or any error) for a failing case.
@@ -88,12 +105,20 @@ class Parity:
     def check_target_tokens(self, c: dict[str, Any]) -> None:
         from sidecar.duration import target_tokens
 
-        equal(target_tokens(c["text"], c.get("ref_text"), c.get("ref_tokens"), speed=c.get("speed", 1.0)), c["tokens"], "tokens")
+        equal(
+            target_tokens(
+                c["text"], c.get("ref_text"), c.get("ref_tokens"), speed=c.get("speed", 1.0)
+            ),
+            c["tokens"],
+            "tokens",
+        )
 
     def check_chunks(self, c: dict[str, Any]) -> None:
         from sidecar.text import chunk_text
 
-        equal(chunk_text(c["text"], c["chunk_len"], c.get("min_chunk_len", 3)), c["chunks"], "chunks")
+        equal(
+            chunk_text(c["text"], c["chunk_len"], c.get("min_chunk_len", 3)), c["chunks"], "chunks"
+        )
 
     def check_add_punctuation(self, c: dict[str, Any]) -> None:
         from sidecar.text import add_punctuation
@@ -108,7 +133,9 @@ class Parity:
             got = resolve_instruct(c["instruct"], use_zh=c["use_zh"])
         except InvalidInstruct as exc:
             if not c.get("error"):
-                raise Mismatch(f"rejected ({exc}), the reference accepts it as {c.get('out')!r}") from None
+                raise Mismatch(
+                    f"rejected ({exc}), the reference accepts it as {c.get('out')!r}"
+                ) from None
             return
         if c.get("error"):
             raise Mismatch(f"accepted as {got!r}, the reference rejects it")
@@ -132,10 +159,14 @@ class Parity:
     def check_schedules(self, c: dict[str, Any]) -> None:
         from sidecar.generate import unmask_schedule
 
-        equal(unmask_schedule(c["target_len"] * 8, c["num_step"], c["t_shift"]), c["counts"], "counts")
+        equal(
+            unmask_schedule(c["target_len"] * 8, c["num_step"], c["t_shift"]), c["counts"], "counts"
+        )
 
     def check_clone_prompts(self, c: dict[str, Any]) -> None:
-        prompt = self.runtime.encode_voice(self.arrays[c["wav"]], 24000, c["ref_text_in"], preprocess=c["preprocess_prompt"])
+        prompt = self.runtime.encode_voice(
+            self.arrays[c["wav"]], 24000, c["ref_text_in"], preprocess=c["preprocess_prompt"]
+        )
         equal(prompt.ref_text, c["ref_text_out"], "ref_text")
         if not close(prompt.ref_rms, c["ref_rms"]):
             raise Mismatch(f"ref_rms {prompt.ref_rms!r} != {c['ref_rms']!r}")
@@ -151,7 +182,11 @@ class Parity:
         voice = None
         if c.get("clone_prompt"):
             entry = next(p for p in self.cases["clone_prompts"] if p["name"] == c["clone_prompt"])
-            voice = VoicePrompt(self.arrays[entry["tokens"]].astype(np.int64), entry["ref_text_out"], entry["ref_rms"])
+            voice = VoicePrompt(
+                self.arrays[entry["tokens"]].astype(np.int64),
+                entry["ref_text_out"],
+                entry["ref_rms"],
+            )
         unknown = set(kwargs) - set(REQUEST_FIELDS)
         if unknown:
             raise Mismatch(f"generate() arguments this runtime does not take: {sorted(unknown)}")
@@ -167,14 +202,21 @@ class Parity:
 
         for post, key in ((True, "audio"), (False, "audio_raw")):
             requests = [
-                GenerationRequest(text=t, voice=voice, return_tokens=True, **{**per_item(i), "postprocess_output": post})
+                GenerationRequest(
+                    text=t,
+                    voice=voice,
+                    return_tokens=True,
+                    **{**per_item(i), "postprocess_output": post},
+                )
                 for i, t in enumerate(texts)
             ]
             results = self.runtime.generate(requests)
             for i, (result, want) in enumerate(zip(results, c["items"])):
                 if post:
                     if len(result.tokens) != len(want["tokens"]):
-                        raise Mismatch(f"item {i}: {len(result.tokens)} chunks != {len(want['tokens'])}")
+                        raise Mismatch(
+                            f"item {i}: {len(result.tokens)} chunks != {len(want['tokens'])}"
+                        )
                     for j, (got_t, name) in enumerate(zip(result.tokens, want["tokens"])):
                         same_tokens(got_t, self.arrays[name], f"item {i} chunk {j}")
                 same_audio(result.audio, self.arrays[want[key]], f"item {i} {key}")
@@ -186,12 +228,49 @@ class Parity:
         a, sr = self.arrays, 24000
         x = a["resample_in"]
         return [
-            ("resample_24k_16k", lambda: same_audio(resample(x, 24000, 16000), a["resample_24k_16k"], "resample", RESAMPLE_TOL)),
-            ("resample_44k_24k", lambda: same_audio(resample(a["resample_44k_24k_in"], 44100, 24000), a["resample_44k_24k"], "resample", RESAMPLE_TOL)),
-            ("remove_silence_gen", lambda: same_audio(audio.remove_silence(a["silence_in"], sr, 500, 100, 100), a["remove_silence_gen"], "silence")),
-            ("remove_silence_ref", lambda: same_audio(audio.remove_silence(a["silence_in"], sr, 200, 100, 200), a["remove_silence_ref"], "silence")),
-            ("fade_pad", lambda: same_audio(audio.fade_and_pad(x[:24000], sr), a["fade_pad"], "fade_pad")),
-            ("cross_fade", lambda: same_audio(audio.cross_fade_chunks([x[0:24000], x[24000:48000], x[48000:60000]], sr, 0.3), a["cross_fade"], "cross_fade")),
+            (
+                "resample_24k_16k",
+                lambda: same_audio(
+                    resample(x, 24000, 16000), a["resample_24k_16k"], "resample", RESAMPLE_TOL
+                ),
+            ),
+            (
+                "resample_44k_24k",
+                lambda: same_audio(
+                    resample(a["resample_44k_24k_in"], 44100, 24000),
+                    a["resample_44k_24k"],
+                    "resample",
+                    RESAMPLE_TOL,
+                ),
+            ),
+            (
+                "remove_silence_gen",
+                lambda: same_audio(
+                    audio.remove_silence(a["silence_in"], sr, 500, 100, 100),
+                    a["remove_silence_gen"],
+                    "silence",
+                ),
+            ),
+            (
+                "remove_silence_ref",
+                lambda: same_audio(
+                    audio.remove_silence(a["silence_in"], sr, 200, 100, 200),
+                    a["remove_silence_ref"],
+                    "silence",
+                ),
+            ),
+            (
+                "fade_pad",
+                lambda: same_audio(audio.fade_and_pad(x[:24000], sr), a["fade_pad"], "fade_pad"),
+            ),
+            (
+                "cross_fade",
+                lambda: same_audio(
+                    audio.cross_fade_chunks([x[0:24000], x[24000:48000], x[48000:60000]], sr, 0.3),
+                    a["cross_fade"],
+                    "cross_fade",
+                ),
+            ),
         ]
 
     def run(self, out: Callable[[str], None] = print) -> bool:
@@ -200,7 +279,10 @@ class Parity:
         for name, value in self.cases.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 check = getattr(self, f"check_{name}", None)
-                cases = [(str(c.get("name", i)), (lambda c=c, check=check: self._unknown(name) if check is None else check(c))) for i, c in enumerate(value)]
+                cases: list[tuple[str, Callable[[], None]]] = [
+                    (str(c.get("name", i)), functools.partial(self._run_case, name, check, c))
+                    for i, c in enumerate(value)
+                ]
                 sections.append((name, cases))
         sections.append(("audio", self.audio_cases()))
         for name, cases in sections:
@@ -209,8 +291,14 @@ class Parity:
                 try:
                     run()
                     ok += 1
-                except Exception as exc:  # a crash is a failed case, reported, never the end of the run
-                    detail = str(exc) if isinstance(exc, Mismatch) else "".join(traceback.format_exception_only(exc)).strip()
+                except (
+                    Exception
+                ) as exc:  # a crash is a failed case, reported, never the end of the run
+                    detail = (
+                        str(exc)
+                        if isinstance(exc, Mismatch)
+                        else "".join(traceback.format_exception_only(exc)).strip()
+                    )
                     print(f"  {name}[{label}]: {detail}", file=sys.stderr)
             out(f"{name}: {ok}/{len(cases)}")
             passed, total = passed + ok, total + len(cases)
@@ -218,13 +306,20 @@ class Parity:
         return passed == total
 
     @staticmethod
-    def _unknown(section: str) -> None:
-        raise Mismatch(f"no check for section {section!r}")
+    def _run_case(
+        section: str, check: Callable[[dict[str, Any]], None] | None, case: dict[str, Any]
+    ) -> None:
+        if check is None:
+            raise Mismatch(f"no check for section {section!r}")
+        check(case)
 
 
 def main(fixtures: str, device: str = "cpu") -> int:
     path = Path(fixtures)
     if not (path / "cases.json").is_file() or not (path / "expected.npz").is_file():
-        print(f"parity: {path} is not a fixtures directory (needs cases.json and expected.npz)", file=sys.stderr)
+        print(
+            f"parity: {path} is not a fixtures directory (needs cases.json and expected.npz)",
+            file=sys.stderr,
+        )
         return 2
     return 0 if Parity(path, device).run() else 1

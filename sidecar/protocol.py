@@ -38,7 +38,17 @@ import enum
 import functools
 import struct
 import types
-from typing import IO, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    IO,
+    Any,
+    Literal,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 import msgpack
 
@@ -63,7 +73,9 @@ class Op(str, enum.Enum):
     SHUTDOWN = "shutdown"
 
 
-FROM_SIDECAR = frozenset({Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG})
+FROM_SIDECAR = frozenset(
+    {Op.HELLO, Op.PROGRESS, Op.READY, Op.STEP, Op.RESULT, Op.ERROR, Op.ENCODED, Op.DONE, Op.PONG}
+)
 TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.PING, Op.SHUTDOWN})
 
 
@@ -101,7 +113,6 @@ class ProtocolError(Exception):
 # typing introspection, so a field is declared in exactly one place.
 
 Encoding = Literal["s16le", "f32le"]  # audio: 16-bit PCM or float32, little-endian, mono
-AUDIO_ENCODINGS: tuple[str, ...] = get_args(Encoding)
 # A reference clip to encode may also come as a whole audio file ("file": WAV, FLAC, MP3 or
 # OGG bytes as uploaded), so that untrusted files are only ever parsed in a sidecar.
 UploadEncoding = Literal["s16le", "f32le", "file"]
@@ -242,14 +253,30 @@ class Shutdown(TypedDict):
     op: Literal["shutdown"]
 
 
-Message = Union[Hello, Progress, Ready, Step, Result, Error, Encoded, Done, Pong, Generate, EncodeVoice, Ping, Shutdown]
-MESSAGE_TYPES: dict[Op, Any] = {Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)}
+Message = (
+    Hello
+    | Progress
+    | Ready
+    | Step
+    | Result
+    | Error
+    | Encoded
+    | Done
+    | Pong
+    | Generate
+    | EncodeVoice
+    | Ping
+    | Shutdown
+)
+MESSAGE_TYPES: dict[Op, Any] = {
+    Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)
+}
 ITEM_OPTIONS = tuple(k for k in get_type_hints(Item) if k not in ("id", "text", "voice"))
 
 _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fields(typed_dict: type) -> tuple[dict[str, Any], frozenset[str]]:
     return get_type_hints(typed_dict), typed_dict.__required_keys__  # type: ignore[attr-defined]
 
@@ -263,11 +290,11 @@ def _check(tp: Any, value: object, where: str) -> None:
         ok = any(_matches(arg, value, where) for arg in args)
     elif origin is list:
         ok = isinstance(value, list)
-        for i, entry in enumerate(value if ok else []):  # type: ignore[arg-type]
+        for i, entry in enumerate(value if isinstance(value, list) else []):
             _check(args[0], entry, f"{where}[{i}]")
     elif origin is dict:
         ok = isinstance(value, dict)
-        for key, entry in (value.items() if ok else []):  # type: ignore[union-attr]
+        for key, entry in value.items() if isinstance(value, dict) else []:
             _check(str, key, f"{where} key")
             _check(args[1], entry, f"{where}.{key}")
     elif is_typeddict(tp):
@@ -309,7 +336,9 @@ def _check_map(typed_dict: type, value: object, where: str) -> None:
     if typed_dict is TokenArray:
         shape, data = value["shape"], value["data"]
         if len(shape) != 2 or min(shape) < 0 or len(data) != 2 * shape[0] * shape[1]:
-            raise ProtocolError(f"{where}: expected tokens, got shape {shape} with {len(data)} bytes")
+            raise ProtocolError(
+                f"{where}: expected tokens, got shape {shape} with {len(data)} bytes"
+            )
 
 
 def validate(obj: object, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> Message:
@@ -342,7 +371,14 @@ def _reject_ext(code: int, data: bytes) -> object:
 
 # Everything msgpack raises on malformed input. Timestamps (ext -1) bypass ext_hook but fail
 # validation, since no schema accepts them.
-_DECODE_ERRORS = (ValueError, TypeError, msgpack.FormatError, msgpack.StackError, msgpack.ExtraData, UnicodeDecodeError)
+_DECODE_ERRORS = (
+    ValueError,
+    TypeError,
+    msgpack.FormatError,
+    msgpack.StackError,
+    msgpack.ExtraData,
+    UnicodeDecodeError,
+)
 
 
 def encode_frame(message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
@@ -364,7 +400,9 @@ def payload_length(header: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
 def decode_payload(payload: bytes, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> Message:
     """Unpack and validate one frame's payload."""
     try:
-        obj = msgpack.unpackb(payload, raw=False, strict_map_key=True, ext_hook=_reject_ext, use_list=True)
+        obj = msgpack.unpackb(
+            payload, raw=False, strict_map_key=True, ext_hook=_reject_ext, use_list=True
+        )
     except ProtocolError:
         raise
     except _DECODE_ERRORS as exc:
@@ -372,7 +410,9 @@ def decode_payload(payload: bytes, allowed: frozenset[Op] = FROM_SIDECAR | TO_SI
     return validate(obj, allowed)
 
 
-def write_frame(stream: IO[bytes], message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> None:
+def write_frame(
+    stream: IO[bytes], message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES
+) -> None:
     """Write one frame to a binary stream and flush it."""
     stream.write(encode_frame(message, max_bytes))
     stream.flush()
@@ -424,56 +464,7 @@ async def read_frame_async(
     try:
         payload = await reader.readexactly(length)
     except asyncio.IncompleteReadError as exc:
-        raise ProtocolError(f"stream ended inside a frame ({len(exc.partial)} of {length} bytes)") from None
+        raise ProtocolError(
+            f"stream ended inside a frame ({len(exc.partial)} of {length} bytes)"
+        ) from None
     return decode_payload(payload, allowed)
-
-
-class FrameDecoder:
-    """Incremental decoder: feed it bytes as they arrive, take whole validated messages out.
-
-    `next_frame` returns one message, None while the next frame is incomplete, or raises
-    ProtocolError at the first bad frame, after every good frame before it has been taken. A
-    header announcing more than the cap fails at once, before anything is allocated for the
-    payload. After a ProtocolError the decoder is dead: the stream cannot be resynchronised.
-    """
-
-    def __init__(self, max_bytes: int = MAX_FRAME_BYTES, allowed: frozenset[Op] = FROM_SIDECAR | TO_SIDECAR) -> None:
-        self.max_bytes = max_bytes
-        self.allowed = allowed
-        self._buffer = bytearray()
-        self._failed = False
-
-    def feed(self, data: bytes) -> None:
-        if self._failed:
-            raise ProtocolError("decoder already failed; the stream cannot be resynchronised")
-        self._buffer += data
-
-    def next_frame(self) -> Message | None:
-        if self._failed:
-            raise ProtocolError("decoder already failed; the stream cannot be resynchronised")
-        if len(self._buffer) < HEADER.size:
-            return None
-        try:
-            length = payload_length(bytes(self._buffer[: HEADER.size]), self.max_bytes)
-            end = HEADER.size + length
-            if len(self._buffer) < end:
-                return None
-            payload = bytes(self._buffer[HEADER.size : end])
-            del self._buffer[:end]
-            return decode_payload(payload, self.allowed)
-        except ProtocolError:
-            self._failed = True
-            self._buffer.clear()
-            raise
-
-    def frames(self) -> list[Message]:
-        """Every complete frame buffered so far (raises at a bad one, as next_frame does)."""
-        out = []
-        while (message := self.next_frame()) is not None:
-            out.append(message)
-        return out
-
-    @property
-    def pending(self) -> int:
-        """Bytes held of a frame not yet complete."""
-        return len(self._buffer)

@@ -29,7 +29,9 @@ def _reduced(orig_sr: int, new_sr: int) -> tuple[int, int]:
     return orig_sr // gcd, new_sr // gcd
 
 
-def _build_kernel(orig: int, new: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, int]:
+def _build_kernel(
+    orig: int, new: int, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, int]:
     """One polyphase filter bank [new, 1, 2*width + orig] and the one-sided width in input samples.
 
     Every operation, and the dtype it runs in, follows torchaudio's construction: the kernel is
@@ -51,7 +53,9 @@ def _build_kernel(orig: int, new: int, device: torch.device, dtype: torch.dtype)
     return kernels, width
 
 
-def _kernel(orig: int, new: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, int]:
+def _kernel(
+    orig: int, new: int, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, int]:
     """The cached kernel for a reduced rate pair; built once per (rates, device, dtype)."""
     key = (orig, new, device, dtype)
     with _kernels_lock:

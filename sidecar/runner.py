@@ -29,8 +29,35 @@ log = logging.getLogger(__name__)
 
 # About four buckets an octave, eight above 32768 tokens where saturated batches land (mixed
 # traffic: 6.6 % of the computed tokens were padding with four): more graphs cost start time only.
-DEFAULT_BUCKETS = (256, 512, 768, 1024, 1280, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 10240, 12288,
-                   16384, 20480, 24576, 32768, 36864, 40960, 45056, 49152, 53248, 57344, 61440, 65536)
+DEFAULT_BUCKETS = (
+    256,
+    512,
+    768,
+    1024,
+    1280,
+    1536,
+    2048,
+    2560,
+    3072,
+    4096,
+    5120,
+    6144,
+    8192,
+    10240,
+    12288,
+    16384,
+    20480,
+    24576,
+    32768,
+    36864,
+    40960,
+    45056,
+    49152,
+    53248,
+    57344,
+    61440,
+    65536,
+)
 MAX_SEGMENTS = 2 * 64  # both rows of up to 64 items
 MAX_SEGMENT_LEN = 4096  # attention grid size baked into a graph; longer segments run eagerly
 
@@ -86,7 +113,9 @@ class ModelRunner:
         self._timers: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
-        self.hidden_out = torch.zeros((0, model.cfg.hidden_size), dtype=model.audio_heads.weight.dtype, device=self.device)
+        self.hidden_out = torch.zeros(
+            (0, model.cfg.hidden_size), dtype=model.audio_heads.weight.dtype, device=self.device
+        )
 
     def _allocate(self, n: int) -> _Bucket:
         num_cb = self.model.cfg.num_codebooks
@@ -94,7 +123,9 @@ class ModelRunner:
             "input_ids": torch.zeros((num_cb, n), dtype=torch.long, device=self.device),
             "audio_mask": torch.zeros(n, dtype=torch.bool, device=self.device),
             "positions": torch.zeros(n, dtype=torch.long, device=self.device),
-            "cu_seqlens": torch.full((self.max_segments + 1,), n, dtype=torch.int32, device=self.device),
+            "cu_seqlens": torch.full(
+                (self.max_segments + 1,), n, dtype=torch.int32, device=self.device
+            ),
             "head_index": torch.zeros(n, dtype=torch.long, device=self.device),
         }
         inputs["cu_seqlens"][0] = 0
@@ -113,7 +144,9 @@ class ModelRunner:
         if n not in self.buckets:
             self.buckets[n] = self._allocate(n)
             if self.hidden_out.shape[0] < n:
-                self.hidden_out = torch.zeros((n, self.model.cfg.hidden_size), dtype=self.hidden_out.dtype, device=self.device)
+                self.hidden_out = torch.zeros(
+                    (n, self.model.cfg.hidden_size), dtype=self.hidden_out.dtype, device=self.device
+                )
         return self.buckets[n]
 
     def segment_cap(self, bucket_tokens: int) -> int:
@@ -124,7 +157,9 @@ class ModelRunner:
         """The bucket's forward pass up to the hidden states, written into `hidden_out`."""
         i = bucket.inputs
         cap = self.segment_cap(bucket.num_tokens)
-        h = self.hidden_fn(i["input_ids"], i["audio_mask"], i["positions"], i["cu_seqlens"], cap, i["head_index"])
+        h = self.hidden_fn(
+            i["input_ids"], i["audio_mask"], i["positions"], i["cu_seqlens"], cap, i["head_index"]
+        )
         self.hidden_out[: bucket.num_tokens].copy_(h)
 
     @torch.inference_mode()
@@ -150,10 +185,22 @@ class ModelRunner:
         torch.cuda.synchronize()
         self.stats.capture_s = round(time.perf_counter() - start, 2)
         self.stats.buckets = list(self.bucket_sizes)
-        log.info("captured %d CUDA graphs (%s tokens) in %.1f s", len(self.buckets), ",".join(map(str, self.stats.buckets)), self.stats.capture_s)
+        log.info(
+            "captured %d CUDA graphs (%s tokens) in %.1f s",
+            len(self.buckets),
+            ",".join(map(str, self.stats.buckets)),
+            self.stats.capture_s,
+        )
 
-    def stage(self, bucket: _Bucket, input_ids: torch.Tensor, audio_mask: torch.Tensor, positions: torch.Tensor,
-              cu_seqlens: torch.Tensor, head_index: torch.Tensor) -> None:
+    def stage(
+        self,
+        bucket: _Bucket,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        positions: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        head_index: torch.Tensor,
+    ) -> None:
         """Copy one packed batch into a bucket's static inputs and pad the rest."""
         i, n, num_segments = bucket.inputs, input_ids.shape[1], cu_seqlens.numel() - 1
         i["input_ids"][:, :n].copy_(input_ids)
@@ -208,7 +255,9 @@ class ModelRunner:
             if self.use_graphs:
                 self.stats.graph_misses += 1
             self.stats.padded_tokens += n
-            return self.model.head(self.hidden_fn(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index))
+            return self.model.head(
+                self.hidden_fn(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
+            )
         self.stage(bucket, input_ids, audio_mask, positions, cu_seqlens, head_index)
         self.stats.graph_hits += 1
         self.stats.padded_tokens += bucket.num_tokens

@@ -20,19 +20,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import tokenizers
 import torch
 
 from sidecar import audio as audio_ops
 from sidecar.codec import Codec, load_codec
-from sidecar.duration import target_tokens, target_tokens_for_duration
+from sidecar.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.errors import InvalidAudio, InvalidInput
 from sidecar.generate import Prompt, generate_tokens
 from sidecar.languages import resolve_language
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.text import add_punctuation, chunk_char_len, chunk_text, combine_text, contains_cjk, tokenize_text
+from sidecar.runner import ModelRunner
+from sidecar.text import (
+    CHUNK_SEED_STRIDE,
+    add_punctuation,
+    chunk_char_len,
+    chunk_text,
+    combine_text,
+    contains_cjk,
+    tokenize_text,
+)
 from sidecar.voice_design import resolve_instruct
 
 log = logging.getLogger(__name__)
@@ -43,7 +52,6 @@ StepCallback = Callable[[int, int], None]
 
 MIN_CHUNK_CHARS = 3
 CROSS_FADE_S = 0.3
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so successive chunks of one item get distinct seeds
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -64,7 +72,7 @@ class _Item:
 
     @property
     def is_long(self) -> bool:
-        return self.target_len > int(self.request.audio_chunk_threshold * 25)
+        return self.target_len > int(self.request.audio_chunk_threshold * FRAME_RATE)
 
 
 @dataclass
@@ -78,7 +86,14 @@ class Denoised:
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
-    def __init__(self, model: OmniVoiceModel, tokenizer: object, codec: Codec, device: torch.device, runner: ModelRunner | None = None) -> None:
+    def __init__(
+        self,
+        model: OmniVoiceModel,
+        tokenizer: tokenizers.Tokenizer,
+        codec: Codec,
+        device: torch.device,
+        runner: ModelRunner | None = None,
+    ) -> None:
         self.model = model
         self.runner = runner or ModelRunner(model, use_graphs=False)
         self.tokenizer = tokenizer
@@ -109,7 +124,7 @@ class OmniVoice:
         on_progress: ProgressCallback | None = None,
         cuda_graphs: bool = True,
         compile: bool | None = None,
-    ) -> "OmniVoice":
+    ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
@@ -137,7 +152,9 @@ class OmniVoice:
             codec.fuse_activations()
         # Graphs need the FlashAttention varlen path (half precision); float32 on a GPU runs
         # attention per segment, which reads the segment table on the host every pass.
-        use_graphs = torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
+        use_graphs = (
+            torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
+        )
         runner = ModelRunner(model, use_graphs=use_graphs, compile=compile)
         if use_graphs:
             report("cuda_graphs")
@@ -147,25 +164,37 @@ class OmniVoice:
 
     # ------------------------------------------------------------------ voices
 
-    def encode_voice(self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True) -> VoicePrompt:
+    def encode_voice(
+        self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
+    ) -> VoicePrompt:
         """Turn a reference clip and its transcript into a voice clone prompt."""
         if not ref_text or not ref_text.strip():
-            raise InvalidInput("a transcript of the reference audio is required (ref_text is empty)")
-        wav, ref_rms = audio_ops.prepare_reference(audio, sample_rate, preprocess=preprocess, has_ref_text=True)
+            raise InvalidInput(
+                "a transcript of the reference audio is required (ref_text is empty)"
+            )
+        wav, ref_rms = audio_ops.prepare_reference(
+            audio, sample_rate, preprocess=preprocess, has_ref_text=True
+        )
         if wav.size == 0:
             raise InvalidAudio("reference audio is shorter than one codec frame (40 ms)")
         with torch.inference_mode():
             tokens = self.codec.encode(torch.from_numpy(wav).to(self.device).view(1, 1, -1))[0]
         text = add_punctuation(ref_text) if preprocess else ref_text
-        return VoicePrompt(tokens=tokens.cpu().numpy().astype(np.int64), ref_text=text, ref_rms=ref_rms)
+        return VoicePrompt(
+            tokens=tokens.cpu().numpy().astype(np.int64), ref_text=text, ref_rms=ref_rms
+        )
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[GenerationResult]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> list[GenerationResult]:
         """Generate every request as one batch; results come back in request order."""
         return self.decode(self.denoise(requests, on_step))
 
-    def denoise(self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None) -> list[Denoised]:
+    def denoise(
+        self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
+    ) -> list[Denoised]:
         """The denoising half of `generate`: every request's tokens, not yet decoded.
 
         A short item is one chunk; a long one is split into several (`_chunk_texts`). Everything
@@ -181,16 +210,27 @@ class OmniVoice:
         done: dict[tuple[int, int], torch.Tensor] = {}
         for round_jobs in (first, second):
             if round_jobs:
-                prompts = [self._chunk_prompt(items[i], texts[i], ci, done.get((i, 0))) for i, ci in round_jobs]
-                done.update(zip(round_jobs, generate_tokens(self.model, prompts, on_step, self.runner)))
-        return [Denoised(item, [done[i, ci] for ci in range(len(chunks))]) for i, (item, chunks) in enumerate(zip(items, texts))]
+                prompts = [
+                    self._chunk_prompt(items[i], texts[i], ci, done.get((i, 0)))
+                    for i, ci in round_jobs
+                ]
+                done.update(
+                    zip(round_jobs, generate_tokens(self.model, prompts, on_step, self.runner))
+                )
+        return [
+            Denoised(item, [done[i, ci] for ci in range(len(chunks))])
+            for i, (item, chunks) in enumerate(zip(items, texts))
+        ]
 
     def decode(self, denoised: Sequence[Denoised]) -> list[GenerationResult]:
         """The other half: decode every chunk in one codec batch, then post-process each item.
 
         The sidecar runs it in a thread of its own, while the next batch denoises."""
         flat = [t for d in denoised for t in d.tokens]
-        decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many([t.to(self.device) for t in flat]))
+        decoded = iter(
+            a.float().cpu().numpy()
+            for a in self.codec.decode_many([t.to(self.device) for t in flat])
+        )
         return [self._finish(d.item, d.tokens, [next(decoded) for _ in d.tokens]) for d in denoised]
 
     def _normalise(self, req: GenerationRequest) -> _Item:
@@ -202,33 +242,60 @@ class OmniVoice:
             raise InvalidInput(f"speed must be positive, got {req.speed}")
         if req.duration is not None and not req.duration > 0:
             raise InvalidInput(f"duration must be positive, got {req.duration}")
-        instruct = resolve_instruct(req.instruct, use_zh=contains_cjk(req.text)) if req.instruct else None
+        instruct = (
+            resolve_instruct(req.instruct, use_zh=contains_cjk(req.text)) if req.instruct else None
+        )
         voice = req.voice
         ref_text = voice.ref_text if voice is not None else None
         ref_tokens = None
         if voice is not None:
             ref_tokens = torch.as_tensor(np.asarray(voice.tokens), dtype=torch.long)
             if ref_tokens.ndim != 2 or ref_tokens.shape[0] != self.num_codebooks:
-                raise InvalidInput(f"voice prompt tokens must be [{self.num_codebooks}, T], got {list(ref_tokens.shape)}")
+                raise InvalidInput(
+                    f"voice prompt tokens must be [{self.num_codebooks}, T], got {list(ref_tokens.shape)}"
+                )
             if int(ref_tokens.min()) < 0 or int(ref_tokens.max()) >= self.mask_id:
                 raise InvalidInput("voice prompt tokens hold values outside the codec's codebook")
         num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
+        speed: float | None
         if req.duration is not None:
-            target_len, speed = target_tokens_for_duration(req.text, req.duration, ref_text, num_ref)
+            target_len, speed = target_tokens_for_duration(
+                req.text, req.duration, ref_text, num_ref
+            )
         else:
             target_len = target_tokens(req.text, ref_text, num_ref, speed=req.speed or 1.0)
             speed = req.speed
         seed = req.seed if req.seed is not None else secrets.randbits(63)
-        return _Item(req, req.text, resolve_language(req.language), instruct, ref_text, ref_tokens,
-                     voice.ref_rms if voice is not None else None, target_len, speed, seed)
+        return _Item(
+            req,
+            req.text,
+            resolve_language(req.language),
+            instruct,
+            ref_text,
+            ref_tokens,
+            voice.ref_rms if voice is not None else None,
+            target_len,
+            speed,
+            seed,
+        )
 
-    def _prompt(self, item: _Item, text: str, target_len: int, ref_text: str | None, ref_tokens: torch.Tensor | None, chunk: int = 0) -> Prompt:
+    def _prompt(
+        self,
+        item: _Item,
+        text: str,
+        target_len: int,
+        ref_text: str | None,
+        ref_tokens: torch.Tensor | None,
+        chunk: int = 0,
+    ) -> Prompt:
         """[style | text | reference audio | MASK target] for one item (or one chunk of it)."""
         req = item.request
         style = "<|denoise|>" if req.denoise and ref_tokens is not None else ""
         style += f"<|lang_start|>{item.language or 'None'}<|lang_end|>"
         style += f"<|instruct_start|>{item.instruct or 'None'}<|instruct_end|>"
-        text_ids = self.tokenizer.encode(style).ids + tokenize_text(self.tokenizer, f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
+        text_ids = self.tokenizer.encode(style).ids + tokenize_text(
+            self.tokenizer, f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>"
+        )
         parts = [torch.tensor(text_ids, dtype=torch.long).repeat(self.num_codebooks, 1)]
         if ref_tokens is not None:
             parts.append(ref_tokens)
@@ -250,10 +317,14 @@ class OmniVoice:
         """The item's text as chunks: itself when short, split at punctuation when long."""
         if not item.is_long:
             return [item.text]
-        chunk_len = chunk_char_len(item.target_len, item.text, item.request.audio_chunk_duration, self.frame_rate)
+        chunk_len = chunk_char_len(
+            item.target_len, item.text, item.request.audio_chunk_duration, self.frame_rate
+        )
         return chunk_text(item.text, chunk_len, MIN_CHUNK_CHARS)
 
-    def _chunk_prompt(self, item: _Item, texts: list[str], ci: int, chunk0: torch.Tensor | None) -> Prompt:
+    def _chunk_prompt(
+        self, item: _Item, texts: list[str], ci: int, chunk0: torch.Tensor | None
+    ) -> Prompt:
         """The prompt of chunk `ci` of an item whose chunk texts are `texts`.
 
         A short item is one prompt with its own target length. A long item's chunks are
@@ -268,19 +339,29 @@ class OmniVoice:
         elif ci == 0:
             ref_text, ref_tokens = None, None
         else:
-            assert chunk0 is not None, "a later chunk of an item without a voice prompt needs its chunk 0"
+            assert chunk0 is not None, (
+                "a later chunk of an item without a voice prompt needs its chunk 0"
+            )
             ref_text, ref_tokens = texts[0], chunk0.cpu()
         num_ref = int(ref_tokens.shape[1]) if ref_tokens is not None else None
         target_len = target_tokens(texts[ci], ref_text, num_ref, speed=item.speed or 1.0)
         return self._prompt(item, texts[ci], target_len, ref_text, ref_tokens, chunk=ci)
 
-    def _finish(self, item: _Item, tokens: list[torch.Tensor], pieces: list[np.ndarray]) -> GenerationResult:
+    def _finish(
+        self, item: _Item, tokens: list[torch.Tensor], pieces: list[np.ndarray]
+    ) -> GenerationResult:
         """Join decoded chunks and post-process as the reference does."""
         sr = self.sample_rate
-        wav = pieces[0] if not item.is_long else audio_ops.cross_fade_chunks(pieces, sr, CROSS_FADE_S)
+        wav = (
+            pieces[0] if not item.is_long else audio_ops.cross_fade_chunks(pieces, sr, CROSS_FADE_S)
+        )
         if item.request.postprocess_output:
             wav = audio_ops.remove_silence(wav, sr, *OUTPUT_SILENCE_MS)
         wav = audio_ops.normalize_output_loudness(wav, item.ref_rms)
         wav = audio_ops.fade_and_pad(wav, sr)
-        kept = [t.cpu().numpy().astype(np.int64) for t in tokens] if item.request.return_tokens else []
-        return GenerationResult(audio=wav.astype(np.float32, copy=False), sample_rate=sr, tokens=kept, seed=item.seed)
+        kept = (
+            [t.cpu().numpy().astype(np.int64) for t in tokens] if item.request.return_tokens else []
+        )
+        return GenerationResult(
+            audio=wav.astype(np.float32, copy=False), sample_rate=sr, tokens=kept, seed=item.seed
+        )

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -52,15 +52,25 @@ ORPHAN_CHECK_S = 1.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout.")
+    parser = argparse.ArgumentParser(
+        prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout."
+    )
     parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
     parser.add_argument("--engine", choices=engines.ENGINES, default="omnivoice")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
     parser.add_argument("--id", default="sidecar", help="name used in log lines")
     parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
-    parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)")
-    parser.add_argument("--test-faults", action="store_true", help="honour test-only fault markers (see sidecar.faults)")
+    parser.add_argument(
+        "--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)"
+    )
+    parser.add_argument(
+        "--test-faults",
+        action="store_true",
+        help="honour test-only fault markers (see sidecar.faults)",
+    )
+    parser.add_argument("--test-fault-dir", default=None,
+                        help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -73,7 +83,7 @@ class Channel:
         self.max_frame_bytes = max_frame_bytes
         self._lock = threading.Lock()
 
-    def send(self, message: Message | dict) -> None:  # type: ignore[type-arg]
+    def send(self, message: Message | dict[str, Any]) -> None:
         self.write_raw(encode_frame(message, self.max_frame_bytes))
 
     def write_raw(self, data: bytes) -> None:
@@ -139,13 +149,18 @@ def decode_reference(message: EncodeVoice) -> tuple[np.ndarray, int]:
 
         audio, sample_rate = read_audio(message["audio"])
     else:
-        audio, sample_rate = audio_from_wire(message["audio"], message["encoding"]), message["sample_rate"]
+        audio, sample_rate = (
+            audio_from_wire(message["audio"], message["encoding"]),
+            message["sample_rate"],
+        )
     if sample_rate <= 0:
         raise InvalidAudio(f"reference audio has an invalid sample rate ({sample_rate})")
     limit = message.get("max_duration_s")
     seconds = len(audio) / sample_rate
     if limit and seconds > limit:
-        raise InvalidAudio(f"reference audio is {seconds:.1f} s long; at most {limit:g} s is accepted (3-10 s works best)")
+        raise InvalidAudio(
+            f"reference audio is {seconds:.1f} s long; at most {limit:g} s is accepted (3-10 s works best)"
+        )
     return audio, sample_rate
 
 
@@ -154,7 +169,8 @@ class Sidecar:
         self.channel = channel
         self.args = args
         self.device = args.device
-        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes)
+        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes,
+                             args.test_fault_dir)  # fmt: skip
         self.engine: engines.Engine | None = None
         self.steps = 0
         # Decodes and answers batches in order while the frame loop denoises the next one.
@@ -192,7 +208,9 @@ class Sidecar:
         dtype = engines.resolve_dtype(self.args.dtype, self.device)
         started = time.monotonic()
         try:
-            self.engine = engines.load_engine(self.args.engine, self.args.model, self.device, dtype, self.progress)
+            self.engine = engines.load_engine(
+                self.args.engine, self.args.model, self.device, dtype, self.progress
+            )
             if self.args.warmup_steps > 0:
                 self.progress("warmup")
                 warm = GenerationRequest(text=WARMUP_TEXT, num_step=self.args.warmup_steps, seed=0)
@@ -211,19 +229,32 @@ class Sidecar:
                 "memory": engines.memory_stats(self.device),
             }
         )
-        log.info("ready on %s (%s, %s) in %.1f s", self.device, self.args.engine, dtype, time.monotonic() - started)
+        log.info(
+            "ready on %s (%s, %s) in %.1f s",
+            self.device,
+            self.args.engine,
+            dtype,
+            time.monotonic() - started,
+        )
         return None
 
     def progress(self, stage: str) -> None:
         self.channel.send({"op": "progress", "stage": stage})
 
-    def send_error(self, batch: int | None, item_id: str | None, kind: ErrorKind, message: str) -> None:
-        self.channel.send({"op": "error", "batch": batch, "id": item_id, "kind": kind.value, "message": message})
+    def send_error(
+        self, batch: int | None, item_id: str | None, kind: ErrorKind, message: str
+    ) -> None:
+        self.channel.send(
+            {"op": "error", "batch": batch, "id": item_id, "kind": kind.value, "message": message}
+        )
 
     # ------------------------------------------------------------ ops
 
     def handle_ping(self, message: Message) -> None:
-        self.channel.send({"op": "pong", "nonce": message["nonce"], "memory": engines.memory_stats(self.device)})  # type: ignore[typeddict-item]
+        nonce = message["nonce"]  # type: ignore[typeddict-item]
+        self.channel.send(
+            {"op": "pong", "nonce": nonce, "memory": engines.memory_stats(self.device)}
+        )
 
     def handle_generate(self, message: Generate) -> None:
         """Denoise the batch here, then hand it to the finisher thread to decode and answer.
@@ -250,8 +281,18 @@ class Sidecar:
         after = self.engine.stats() if self.engine is not None else {}
         # Host wall times: `denoise_s` here, `decode_s` in the finisher. Against the device time
         # of the forward passes they say where a batch's time went (docs/PERFORMANCE.md).
-        stats: dict[str, float] = {"items": len(message["items"]), "steps": self.steps, "denoise_s": denoise_s}
-        stats.update({f"runtime_{k}": float(v) - float(before.get(k, 0)) for k, v in after.items() if k != "capture_s"})
+        stats: dict[str, float] = {
+            "items": len(message["items"]),
+            "steps": self.steps,
+            "denoise_s": denoise_s,
+        }
+        stats.update(
+            {
+                f"runtime_{k}": float(v) - float(before.get(k, 0))
+                for k, v in after.items()
+                if k != "capture_s"
+            }
+        )
         self.finish(self.answer_batch, batch, message["encoding"], failed, groups, started, stats)
 
     def finish(self, fn: Callable[..., None], *args: object) -> None:
@@ -262,8 +303,15 @@ class Sidecar:
             try:
                 fn(*args)
             except BaseException as exc:
-                code = ExitCode.DEVICE_FATAL if isinstance(exc, Exception) and engines.is_device_fatal(exc) else ExitCode.INTERNAL
-                log.critical("finishing a batch failed; exiting:\n%s", "".join(traceback.format_exception(exc)).rstrip())
+                code = (
+                    ExitCode.DEVICE_FATAL
+                    if isinstance(exc, Exception) and engines.is_device_fatal(exc)
+                    else ExitCode.INTERNAL
+                )
+                log.critical(
+                    "finishing a batch failed; exiting:\n%s",
+                    "".join(traceback.format_exception(exc)).rstrip(),
+                )
                 os._exit(code)
 
         self.finisher.submit(guarded)
@@ -278,11 +326,17 @@ class Sidecar:
         assert self.engine is not None
         try:
             audio, sample_rate = decode_reference(message)
-            prompt = self.engine.encode_voice(audio, sample_rate, message["ref_text"], message["preprocess"])
+            prompt = self.engine.encode_voice(
+                audio, sample_rate, message["ref_text"], message["preprocess"]
+            )
         except Exception as exc:
             self.send_errors(batch, self.item_errors([item_id], exc))
         else:
-            voice: VoicePayload = {"tokens": tokens_to_wire(prompt.tokens), "ref_text": prompt.ref_text, "ref_rms": prompt.ref_rms}
+            voice: VoicePayload = {
+                "tokens": tokens_to_wire(prompt.tokens),
+                "ref_text": prompt.ref_text,
+                "ref_rms": prompt.ref_rms,
+            }
             self.channel.send({"op": "encoded", "batch": batch, "id": item_id, "voice": voice})
         self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
 
@@ -294,10 +348,16 @@ class Sidecar:
         options["text"] = text
         voice = item.get("voice")
         if voice is not None:
-            options["voice"] = VoicePrompt(tokens=tokens_from_wire(voice["tokens"]), ref_text=voice["ref_text"], ref_rms=voice["ref_rms"])
+            options["voice"] = VoicePrompt(
+                tokens=tokens_from_wire(voice["tokens"]),
+                ref_text=voice["ref_text"],
+                ref_rms=voice["ref_rms"],
+            )
         return Entry(item["id"], GenerationRequest(**options), faults)
 
-    def denoise_entries(self, batch: int, entries: list[Entry], failed: list[ItemError]) -> list[DenoisedGroup]:
+    def denoise_entries(
+        self, batch: int, entries: list[Entry], failed: list[ItemError]
+    ) -> list[DenoisedGroup]:
         """Denoise entries as one batch; on failure split it and retry each half.
 
         Returns the groups that succeeded; the items that failed alone are added to `failed`."""
@@ -325,14 +385,30 @@ class Sidecar:
             failure = None
             engines.release_cached_memory()
             return []
-        log.warning("batch %d of %d items failed (%s: %s); splitting", batch, len(entries), type(failure).__name__, failure)
+        log.warning(
+            "batch %d of %d items failed (%s: %s); splitting",
+            batch,
+            len(entries),
+            type(failure).__name__,
+            failure,
+        )
         # Drop the exception before retrying: its traceback holds the failed attempt's tensors.
         failure = None
         engines.release_cached_memory()
         middle = len(entries) // 2
-        return self.denoise_entries(batch, entries[:middle], failed) + self.denoise_entries(batch, entries[middle:], failed)
+        return self.denoise_entries(batch, entries[:middle], failed) + self.denoise_entries(
+            batch, entries[middle:], failed
+        )
 
-    def answer_batch(self, batch: int, encoding: str, failed: list[ItemError], groups: list[DenoisedGroup], started: float, stats: dict[str, float]) -> None:
+    def answer_batch(
+        self,
+        batch: int,
+        encoding: str,
+        failed: list[ItemError],
+        groups: list[DenoisedGroup],
+        started: float,
+        stats: dict[str, float],
+    ) -> None:
         """In the finisher thread: decode each group, send every answer, then `done`."""
         decode_started = time.monotonic()
         self.send_errors(batch, failed)
@@ -355,7 +431,13 @@ class Sidecar:
             if len(group.entries) == 1:
                 self.send_errors(batch, self.item_errors([group.entries[0].id], exc))
                 return
-            log.warning("decoding %d items of batch %d failed (%s: %s); one at a time", len(group.entries), batch, type(exc).__name__, exc)
+            log.warning(
+                "decoding %d items of batch %d failed (%s: %s); one at a time",
+                len(group.entries),
+                batch,
+                type(exc).__name__,
+                exc,
+            )
             for entry, pending in zip(group.entries, group.pending):
                 self.decode_group(batch, DenoisedGroup([entry], [pending], group.started), encoding)
             return
@@ -370,7 +452,9 @@ class Sidecar:
             kind = ErrorKind.OUT_OF_MEMORY
         else:
             kind = ErrorKind.INTERNAL
-            log.error("item %s failed:\n%s", item_ids, "".join(traceback.format_exception(exc)).rstrip())
+            log.error(
+                "item %s failed:\n%s", item_ids, "".join(traceback.format_exception(exc)).rstrip()
+            )
         text = f"{type(exc).__name__}: {exc}" if kind is not ErrorKind.INVALID_INPUT else str(exc)
         return [(item_id, kind, text) for item_id in item_ids]
 
@@ -378,7 +462,9 @@ class Sidecar:
         for item_id, kind, text in errors:
             self.send_error(batch, item_id, kind, text)
 
-    def send_result(self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float) -> None:
+    def send_result(
+        self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float
+    ) -> None:
         audio = audio_to_wire(result.audio, encoding)
         message = {
             "op": "result",
@@ -388,13 +474,20 @@ class Sidecar:
             "encoding": encoding,
             "sample_rate": int(result.sample_rate),
             "seed": result.seed,
-            "tokens": [tokens_to_wire(t) for t in result.tokens] if entry.request.return_tokens else [],
-            "timings": {"generate_s": wall, "audio_s": len(result.audio) / max(1, result.sample_rate)},
+            "tokens": [tokens_to_wire(t) for t in result.tokens]
+            if entry.request.return_tokens
+            else [],
+            "timings": {
+                "generate_s": wall,
+                "audio_s": len(result.audio) / max(1, result.sample_rate),
+            },
         }
         try:
-            frame = encode_frame(message, self.channel.max_frame_bytes)  # type: ignore[arg-type]
+            frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:
-            self.send_error(batch, entry.id, ErrorKind.TOO_LARGE, f"the audio does not fit in one frame: {exc}")
+            self.send_error(
+                batch, entry.id, ErrorKind.TOO_LARGE, f"the audio does not fit in one frame: {exc}"
+            )
             return
         self.channel.write_raw(frame)
 
@@ -414,7 +507,9 @@ def watch_parent(parent: int) -> None:
 
 def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     watch_parent(os.getppid())
     sidecar = Sidecar(Channel(rfile, wfile, args.max_frame_bytes), args)
     return int(sidecar.run())

@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from sidecar.duration import FRAME_RATE
+
 if TYPE_CHECKING:  # only for annotations: tokenizers is imported by whoever loads the checkpoint
     import tokenizers
 
 __all__ = [
     "ABBREVIATIONS",
+    "CHUNK_SEED_STRIDE",
     "CLOSING_MARKS",
     "END_PUNCTUATION",
     "NONVERBAL_TAGS",
@@ -26,6 +29,11 @@ __all__ = [
     "contains_cjk",
     "tokenize_text",
 ]
+
+# Chunk i of an item is seeded with the item's seed plus i times this stride (odd, so successive
+# chunks get distinct seeds), by the runtime for the chunks it makes and by the supervisor for
+# its own; so one seed (X-Seed) reproduces a whole chunked response.
+CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15
 
 # --- Data tables: from k2-fsa/OmniVoice (omnivoice/utils/text.py, omnivoice/models/omnivoice.py),
 # --- Apache-2.0.
@@ -138,7 +146,9 @@ def add_punctuation(text: str) -> str:
     return text
 
 
-def chunk_char_len(target_len: int, text: str, chunk_duration: float, frame_rate: int = 25) -> int:
+def chunk_char_len(
+    target_len: int, text: str, chunk_duration: float, frame_rate: int = FRAME_RATE
+) -> int:
     """Characters per chunk for a long item: chunk_duration seconds at the item's frames-per-character."""
     # Same operation order as the reference, so the int() truncation lands identically.
     frames_per_char = target_len / len(text)

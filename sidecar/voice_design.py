@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from sidecar.errors import InvalidInstruct
 from sidecar.text import contains_cjk

@@ -1,4 +1,5 @@
 """python -m supervisor: the omnivoice-supervisor command."""
+
 from supervisor.cli import main
 
 raise SystemExit(main())

@@ -17,17 +17,18 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from supervisor import gpu, metrics
-from supervisor.api import Services, jobs, ops, speech, voices
+from supervisor.api import Services, console, jobs, ops, speech, voices
+from supervisor.api.speech import CLIENT_CLOSED
 from supervisor.auth import BearerAuth
 from supervisor.errors import ServerError, from_http_status
 from supervisor.gpu import Device
 from supervisor.job_runner import JobRunner
-from supervisor.jobs import JobStore
+from supervisor.jobs import JobStore, StoreCorrupt
 from supervisor.limits import BodyLimit
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
@@ -48,35 +49,78 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers())
 
 
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """The client went away while its body was read: one line, no traceback, nobody to answer."""
+    log.info("%s %s: the client disconnected before its request body was read",
+             request.method, request.url.path)  # fmt: skip
+    return Response(status_code=CLIENT_CLOSED)
+
+
+def open_jobs(svc: Services) -> tuple[JobRunner | None, dict[str, str | None]]:
+    """The job runner and the store's state for /health; no runner when the database is damaged
+    (the jobs routes then answer 503 and speech carries on)."""
+    try:
+        store = JobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
+    except StoreCorrupt as exc:
+        log.error("%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)",
+                  exc)  # fmt: skip
+        return None, {"state": "corrupt", "error": str(exc)}
+    return JobRunner(svc, store), {"state": "ok", "error": None}
+
+
 def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        found = devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
+        found = (
+            devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
+        )
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         store = VoiceStore(Path(settings.resolved_data_dir()) / "voices")
-        app.state.services = Services(settings, scheduler, pool, store, PromptCache(settings.clone_cache_size))
-        app.state.jobs = JobRunner(app.state.services, JobStore(settings.resolved_data_dir()))
+        app.state.services = Services(
+            settings, scheduler, pool, store, PromptCache(settings.clone_cache_size)
+        )
+        app.state.jobs, app.state.jobs_health = open_jobs(app.state.services)
+        if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
+            Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
         collector = metrics.watch(pool)
         if not settings.api_keys:
-            log.warning("no --api-key given: every route is open to anyone who can reach %s:%d", settings.host, settings.port)
+            log.warning(
+                "no --api-key given: every route is open to anyone who can reach %s:%d",
+                settings.host,
+                settings.port,
+            )
         log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
         await pool.start()
-        await app.state.jobs.start()
+        if app.state.jobs is not None:
+            await app.state.jobs.start()
         try:
             yield
         finally:
-            await app.state.jobs.stop()  # job items in flight go back to the queue; they run after the restart
+            if app.state.jobs is not None:
+                await (
+                    app.state.jobs.stop()
+                )  # job items in flight go back to the queue; they run after the restart
             await pool.stop(settings.drain_s)
-            app.state.jobs.store.close()
+            if app.state.jobs is not None:
+                app.state.jobs.store.close()
             metrics.unwatch(collector)
 
-    json_limit = 64 * 1024 + 16 * settings.max_input_chars  # input and instructions, escaped, and the rest
-    upload_limit = int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
-    base64_upload = upload_limit * 4 // 3  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
+    json_limit = (
+        64 * 1024 + 16 * settings.max_input_chars
+    )  # input and instructions, escaped, and the rest
+    upload_limit = (
+        int(settings.max_upload_mb * 2**20) + 1024 * 1024
+    )  # the file and the form around it
+    base64_upload = (
+        upload_limit * 4 // 3
+    )  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
               "/v1/audio/voices": upload_limit, "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
-    routes = [
+    routes: list[BaseRoute] = [
+        Route("/", console.page, methods=["GET"]),
+        Route("/console", console.page, methods=["GET"]),
+        Route("/console/{asset}", console.asset, methods=["GET"]),
         Route("/health", ops.health, methods=["GET"]),
         Route("/ready", ops.ready, methods=["GET"]),
         Route("/metrics", ops.prometheus, methods=["GET"]),
@@ -103,6 +147,11 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             Middleware(BearerAuth, keys=settings.api_keys),
             Middleware(BodyLimit, limits=limits),
         ],
-        exception_handlers={ServerError: render_error, HTTPException: render_error, Exception: render_error},
+        exception_handlers={
+            ServerError: render_error,
+            HTTPException: render_error,
+            ClientDisconnect: client_gone,
+            Exception: render_error,
+        },
         lifespan=lifespan,
     )

@@ -25,7 +25,6 @@ so the runtime never splits a task again.
 from __future__ import annotations
 
 import itertools
-import math
 import unicodedata
 from dataclasses import dataclass
 
@@ -88,7 +87,11 @@ def _end_strength(core: str, is_word: bool) -> int:
     stripped = core.rstrip("".join(CLOSING_MARKS))
     last = stripped[-1:] if stripped else ""
     if last in SENTENCE_ENDS:
-        if is_word and last == "." and (core in ABBREVIATIONS or len(core) == 2 and core[0].isalpha()):
+        if (
+            is_word
+            and last == "."
+            and (core in ABBREVIATIONS or (len(core) == 2 and core[0].isalpha()))
+        ):
             return 1  # "Dr." or an initial such as "J."
         return 3
     if last in CLAUSE_MARKS:
@@ -123,7 +126,16 @@ def atoms(text: str) -> list[Atom]:
             pass
         elif space:
             breaks = space.count("\n")
-            strength = max(strength, 4 if breaks >= 2 else 3 if breaks else 2 if inner is not None and _phrase_spaced(text[i]) else 1)
+            strength = max(
+                strength,
+                4
+                if breaks >= 2
+                else 3
+                if breaks
+                else 2
+                if inner is not None and _phrase_spaced(text[i])
+                else 1,
+            )
         elif inner is not None and _character_script(text[k]) is not None:
             strength = max(strength, min(inner, _character_script(text[k]) or 0))
         else:
@@ -142,12 +154,19 @@ def _explode(atom: Atom) -> list[Atom]:
     return chars
 
 
-def estimate_s(text: str, ref_text: str | None = None, ref_frames: int | None = None, speed: float | None = None) -> float:
+def estimate_s(
+    text: str,
+    ref_text: str | None = None,
+    ref_frames: int | None = None,
+    speed: float | None = None,
+) -> float:
     """Seconds of audio the reference duration rule expects for a text."""
     return target_tokens(text, ref_text, ref_frames, speed=speed) / FRAME_RATE
 
 
-def split_text(text: str, chunk_s: float, total_s: float | None = None, whole_s: float | None = None) -> list[str]:
+def split_text(
+    text: str, chunk_s: float, total_s: float | None = None, whole_s: float | None = None
+) -> list[str]:
     """Chunks of about chunk_s seconds of audio; `total_s` is the whole text's estimate if known;
     a text estimated at up to `whole_s` (default: twice chunk_s) stays whole."""
     total_s = estimate_s(text) if total_s is None else total_s
@@ -160,7 +179,9 @@ def split_text(text: str, chunk_s: float, total_s: float | None = None, whole_s:
         return [text.strip()]
     exploded: list[Atom] = []
     for atom in pieces:
-        exploded.extend(_explode(atom) if atom.weight > GIANT_WORD * ideal and len(atom.text) > 1 else [atom])
+        exploded.extend(
+            _explode(atom) if atom.weight > GIANT_WORD * ideal and len(atom.text) > 1 else [atom]
+        )
     return [chunk for chunk in _cut(exploded, count) if chunk]
 
 
@@ -211,10 +232,7 @@ def _cut(pieces: list[Atom], count: int) -> list[str]:
         cuts.append(chosen)
         previous, done = chosen, cumulative[chosen]
     bounds = [-1, *cuts, len(pieces) - 1]
-    return ["".join(a.text for a in pieces[bounds[j] + 1 : bounds[j + 1] + 1]).strip() for j in range(len(bounds) - 1)]
-
-
-def balance(chunks: list[str]) -> float:
-    """Longest over shortest chunk, in estimated seconds (1.0 is perfectly even)."""
-    lengths = [estimate_s(c) for c in chunks]
-    return max(lengths) / max(min(lengths), math.ulp(1.0))
+    return [
+        "".join(a.text for a in pieces[bounds[j] + 1 : bounds[j + 1] + 1]).strip()
+        for j in range(len(bounds) - 1)
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 
 Command = Callable[[argparse.Namespace], int]
@@ -33,6 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from supervisor import logs
+    from supervisor.model_check import model_problem
     from supervisor.server import serve
     from supervisor.settings import Settings, SettingsError
 
@@ -42,8 +44,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, OSError) as exc:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
+    problem = model_problem(settings)
+    if problem:  # said once, before the port opens, instead of by every sidecar that tries
+        print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
+        return 2
     logs.setup_logging(settings)
-    for note in notes:  # which name won, values converted, flags of other systems that mean nothing here
+    for (
+        note
+    ) in notes:  # which name won, values converted, flags of other systems that mean nothing here
         logging.getLogger("omnivoice.settings").warning("%s", note)
     return asyncio.run(serve(settings))
 
@@ -71,14 +79,25 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_install_service(args: argparse.Namespace) -> int:
     from supervisor.service import install
 
-    return install(model=args.model, host=args.host, port=args.port, data_dir=args.data_dir, user=args.user,
-                   unit_dir=args.unit_dir, env_file=args.env_file, files_only=args.files_only, start=args.start)
+    return install(
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        user=args.user,
+        unit_dir=args.unit_dir,
+        env_file=args.env_file,
+        files_only=args.files_only,
+        start=args.start,
+    )
 
 
 def cmd_uninstall_service(args: argparse.Namespace) -> int:
     from supervisor.service import uninstall
 
-    return uninstall(user=args.user, unit_dir=args.unit_dir, env_file=args.env_file, purge=args.purge)
+    return uninstall(
+        user=args.user, unit_dir=args.unit_dir, env_file=args.env_file, purge=args.purge
+    )
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -91,110 +110,238 @@ def cmd_synth(args: argparse.Namespace) -> int:
                  retry_s=args.retry_s)  # fmt: skip
 
 
-def add_serve(sub: argparse._SubParsersAction) -> None:
+class FlagFormatter(argparse.HelpFormatter):
+    """argparse's help, never wrapping a line inside a --flag-name at its hyphens."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
+
+def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor.settings import Settings
 
     p = sub.add_parser(
         "serve",
         aliases=["start"],
         help="run the HTTP server and its sidecars (`start` is the same command)",
+        formatter_class=FlagFormatter,
+        usage="%(prog)s --model DIR_OR_HF_ID [--host HOST] [--port PORT] [--devices auto|cpu|0,1] "
+        "[--api-key KEY ...] [--data-dir DIR] [more flags below]",
         description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable. "
-                    "Flags and variables of omnivoice-triton-server and OmniVoice-Studio are accepted too (docs/MIGRATING.md).",
+        "Flags and variables of omnivoice-triton-server and OmniVoice-Studio are accepted too (docs/MIGRATING.md).",
     )
     Settings.add_arguments(p)
     p.set_defaults(func=cmd_serve)
 
 
-def add_parity(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("parity", help="check the runtime against fixtures recorded from the reference OmniVoice")
-    p.add_argument("fixtures", metavar="FIXTURES_DIR", help="directory with cases.json, expected.npz and checkpoint/")
-    p.add_argument("--device", default="cpu", help="cpu or cuda:N (float32 either way; TF32 is turned off)")
+def add_parity(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "parity", help="check the runtime against fixtures recorded from the reference OmniVoice"
+    )
+    p.add_argument(
+        "fixtures",
+        metavar="FIXTURES_DIR",
+        help="directory with cases.json, expected.npz and checkpoint/",
+    )
+    p.add_argument(
+        "--device", default="cpu", help="cpu or cuda:N (float32 either way; TF32 is turned off)"
+    )
     p.set_defaults(func=cmd_parity)
 
 
-def add_make_checkpoint(sub: argparse._SubParsersAction) -> None:
+def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from pathlib import Path
 
-    p = sub.add_parser("make-checkpoint", help="write a checkpoint with random weights in the published layout")
+    p = sub.add_parser(
+        "make-checkpoint", help="write a checkpoint with random weights in the published layout"
+    )
     p.add_argument("out", metavar="OUT", type=Path, help="directory to write (created if missing)")
-    p.add_argument("--size", choices=("tiny", "full"), default="tiny", help="tiny for tests, full for benchmarks (real model dimensions)")
+    p.add_argument(
+        "--size",
+        choices=("tiny", "full"),
+        default="tiny",
+        help="tiny for tests, full for benchmarks (real model dimensions)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for the random weights")
-    p.add_argument("--confident", action="store_true",
-                   help="scale the audio head so each position puts about half its probability on one code "
-                        "(as peaked as a trained model's; bench/fidelity.py)")
+    p.add_argument(
+        "--confident",
+        action="store_true",
+        help="scale the audio head so each position puts about half its probability on one code "
+        "(as peaked as a trained model's; bench/fidelity.py)",
+    )
     p.set_defaults(func=cmd_make_checkpoint)
 
 
-def add_stop(sub: argparse._SubParsersAction) -> None:
+def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor.stop import DEFAULT_TIMEOUT_S
 
-    p = sub.add_parser("stop", help="stop a server: SIGTERM (it drains), wait, report",
-                       description="Finds the server by --pid-file (or --log-dir's latest run), by --port, or both "
-                                   "(defaults: $OMNIVOICE_PID_FILE, else $OMNIVOICE_PORT or 9194); with --systemd, "
-                                   "systemctl stop does it. Exit status: 0 stopped, 1 no server found, 3 still running.")
+    p = sub.add_parser(
+        "stop",
+        help="stop a server: SIGTERM (it drains), wait, report",
+        description="Finds the server by --pid-file (or --log-dir's latest run), by --port, or both "
+        "(defaults: $OMNIVOICE_PID_FILE, else $OMNIVOICE_PORT or 9194); with --systemd, "
+        "systemctl stop does it. Exit status: 0 stopped, 1 no server found, 3 still running.",
+    )
     p.add_argument("--pid-file", metavar="F", help="the file `serve --pid-file F` wrote")
-    p.add_argument("--log-dir", metavar="DIR", help="the pid file of the latest run under `serve --log-dir DIR`")
+    p.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="the pid file of the latest run under `serve --log-dir DIR`",
+    )
     p.add_argument("--port", type=int, metavar="P", help="the port the server listens on")
-    p.add_argument("--no-port", action="store_true",
-                   help="never look for the server by its port (with a pid file we never do unless --port is given)")
-    p.add_argument("--systemd", action="store_true", help="stop the systemd unit instead: systemctl stop SERVICE")
-    p.add_argument("--service-name", default="omnivoice-supervisor", metavar="SERVICE",
-                   help="the unit --systemd stops (default: %(default)s)")
-    p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
-                   help="wait this long for the drain, then send a second SIGTERM (default: %(default)s)")
-    p.add_argument("--no-kill", action="store_true", help="accepted for omnivoice-triton-server scripts: stop never sends SIGKILL")
+    p.add_argument(
+        "--no-port",
+        action="store_true",
+        help="never look for the server by its port (with a pid file we never do unless --port is given)",
+    )
+    p.add_argument(
+        "--systemd",
+        action="store_true",
+        help="stop the systemd unit instead: systemctl stop SERVICE",
+    )
+    p.add_argument(
+        "--service-name",
+        default="omnivoice-supervisor",
+        metavar="SERVICE",
+        help="the unit --systemd stops (default: %(default)s)",
+    )
+    p.add_argument(
+        "--timeout-s",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="wait this long for the drain, then send a second SIGTERM (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-kill",
+        action="store_true",
+        help="accepted for omnivoice-triton-server scripts: stop never sends SIGKILL",
+    )
     p.set_defaults(func=cmd_stop)
 
 
-def add_service(sub: argparse._SubParsersAction) -> None:
+def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from supervisor import service
 
-    p = sub.add_parser("install-service", help="install, enable and start the systemd unit (as root)",
-                       description="Creates the user, writes the settings file (if absent) and the unit, then "
-                                   "systemctl daemon-reload, enable and restart. docs/DEPLOYMENT.md has the details.")
-    p.add_argument("--model", metavar="DIR_OR_HF_ID", help="OMNIVOICE_MODEL for a new settings file")
+    p = sub.add_parser(
+        "install-service",
+        help="install, enable and start the systemd unit (as root)",
+        description="Creates the user, writes the settings file (if absent) and the unit, then "
+        "systemctl daemon-reload, enable and restart. docs/DEPLOYMENT.md has the details.",
+    )
+    p.add_argument(
+        "--model", metavar="DIR_OR_HF_ID", help="OMNIVOICE_MODEL for a new settings file"
+    )
     p.add_argument("--host", help="OMNIVOICE_HOST for a new settings file (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="OMNIVOICE_PORT for a new settings file (default 9194)")
-    p.add_argument("--data-dir", metavar="DIR", help="OMNIVOICE_DATA_DIR outside the state directory (shared storage); made writable in the unit")
-    p.add_argument("--no-start", dest="start", action="store_false", help="enable, but do not start or restart")
-    p.add_argument("--files-only", action="store_true", help="only write the settings file and the unit: no user, no systemctl")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="OMNIVOICE_DATA_DIR outside the state directory (shared storage); made writable in the unit",
+    )
+    p.add_argument(
+        "--no-start", dest="start", action="store_false", help="enable, but do not start or restart"
+    )
+    p.add_argument(
+        "--files-only",
+        action="store_true",
+        help="only write the settings file and the unit: no user, no systemctl",
+    )
     p.set_defaults(func=cmd_install_service)
-    u = sub.add_parser("uninstall-service", help="stop (drain), disable and remove the systemd unit (as root)")
-    u.add_argument("--purge", action="store_true", help="also remove the settings file, state, cache, logs and the user")
+    u = sub.add_parser(
+        "uninstall-service", help="stop (drain), disable and remove the systemd unit (as root)"
+    )
+    u.add_argument(
+        "--purge",
+        action="store_true",
+        help="also remove the settings file, state, cache, logs and the user",
+    )
     u.set_defaults(func=cmd_uninstall_service)
     for q in (p, u):
-        q.add_argument("--user", default=service.USER, help="the service's user (default: %(default)s)")
-        q.add_argument("--unit-dir", default=service.UNIT_DIR, help="where the unit goes (default: %(default)s)")
-        q.add_argument("--env-file", default=service.ENV_FILE, help="the settings file (default: %(default)s)")
+        q.add_argument(
+            "--user", default=service.USER, help="the service's user (default: %(default)s)"
+        )
+        q.add_argument(
+            "--unit-dir",
+            default=service.UNIT_DIR,
+            help="where the unit goes (default: %(default)s)",
+        )
+        q.add_argument(
+            "--env-file", default=service.ENV_FILE, help="the settings file (default: %(default)s)"
+        )
 
 
-def add_synth(sub: argparse._SubParsersAction) -> None:
+def add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from pathlib import Path
 
     p = sub.add_parser("synth", help="synthesize a manifest (JSON lines of speech requests) into a folder; resumable",
                        description="Submits the manifest as jobs, writes each result to DIR/<id>.<format> and skips what "
                                    "is there already, so running it again resumes. Exit status: 0 all done, 1 some "
                                    "failed (listed), 2 bad manifest or usage, 3 not finished (run it again).")  # fmt: skip
-    p.add_argument("manifest", metavar="MANIFEST.jsonl", type=Path, help="one speech request per line, with an optional \"id\"")
-    p.add_argument("--out", metavar="DIR", type=Path, required=True, help="where results go, as <id>.<format>")
+    p.add_argument(
+        "manifest",
+        metavar="MANIFEST.jsonl",
+        type=Path,
+        help='one speech request per line, with an optional "id"',
+    )
+    p.add_argument(
+        "--out", metavar="DIR", type=Path, required=True, help="where results go, as <id>.<format>"
+    )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--server", metavar="URL", help="a running server (default: $OMNIVOICE_SERVER, else http://127.0.0.1:9194)")
-    where.add_argument("--model", metavar="DIR_OR_HF_ID", help="start a server for this run (state in DIR/.synth-server)")
-    p.add_argument("--api-key", metavar="KEY", help="the server's API key (default: $OMNIVOICE_API_KEY)")
-    p.add_argument("--job-size", type=int, default=1000, help="most items per job (default: %(default)s)")
-    p.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks at the jobs (default: %(default)s)")
-    p.add_argument("--retry-s", type=float, default=300.0,
-                   help="keep retrying an unreachable or busy server this long before giving up (default: %(default)s)")
+    where.add_argument(
+        "--server",
+        metavar="URL",
+        help="a running server (default: $OMNIVOICE_SERVER, else http://127.0.0.1:9194)",
+    )
+    where.add_argument(
+        "--model",
+        metavar="DIR_OR_HF_ID",
+        help="start a server for this run (state in DIR/.synth-server)",
+    )
+    p.add_argument(
+        "--api-key", metavar="KEY", help="the server's API key (default: $OMNIVOICE_API_KEY)"
+    )
+    p.add_argument(
+        "--job-size", type=int, default=1000, help="most items per job (default: %(default)s)"
+    )
+    p.add_argument(
+        "--poll-s",
+        type=float,
+        default=1.0,
+        help="seconds between looks at the jobs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--retry-s",
+        type=float,
+        default=300.0,
+        help="keep retrying an unreachable or busy server this long before giving up (default: %(default)s)",
+    )
     p.set_defaults(func=cmd_synth)
 
 
 # Each entry adds one subcommand; `serve` and the others register themselves the same way.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_serve, add_stop, add_service, add_synth, add_parity,
-                                                                     add_make_checkpoint]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    add_serve,
+    add_stop,
+    add_service,
+    add_synth,
+    add_parity,
+    add_make_checkpoint,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="omnivoice-supervisor", description="OpenAI-compatible OmniVoice TTS server")
+    parser = argparse.ArgumentParser(
+        prog="omnivoice-supervisor", description="OpenAI-compatible OmniVoice TTS server"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         add(sub)
@@ -203,7 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     func: Command = args.func
     try:
         return func(args)

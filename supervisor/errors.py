@@ -35,14 +35,23 @@ class ServerError(Exception):
     code: str | None = "internal_error"
     retryable: bool | None = None  # None: leave it to the client's own rules
 
-    def __init__(self, message: str, *, param: str | None = None, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.retry_after_s = retry_after_s
 
     def to_body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def headers(self) -> dict[str, str]:
         headers = {}
@@ -120,6 +129,14 @@ class Unavailable(ServerError):
     code = "unavailable"
 
 
+class InsufficientStorage(ServerError):
+    """The data directory's disk is full: a new job cannot be stored; retry once space is freed."""
+
+    status = 507
+    code = "insufficient_storage"
+    retryable = True
+
+
 class RequestTimeout(ServerError):
     """The request was not answered in full within its deadline (request_timeout_s); what was left is cancelled."""
 
@@ -148,7 +165,11 @@ class PoisonRequest(TaskFailed):
 
 def from_http_status(status: int, detail: str) -> ServerError:
     """Starlette's own HTTPExceptions (no route, wrong method, body over the limit) in our shape."""
-    by_status: dict[int, type[ServerError]] = {404: NotFound, 413: PayloadTooLarge, 415: UnsupportedMedia}
+    by_status: dict[int, type[ServerError]] = {
+        404: NotFound,
+        413: PayloadTooLarge,
+        415: UnsupportedMedia,
+    }
     error = by_status.get(status, InvalidRequest)(detail)
     if status not in by_status:
         error.status = status
@@ -163,5 +184,7 @@ def from_error_frame(kind: str, message: str) -> ServerError:
     if kind == "out_of_memory":
         return TaskFailed(f"out of memory even when generated alone: {message}")
     if kind == "too_large":
-        return InvalidRequest(f"the audio is too long to return in one piece: {message}", param="input")
+        return InvalidRequest(
+            f"the audio is too long to return in one piece: {message}", param="input"
+        )
     return TaskFailed(f"generation failed: {message}")

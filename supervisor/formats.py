@@ -23,7 +23,10 @@ import io
 import json
 import struct
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from av.audio.stream import AudioStream
 
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 MEDIA_TYPES = {
@@ -61,9 +64,14 @@ def wav_header(sample_rate: int, num_bytes: int | None) -> bytes:
     """The 44-byte header of a 16-bit mono WAV; num_bytes None gives the open-ended form."""
     data = OPEN_ENDED if num_bytes is None else num_bytes
     riff = OPEN_ENDED if num_bytes is None else 36 + num_bytes
-    return b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack(
-        "<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16
-    ) + b"data" + struct.pack("<I", data)
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", data)
+    )
 
 
 class PcmEncoder:
@@ -119,8 +127,11 @@ class AvEncoder:
         container, codec, sample_format, bit_rate, options = _AV_FORMATS[fmt]
         self.sample_rate = sample_rate
         self.sink: _Sink | io.BytesIO = io.BytesIO() if whole else _Sink()
-        self.output = av.open(self.sink, "w", format=container, options={} if whole and fmt == "mp3" else options)
-        self.stream: Any = self.output.add_stream(codec, rate=sample_rate)
+        self.output = av.open(
+            self.sink, "w", format=container, options={} if whole and fmt == "mp3" else options
+        )
+        # _AV_FORMATS names audio codecs only; PyAV types a codec named by a plain str as any stream.
+        self.stream = cast("AudioStream", self.output.add_stream(codec, rate=sample_rate))
         self.stream.layout = "mono"
         if bit_rate:
             self.stream.bit_rate = bit_rate
@@ -156,12 +167,17 @@ class AvEncoder:
 
 
 def encoder(fmt: str, sample_rate: int = SAMPLE_RATE) -> Encoder:
-    """A streaming encoder for one response."""
+    """A streaming encoder for one response.
+
+    FLAC is the exception that arrives whole: a stream's STREAMINFO can only say "length
+    unknown", which libsndfile (soundfile) reads as 2^63 frames and refuses, so a FLAC answer
+    of several chunks is kept until its end and its header then holds the real length.
+    """
     if fmt == "pcm":
         return PcmEncoder()
     if fmt == "wav":
         return WavStreamEncoder(sample_rate)
-    return AvEncoder(fmt, sample_rate)
+    return AvEncoder(fmt, sample_rate, whole=fmt == "flac")
 
 
 def encode(fmt: str, pcm: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:

@@ -71,7 +71,9 @@ def _count_gpus() -> int:
     if smi is None:
         return 0
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            [smi, "-L"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("nvidia-smi -L failed: %s", exc)
         return 0
@@ -81,7 +83,11 @@ def _count_gpus() -> int:
 def discover(spec: str, count: int | None = None) -> list[Device]:
     """Devices for the --devices setting: 'auto', 'cpu', or indices such as '0,1'; at most `count`
     GPUs (--gpu-inferer: the first ones, clamped to those there are)."""
-    asked = f" (--gpu-inferer {count} asks for {count} GPU sidecar{'s' if count != 1 else ''})" if count is not None else ""
+    asked = (
+        f" (--gpu-inferer {count} asks for {count} GPU sidecar{'s' if count != 1 else ''})"
+        if count is not None
+        else ""
+    )
     if spec == "cpu":
         if count is not None:
             log.info("--devices cpu: one sidecar runs on the CPU%s", asked)
@@ -98,11 +104,21 @@ def discover(spec: str, count: int | None = None) -> list[Device]:
     else:
         indices = [int(p) for p in spec.split(",")]
     if count is not None and count < len(indices):
-        log.info("--gpu-inferer %d: sidecars on GPUs %s of %s", count, ",".join(map(str, indices[:count])), ",".join(map(str, indices)))
+        log.info(
+            "--gpu-inferer %d: sidecars on GPUs %s of %s",
+            count,
+            ",".join(map(str, indices[:count])),
+            ",".join(map(str, indices)),
+        )
         indices = indices[:count]
     elif count is not None and count > len(indices):
-        log.warning("clamping --gpu-inferer from %d to the %d GPU%s there %s", count, len(indices), "s" if len(indices) != 1 else "",
-                    "are" if len(indices) != 1 else "is")
+        log.warning(
+            "clamping --gpu-inferer from %d to the %d GPU%s there %s",
+            count,
+            len(indices),
+            "s" if len(indices) != 1 else "",
+            "are" if len(indices) != 1 else "is",
+        )
     return [Device(f"gpu{i}", f"cuda:{i}", i) for i in indices]
 
 
@@ -131,7 +147,9 @@ def compute_pids(index: int) -> set[int] | None:
     return {int(p.pid) for p in procs}
 
 
-def memory_is_back(index: int, pid: int | None, baseline: int | None, slack: int) -> tuple[bool | None, str]:
+def memory_is_back(
+    index: int, pid: int | None, baseline: int | None, slack: int
+) -> tuple[bool | None, str]:
     """Whether a dead sidecar's memory has been released: its pid holds no context any more and
     the used memory is within `slack` of what it was before the sidecar started.
 
@@ -141,7 +159,9 @@ def memory_is_back(index: int, pid: int | None, baseline: int | None, slack: int
     pids = compute_pids(index)
     if used is None:
         return None, "NVML unavailable"
-    figures = f"{used / 2**20:.0f} MiB used" + (f", {baseline / 2**20:.0f} MiB before start" if baseline is not None else "")
+    figures = f"{used / 2**20:.0f} MiB used" + (
+        f", {baseline / 2**20:.0f} MiB before start" if baseline is not None else ""
+    )
     if pids is not None and pid is not None and pid in pids:
         return False, figures + f", pid {pid} still holds a context"
     if baseline is not None and used > baseline + slack:

@@ -19,22 +19,30 @@ How an item ends:
     an error of the item    `failed`, with the error (bad input, a poison request, ...)
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
+
+A full disk: a result that cannot be written ends its item `failed`, saying so (the temporary
+file is removed). When the store itself cannot record an item's end, the end is kept here and
+written again each pass until the disk takes it; meanwhile no item starts, and the condition is
+logged once (not a traceback per pass), and once more when it is over. New jobs get a 507.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import sqlite3
 import time
 from typing import Any
 
 from supervisor import formats, schemas
 from supervisor.api import Services
-from supervisor.voice_store import resolve_voice
-from supervisor.errors import Overloaded, ServerError, SidecarLost, Unavailable
+from supervisor.errors import InsufficientStorage, Overloaded, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import Claimed, JobStore
 from supervisor.scheduler import Priority
 from supervisor.synthesis import Synthesis
+from supervisor.voice_store import resolve_voice
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -52,9 +60,17 @@ class JobRunner:
         self.svc = svc
         self.store = store
         self.generating: dict[Key, Synthesis] = {}
+        # Items whose end the store could not record (a full disk): failed with this error, or
+        # released (None). Written again each pass.
+        self.unrecorded: dict[Key, ServerError | None] = {}
+        self.storage_error: str | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Set when stop() cancels the items still running (Task.cancelling() would say so, but
+        # only from Python 3.11).
+        self._stopping = False
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -62,31 +78,75 @@ class JobRunner:
     async def start(self) -> None:
         done, queued = await asyncio.to_thread(self.store.recover)
         if done or queued:
-            log.info("jobs: after the last stop, %d item(s) found finished, %d to run again", done, queued)
+            log.info(
+                "jobs: after the last stop, %d item(s) found finished, %d to run again",
+                done,
+                queued,
+            )
         self._task = asyncio.create_task(self.run(), name="jobs")
 
     async def run(self) -> None:
         next_sweep = 0.0
         while True:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
             self._wakeup.clear()
             try:
                 if self.svc.pool.draining:
                     self.close_all()
                     continue
+                await self.record_unrecorded()
+                if self.unrecorded:
+                    continue
                 if self.svc.settings.job_retention_s > 0 and time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + SWEEP_EVERY_S
-                    removed = await asyncio.to_thread(self.store.sweep, self.svc.settings.job_retention_s)
+                    removed = await asyncio.to_thread(
+                        self.store.sweep, self.svc.settings.job_retention_s
+                    )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
                 await self.start_items()
             except asyncio.CancelledError:
                 raise
+            except (OSError, sqlite3.Error) as exc:  # the disk, not a bug: one line, no traceback
+                self.storage_failed(exc)
             except Exception:  # a bug here must not stop the jobs for good
                 log.exception("job runner pass failed")
+            else:
+                self.storage_works()
+
+    # ------------------------------------------------------------ the store refusing writes
+
+    def storage_failed(self, exc: BaseException) -> None:
+        if self.storage_error is None:
+            log.error("jobs: the job store cannot be written (%s): no item starts until it can",
+                      exc)  # fmt: skip
+        self.storage_error = str(exc)
+
+    def storage_works(self) -> None:
+        if self.storage_error is not None and not self.unrecorded:
+            log.info("jobs: the job store can be written again")
+            self.storage_error = None
+
+    async def record(self, key: Key, error: ServerError | None) -> None:
+        """End an item: failed with error, or released (None). If the store refuses the write,
+        keep the end to write again next pass."""
+        try:
+            if error is None:
+                await asyncio.to_thread(self.store.release, key)
+            else:
+                await asyncio.to_thread(self.store.fail, key, error)
+        except (OSError, sqlite3.Error) as exc:
+            self.storage_failed(exc)
+            self.unrecorded[key] = error
+            return
+        self.unrecorded.pop(key, None)
+
+    async def record_unrecorded(self) -> None:
+        for key, error in list(self.unrecorded.items()):
+            await self.record(key, error)
+            if key in self.unrecorded:
+                return  # still refused: try again next pass
 
     # ------------------------------------------------------------ starting items
 
@@ -98,13 +158,18 @@ class JobRunner:
 
     def over_share(self) -> bool:
         scheduler = self.svc.scheduler
-        return scheduler.admitted_audio_s >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
+        return (
+            scheduler.admitted_audio_s
+            >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
+        )
 
     def prepare(self, item: Claimed) -> Synthesis:
         """The item as a speech request, admitted at bulk priority; raises as the speech route would."""
         speech = schemas.speech_request(item.request, self.svc.settings)
         voice = resolve_voice(speech, self.svc.voices)
-        return Synthesis(self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK)
+        return Synthesis(
+            self.svc.scheduler, speech, voice, self.svc.settings.chunk_s, Priority.BULK
+        )
 
     async def start_items(self) -> None:
         room = self.room()
@@ -119,9 +184,16 @@ class JobRunner:
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
                 await asyncio.to_thread(self.store.fail, item.key, exc, False)
                 continue
-            except Exception as exc:  # a bug must not leave the item at the head of the queue for ever
+            except (
+                Exception
+            ) as exc:  # a bug must not leave the item at the head of the queue for ever
                 log.exception("jobs: item %s/%d cannot be prepared", item.job_id, item.n)
-                await asyncio.to_thread(self.store.fail, item.key, ServerError(f"the item cannot be run: {exc!r}"), False)
+                await asyncio.to_thread(
+                    self.store.fail,
+                    item.key,
+                    ServerError(f"the item cannot be run: {exc!r}"),
+                    False,
+                )
                 continue
             if self.over_share():
                 break
@@ -138,9 +210,13 @@ class JobRunner:
                 synthesis.close()
                 continue
             self.generating[key] = synthesis
-            task = asyncio.create_task(self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}")
+            task = asyncio.create_task(
+                self.run_item(item, synthesis), name=f"job-item-{item.job_id}-{item.n}"
+            )
             self.tasks.add(task)
+            self.item_tasks[key] = task
             task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(functools.partial(self.forget_task, key))
 
     # ------------------------------------------------------------ one item
 
@@ -149,51 +225,78 @@ class JobRunner:
         try:
             pieces = [piece async for piece in synthesis.pieces()]
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if self._stopping:
                 raise  # the runner is stopping: `recover` puts the item back at the next start
             # Our synthesis was closed: its job was cancelled (release ends it `cancelled`) or the server drains.
-            await asyncio.to_thread(self.store.release, key)
+            await self.record(key, None)
             return
         except (Overloaded, Unavailable, SidecarLost) as exc:  # not the item's fault: it runs again
-            log.info("jobs: item %s/%d goes back to the queue: %s", item.job_id, item.n, exc.message)
-            await asyncio.to_thread(self.store.release, key)
+            log.info(
+                "jobs: item %s/%d goes back to the queue: %s", item.job_id, item.n, exc.message
+            )
+            await self.record(key, None)
             return
         except ServerError as exc:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, exc.message)
-            await asyncio.to_thread(self.store.fail, key, exc)
+            await self.record(key, exc)
             return
-        except Exception as exc:  # a bug: the item fails with it rather than staying `running` until a restart
+        except (
+            Exception
+        ) as exc:  # a bug: the item fails with it rather than staying `running` until a restart
             log.exception("jobs: item %s/%d", item.job_id, item.n)
-            await asyncio.to_thread(self.store.fail, key, ServerError(f"internal error: {exc!r}"))
+            await self.record(key, ServerError(f"internal error: {exc!r}"))
             return
         finally:
             self.generating.pop(key, None)
             self.wake()
         await self.write(item, synthesis, pieces)
 
-    async def write(self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]) -> None:
+    async def write(
+        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]]
+    ) -> None:
         """Encode and store a finished item; from here on nothing cancels it."""
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
-            data = await asyncio.to_thread(formats.encode, item.format, pcm, pieces[0]["sample_rate"])
-        except Exception as exc:  # libav refusing the audio is this item's failure, not the runner's
-            log.exception("jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format)
-            await asyncio.to_thread(self.store.fail, item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}"))
+            data = await asyncio.to_thread(
+                formats.encode, item.format, pcm, pieces[0]["sample_rate"]
+            )
+        except (
+            Exception
+        ) as exc:  # libav refusing the audio is this item's failure, not the runner's
+            log.exception(
+                "jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format
+            )
+            await self.record(
+                item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
+            )
             return
         try:
-            await asyncio.to_thread(self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s)
-        except OSError as exc:  # disk full, data directory gone: the item fails with the reason
-            log.error("jobs: the result of item %s/%d cannot be written: %s", item.job_id, item.n, exc)
-            await asyncio.to_thread(self.store.fail, item.key, ServerError(f"writing the result failed: {exc}"))
+            await asyncio.to_thread(
+                self.store.finish, item.key, item.format, data, synthesis.seed, synthesis.audio_s
+            )
+        except (
+            OSError,
+            sqlite3.Error,
+        ) as exc:  # disk full, data directory gone: it fails, saying so
+            log.error("jobs: item %s/%d: writing the result failed: %s", item.job_id, item.n, exc)
+            self.storage_failed(exc)
+            await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))
 
     # ------------------------------------------------------------ cancelling and stopping
 
-    def cancel_job(self, job_id: str) -> None:
-        """After the store cancelled a job: close what of it is still being generated."""
+    def forget_task(self, key: Key, _task: asyncio.Task[None]) -> None:
+        self.item_tasks.pop(key, None)
+
+    async def cancel_job(self, job_id: str, wait_s: float) -> None:
+        """After the store cancelled a job: close what of it is still being generated, and wait
+        (at most wait_s) until its items have ended: the answer counts them `cancelled` or `done`."""
         for key, synthesis in list(self.generating.items()):
             if key[0] == job_id:
                 synthesis.close()  # run_item releases it; the store ends it `cancelled`
+        # Those being written too: they end `done` within moments.
+        ending = [task for key, task in self.item_tasks.items() if key[0] == job_id]
+        if ending:
+            await asyncio.wait(ending, timeout=wait_s)
 
     def close_all(self) -> None:
         """Close every synthesis in flight; their items go back to the queue."""
@@ -208,6 +311,7 @@ class JobRunner:
         self.close_all()
         if self.tasks:
             _, late = await asyncio.wait(set(self.tasks), timeout=STOP_WAIT_S)
+            self._stopping = True
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)

@@ -15,8 +15,9 @@ Only the runner moves an item out of `running`, and every move is a conditional 
 state it expects, so no item is ever finished twice. `finish` writes the result to a temporary
 file, flushes it, renames it to its final name, flushes the directory, and only then commits
 `done`, all under one lock. A crash can therefore leave an item `running` with its final file
-already in place; `recover` (at start) marks such an item done, puts every other `running`
-item back to `queued`, and removes temporary files. So after a crash or a restart unfinished
+already in place; `recover` (at start) marks such an item done, ends the `running` items of
+a cancelled job `cancelled`, puts every other `running` item back to `queued`, and removes
+temporary files. So after a crash or a restart unfinished
 items run again, finished ones are never redone, and a file under a final name is always whole.
 
 Every method is synchronous and takes the store's lock: the server calls them through
@@ -27,7 +28,9 @@ crash of the process.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -83,6 +86,10 @@ class StoreLocked(RuntimeError):
     """Another server holds this data directory's job store."""
 
 
+class StoreCorrupt(RuntimeError):
+    """The job database fails SQLite's quick check (or is not a database at all)."""
+
+
 @dataclass(frozen=True)
 class NewItem:
     """An item as submitted: its speech fields (without "id"), the client's id, its format."""
@@ -109,7 +116,16 @@ class Claimed:
 
 def body_digest(body: Any) -> str:
     """The same JSON, however it was spaced or ordered, gives the same digest."""
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether a failed write means the disk (or the quota) is full: SQLite says so in words."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 def error_record(error: ServerError) -> dict[str, Any]:
@@ -117,8 +133,25 @@ def error_record(error: ServerError) -> dict[str, Any]:
     return {**error.to_body()["error"], "status": error.status}
 
 
+def lock_holder(data_dir: Path | str) -> str | None:
+    """Who holds this data directory ("pid 123, port 9194"), or None when no server does."""
+    path = Path(data_dir) / LOCK_NAME
+    try:
+        probe = path.open("r")
+    except FileNotFoundError:
+        return None
+    with probe:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return probe.read().strip() or "another process"
+        fcntl.flock(probe, fcntl.LOCK_UN)
+    return None
+
+
 class JobStore:
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, owner: str = "") -> None:
+        """`owner` ("port 9194") goes into the lock file after our pid, for a second server to name."""
         self.data_dir = Path(data_dir)
         self.results = self.data_dir / RESULTS_DIR
         self.results.mkdir(parents=True, exist_ok=True)
@@ -127,10 +160,33 @@ class JobStore:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
-            raise StoreLocked(f"another server is using the job store in {self.data_dir}") from None
+            holder = lock_holder(self.data_dir) or "unknown"
+            raise StoreLocked(
+                f"another server ({holder}) is using the job store in {self.data_dir}"
+            ) from None
+        self._lock_file.truncate(0)
+        self._lock_file.write(", ".join(p for p in (f"pid {os.getpid()}", owner) if p) + "\n")
+        self._lock_file.flush()
         self.lock = threading.Lock()
-        self.db = sqlite3.connect(self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False)
+        self.db = sqlite3.connect(
+            self.data_dir / DB_NAME, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            self._lock_file.close()
+            path = self.data_dir / DB_NAME
+            raise StoreCorrupt(f"the job database {path} is damaged: {exc}") from None
+
+    def _open(self) -> None:
+        """Check the file, then set it up; a damaged one raises sqlite3.DatabaseError."""
         self.db.row_factory = sqlite3.Row
+        # quick_check reads every page (O(size), no index cross-checks): a damaged file is found
+        # at start, not by the first jobs request.
+        verdict = [row[0] for row in self.db.execute("PRAGMA quick_check(5)")]
+        if verdict != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(verdict))
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -155,7 +211,9 @@ class JobStore:
 
     # ------------------------------------------------------------ jobs
 
-    def create(self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None) -> tuple[str, bool]:
+    def create(
+        self, items: list[NewItem], body_sha256: str, idempotency_key: str | None = None
+    ) -> tuple[str, bool]:
         """Store a job; (its id, True). With a key already used for the same body: (that job, False).
 
         The same key with a different body raises Conflict.
@@ -163,7 +221,9 @@ class JobStore:
         now = time.time()
         with self.transaction() as db:
             if idempotency_key is not None:
-                row = db.execute("SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)).fetchone()
+                row = db.execute(
+                    "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)
+                ).fetchone()
                 if row is not None:
                     if row["body_sha256"] != body_sha256:
                         error = Conflict(
@@ -177,7 +237,10 @@ class JobStore:
                        (job_id, idempotency_key, body_sha256, now))  # fmt: skip
             db.executemany(
                 "INSERT INTO items (job_id, n, client_id, request, format, state) VALUES (?, ?, ?, ?, ?, 'queued')",
-                ((job_id, n, item.client_id, json.dumps(item.request), item.format) for n, item in enumerate(items)),
+                (
+                    (job_id, n, item.client_id, json.dumps(item.request), item.format)
+                    for n, item in enumerate(items)
+                ),
             )
         return job_id, True
 
@@ -189,7 +252,9 @@ class JobStore:
                 return None
             view = self._view(row)
             if with_items:
-                items = self.db.execute("SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)).fetchall()
+                items = self.db.execute(
+                    "SELECT * FROM items WHERE job_id = ? ORDER BY n", (job_id,)
+                ).fetchall()
                 view["items"] = [self._item_view(job_id, item) for item in items]
         return view
 
@@ -202,7 +267,9 @@ class JobStore:
                 if anchor is None:
                     return [], False
                 seq = anchor["seq"]
-            rows = self.db.execute("SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)).fetchall()
+            rows = self.db.execute(
+                "SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)
+            ).fetchall()
             return [self._view(row) for row in rows[:limit]], len(rows) > limit
 
     def _view(self, row: sqlite3.Row) -> dict[str, Any]:
@@ -210,7 +277,8 @@ class JobStore:
         progress = {state: 0 for state in ITEM_STATES}
         started, last_end = False, None
         for state, count, attempted, finished_at in self.db.execute(
-            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state", (row["id"],)
+            "SELECT state, COUNT(*), MAX(attempts), MAX(finished_at) FROM items WHERE job_id = ? GROUP BY state",
+            (row["id"],),
         ):
             progress[state] = count
             started = started or attempted > 0 or state != "queued"
@@ -246,7 +314,9 @@ class JobStore:
             "error": json.loads(item["error"]) if item["error"] else None,
             "seed": item["seed"],
             "audio_seconds": item["audio_s"],
-            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio" if item["state"] == "done" else None,
+            "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
+            if item["state"] == "done"
+            else None,
         }
 
     def cancel(self, job_id: str) -> bool:
@@ -258,12 +328,17 @@ class JobStore:
             # A job whose every item has ended is left as it is: there is nothing to cancel.
             db.execute("UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
                        "(SELECT 1 FROM items WHERE job_id = ? AND state IN ('queued', 'running'))", (now, job_id, job_id))  # fmt: skip
-            db.execute("UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'", (now, job_id))
+            db.execute(
+                "UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'",
+                (now, job_id),
+            )
         return True
 
     def item(self, job_id: str, n: int) -> dict[str, Any] | None:
         with self.lock:
-            row = self.db.execute("SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+            row = self.db.execute(
+                "SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)
+            ).fetchone()
         return None if row is None else self._item_view(job_id, row)
 
     # ------------------------------------------------------------ result files
@@ -275,11 +350,15 @@ class JobStore:
         """Temporary file, flushed, renamed over the final name, directory flushed."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+            raise
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
@@ -287,16 +366,20 @@ class JobStore:
             os.close(directory)
 
     # ------------------------------------------------------------ the runner's moves
+    # (`list` below is the builtin: in this class the name is the method above)
 
-    def queued(self, limit: int) -> list[Claimed]:
+    def queued(self, limit: int) -> builtins.list[Claimed]:
         """Up to `limit` queued items, oldest job first, in item order (not claimed yet)."""
         with self.lock:
             rows = self.db.execute(
                 "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i JOIN jobs j ON j.id = i.job_id "
                 "WHERE i.state = 'queued' ORDER BY j.seq, i.n LIMIT ?", (limit,)).fetchall()  # fmt: skip
-        return [Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"]) for r in rows]
+        return [
+            Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
+            for r in rows
+        ]
 
-    def claim(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    def claim(self, keys: builtins.list[tuple[str, int]]) -> set[tuple[str, int]]:
         """queued -> running, one attempt more; returns the keys that were still queued."""
         now, claimed = time.time(), set()
         with self.transaction() as db:
@@ -308,11 +391,15 @@ class JobStore:
                     claimed.add((job_id, n))
         return claimed
 
-    def finish(self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float) -> bool:
+    def finish(
+        self, key: tuple[str, int], fmt: str, data: bytes, seed: int | None, audio_s: float
+    ) -> bool:
         """Write the result atomically, then running -> done. False if the item was not running."""
         job_id, n = key
         with self.lock:
-            row = self.db.execute("SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+            row = self.db.execute(
+                "SELECT state FROM items WHERE job_id = ? AND n = ?", (job_id, n)
+            ).fetchone()
             if row is None or row["state"] != "running":
                 return False
             self._write_result(self.result_path(job_id, n, fmt), data)
@@ -336,28 +423,50 @@ class JobStore:
         job_id, n = key
         now = time.time()
         with self.transaction() as db:
-            cancelled = db.execute("SELECT cancelled_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            state = "cancelled" if cancelled is not None and cancelled["cancelled_at"] is not None else "queued"
+            cancelled = db.execute(
+                "SELECT cancelled_at FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            state = (
+                "cancelled"
+                if cancelled is not None and cancelled["cancelled_at"] is not None
+                else "queued"
+            )
             changed = db.execute(
                 "UPDATE items SET state = ?, finished_at = ? WHERE job_id = ? AND n = ? AND state = 'running'",
                 (state, now if state == "cancelled" else None, job_id, n)).rowcount  # fmt: skip
         return state if changed else None
 
     def recover(self) -> tuple[int, int]:
-        """After a crash or a restart: running items whose final file exists -> done, others -> queued.
+        """After a crash or a restart: running items whose final file exists -> done, those of a
+        cancelled job -> cancelled, others -> queued.
 
-        Also removes temporary files and result folders no job owns. Returns (done, queued).
+            Also removes temporary files and result folders no job owns. Returns (done, queued).
         """
         num_done = num_queued = 0
         with self.transaction() as db:
-            for row in db.execute("SELECT job_id, n, format FROM items WHERE state = 'running'").fetchall():
+            rows = db.execute(
+                "SELECT i.job_id, i.n, i.format, j.cancelled_at FROM items i "
+                "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'"
+            ).fetchall()
+            for row in rows:
                 path = self.result_path(row["job_id"], row["n"], row["format"])
                 if path.is_file():  # renamed into place; the commit of `done` did not happen
                     db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
                                (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
                     num_done += 1
+                elif (
+                    row["cancelled_at"] is not None
+                ):  # cancelled just before the stop: not run again
+                    db.execute(
+                        "UPDATE items SET state = 'cancelled', finished_at = ? "
+                        "WHERE job_id = ? AND n = ?",
+                        (row["cancelled_at"], row["job_id"], row["n"]),
+                    )
                 else:
-                    db.execute("UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?", (row["job_id"], row["n"]))
+                    db.execute(
+                        "UPDATE items SET state = 'queued' WHERE job_id = ? AND n = ?",
+                        (row["job_id"], row["n"]),
+                    )
                     num_queued += 1
             known = {row["id"] for row in db.execute("SELECT id FROM jobs")}
         for folder in self.results.iterdir():
@@ -368,7 +477,7 @@ class JobStore:
                 tmp.unlink(missing_ok=True)
         return num_done, num_queued
 
-    def sweep(self, retention_s: float, now: float | None = None) -> list[str]:
+    def sweep(self, retention_s: float, now: float | None = None) -> builtins.list[str]:
         """Remove jobs whose every item ended more than retention_s ago, with their results."""
         cutoff = (time.time() if now is None else now) - retention_s
         with self.transaction() as db:
@@ -379,7 +488,3 @@ class JobStore:
         for job_id in old:
             shutil.rmtree(self.results / job_id, ignore_errors=True)
         return old
-
-    def count_unfinished(self) -> int:
-        with self.lock:
-            return int(self.db.execute("SELECT COUNT(*) FROM items WHERE state IN ('queued', 'running')").fetchone()[0])

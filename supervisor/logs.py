@@ -65,7 +65,9 @@ def prepare(settings: Settings) -> Settings:
     """The settings with the run's paths filled in; the run folder made and DIR/latest pointed at it."""
     if not settings.log_dir:
         return settings
-    root = Path(settings.log_dir).expanduser().absolute()  # /health and the log show where the files are, whatever the cwd
+    root = (
+        Path(settings.log_dir).expanduser().absolute()
+    )  # /health and the log show where the files are, whatever the cwd
     root.mkdir(parents=True, exist_ok=True)
     run_id = settings.log_run_id or new_run_id(root)
     run = root / run_id
@@ -81,7 +83,14 @@ def setup_logging(settings: Settings) -> None:
         path = Path(settings.log_file).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(path))
-    logging.basicConfig(level=settings.log_level.upper(), format=FORMAT, handlers=handlers, force=True)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format=FORMAT, handlers=handlers, force=True
+    )
     if settings.log_dir:
-        log.info("run %s: log %s, pid file %s; %s points at it", settings.log_run_id, settings.log_file, settings.pid_file,
-                 Path(settings.log_dir).expanduser().absolute() / LATEST)
+        log.info(
+            "run %s: log %s, pid file %s; %s points at it",
+            settings.log_run_id,
+            settings.log_file,
+            settings.pid_file,
+            Path(settings.log_dir).expanduser().absolute() / LATEST,
+        )

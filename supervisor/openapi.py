@@ -35,7 +35,12 @@ def _error(status: int) -> dict[str, Any]:
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     }
     if status in (429, 503):
-        response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "seconds to wait"}}
+        response["headers"] = {
+            "Retry-After": {
+                "schema": {"type": "integer", "minimum": 1},
+                "description": "seconds to wait",
+            }
+        }
     return response
 
 
@@ -43,12 +48,24 @@ def _responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
     return {"200": ok, **{str(s): _error(s) for s in (401, *statuses)}}
 
 
+_console_page = {"description": "the web console (docs/API.md, The console)",
+                 "content": {"text/html": {"schema": {"type": "string"}}}}  # fmt: skip
+
+
 def _json(schema_ref: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}},
+    }
 
 
 def _speech_properties(settings: Settings) -> dict[str, Any]:
-    text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars, "pattern": r"\S"}
+    text = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": settings.max_input_chars,
+        "pattern": r"\S",
+    }
     properties: dict[str, Any] = {
         "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
                   "description": "every name is the one OmniVoice model"},
@@ -59,7 +76,8 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
             {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"], "additionalProperties": False},
         ], "default": "auto"},
         "instructions": {"type": "string", "maxLength": settings.max_input_chars,
-                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'"},
+                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
+                                        "free-form text is read for the items it names (X-OmniVoice-Instructions says which)"},
         "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": settings.default_response_format},
         "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
         "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},
@@ -94,14 +112,22 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
         return out
     kind = out.get("type")
     if kind is not None:
-        out["type"] = [*(kind if isinstance(kind, list) else [kind]), *([] if "null" in kind else ["null"])]
+        out["type"] = [
+            *(kind if isinstance(kind, list) else [kind]),
+            *([] if "null" in kind else ["null"]),
+        ]
     if "enum" in out:
         out["enum"] = [*out["enum"], None]
     return out
 
 
 def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def document(settings: Settings) -> dict[str, Any]:
@@ -198,6 +224,19 @@ def document(settings: Settings) -> dict[str, Any]:
             {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}})}},
         "/openapi.json": {"get": {"operationId": "openapi", "responses": _responses(
             {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}})}},
+        # the web console: its page and assets hold no data, so they need no key
+        "/": {"get": {"operationId": "console", "security": [],
+                      "responses": {"200": _console_page}}},
+        "/console": {"get": {"operationId": "consolePage", "security": [],
+                             "responses": {"200": _console_page}}},
+        "/console/{asset}": {
+            "parameters": [{"name": "asset", "in": "path", "required": True,
+                            "schema": {"type": "string", "enum": ["console.js", "console.css"]}}],
+            "get": {"operationId": "consoleAsset", "security": [], "responses": {"200": {
+                "description": "the console's script or style sheet",
+                "content": {"text/javascript": {"schema": {"type": "string"}},
+                            "text/css": {"schema": {"type": "string"}}}},
+                "404": _error(404)}}},
     }  # fmt: skip
     return {
         "openapi": "3.1.0",

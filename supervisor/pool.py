@@ -21,15 +21,17 @@ A slot's life, on top of its process's own states (process.State):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import os
-import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from sidecar.protocol import PROTOCOL_VERSION, ExitCode, Message, ProtocolError
 from supervisor import gpu, metrics
@@ -38,6 +40,7 @@ from supervisor.gpu import Device
 from supervisor.process import KillReason, SidecarProcess, State
 from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
+from supervisor.sidecar_command import sidecar_command
 
 log = logging.getLogger("omnivoice.pool")
 
@@ -54,7 +57,9 @@ class SlotState(str, enum.Enum):
 
 
 SLOT_TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
-    SlotState.ACTIVE: frozenset({SlotState.BACKOFF, SlotState.REAPED, SlotState.FAILED, SlotState.STOPPED}),
+    SlotState.ACTIVE: frozenset(
+        {SlotState.BACKOFF, SlotState.REAPED, SlotState.FAILED, SlotState.STOPPED}
+    ),
     SlotState.BACKOFF: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
     SlotState.REAPED: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
     SlotState.FAILED: frozenset({SlotState.STOPPED}),
@@ -71,6 +76,7 @@ class Slot:
     process: SidecarProcess | None = None
     restarts: int = 0
     kills: Counter[str] = field(default_factory=Counter)
+    last_kill: str | None = None  # the reason the last process of this slot ended
     last_error: str | None = None
     restart_times: deque[float] = field(default_factory=deque)
     failures_in_row: int = 0
@@ -85,7 +91,14 @@ class Slot:
         if new not in SLOT_TRANSITIONS[self.state]:
             raise RuntimeError(f"{self.device.id}: no transition {self.state.value} -> {new.value}")
         level = logging.ERROR if new is SlotState.FAILED else logging.INFO
-        log.log(level, "%s: %s -> %s%s", self.device.id, self.state.value, new.value, f" ({why})" if why else "")
+        log.log(
+            level,
+            "%s: %s -> %s%s",
+            self.device.id,
+            self.state.value,
+            new.value,
+            f" ({why})" if why else "",
+        )
         self.state = new
 
     @property
@@ -100,6 +113,16 @@ class Slot:
         return self.state not in (SlotState.FAILED, SlotState.STOPPED)
 
 
+def resident_bytes(pid: int | None) -> int | None:
+    """A sidecar's resident memory (host RAM; GPU memory is the gpu_memory_peak_bytes metric)."""
+    if pid is None:
+        return None
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
 class Pool:
     def __init__(self, settings: Settings, scheduler: Scheduler, devices: list[Device]) -> None:
         self.settings = settings
@@ -109,7 +132,9 @@ class Pool:
         self.stopping = False
         self.ever_ready = False
         self.all_failed = asyncio.Event()
-        self.last_pass_at: float | None = None  # the loop's last full pass (systemd's watchdog reads it)
+        self.last_pass_at: float | None = (
+            None  # the loop's last full pass (systemd's watchdog reads it)
+        )
         self._wakeup = asyncio.Event()
         self._hurry = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -130,10 +155,8 @@ class Pool:
     async def run(self) -> None:
         """The arbiter loop. It never ends on its own; `stop` cancels it."""
         while True:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):  # a tick: work goes on without a wake
                 await asyncio.wait_for(self._wakeup.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
             self._wakeup.clear()
             try:
                 self.kill_overdue_sidecars()
@@ -156,16 +179,32 @@ class Pool:
             if proc.state is State.STARTING:
                 silent, age = now - proc.last_frame_at, now - proc.started_at
                 if silent > s.load_timeout_s or age > s.load_total_s:
-                    self.kill_sidecar(proc, KillReason.LOAD_TIMEOUT, f"not ready after {age:.1f} s, silent for {silent:.1f} s")
+                    self.kill_sidecar(
+                        proc,
+                        KillReason.LOAD_TIMEOUT,
+                        f"not ready after {age:.1f} s, silent for {silent:.1f} s",
+                    )
             elif proc.state is State.BUSY:
                 silent = now - max(proc.last_frame_at, proc.batches[0].sent_at)
                 if silent > s.heartbeat_timeout_s:
-                    self.kill_sidecar(proc, KillReason.HEARTBEAT_TIMEOUT, f"busy and silent for {silent:.1f} s")
+                    self.kill_sidecar(
+                        proc, KillReason.HEARTBEAT_TIMEOUT, f"busy and silent for {silent:.1f} s"
+                    )
             elif proc.state is State.READY and proc.ping_sent_at is not None:
                 if now - proc.ping_sent_at > s.ping_timeout_s:
-                    self.kill_sidecar(proc, KillReason.PING_TIMEOUT, f"no pong within {s.ping_timeout_s:.1f} s")
-            elif proc.state is State.STOPPING and proc.stop_deadline is not None and now > proc.stop_deadline:
-                log.warning("%s: did not exit within %.1f s of shutdown; SIGKILL", proc.tag, s.stop_timeout_s)
+                    self.kill_sidecar(
+                        proc, KillReason.PING_TIMEOUT, f"no pong within {s.ping_timeout_s:.1f} s"
+                    )
+            elif (
+                proc.state is State.STOPPING
+                and proc.stop_deadline is not None
+                and now > proc.stop_deadline
+            ):
+                log.warning(
+                    "%s: did not exit within %.1f s of shutdown; SIGKILL",
+                    proc.tag,
+                    s.stop_timeout_s,
+                )
                 proc.kill(proc.kill_reason or KillReason.SHUTDOWN)
 
     def kill_sidecar(self, proc: SidecarProcess, reason: KillReason, detail: str) -> None:
@@ -180,11 +219,20 @@ class Pool:
             slot.process = None
             reason = proc.kill_reason or KillReason.EXITED
             slot.kills[reason.value] += 1
+            slot.last_kill = reason.value
             planned = reason in (KillReason.SHUTDOWN, KillReason.IDLE)
-            log.log(logging.INFO if planned else logging.ERROR, "%s: %s, %s", proc.tag, proc.exit_description, reason.value)
+            log.log(
+                logging.INFO if planned else logging.ERROR,
+                "%s: %s, %s",
+                proc.tag,
+                proc.exit_description,
+                reason.value,
+            )
             for i, batch in enumerate(proc.batches):
                 if self.stopping or planned:
-                    self.scheduler.fail_batch(batch, SidecarLost("the server shut down before this request finished"))
+                    self.scheduler.fail_batch(
+                        batch, SidecarLost("the server shut down before this request finished")
+                    )
                 else:
                     self.scheduler.requeue(batch, reason.value, ran=i == 0 or batch.started)
             if self.stopping:
@@ -212,7 +260,11 @@ class Pool:
             return
         slot.restarts += 1
         slot.failures_in_row += 1
-        delay = 0.0 if slot.failures_in_row == 1 else min(s.backoff_max_s, s.backoff_initial_s * 2 ** (slot.failures_in_row - 2))
+        delay = (
+            0.0
+            if slot.failures_in_row == 1
+            else min(s.backoff_max_s, s.backoff_initial_s * 2 ** (slot.failures_in_row - 2))
+        )
         slot.respawn_at = now + delay
         slot.dead_pid, slot.died_at, slot.memory_deadline = proc.pid, now, None
         slot.change_state(SlotState.BACKOFF, f"respawn in {delay:.1f} s")
@@ -222,16 +274,20 @@ class Pool:
             return
         now = time.monotonic()
         for slot in self.slots:
-            if slot.state is SlotState.BACKOFF and now >= slot.respawn_at and self.memory_is_back(slot, now):
-                await self.spawn_sidecar(slot)
-            elif slot.state is SlotState.REAPED and self.needs_capacity():
+            if (
+                slot.state is SlotState.BACKOFF
+                and now >= slot.respawn_at
+                and self.memory_is_back(slot, now)
+            ) or (slot.state is SlotState.REAPED and self.needs_capacity()):
                 await self.spawn_sidecar(slot)
             elif slot.state is SlotState.ACTIVE:
                 self.reap_if_idle(slot, now)
         self.scheduler.capacity = sum(1 for slot in self.slots if slot.usable)
         if self.scheduler.capacity == 0 and not self.all_failed.is_set() and not self.stopping:
             log.critical("every device has failed; no request can be served")
-            self.scheduler.fail_queued(Unavailable("every device has failed; see /health", retry_after_s=60))
+            self.scheduler.fail_queued(
+                Unavailable("every device has failed; see /health", retry_after_s=60)
+            )
             self.all_failed.set()
 
     def memory_is_back(self, slot: Slot, now: float) -> bool:
@@ -240,9 +296,19 @@ class Pool:
             return True
         if slot.memory_deadline is None:
             slot.memory_deadline = now + self.settings.memory_reclaim_s
-        back, figures = gpu.memory_is_back(slot.device.index, slot.dead_pid, slot.memory_before_start, self.settings.memory_slack_mb * 2**20)
+        back, figures = gpu.memory_is_back(
+            slot.device.index,
+            slot.dead_pid,
+            slot.memory_before_start,
+            self.settings.memory_slack_mb * 2**20,
+        )
         if back is not False:
-            log.info("%s: memory back %.2f s after the death (%s)", slot.device.id, now - slot.died_at, figures)
+            log.info(
+                "%s: memory back %.2f s after the death (%s)",
+                slot.device.id,
+                now - slot.died_at,
+                figures,
+            )
             return True
         if now > slot.memory_deadline:
             slot.last_error = f"GPU memory did not come back within {self.settings.memory_reclaim_s:g} s: {figures}"
@@ -253,15 +319,28 @@ class Pool:
         """Work is waiting and no running or starting sidecar is free to take it."""
         if not self.scheduler.has_work():
             return False
-        return not any(s.process is not None and s.process.state in (State.STARTING, State.READY) for s in self.slots)
+        return not any(
+            s.process is not None and s.process.state in (State.STARTING, State.READY)
+            for s in self.slots
+        )
 
     def reap_if_idle(self, slot: Slot, now: float) -> None:
         s, proc = self.settings, slot.process
-        if s.idle_reap_s <= 0 or proc is None or proc.state is not State.READY or self.scheduler.has_work():
+        if (
+            s.idle_reap_s <= 0
+            or proc is None
+            or proc.state is not State.READY
+            or self.scheduler.has_work()
+        ):
             return
         running = sum(1 for other in self.slots if other.state is SlotState.ACTIVE)
         if now - proc.idle_since >= s.idle_reap_s and running > s.min_warm:
-            log.info("%s: idle for %.1f s; stopping it to free %s", proc.tag, now - proc.idle_since, slot.device.name)
+            log.info(
+                "%s: idle for %.1f s; stopping it to free %s",
+                proc.tag,
+                now - proc.idle_since,
+                slot.device.name,
+            )
             proc.stop(KillReason.IDLE, s.stop_timeout_s)
 
     def ping_idle_sidecars(self) -> None:
@@ -280,7 +359,9 @@ class Pool:
         if self.stopping:
             return
         candidates = [s.process for s in self.slots if s.process is not None]
-        for proc in [p for p in candidates if p.state is State.READY] + [p for p in candidates if p.state is State.BUSY]:
+        for proc in [p for p in candidates if p.state is State.READY] + [
+            p for p in candidates if p.state is State.BUSY
+        ]:
             if len(proc.batches) >= 2:
                 continue
             batch = self.scheduler.next_batch(ahead=proc.state is State.BUSY)
@@ -292,7 +373,9 @@ class Pool:
         try:
             sent = proc.send(batch.frame())
         except ProtocolError as exc:  # over the frame cap
-            self.scheduler.fail_batch(batch, Unavailable(f"the request is too large to send to a sidecar: {exc}"))
+            self.scheduler.fail_batch(
+                batch, Unavailable(f"the request is too large to send to a sidecar: {exc}")
+            )
             return
         if not sent:
             self.scheduler.requeue(batch, "unsent", ran=False)
@@ -307,10 +390,28 @@ class Pool:
 
     def sidecar_argv(self, device: Device) -> list[str]:
         s = self.settings
-        argv = [sys.executable, "-m", "sidecar", "--engine", s.engine, "--model", s.model, "--device", device.torch_device,
-                "--dtype", s.dtype, "--id", device.id, "--max-frame-bytes", str(s.max_frame_bytes),
-                "--warmup-steps", str(s.warmup_steps)]
-        return argv + (["--test-faults"] if s.test_faults else [])
+        argv = [
+            *sidecar_command(),
+            "--engine",
+            s.engine,
+            "--model",
+            s.model,
+            "--device",
+            device.torch_device,
+            "--dtype",
+            s.dtype,
+            "--id",
+            device.id,
+            "--max-frame-bytes",
+            str(s.max_frame_bytes),
+            "--warmup-steps",
+            str(s.warmup_steps),
+        ]
+        return argv + (
+            ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
+            if s.test_faults
+            else []
+        )
 
     def sidecar_env(self, device: Device) -> dict[str, str]:
         env = dict(os.environ)
@@ -322,8 +423,14 @@ class Pool:
     async def spawn_sidecar(self, slot: Slot) -> None:
         if slot.device.index is not None:
             slot.memory_before_start = gpu.memory_used(slot.device.index)
-        proc = SidecarProcess(slot.device, self.sidecar_argv(slot.device), self.sidecar_env(slot.device),
-                              self.settings.max_frame_bytes, self.on_frame, self.wake)
+        proc = SidecarProcess(
+            slot.device,
+            self.sidecar_argv(slot.device),
+            self.sidecar_env(slot.device),
+            self.settings.max_frame_bytes,
+            self.on_frame,
+            self.wake,
+        )
         try:
             await proc.start()
         except OSError as exc:
@@ -343,7 +450,9 @@ class Pool:
 
     def on_hello(self, proc: SidecarProcess, message: Any) -> None:
         if message["protocol"] != PROTOCOL_VERSION:
-            raise ProtocolError(f"sidecar speaks protocol {message['protocol']}, we speak {PROTOCOL_VERSION}")
+            raise ProtocolError(
+                f"sidecar speaks protocol {message['protocol']}, we speak {PROTOCOL_VERSION}"
+            )
 
     def on_progress(self, proc: SidecarProcess, message: Any) -> None:
         log.debug("%s: loading: %s", proc.tag, message["stage"])
@@ -357,8 +466,18 @@ class Pool:
         slot = self.slot_of(proc)
         slot.failures_in_row = 0
         self.ever_ready = True
-        since_death = f", {now - slot.died_at:.2f} s after the previous one died" if slot.died_at is not None else ""
-        log.info("%s: ready in %.2f s%s (%s)", proc.tag, now - proc.started_at, since_death, message["memory"])
+        since_death = (
+            f", {now - slot.died_at:.2f} s after the previous one died"
+            if slot.died_at is not None
+            else ""
+        )
+        log.info(
+            "%s: ready in %.2f s%s (%s)",
+            proc.tag,
+            now - proc.started_at,
+            since_death,
+            message["memory"],
+        )
 
     def on_pong(self, proc: SidecarProcess, message: Any) -> None:
         if message["nonce"] == proc.ping_nonce:
@@ -369,7 +488,9 @@ class Pool:
         # overlaps them); answers and `done` still come in batch order.
         batch = next((b for b in proc.batches if b.id == message["batch"]), None)
         if batch is None:
-            raise ProtocolError(f"step for batch {message['batch']}, which this sidecar does not hold")
+            raise ProtocolError(
+                f"step for batch {message['batch']}, which this sidecar does not hold"
+            )
         batch.started = True
 
     def on_result(self, proc: SidecarProcess, message: Any) -> None:
@@ -384,7 +505,9 @@ class Pool:
             log.error("%s: %s: %s", proc.tag, message["kind"], message["message"])
             proc.reported_error = message["message"]
             return
-        self.scheduler.reject(self.pending_task(proc, message), from_error_frame(message["kind"], message["message"]))
+        self.scheduler.reject(
+            self.pending_task(proc, message), from_error_frame(message["kind"], message["message"])
+        )
 
     def on_done(self, proc: SidecarProcess, message: Any) -> None:
         batch = self.running_batch(proc, message["batch"])
@@ -392,7 +515,9 @@ class Pool:
         if missing:
             raise ProtocolError(f"batch {batch.id} ended without an answer for {missing}")
         proc.batches.popleft()
-        self.scheduler.finish_batch(batch, time.monotonic() - batch.sent_at, batch.audio_s, message["stats"])
+        self.scheduler.finish_batch(
+            batch, time.monotonic() - batch.sent_at, batch.audio_s, message["stats"]
+        )
         metrics.record_runtime_stats(message["stats"], proc.device.torch_device)
         if not proc.batches and proc.state is State.BUSY:
             proc.change_state(State.READY)
@@ -407,7 +532,9 @@ class Pool:
         batch = self.running_batch(proc, message["batch"])
         task = batch.task(message["id"])
         if task is None or task.answered:
-            raise ProtocolError(f"answer for {message['id']!r}, which batch {batch.id} does not hold or already answered")
+            raise ProtocolError(
+                f"answer for {message['id']!r}, which batch {batch.id} does not hold or already answered"
+            )
         task.answered = batch.started = True
         return task
 
@@ -444,7 +571,9 @@ class Pool:
                     "state": s.public_state,
                     "restarts": s.restarts,
                     "kills": dict(s.kills),
+                    "last_kill": s.last_kill,
                     "last_error": s.last_error,
+                    "memory_bytes": resident_bytes(s.process.pid if s.process else None),
                 }
                 for s in self.slots
             ],
@@ -466,7 +595,10 @@ class Pool:
         """Wait until every admitted task has ended; False if drain_s passed or hurry() came first."""
         if not self.scheduler.unfinished:
             return True
-        idle, hurry = asyncio.create_task(self.scheduler.wait_until_idle(drain_s)), asyncio.create_task(self._hurry.wait())
+        idle, hurry = (
+            asyncio.create_task(self.scheduler.wait_until_idle(drain_s)),
+            asyncio.create_task(self._hurry.wait()),
+        )
         done, _ = await asyncio.wait((idle, hurry), return_when=asyncio.FIRST_COMPLETED)
         for task in (idle, hurry):
             task.cancel()
@@ -474,26 +606,41 @@ class Pool:
 
     async def _stop(self, drain_s: float) -> None:
         self.draining = True
-        self.scheduler.close(Unavailable("the server is shutting down", retry_after_s=max(1.0, drain_s)))
+        self.scheduler.close(
+            Unavailable("the server is shutting down", retry_after_s=max(1.0, drain_s))
+        )
         began = time.monotonic()
         if not (drained := await self.drain(drain_s)):
-            log.warning("drain: over after %.1f s, %d task(s) unfinished", time.monotonic() - began, len(self.scheduler.unfinished))
+            log.warning(
+                "drain: over after %.1f s, %d task(s) unfinished",
+                time.monotonic() - began,
+                len(self.scheduler.unfinished),
+            )
         self.stopping = True
         self.scheduler.fail_queued(Unavailable("the server shut down before this request ran"))
         for slot in self.slots:
             proc = slot.process
-            if proc is not None and (self._hurry.is_set() or proc.state is State.BUSY and not drained):
+            if proc is not None and (
+                self._hurry.is_set() or (proc.state is State.BUSY and not drained)
+            ):
                 # What it still runs will not be waited for: BUSY -> STOPPING now, not after its batch.
                 self.kill_sidecar(proc, KillReason.SHUTDOWN, "the drain is over")
             elif proc is not None:
                 proc.stop(KillReason.SHUTDOWN, self.settings.stop_timeout_s)
             elif slot.state is not SlotState.STOPPED:
                 slot.change_state(SlotState.STOPPED)
-        deadline, hurried = time.monotonic() + self.settings.stop_timeout_s + 5.0, self._hurry.is_set()
+        deadline, hurried = (
+            time.monotonic() + self.settings.stop_timeout_s + 5.0,
+            self._hurry.is_set(),
+        )
         while any(s.process is not None for s in self.slots) and time.monotonic() < deadline:
             if self._hurry.is_set() and not hurried:
                 hurried = True
-                for proc in [s.process for s in self.slots if s.process is not None and s.process.state is not State.DEAD]:
+                for proc in [
+                    s.process
+                    for s in self.slots
+                    if s.process is not None and s.process.state is not State.DEAD
+                ]:
                     self.kill_sidecar(proc, KillReason.SHUTDOWN, "told to stop at once")
             self.wake()
             await asyncio.sleep(TICK_S)

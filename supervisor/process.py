@@ -20,7 +20,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sidecar.protocol import FROM_SIDECAR, ExitCode, Message, ProtocolError, Ready, encode_frame, read_frame_async
+from sidecar.protocol import (
+    FROM_SIDECAR,
+    ExitCode,
+    Message,
+    ProtocolError,
+    Ready,
+    encode_frame,
+    read_frame_async,
+)
 from supervisor.gpu import Device
 
 if TYPE_CHECKING:
@@ -113,7 +121,9 @@ class SidecarProcess:
         self.kill_detail = ""
         self.returncode: int | None = None
         self.exit_description = ""
-        self.reported_error: str | None = None  # an `error` frame about the sidecar itself (a failed load)
+        self.reported_error: str | None = (
+            None  # an `error` frame about the sidecar itself (a failed load)
+        )
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -157,7 +167,12 @@ class SidecarProcess:
 
         Never blocks: a SIGSTOPped child cannot stall the pool, whose deadlines kill it.
         """
-        if self.state is State.DEAD or self._proc is None or self._proc.stdin is None or self._proc.stdin.is_closing():
+        if (
+            self.state is State.DEAD
+            or self._proc is None
+            or self._proc.stdin is None
+            or self._proc.stdin.is_closing()
+        ):
             return False
         self._proc.stdin.write(encode_frame(message, self.max_frame_bytes))
         return True
@@ -176,7 +191,7 @@ class SidecarProcess:
 
     def kill(self, reason: KillReason, detail: str = "") -> None:
         """SIGKILL the whole process group. The first reason given is the one recorded."""
-        if self.kill_reason is None or self.kill_reason in PLANNED and reason not in PLANNED:
+        if self.kill_reason is None or (self.kill_reason in PLANNED and reason not in PLANNED):
             self.kill_reason = reason
             self.kill_detail = detail
         if self.state is State.DEAD:
@@ -219,8 +234,14 @@ class SidecarProcess:
                 self.kill(KillReason.PROTOCOL_ERROR, f"protocol error: {exc}")
                 return
             except Exception:
-                log.exception("%s: handling a %r frame failed; killing the sidecar", self.tag, message.get("op"))
-                self.kill(KillReason.PROTOCOL_ERROR, "the supervisor could not handle one of its frames")
+                log.exception(
+                    "%s: handling a %r frame failed; killing the sidecar",
+                    self.tag,
+                    message.get("op"),
+                )
+                self.kill(
+                    KillReason.PROTOCOL_ERROR, "the supervisor could not handle one of its frames"
+                )
                 return
 
     async def _forward_stderr(self) -> None:
@@ -250,7 +271,9 @@ class SidecarProcess:
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_AFTER_EXIT_S)
         except asyncio.TimeoutError:
             reader.cancel()
-        self.exit_description = decode_exit(self.returncode, killed_by_us=self.kill_reason is not None)
+        self.exit_description = decode_exit(
+            self.returncode, killed_by_us=self.kill_reason is not None
+        )
         if self._proc.stdin is not None:
             self._proc.stdin.close()
         self.change_state(State.DEAD)  # every live state may end here

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import itertools
 import time
 from collections import deque
@@ -90,7 +91,12 @@ class Batch:
         if self.kind == "encode":
             (task,) = self.tasks
             return {"op": "encode_voice", "batch": self.id, "id": task.id, **task.payload}
-        return {"op": "generate", "batch": self.id, "items": [t.payload for t in self.tasks], "encoding": "s16le"}
+        return {
+            "op": "generate",
+            "batch": self.id,
+            "items": [t.payload for t in self.tasks],
+            "encoding": "s16le",
+        }
 
 
 class Reservation:
@@ -122,9 +128,13 @@ def estimate(item: Item) -> tuple[float, int]:
     else:
         voice = item.get("voice")
         num_ref = voice["tokens"]["shape"][1] if voice else None
-        frames = target_tokens(text, voice["ref_text"] if voice else None, num_ref, speed=item.get("speed"))
+        frames = target_tokens(
+            text, voice["ref_text"] if voice else None, num_ref, speed=item.get("speed")
+        )
     ref_frames = item["voice"]["tokens"]["shape"][1] if item.get("voice") else 0  # type: ignore[index]
-    return frames / FRAME_RATE, frames + ref_frames + STYLE_TOKENS + len(text) // CHARS_PER_TEXT_TOKEN
+    return frames / FRAME_RATE, frames + ref_frames + STYLE_TOKENS + len(
+        text
+    ) // CHARS_PER_TEXT_TOKEN
 
 
 class Scheduler:
@@ -146,7 +156,10 @@ class Scheduler:
     # ------------------------------------------------------------ admission
 
     def submit(
-        self, items: list[Item], priority: Priority = Priority.INTERACTIVE, reservation: Reservation | None = None
+        self,
+        items: list[Item],
+        priority: Priority = Priority.INTERACTIVE,
+        reservation: Reservation | None = None,
     ) -> list[asyncio.Future[Any]]:
         """Admit generation items; their futures resolve to `result` messages or raise ServerError.
 
@@ -156,7 +169,18 @@ class Scheduler:
         tasks = []
         for item in items:
             audio_s, tokens = estimate(item)
-            tasks.append(Task(item["id"], "generate", dict(item), priority, audio_s, tokens, loop.create_future(), time.monotonic()))
+            tasks.append(
+                Task(
+                    item["id"],
+                    "generate",
+                    dict(item),
+                    priority,
+                    audio_s,
+                    tokens,
+                    loop.create_future(),
+                    time.monotonic(),
+                )
+            )
         self.admit(tasks, reservation)
         return [t.future for t in tasks]
 
@@ -180,10 +204,21 @@ class Scheduler:
             self.admitted_audio_s = 0.0  # exactly: no rounding left over from the additions
             self._idle.set()
 
-    def submit_encode(self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE) -> asyncio.Future[Any]:
+    def submit_encode(
+        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Any]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
         loop = asyncio.get_running_loop()
-        task = Task(f"voice-{next(self._task_ids)}", "encode", fields, priority, 0.0, 1, loop.create_future(), time.monotonic())
+        task = Task(
+            f"voice-{next(self._task_ids)}",
+            "encode",
+            fields,
+            priority,
+            0.0,
+            1,
+            loop.create_future(),
+            time.monotonic(),
+        )
         self.admit([task])
         return task.future
 
@@ -220,7 +255,7 @@ class Scheduler:
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
             self.admitted_audio_s += task.est_audio_s - covered
             # However it ends (answer, error, or its caller cancelling), it leaves the books.
-            task.future.add_done_callback(lambda _, task=task: self._settle(task))
+            task.future.add_done_callback(functools.partial(self._settle, task))
         self._idle.clear()
         self.wake()
 
@@ -287,13 +322,15 @@ class Scheduler:
         if not task.done:
             task.future.set_exception(error)
 
-    def _settle(self, task: Task) -> None:
+    def _settle(self, task: Task, _done: asyncio.Future[Any]) -> None:
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)
             self._set_idle_if_done()
 
-    def finish_batch(self, batch: Batch, wall_s: float, audio_s: float, stats: dict[str, float] | None = None) -> None:
+    def finish_batch(
+        self, batch: Batch, wall_s: float, audio_s: float, stats: dict[str, float] | None = None
+    ) -> None:
         """Record a finished batch's throughput (its tasks have all been resolved or rejected).
 
         `stats` is the `done` frame's: the sidecar's own wall time and step count.
@@ -313,10 +350,13 @@ class Scheduler:
             if ran:
                 task.kills.append(reason)
                 if len(batch.tasks) == 1 and task.alone:
-                    self.reject(task, PoisonRequest(
-                        f"this request crashed a sidecar while running alone, after {len(task.kills) - 1} earlier "
-                        f"batches with it were killed (reasons: {', '.join(task.kills)}); it will not be retried"
-                    ))
+                    self.reject(
+                        task,
+                        PoisonRequest(
+                            f"this request crashed a sidecar while running alone, after {len(task.kills) - 1} earlier "
+                            f"batches with it were killed (reasons: {', '.join(task.kills)}); it will not be retried"
+                        ),
+                    )
                     continue
             task.queued_at = time.monotonic()
             back.append(task)
@@ -343,11 +383,16 @@ class Scheduler:
             return False
         return True
 
-    def depth(self) -> dict[str, float]:
+    def depth(self) -> dict[str, Any]:
         return {
             "tasks": len(self.unfinished),
             "reservations": len(self.reservations),
             "queued": sum(1 for q in self.queues.values() for t in q if not t.done),
             "audio_s": round(self.admitted_audio_s, 2),
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,
+            # estimated audio not yet sent to a sidecar, by priority (the console's queue view)
+            "waiting_audio_s": {
+                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2)
+                for p, q in self.queues.items()
+            },
         }

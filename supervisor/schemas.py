@@ -24,6 +24,7 @@ from sidecar.text import contains_cjk
 from sidecar.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.formats import FORMATS
+from supervisor.instructions import read_free_form
 from supervisor.settings import Settings
 
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -61,16 +62,33 @@ OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take beside
 # is accepted wherever its field is; `request_timeout_s`, `chunk_duration` and `chunk_threshold`
 # have no field of OpenAI's and are ours under those names.
 ALIASES: dict[str, tuple[str, str]] = {
-    "stream": ("stream_format", "omnivoice-triton-server: true means stream_format 'sse' (and pcm unless response_format says otherwise)"),
+    "stream": (
+        "stream_format",
+        "omnivoice-triton-server: true means stream_format 'sse' (and pcm unless response_format says otherwise)",
+    ),
     "speaker": ("voice", "omnivoice-triton-server: the voice; given with 'voice', it wins"),
     "instruct": ("instructions", "OmniVoice-Studio"),
     "description": ("instructions", "OmniVoice-Studio"),
-    "request_timeout_s": ("request_timeout_s", "omnivoice-triton-server: the request's deadline, 1 to 1200 s"),
-    "preprocess_prompt": ("preprocess_prompt", "OmniVoice-Studio: a saved voice's prompt was preprocessed when it was saved; no effect here"),
-    "chunk_duration": ("chunk_duration", "OmniVoice-Studio: this request's chunk length in seconds (--chunk-s)"),
-    "chunk_threshold": ("chunk_threshold", "OmniVoice-Studio: this request's input estimated at up to this many seconds stays whole"),
+    "request_timeout_s": (
+        "request_timeout_s",
+        "omnivoice-triton-server: the request's deadline, 1 to 1200 s",
+    ),
+    "preprocess_prompt": (
+        "preprocess_prompt",
+        "OmniVoice-Studio: a saved voice's prompt was preprocessed when it was saved; no effect here",
+    ),
+    "chunk_duration": (
+        "chunk_duration",
+        "OmniVoice-Studio: this request's chunk length in seconds (--chunk-s)",
+    ),
+    "chunk_threshold": (
+        "chunk_threshold",
+        "OmniVoice-Studio: this request's input estimated at up to this many seconds stays whole",
+    ),
 }
-DESIGN_PREFIX = "design:"  # omnivoice-triton-server: voice "design:<items>" is instructions "<items>"
+DESIGN_PREFIX = (
+    "design:"  # omnivoice-triton-server: voice "design:<items>" is instructions "<items>"
+)
 REQUEST_TIMEOUT_S = (1.0, 1200.0)
 
 # How a form's string becomes the JSON type of each field.
@@ -100,9 +118,14 @@ class SpeechRequest:
     chunk_mode: str
     seed: int | None
     denoise: bool | None
-    request_timeout_s: float | None = None  # answer 504 if not done by then (None: the server's --request-timeout-s)
+    request_timeout_s: float | None = (
+        None  # answer 504 if not done by then (None: the server's --request-timeout-s)
+    )
     chunk_s: float | None = None  # this request's chunk length (None: the server's)
-    whole_s: float | None = None  # input estimated at up to this stays one chunk (None: twice the chunk length)
+    whole_s: float | None = (
+        None  # input estimated at up to this stays one chunk (None: twice the chunk length)
+    )
+    instructions_read: str | None = None  # X-OmniVoice-Instructions: free-form text was read
 
 
 def default_seed(voice: str) -> int:
@@ -113,23 +136,71 @@ def default_seed(voice: str) -> int:
 # ---------------------------------------------------------------- field checks
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unencodable(body: Any) -> str | None:
+    """Where in a parsed body a string holds a lone surrogate (a JSON `\\ud800` escape, or raw
+    CESU-8 bytes, which `json.loads` lets through): its param path, else None. Such text can be
+    encoded as UTF-8 for neither a sidecar nor the job store. A loop, not recursion: a body may
+    nest as deep as the JSON parser allows."""
+    pending: list[tuple[str, Any]] = [("", body)]
+    while pending:
+        param, value = pending.pop()
+        if isinstance(value, str) and not _encodable(value):
+            return param or "body"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodable(key):
+                    return param or "body"
+                pending.append((f"{param}.{key}" if param else key, item))
+        elif isinstance(value, list):
+            pending.extend((f"{param}[{index}]", item) for index, item in enumerate(value))
+    return None
+
+
+def refuse_unencodable(value: Any) -> None:
+    """A 400 naming the first string of a body that is not valid Unicode text."""
+    where = unencodable(value)
+    if where is not None:
+        error = InvalidRequest(
+            f"'{where}' holds text that is not valid Unicode "
+            "(a lone UTF-16 surrogate); send UTF-8 text.",
+            param=where,
+        )
+        error.code = "invalid_text"
+        raise error
+
+
 def _type_name(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
             dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
 
 
 def _wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:
-    return InvalidRequest(f"Invalid type for '{key}': expected {expected}, but got {_type_name(value)} instead.", param=key)
+    return InvalidRequest(
+        f"Invalid type for '{key}': expected {expected}, but got {_type_name(value)} instead.",
+        param=key,
+    )
 
 
-def string(body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None) -> str | None:
+def string(
+    body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None
+) -> str | None:
     value = body.get(key)
     if value is None:
         return default
     if not isinstance(value, str):
         raise _wrong_type(key, "a string", value)
     if max_chars is not None and len(value) > max_chars:
-        error = InvalidRequest(f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key)
+        error = InvalidRequest(
+            f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key
+        )
         error.code = "string_above_max_length"
         raise error
     return value
@@ -139,11 +210,15 @@ def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: st
     value = string(body, key, default)
     assert value is not None
     if value not in choices:
-        raise InvalidRequest(f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key)
+        raise InvalidRequest(
+            f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key
+        )
     return value
 
 
-def number(body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False) -> float | None:
+def number(
+    body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False
+) -> float | None:
     value = body.get(key)
     if value is None:
         return None
@@ -151,7 +226,9 @@ def number(body: dict[str, Any], key: str, low: float, high: float, *, low_open:
         raise _wrong_type(key, "a number", value)
     if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
         bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
-        raise InvalidRequest(f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key)
+        raise InvalidRequest(
+            f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key
+        )
     return float(value)
 
 
@@ -176,10 +253,16 @@ def boolean(body: dict[str, Any], key: str) -> bool | None:
 def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
     """The alias fields a route takes: those whose field it takes, and those that are ours alone
     (named as their own target) on every route that takes an input text."""
-    return frozenset(name for name, (target, _) in ALIASES.items() if target in allowed or name == target and "input" in allowed)
+    return frozenset(
+        name
+        for name, (target, _) in ALIASES.items()
+        if target in allowed or (name == target and "input" in allowed)
+    )
 
 
-def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def fold_aliases(
+    body: dict[str, Any], allowed: frozenset[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The body in our fields, and for each field set from an alias the alias's name (for errors)."""
     out = dict(body)
     sent: dict[str, str] = {}
@@ -193,7 +276,9 @@ def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[st
             out["stream_format"] = "sse"
             sent["stream_format"] = "stream"
             if out.get("response_format") is None:
-                out["response_format"] = "pcm"  # what omnivoice-triton-server streams, whatever its response_format
+                out["response_format"] = (
+                    "pcm"  # what omnivoice-triton-server streams, whatever its response_format
+                )
     for name in ("instruct", "description"):
         if name in out and "instructions" in allowed:
             value = out.pop(name)
@@ -212,18 +297,26 @@ def fold_aliases(body: dict[str, Any], allowed: frozenset[str]) -> tuple[dict[st
     voice = out.get("voice")
     if isinstance(voice, str) and voice.strip().lower().startswith(DESIGN_PREFIX):
         out["voice"] = "auto"
-        if out.get("instructions") is None:  # as omnivoice-triton-server: instructions win over the voice
-            out["instructions"] = voice.strip()[len(DESIGN_PREFIX):].strip()
+        if (
+            out.get("instructions") is None
+        ):  # as omnivoice-triton-server: instructions win over the voice
+            out["instructions"] = voice.strip()[len(DESIGN_PREFIX) :].strip()
             sent["instructions"] = sent.get("voice", "voice")
     return out, sent
 
 
-def refuse_unknown(body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()) -> None:
-    """A 400 for any field not in `allowed` (listed in the message) nor in `also` (aliases, not listed)."""
+def refuse_unknown(
+    body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()
+) -> None:
+    """A 400 for any field not in `allowed` nor in `also` (aliases); the message lists `allowed` and
+    the aliases that are fields of their own (request_timeout_s), not other names for ours."""
     unknown = sorted(set(body) - allowed - also)
     if unknown:
+        listed = allowed | {name for name in also if name in ALIASES and ALIASES[name][0] == name}
         raise InvalidRequest(
-            f"Unrecognized request argument(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(allowed))}.", param=unknown[0]
+            f"Unrecognized request argument(s): {', '.join(unknown)}. "
+            f"Accepted: {', '.join(sorted(listed))}.",
+            param=unknown[0],
         )
 
 
@@ -238,7 +331,12 @@ def language(value: str | None) -> str | None:
     if value is None or value.strip().lower() in ("", "auto", "none"):
         return None
     ids, names = _languages()
-    for candidate in (value, value.lower(), value.split("-")[0].lower(), value.split("_")[0].lower()):
+    for candidate in (
+        value,
+        value.lower(),
+        value.split("-")[0].lower(),
+        value.split("_")[0].lower(),
+    ):
         if candidate in ids:
             return candidate
     found = names.get(value.strip().lower())
@@ -262,6 +360,20 @@ def instructions(value: str | None, text: str, param: str = "instructions") -> s
     return value.strip()
 
 
+def free_form_instructions(
+    value: str | None, text: str, strict: bool
+) -> tuple[str | None, str | None]:
+    """(design items, X-OmniVoice-Instructions) of OpenAI's instructions: valid items as they are;
+    prose, unless `strict` (then a 400), reduced to the items it names."""
+    try:
+        return instructions(value, text), None
+    except InvalidRequest:
+        if strict:
+            raise
+    reading = read_free_form(value or "")
+    return instructions(reading.instructions, text), reading.header()
+
+
 def voice(value: Any) -> str:
     """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
     if isinstance(value, dict):
@@ -271,41 +383,57 @@ def voice(value: Any) -> str:
         if not isinstance(value, str):
             raise _wrong_type("voice.id", "a string", value)
     elif not isinstance(value, str):
-        raise _wrong_type("voice", "a string or an object {\"id\": ...}", value)
+        raise _wrong_type("voice", 'a string or an object {"id": ...}', value)
     if not value.strip():
-        raise InvalidRequest("'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.", param="voice")
+        raise InvalidRequest(
+            "'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.",
+            param="voice",
+        )
     return value.lower() if value.lower() in RESERVED_VOICES else value
 
 
 # ---------------------------------------------------------------- requests
 
 
-def speech_request(body: Any, settings: Settings, *, allowed: frozenset[str] = SPEECH_FIELDS) -> SpeechRequest:
-    """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong."""
+def speech_request(
+    body: Any,
+    settings: Settings,
+    *,
+    allowed: frozenset[str] = SPEECH_FIELDS,
+    strict_instructions: bool = False,
+) -> SpeechRequest:
+    """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong.
+    `strict_instructions` (or the setting): instructions that are not design items are a 400."""
     if not isinstance(body, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {_type_name(body)}.")
     refuse_unknown(body, allowed, aliases_for(allowed))
     body, sent = fold_aliases(body, allowed)
     try:
-        return _speech_request(body, settings)
+        # Free-form reading is for OpenAI's `instructions`; the others' design fields stay strict.
+        strict = strict_instructions or settings.strict_instructions or "instructions" in sent
+        return _speech_request(body, settings, strict)
     except InvalidRequest as exc:
         if exc.param in sent:  # the client sent it under another name: say that name
             exc.param = sent[exc.param]
         raise
 
 
-def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
+def _speech_request(
+    body: dict[str, Any], settings: Settings, strict_instructions: bool
+) -> SpeechRequest:
     if "input" not in body:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
     text = string(body, "input", max_chars=settings.max_input_chars) or ""
     if not text.strip():
         raise InvalidRequest("'input' must contain some text.", param="input")
     boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
+    given = string(body, "instructions", max_chars=settings.max_input_chars)
+    design, read = free_form_instructions(given, text, strict_instructions)
     return SpeechRequest(
         model=choice(body, "model", MODELS, "omnivoice"),
         input=text,
         voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
-        instructions=instructions(string(body, "instructions", max_chars=settings.max_input_chars), text),
+        instructions=design,
         response_format=choice(body, "response_format", FORMATS, settings.default_response_format),
         speed=number(body, "speed", 0.25, 4.0) or 1.0,
         stream_format=choice(body, "stream_format", STREAM_FORMATS, "audio"),
@@ -319,6 +447,7 @@ def _speech_request(body: dict[str, Any], settings: Settings) -> SpeechRequest:
         request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
         chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
         whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
+        instructions_read=read,
     )
 
 
@@ -342,7 +471,10 @@ def from_form(fields: dict[str, str]) -> dict[str, Any]:
             else:
                 raise ValueError(raw)
         except ValueError:
-            raise InvalidRequest(f"Invalid value for '{key}': expected {'an' if kind == 'integer' else 'a'} {kind}, got {raw!r}.", param=key) from None
+            raise InvalidRequest(
+                f"Invalid value for '{key}': expected {'an' if kind == 'integer' else 'a'} {kind}, got {raw!r}.",
+                param=key,
+            ) from None
     return out
 
 
@@ -350,17 +482,28 @@ def voice_name(value: str | None) -> str:
     """A name for a saved voice: 1-64 letters, digits, '_' or '-', not 'auto' nor an OpenAI voice."""
     if value is None or not value:
         raise InvalidRequest("Missing required field: 'name'.", param="name")
-    if not (len(value) <= 64 and value[0].isascii() and value[0].isalnum() and all(c.isascii() and (c.isalnum() or c in "_-") for c in value)):
+    if not (
+        len(value) <= 64
+        and value[0].isascii()
+        and value[0].isalnum()
+        and all(c.isascii() and (c.isalnum() or c in "_-") for c in value)
+    ):
         raise InvalidRequest(
-            f"Invalid voice name {value!r}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit.", param="name"
+            f"Invalid voice name {value!r}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit.",
+            param="name",
         )
     if value.lower() in RESERVED_VOICES:
-        raise InvalidRequest(f"{value!r} is reserved (it names a built-in voice); choose another name.", param="name")
+        raise InvalidRequest(
+            f"{value!r} is reserved (it names a built-in voice); choose another name.", param="name"
+        )
     return value
 
 
 def transcript(value: str | None, settings: Settings) -> str:
     text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
     if text is None or not text.strip():
-        raise InvalidRequest("Missing required field: 'transcript' (what is said in the reference audio).", param="transcript")
+        raise InvalidRequest(
+            "Missing required field: 'transcript' (what is said in the reference audio).",
+            param="transcript",
+        )
     return text.strip()

@@ -17,18 +17,21 @@ import contextlib
 import faulthandler
 import logging
 import os
+import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
-from supervisor import pidfile
+from supervisor import jobs, pidfile
 from supervisor.api import Services
 from supervisor.app import create_app
 from supervisor.pool import SlotState
+from supervisor.read_deadlines import ReadDeadlines
 from supervisor.settings import Settings
 from supervisor.systemd import Notifier, ServiceState
 
@@ -36,13 +39,16 @@ log = logging.getLogger("omnivoice.server")
 
 EXIT_ALL_FAILED = 1
 EXIT_PID_FILE = 2
+EXIT_DATA_DIR_BUSY = 2
 POOL_ALIVE_S = 10.0  # the pool loop passes every 0.1 s; silent this long, the watchdog stops
 ANSWERS_S = 2.0  # after a forced stop, time for the error answers already due to go out
 TEST_BLOCK_S = 3.0  # under --test-faults, SIGUSR2 blocks the event loop this long
 
 
 class Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, settings: Settings, app: Starlette, notifier: Notifier) -> None:
+    def __init__(
+        self, config: uvicorn.Config, settings: Settings, app: Starlette, notifier: Notifier
+    ) -> None:
         super().__init__(config)
         self.settings = settings
         self.app = app
@@ -55,7 +61,9 @@ class Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         self.loop = asyncio.get_running_loop()
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {
+            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
         if self.settings.test_faults:  # a wedged event loop on demand, for the watchdog test
             previous[signal.SIGUSR2] = signal.signal(signal.SIGUSR2, self.block_loop)
         try:
@@ -79,8 +87,8 @@ class Server(uvicorn.Server):
         if self.loop is not None:
             self.loop.call_soon_threadsafe(time.sleep, TEST_BLOCK_S)
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -90,7 +98,9 @@ class Server(uvicorn.Server):
 
     async def drain(self, signame: str) -> None:
         log.info("%s: draining (up to %.0f s), then stopping", signame, self.settings.drain_s)
-        self.notifier.stopping(f"draining (up to {self.settings.drain_s:g} s): {self.service_state().status}")
+        self.notifier.stopping(
+            f"draining (up to {self.settings.drain_s:g} s): {self.service_state().status}"
+        )
         svc = self.services()
         if svc is not None:
             await svc.pool.stop(self.settings.drain_s)
@@ -115,7 +125,9 @@ class Server(uvicorn.Server):
 
     async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         await super().startup(sockets)
-        if self.started:  # the port is bound and the pool started: from here on systemd hears from us
+        if (
+            self.started
+        ):  # the port is bound and the pool started: from here on systemd hears from us
             self._spawn(self.exit_when_all_failed())
             self._spawn(self.notifier.run(self.service_state))
 
@@ -137,9 +149,13 @@ class Server(uvicorn.Server):
             status = f"every device has failed, {status}"
         wanted = num_usable if self.settings.systemd_ready == "all" else 1
         ready = num_ready >= max(1, wanted) and not pool.draining
-        passed = pool.last_pass_at is not None and time.monotonic() - pool.last_pass_at < POOL_ALIVE_S
+        passed = (
+            pool.last_pass_at is not None and time.monotonic() - pool.last_pass_at < POOL_ALIVE_S
+        )
         alive = passed or pool.stopping or pool.last_pass_at is None
-        return ServiceState(ready=ready, loading=num_usable > 0 and not pool.draining, alive=alive, status=status)
+        return ServiceState(
+            ready=ready, loading=num_usable > 0 and not pool.draining, alive=alive, status=status
+        )
 
     async def await_answers(self) -> None:
         """After a forced stop, let handlers write the errors their requests just ended with."""
@@ -150,10 +166,31 @@ class Server(uvicorn.Server):
 
 async def serve(settings: Settings) -> int:
     faulthandler.enable()  # a watchdog SIGABRT then leaves every thread's traceback in the log
-    notifier = Notifier.from_environ(os.environ)  # removed from the environment: sidecars never notify
+    data_dir = settings.resolved_data_dir()
+    holder = jobs.lock_holder(data_dir)
+    if holder is not None:  # one line, before anything starts (the job store would refuse later)
+        port = re.search(r"port (\d+)", holder)
+        log.error(
+            "the data directory %s is in use by another server (%s): stop it "
+            "(omnivoice-supervisor stop --port %s) or give this one its own --data-dir",
+            data_dir,
+            holder,
+            port[1] if port else "PORT",
+        )
+        return EXIT_DATA_DIR_BUSY
+    notifier = Notifier.from_environ(
+        os.environ
+    )  # removed from the environment: sidecars never notify
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, lifespan="on",
-                            timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)))
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        lifespan="on",
+        timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
+        http=ReadDeadlines.configured(settings.header_timeout_s, settings.body_timeout_s),
+    )
     server = Server(config, settings, app, notifier)
     if settings.pid_file:
         try:
@@ -169,7 +206,9 @@ async def serve(settings: Settings) -> int:
             await svc.pool.stop(0)  # after a forced exit the lifespan did not run: no sidecar stays
         if server.force_exit and server.started:
             await server.await_answers()
-            await server.lifespan.shutdown()  # skipped by uvicorn on a forced exit; the pool is stopped already
+            await (
+                server.lifespan.shutdown()
+            )  # skipped by uvicorn on a forced exit; the pool is stopped already
         if settings.pid_file:
             pidfile.remove(settings.pid_file)
     if not server.started and server.exit_code == 0:

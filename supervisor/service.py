@@ -130,23 +130,39 @@ def installed_command() -> str:
     return str(Path(sys.executable).parent / NAME)
 
 
-def render_unit(command: str = DEFAULT_COMMAND, user: str = USER, env_file: str = ENV_FILE,
-                read_write: tuple[str, ...] = (), protect_home: str = "yes") -> str:
+def render_unit(
+    command: str = DEFAULT_COMMAND,
+    user: str = USER,
+    env_file: str = ENV_FILE,
+    read_write: tuple[str, ...] = (),
+    protect_home: str = "yes",
+) -> str:
     paths = "".join(f"ReadWritePaths={path}\n" for path in read_write)
-    return UNIT_TEMPLATE.format(command=command, user=user, env_file=env_file, read_write_paths=paths, protect_home=protect_home)
+    return UNIT_TEMPLATE.format(
+        command=command,
+        user=user,
+        env_file=env_file,
+        read_write_paths=paths,
+        protect_home=protect_home,
+    )
 
 
 def render_env_file(values: dict[str, str]) -> str:
     """Every setting as a commented-out line with its help; `values` are written out for real."""
-    lines = [f"# {NAME} settings, read by systemd at each start (EnvironmentFile=).",
-             "# One VARIABLE=value per line; '#' starts a comment. After a change:",
-             f"#   systemctl restart {NAME}", ""]
+    lines = [
+        f"# {NAME} settings, read by systemd at each start (EnvironmentFile=).",
+        "# One VARIABLE=value per line; '#' starts a comment. After a change:",
+        f"#   systemctl restart {NAME}",
+        "",
+    ]
     for f in dataclasses.fields(Settings):
         if f.name == "test_faults":
             continue
         name = env_of(f)
         lines.append(f"# {f.metadata['help']}")
-        lines.append(f"{name}={values[name]}" if name in values else f"#{name}={_as_variable(f.default)}")
+        lines.append(
+            f"{name}={values[name]}" if name in values else f"#{name}={_as_variable(f.default)}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -179,8 +195,19 @@ def ensure_user(user: str) -> None:
         pwd.getpwnam(user)
         print(f"user {user} exists")
     except KeyError:
-        run("useradd", "--system", "--user-group", "--home-dir", f"/var/lib/{NAME}", "--no-create-home",
-            "--shell", "/usr/sbin/nologin", "--comment", "OmniVoice TTS server", user)
+        run(
+            "useradd",
+            "--system",
+            "--user-group",
+            "--home-dir",
+            f"/var/lib/{NAME}",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            "--comment",
+            "OmniVoice TTS server",
+            user,
+        )
     groups = [g for g in DEVICE_GROUPS if _group_exists(g)]
     if groups:
         run("usermod", "--append", "--groups", ",".join(groups), user)
@@ -195,14 +222,31 @@ def _group_exists(name: str) -> bool:
 
 
 def under_home(*paths: str) -> bool:
-    return any(Path(p).resolve().is_relative_to(home) for p in paths if p for home in ("/home", "/root", "/run/user"))
+    return any(
+        Path(p).resolve().is_relative_to(home)
+        for p in paths
+        if p
+        for home in ("/home", "/root", "/run/user")
+    )
 
 
-def install(*, model: str | None, host: str | None, port: int | None, data_dir: str | None, user: str,
-            unit_dir: str, env_file: str, files_only: bool, start: bool) -> int:
+def install(
+    *,
+    model: str | None,
+    host: str | None,
+    port: int | None,
+    data_dir: str | None,
+    user: str,
+    unit_dir: str,
+    env_file: str,
+    files_only: bool,
+    start: bool,
+) -> int:
     command = installed_command()
     if not os.access(command, os.X_OK):
-        print(f"install-service: {command} is not executable; run this from the installed omnivoice-supervisor")
+        print(
+            f"install-service: {command} is not executable; run this from the installed omnivoice-supervisor"
+        )
         return 2
     if not files_only and os.geteuid() != 0:
         print("install-service: run as root (it creates a user and writes to /etc)")
@@ -210,14 +254,23 @@ def install(*, model: str | None, host: str | None, port: int | None, data_dir: 
     if not files_only:
         ensure_user(user)
     given = {"model": model, "host": host, "port": port, "data_dir": data_dir}
-    values = {env_of(f): str(given[f.name]) for f in dataclasses.fields(Settings) if given.get(f.name)}
+    values = {
+        env_of(f): str(given[f.name]) for f in dataclasses.fields(Settings) if given.get(f.name)
+    }
     if os.path.exists(env_file):
-        print(f"kept {env_file} as it is" + (f" (set {', '.join(values)} there yourself)" if values else ""))
+        print(
+            f"kept {env_file} as it is"
+            + (f" (set {', '.join(values)} there yourself)" if values else "")
+        )
     else:  # read by systemd as root, and it may hold API keys: root's alone
         write_file(env_file, render_env_file(values), 0o600)
-    protect_home = "read-only" if under_home(command, sys.executable, model or "", data_dir or "") else "yes"
+    protect_home = (
+        "read-only" if under_home(command, sys.executable, model or "", data_dir or "") else "yes"
+    )
     if protect_home != "yes":
-        print("the installation (or its Python), the model or the data directory is under /home or /root: ProtectHome=read-only")
+        print(
+            "the installation (or its Python), the model or the data directory is under /home or /root: ProtectHome=read-only"
+        )
     unit = render_unit(command, user, env_file, (data_dir,) if data_dir else (), protect_home)
     write_file(os.path.join(unit_dir, UNIT), unit, 0o644)
     if files_only:
@@ -227,7 +280,9 @@ def install(*, model: str | None, host: str | None, port: int | None, data_dir: 
     if not start:
         print(f"enabled; start it with: systemctl start {NAME}")
         return 0
-    print("starting: systemctl waits for READY=1, which comes once the model is loaded (minutes on a first download)")
+    print(
+        "starting: systemctl waits for READY=1, which comes once the model is loaded (minutes on a first download)"
+    )
     if run("systemctl", "restart", UNIT, check=False) != 0:
         print(f"the service did not start; see: journalctl -u {NAME} -n 100")
         return 1
@@ -251,7 +306,11 @@ def uninstall(*, user: str, unit_dir: str, env_file: str, purge: bool) -> int:
             run("systemctl", "daemon-reload", check=False)
     else:
         print(f"{path} is not there; nothing to stop or disable")
-    leftovers = [p for p in (env_file, f"/var/lib/{NAME}", f"/var/cache/{NAME}", f"/var/log/{NAME}") if os.path.exists(p)]
+    leftovers = [
+        p
+        for p in (env_file, f"/var/lib/{NAME}", f"/var/cache/{NAME}", f"/var/log/{NAME}")
+        if os.path.exists(p)
+    ]
     if not purge:
         if leftovers:
             print(f"kept {', '.join(leftovers)} and user {user} (--purge removes them)")

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import os
 import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from supervisor.formats import FORMATS
@@ -44,8 +46,15 @@ class EnvAlias:
 
 
 def setting(
-    default: Any, help: str, *, flag: str | None = None, metavar: str | None = None, choices: tuple[str, ...] | None = None,
-    aliases: tuple[str, ...] = (), env: tuple[EnvAlias | str, ...] = (), values: Mapping[str, str] | None = None,
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    aliases: tuple[str, ...] = (),
+    env: tuple[EnvAlias | str, ...] = (),
+    values: Mapping[str, str] | None = None,
 ) -> Any:
     env_aliases = tuple(e if isinstance(e, EnvAlias) else EnvAlias(e) for e in env)
     return field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "choices": choices,
@@ -54,7 +63,11 @@ def setting(
 
 def _floor_30(value: float) -> tuple[float, str | None]:
     """OmniVoice-Studio floors its sidecar recv timeout at 30 s; so do we, for its variable."""
-    return (30.0, "raised to its floor of 30 s (as OmniVoice-Studio does)") if value < 30 else (value, None)
+    return (
+        (30.0, "raised to its floor of 30 s (as OmniVoice-Studio does)")
+        if value < 30
+        else (value, None)
+    )
 
 
 def _off_at_zero(value: float) -> tuple[float, str | None]:
@@ -62,87 +75,252 @@ def _off_at_zero(value: float) -> tuple[float, str | None]:
     return (0.0, "0 or less: idle reaping off") if value <= 0 else (value, None)
 
 
-DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # omnivoice-triton-server's spellings
+DTYPE_NAMES = {
+    "fp32": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+}  # omnivoice-triton-server's spellings
 FORMAT_NAMES = FORMATS
 
 
 @dataclass(frozen=True)
 class Settings:
     # --- server
-    model: str = setting("", "checkpoint directory or Hugging Face id (not needed with --engine null)", metavar="DIR_OR_HF_ID",
-                         aliases=("--model-id",), env=("OMNIVOICE_MODEL_ID",))
+    model: str = setting(
+        "",
+        "checkpoint directory or Hugging Face id (required), e.g. k2-fsa/OmniVoice",
+        metavar="DIR_OR_HF_ID",
+        aliases=("--model-id",),
+        env=("OMNIVOICE_MODEL_ID",),
+    )
     host: str = setting("127.0.0.1", "address to listen on", env=("OMNIVOICE_BIND_HOST",))
     port: int = setting(9194, "port to listen on")
-    devices: str = setting("auto", "auto (every visible GPU, else the CPU), cpu, or GPU indices such as 0,1", aliases=("--device",),
-                           env=("OMNIVOICE_DEVICE",), values={"cuda": "auto"})
-    gpu_inferer: int | None = setting(None, "run sidecars on at most this many of those GPUs, the first ones (clamped to the GPUs "
-                                            "visible; none: all). With no GPU one CPU sidecar runs, whatever this says", metavar="N")
-    api_keys: tuple[str, ...] = setting((), "API key clients must send as a Bearer token; repeatable (env: comma-separated)", flag="--api-key",
-                                        metavar="KEY", env=("OMNIVOICE_API_KEY",))
-    data_dir: str = setting("", "state directory (default: $STATE_DIRECTORY, else ~/.local/state/omnivoice-supervisor)")
-    pid_file: str | None = setting(None, "write the server's pid to this file (default with --log-dir: the run's folder/server.pid)")
-    log_dir: str | None = setting(None, "also write the log to DIR/<run id>/server.log, the pid file beside it, and point "
-                                        "DIR/latest at that folder", metavar="DIR")
-    log_run_id: str | None = setting(None, "the run's folder name under --log-dir (default: the start time, YYYYmmdd-HHMMSS)", metavar="ID")
-    log_file: str | None = setting(None, "also write the log to this file (default with --log-dir: the run's folder/server.log)", metavar="FILE")
+    devices: str = setting(
+        "auto",
+        "auto (every visible GPU, else the CPU), cpu, or GPU indices such as 0,1",
+        aliases=("--device",),
+        env=("OMNIVOICE_DEVICE",),
+        values={"cuda": "auto"},
+    )
+    gpu_inferer: int | None = setting(
+        None,
+        "run sidecars on at most this many of those GPUs, the first ones (clamped to the GPUs "
+        "visible; none: all). With no GPU one CPU sidecar runs, whatever this says",
+        metavar="N",
+    )
+    api_keys: tuple[str, ...] = setting(
+        (),
+        "API key clients must send as a Bearer token; repeatable (env: comma-separated)",
+        flag="--api-key",
+        metavar="KEY",
+        env=("OMNIVOICE_API_KEY",),
+    )
+    api_key_file: str | None = setting(
+        None,
+        "also read API keys from this file, one a line (keeps them out of the process list)",
+        metavar="FILE",
+    )
+    data_dir: str = setting(
+        "", "state directory (default: $STATE_DIRECTORY, else ~/.local/state/omnivoice-supervisor)"
+    )
+    pid_file: str | None = setting(
+        None,
+        "write the server's pid to this file (default with --log-dir: the run's folder/server.pid)",
+    )
+    log_dir: str | None = setting(
+        None,
+        "also write the log to DIR/<run id>/server.log, the pid file beside it, and point "
+        "DIR/latest at that folder",
+        metavar="DIR",
+    )
+    log_run_id: str | None = setting(
+        None,
+        "the run's folder name under --log-dir (default: the start time, YYYYmmdd-HHMMSS)",
+        metavar="ID",
+    )
+    log_file: str | None = setting(
+        None,
+        "also write the log to this file (default with --log-dir: the run's folder/server.log)",
+        metavar="FILE",
+    )
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
     # --- HTTP API
-    max_input_chars: int = setting(4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400")
-    chunk_s: float = setting(15.0, "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
-                             aliases=("--audio-chunk-duration",), env=("OMNIVOICE_AUDIO_CHUNK_DURATION",))
-    text_chunk_words: int = setting(0, "split long input by words instead: chunks of about this many words (a CJK or Thai "
-                                       "character counts as one; input up to twice this stays whole). 0: by --chunk-s")
-    max_continuity_audio_tokens: int = setting(0, "a later chunk is prompted with at most the last this-many codec frames "
-                                                  "of the chunk before it (25 a second; 0: all of them)")
-    max_continuity_text_words: int = setting(0, "... and at most the last this-many words of its text (0: all of it)")
-    request_timeout_s: float = setting(0.0, "end a speech request not answered in full after this long with a 504, freeing its "
-                                            "queue slots; a request's own request_timeout_s wins (0: no limit)",
-                                       env=("OMNIVOICE_GENERATE_TIMEOUT_S",))
-    default_response_format: str = setting("mp3", "response_format of a request that names none (OpenAI's default is mp3)",
-                                           choices=FORMAT_NAMES)
-    max_upload_mb: float = setting(10.0, "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413")
-    max_reference_s: float = setting(30.0, "longest reference audio accepted for a voice, in seconds")
-    clone_cache_size: int = setting(32, "one-shot clone prompts kept in memory, by the reference's samples and transcript "
-                                        "(least recently used first out; 0: none)", aliases=("--max-clone-audio-prompt-cache",),
-                                    env=("OMNIVOICE_MAX_CLONE_AUDIO_PROMPT_CACHE",))
+    max_input_chars: int = setting(
+        4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400"
+    )
+    chunk_s: float = setting(
+        15.0,
+        "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
+        aliases=("--audio-chunk-duration",),
+        env=("OMNIVOICE_AUDIO_CHUNK_DURATION",),
+    )
+    text_chunk_words: int = setting(
+        0,
+        "split long input by words instead: chunks of about this many words (a CJK or Thai "
+        "character counts as one; input up to twice this stays whole). 0: by --chunk-s",
+    )
+    max_continuity_audio_tokens: int = setting(
+        0,
+        "a later chunk is prompted with at most the last this-many codec frames "
+        "of the chunk before it (25 a second; 0: all of them)",
+    )
+    max_continuity_text_words: int = setting(
+        0, "... and at most the last this-many words of its text (0: all of it)"
+    )
+    request_timeout_s: float = setting(
+        0.0,
+        "end a speech request not answered in full after this long with a 504, freeing its "
+        "queue slots; a request's own request_timeout_s wins (0: no limit)",
+        env=("OMNIVOICE_GENERATE_TIMEOUT_S",),
+    )
+    strict_instructions: bool = setting(
+        False,
+        "answer speech 'instructions' that are not voice-design items with a 400 (default: use the "
+        "items the text names, ignore the rest, and say which in the X-OmniVoice-Instructions header)",
+    )
+    default_response_format: str = setting(
+        "mp3",
+        "response_format of a request that names none (OpenAI's default is mp3)",
+        choices=FORMAT_NAMES,
+    )
+    header_timeout_s: float = setting(
+        30.0,
+        "close a connection whose request headers are not complete this long after it opened "
+        "(or after its previous response)",
+    )
+    body_timeout_s: float = setting(
+        60.0, "close a connection that sends nothing of its request body for this long"
+    )
+    max_upload_mb: float = setting(
+        10.0,
+        "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413",
+    )
+    max_reference_s: float = setting(
+        30.0, "longest reference audio accepted for a voice, in seconds"
+    )
+    clone_cache_size: int = setting(
+        32,
+        "one-shot clone prompts kept in memory, by the reference's samples and transcript "
+        "(least recently used first out; 0: none)",
+        aliases=("--max-clone-audio-prompt-cache",),
+        env=("OMNIVOICE_MAX_CLONE_AUDIO_PROMPT_CACHE",),
+    )
     # --- sidecars
-    engine: str = setting("omnivoice", "what sidecars run: the model, or silence for overhead benchmarks", choices=("omnivoice", "null"))
-    dtype: str = setting("auto", "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16", values=DTYPE_NAMES)
-    warmup_steps: int = setting(2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)")
+    engine: str = setting(
+        "omnivoice",
+        "what sidecars run: the model, or silence for overhead benchmarks",
+        choices=("omnivoice", "null"),
+    )
+    dtype: str = setting(
+        "auto",
+        "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16",
+        values=DTYPE_NAMES,
+    )
+    warmup_steps: int = setting(
+        2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
+    )
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB")
-    load_timeout_s: float = setting(120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)")
-    load_total_s: float = setting(600.0, "kill a sidecar not ready this long after it started", aliases=("--infer-start-timeout-s",),
-                                  env=("OMNIVOICE_INFER_START_TIMEOUT_S", EnvAlias("OMNIVOICE_MODEL_LOAD_TIMEOUT", _floor_30)))
-    heartbeat_timeout_s: float = setting(60.0, "kill a busy sidecar that sends no frame for this long",
-                                         env=(EnvAlias("OMNIVOICE_SIDECAR_RECV_TIMEOUT_S", _floor_30),))
+    load_timeout_s: float = setting(
+        120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)"
+    )
+    load_total_s: float = setting(
+        600.0,
+        "kill a sidecar not ready this long after it started",
+        aliases=("--infer-start-timeout-s",),
+        env=(
+            "OMNIVOICE_INFER_START_TIMEOUT_S",
+            EnvAlias("OMNIVOICE_MODEL_LOAD_TIMEOUT", _floor_30),
+        ),
+    )
+    heartbeat_timeout_s: float = setting(
+        60.0,
+        "kill a busy sidecar that sends no frame for this long",
+        env=(EnvAlias("OMNIVOICE_SIDECAR_RECV_TIMEOUT_S", _floor_30),),
+    )
     ping_interval_s: float = setting(30.0, "ping an idle sidecar after this long without a frame")
-    ping_timeout_s: float = setting(10.0, "kill an idle sidecar that does not answer a ping within this long")
-    stop_timeout_s: float = setting(10.0, "after asking a sidecar to shut down, SIGKILL it after this long")
-    memory_reclaim_s: float = setting(60.0, "after a kill, wait this long for the GPU's memory to come back, else mark the GPU failed")
-    memory_slack_mb: int = setting(512, "GPU memory above the pre-start level that still counts as 'back'")
-    max_restarts: int = setting(5, "restart intensity: at most this many unplanned restarts per device ...")
-    restart_window_s: float = setting(600.0, "... within this window; beyond it the device is marked failed")
-    backoff_initial_s: float = setting(1.0, "delay before the second respawn in a row (the first is immediate); doubles after each")
+    ping_timeout_s: float = setting(
+        10.0, "kill an idle sidecar that does not answer a ping within this long"
+    )
+    stop_timeout_s: float = setting(
+        10.0, "after asking a sidecar to shut down, SIGKILL it after this long"
+    )
+    memory_reclaim_s: float = setting(
+        60.0,
+        "after a kill, wait this long for the GPU's memory to come back, else mark the GPU failed",
+    )
+    memory_slack_mb: int = setting(
+        512, "GPU memory above the pre-start level that still counts as 'back'"
+    )
+    max_restarts: int = setting(
+        5, "restart intensity: at most this many unplanned restarts per device ..."
+    )
+    restart_window_s: float = setting(
+        600.0, "... within this window; beyond it the device is marked failed"
+    )
+    backoff_initial_s: float = setting(
+        1.0, "delay before the second respawn in a row (the first is immediate); doubles after each"
+    )
     backoff_max_s: float = setting(60.0, "longest delay between respawns")
-    idle_reap_s: float = setting(0.0, "stop a sidecar idle this long to free its device; the next request starts it (0: never)",
-                                 env=(EnvAlias("OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S", _off_at_zero),))
+    idle_reap_s: float = setting(
+        0.0,
+        "stop a sidecar idle this long to free its device; the next request starts it (0: never)",
+        env=(EnvAlias("OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S", _off_at_zero),),
+    )
     min_warm: int = setting(0, "with idle reaping, keep at least this many sidecars running")
-    failed_exit_s: float = setting(30.0, "when every device has failed, exit non-zero after this long (for systemd to restart)")
+    failed_exit_s: float = setting(
+        30.0, "when every device has failed, exit non-zero after this long (for systemd to restart)"
+    )
     # --- scheduling
-    max_batch_size: int = setting(64, "most tasks in one batch", aliases=("--batch-size",), env=("OMNIVOICE_BATCH_SIZE",))
-    max_batch_tokens: int = setting(32768, "token budget of one batch (estimated target frames plus text)")
-    max_batch_latency_ms: float = setting(50.0, "a busy sidecar's next batch is sent ahead once full, or once its oldest task waited "
-                                                "this long", aliases=("--max-batch-latency", "--batch-wait-ms"), env=("OMNIVOICE_BATCH_WAIT_MS",))
+    max_batch_size: int = setting(
+        64, "most tasks in one batch", aliases=("--batch-size",), env=("OMNIVOICE_BATCH_SIZE",)
+    )
+    max_batch_tokens: int = setting(
+        32768, "token budget of one batch (estimated target frames plus text)"
+    )
+    max_batch_latency_ms: float = setting(
+        50.0,
+        "a busy sidecar's next batch is sent ahead once full, or once its oldest task waited "
+        "this long",
+        aliases=("--max-batch-latency", "--batch-wait-ms"),
+        env=("OMNIVOICE_BATCH_WAIT_MS",),
+    )
     # 7200 s is ~45 s of work for one H200 (PERFORMANCE.md): it admits 256 mixed requests in flight
     # (~4,500 s) without refusals. 600 s (DESIGN's starting point) capped mixed batches at ~14 items.
-    max_queue_audio_s: float = setting(7200.0, "admission limit per usable sidecar, in seconds of estimated audio: requests are admitted while the queue is below it, then 429")
-    drain_s: float = setting(60.0, "on SIGTERM, let work in flight finish for this long before stopping")
-    systemd_ready: str = setting("first", "under systemd, say READY=1 once the first sidecar is ready, or once all are", choices=("first", "all"))
-    num_step: int = setting(32, "default denoising steps per request", aliases=("--default-num-step",), env=("OMNIVOICE_DEFAULT_NUM_STEP",))
+    max_queue_audio_s: float = setting(
+        7200.0,
+        "admission limit per usable sidecar, in seconds of estimated audio: requests are admitted while the queue is below it, then 429",
+    )
+    drain_s: float = setting(
+        60.0, "on SIGTERM, let work in flight finish for this long before stopping"
+    )
+    systemd_ready: str = setting(
+        "first",
+        "under systemd, say READY=1 once the first sidecar is ready, or once all are",
+        choices=("first", "all"),
+    )
+    num_step: int = setting(
+        32,
+        "default denoising steps per request",
+        aliases=("--default-num-step",),
+        env=("OMNIVOICE_DEFAULT_NUM_STEP",),
+    )
     # --- jobs
-    job_retention_s: float = setting(604800.0, "remove a job and its result files this long after its last item ended (0: keep forever)")
+    job_retention_s: float = setting(
+        604800.0,
+        "remove a job and its result files this long after its last item ended (0: keep forever)",
+    )
     max_job_items: int = setting(10000, "most items in one job (POST /v1/jobs)")
-    test_faults: bool = setting(False, "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in production")
+    test_faults: bool = setting(
+        False,
+        "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
+        "production, and refused unless --host is a loopback address",
+    )
+    test_fault_dir: str = setting(
+        "",
+        "TEST ONLY: a fault marker's @PATH token must lie in this directory, else it never fires and nothing "
+        "is deleted (default: DATA_DIR/test-faults)",
+        metavar="DIR",
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -151,24 +329,63 @@ class Settings:
                 raise SettingsError(f"{flag_of(f)} ({env_of(f)}) must not be negative, got {value}")
             choices = f.metadata.get("choices")
             if choices and value not in choices:
-                raise SettingsError(f"{flag_of(f)} ({env_of(f)}) must be one of {', '.join(choices)}, got {value!r}")
+                raise SettingsError(
+                    f"{flag_of(f)} ({env_of(f)}) must be one of {', '.join(choices)}, got {value!r}"
+                )
         if not 0 < self.port < 65536:
             raise SettingsError(f"--port must be between 1 and 65535, got {self.port}")
         if not re.fullmatch(r"auto|cpu|\d+(,\d+)*", self.devices):
-            raise SettingsError(f"--devices must be auto, cpu or indices like 0,1; got {self.devices!r}")
-        for name in ("max_batch_size", "max_batch_tokens", "max_frame_mb", "max_restarts", "max_input_chars", "max_job_items"):
+            raise SettingsError(
+                f"--devices must be auto, cpu or indices like 0,1; got {self.devices!r}"
+            )
+        for name in (
+            "max_batch_size",
+            "max_batch_tokens",
+            "max_frame_mb",
+            "max_restarts",
+            "max_input_chars",
+            "max_job_items",
+        ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
         if self.chunk_s < 1:
             raise SettingsError("--chunk-s must be at least 1 second")
         if self.gpu_inferer is not None and self.gpu_inferer < 1:
-            raise SettingsError("--gpu-inferer (OMNIVOICE_GPU_INFERER) must be at least 1; leave it out for every GPU")
+            raise SettingsError(
+                "--gpu-inferer (OMNIVOICE_GPU_INFERER) must be at least 1; leave it out for every GPU"
+            )
         if self.log_run_id is not None and not self.log_dir:
-            raise SettingsError("--log-run-id names a folder under --log-dir: set --log-dir (OMNIVOICE_LOG_DIR) too")
-        if self.log_run_id is not None and (not self.log_run_id or self.log_run_id in (".", "..", "latest") or "/" in self.log_run_id):
-            raise SettingsError(f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}")
+            raise SettingsError(
+                "--log-run-id names a folder under --log-dir: set --log-dir (OMNIVOICE_LOG_DIR) too"
+            )
+        if self.log_run_id is not None and (
+            not self.log_run_id
+            or self.log_run_id in (".", "..", "latest")
+            or "/" in self.log_run_id
+        ):
+            raise SettingsError(
+                f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}"
+            )
+        if self.api_key_file:
+            object.__setattr__(self, "api_keys", self.api_keys + read_key_file(self.api_key_file))
+        if any(not key.strip() for key in self.api_keys):
+            # An empty key would let `Authorization: Bearer ` in.
+            raise SettingsError(
+                "an API key (--api-key, OMNIVOICE_API_KEYS, --api-key-file) "
+                "must not be empty or blank"
+            )
+        if self.test_faults and not is_loopback(self.host):
+            raise SettingsError(
+                "--test-faults lets clients crash sidecars: it is refused unless "
+                f"--host is a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}"
+            )
         if self.engine == "omnivoice" and not self.model:
-            raise SettingsError("--model (OMNIVOICE_MODEL) is required unless --engine null")
+            raise SettingsError(
+                "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
+                "(--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)"
+            )
 
     @property
     def max_frame_bytes(self) -> int:
@@ -181,6 +398,9 @@ class Settings:
         if state:
             return state.split(":")[0]
         return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_test_fault_dir(self) -> str:
+        return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
 
     def public(self) -> dict[str, Any]:
         """The settings in effect, for /health; API keys are never shown."""
@@ -206,7 +426,10 @@ class Settings:
         for f in dataclasses.fields(cls):
             found: list[tuple[str, Any]] = []
             converted: str | None = None
-            for name, convert in ((env_of(f), None), *((a.name, a.convert) for a in f.metadata["env"])):
+            for name, convert in (
+                (env_of(f), None),
+                *((a.name, a.convert) for a in f.metadata["env"]),
+            ):
                 raw = environ.get(name)
                 if raw is None:
                     continue
@@ -229,7 +452,9 @@ class Settings:
             value = tuple(value) if isinstance(value, list) else value
             if name in given_env and values[name] != value:
                 shown = ",".join(value) if isinstance(value, tuple) else value
-                notes.append(f"{' and '.join(given_env[name])} overridden by the command line ({flag_of(fields[name])} {shown})")
+                notes.append(
+                    f"{' and '.join(given_env[name])} overridden by the command line ({flag_of(fields[name])} {shown})"
+                )
             values[name] = value
         for entry in IGNORED:
             if entry.env and environ.get(entry.env) is not None:
@@ -238,16 +463,21 @@ class Settings:
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per field (and its aliases); flags left out fall through to the environment and the default."""
+        """One flag per field, in the groups of HELP_GROUPS; the other products' spellings (aliases,
+        ignored flags) are accepted but named once, in one short section at the end.
+        Flags left out fall through to the environment and the default."""
         hints = typing.get_type_hints(cls)
+        group: Any = parser
+        compat: list[str] = []
         for f in dataclasses.fields(cls):
+            if f.name in HELP_GROUPS:
+                group = parser.add_argument_group(HELP_GROUPS[f.name])
             kind = hints[f.name]
-            shown = ",".join(f.default) if isinstance(f.default, tuple) else f.default
-            names = [env_of(f), *(a.name for a in f.metadata["env"])]
-            help_text = f"{f.metadata['help']} [env {', '.join(names)}; default: {shown}]".replace("%", "%%")
-            options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
-            if f.metadata.get("metavar"):
-                options["metavar"] = f.metadata["metavar"]
+            shown = f"[env {env_of(f)}{_shown_default(f.default)}]"
+            help_text = f"{f.metadata['help']} {shown}".replace("%", "%%")
+            options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
+            if kind is not bool and not f.metadata.get("choices"):
+                options["metavar"] = f.metadata.get("metavar") or _metavar(f.name, kind)
             if kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
             elif kind == tuple[str, ...]:
@@ -256,18 +486,26 @@ class Settings:
                 options["action"] = _Store
                 options["type"] = _value_type(_scalar_type(kind), f.metadata["values"])
                 options["choices"] = f.metadata.get("choices")
-            parser.add_argument(flag_of(f), *f.metadata["aliases"], **options)
-        group = parser.add_argument_group(
-            "accepted from omnivoice-triton-server, no effect here",
-            "Each one given is logged with what this server does instead (docs/MIGRATING.md).")
-        for entry in (e for e in IGNORED if e.flags):
-            options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": entry.instead.replace("%", "%%")}
+            group.add_argument(flag_of(f), help=help_text, **options)
+            for alias in f.metadata["aliases"]:
+                parser.add_argument(alias, help=argparse.SUPPRESS, **options)
+            spellings = [*f.metadata["aliases"], *(a.name for a in f.metadata["env"])]
+            if spellings:
+                compat.append(f"{', '.join(spellings)} = {flag_of(f)}")
+        ignored = [e for e in IGNORED if e.flags]
+        compat.append(
+            "accepted with no effect (each one given is logged with what this server "
+            "does instead): " + ", ".join("/".join(e.flags) for e in ignored)
+        )
+        title = "flags and variables of omnivoice-triton-server and OmniVoice-Studio (docs/MIGRATING.md)"
+        parser.add_argument_group(title, "; ".join(compat).replace("%", "%%") + ".")
+        for entry in ignored:
+            options = {"dest": entry.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
             if entry.kind is bool:
                 options["action"] = argparse.BooleanOptionalAction
             else:
                 options["type"] = entry.kind
-                options["metavar"] = "X"
-            group.add_argument(*entry.flags, **options)
+            parser.add_argument(*entry.flags, **options)
 
     @classmethod
     def from_namespace(cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None,
@@ -277,7 +515,9 @@ class Settings:
         given = vars(namespace)
         for dest, spellings in given.get(_Store.SPELLINGS, {}).items():
             if len(set(spellings)) > 1:
-                notes.append(f"{' and '.join(dict.fromkeys(spellings))} both given: the last one ({spellings[-1]} {given[dest]}) wins")
+                notes.append(
+                    f"{' and '.join(dict.fromkeys(spellings))} both given: the last one ({spellings[-1]} {given[dest]}) wins"
+                )
         for entry in IGNORED:
             if entry.dest in given:
                 notes.append(entry.note(f"{entry.flags[0]} {given[entry.dest]}"))
@@ -286,7 +526,62 @@ class Settings:
     @classmethod
     def table(cls) -> list[tuple[str, str, str, str]]:
         """(flag, variable, default, help) per field, for the docs."""
-        return [(flag_of(f), env_of(f), repr(f.default), f.metadata["help"]) for f in dataclasses.fields(cls)]
+        return [
+            (flag_of(f), env_of(f), repr(f.default), f.metadata["help"])
+            for f in dataclasses.fields(cls)
+        ]
+
+
+# serve --help: the group each field starts (fields follow in declaration order).
+HELP_GROUPS = {
+    "model": "common settings",
+    "pid_file": "logs and the pid file",
+    "max_input_chars": "requests",
+    "engine": "sidecars and their supervision",
+    "max_batch_size": "batching and admission",
+    "job_retention_s": "jobs",
+}
+
+
+def _metavar(name: str, kind: Any) -> str:
+    """A short placeholder by unit or kind: --drain-s SECONDS, --max-upload-mb MB, --data-dir DIR."""
+    units = (("_ms", "MS"), ("_s", "SECONDS"), ("_mb", "MB"), ("_dir", "DIR"), ("_file", "FILE"))
+    for suffix, metavar in units:
+        if name.endswith(suffix):
+            return metavar
+    return "N" if _scalar_type(kind) in (int, float) else name.upper()
+
+
+def _shown_default(default: Any) -> str:
+    """'; default: X' for --help, or nothing where the default is 'not set'."""
+    if default is None or default == "" or default == ():
+        return ""
+    return f"; default: {default}"
+
+
+def read_key_file(path: str) -> tuple[str, ...]:
+    """API keys, one a line; blank lines and `#` comments are skipped."""
+    try:
+        lines = Path(path).expanduser().read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(
+            f"--api-key-file (OMNIVOICE_API_KEY_FILE) cannot be read: {exc}"
+        ) from None
+    stripped = (line.strip() for line in lines)
+    keys = tuple(line for line in stripped if line and not line.startswith("#"))
+    if not keys:
+        raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) {path} holds no key")
+    return keys
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to listen on is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def flag_of(f: dataclasses.Field) -> str:  # type: ignore[type-arg]
@@ -309,7 +604,13 @@ class _Store(argparse.Action):
 
     SPELLINGS = "_spellings"
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, values)
         spellings: dict[str, list[str]] = namespace.__dict__.setdefault(self.SPELLINGS, {})
         spellings.setdefault(self.dest, []).append(option_string or self.dest)
@@ -338,7 +639,9 @@ class Ignored:
 
     @property
     def dest(self) -> str:
-        return "ignored_" + (self.flags[0].lstrip("-").replace("-", "_") if self.flags else str(self.env).lower())
+        return "ignored_" + (
+            self.flags[0].lstrip("-").replace("-", "_") if self.flags else str(self.env).lower()
+        )
 
     def note(self, given: str) -> str:
         return f"{given}: no effect here; {self.instead}"
@@ -350,41 +653,133 @@ _GRAPHS = "the runtime captures CUDA graphs for its own fixed shape buckets at s
 _PIPES = "sidecars talk to the supervisor over pipes, not TCP"
 _METRICS = "/metrics is Prometheus text from the supervisor's own memory"
 IGNORED: tuple[Ignored, ...] = (
-    Ignored(("--fastapi-workers", "--workers"), "one process serves HTTP and batches for every GPU (PERFORMANCE.md: 1683 requests/s on 2 cores)", int, "OMNIVOICE_WORKERS"),
-    Ignored(("--cuda-stream-count", "--cuda-streams"), "each sidecar runs one batch at a time, the next one waiting in its pipe", int, "OMNIVOICE_CUDA_STREAMS"),
-    Ignored(("--runner-mode",), "the runtime is our own: CUDA graphs over fixed shape buckets in half precision, chosen by itself", str, "OMNIVOICE_RUNNER_MODE"),
-    Ignored(("--attn-backend",), "the runtime chooses its own attention kernels", str, "OMNIVOICE_ATTN_BACKEND"),
+    Ignored(
+        ("--fastapi-workers", "--workers"),
+        "one process serves HTTP and batches for every GPU (PERFORMANCE.md: 1683 requests/s on 2 cores)",
+        int,
+        "OMNIVOICE_WORKERS",
+    ),
+    Ignored(
+        ("--cuda-stream-count", "--cuda-streams"),
+        "each sidecar runs one batch at a time, the next one waiting in its pipe",
+        int,
+        "OMNIVOICE_CUDA_STREAMS",
+    ),
+    Ignored(
+        ("--runner-mode",),
+        "the runtime is our own: CUDA graphs over fixed shape buckets in half precision, chosen by itself",
+        str,
+        "OMNIVOICE_RUNNER_MODE",
+    ),
+    Ignored(
+        ("--attn-backend",),
+        "the runtime chooses its own attention kernels",
+        str,
+        "OMNIVOICE_ATTN_BACKEND",
+    ),
     Ignored(("--cuda-graph-min-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_MIN_WIDTH"),
     Ignored(("--cuda-graph-max-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_MAX_WIDTH"),
-    Ignored(("--cuda-graph-auto-width-tokens-per-word",), _GRAPHS, int,
-            "OMNIVOICE_CUDA_GRAPH_AUTO_WIDTH_TOKENS_PER_WORD"),
+    Ignored(
+        ("--cuda-graph-auto-width-tokens-per-word",),
+        _GRAPHS,
+        int,
+        "OMNIVOICE_CUDA_GRAPH_AUTO_WIDTH_TOKENS_PER_WORD",
+    ),
     Ignored(("--cuda-graph-auto-max-width",), _GRAPHS, int, "OMNIVOICE_CUDA_GRAPH_AUTO_MAX_WIDTH"),
     Ignored(("--infer-host",), _PIPES, str, "OMNIVOICE_INFER_HOST"),
     Ignored(("--infer-port",), _PIPES, int, "OMNIVOICE_INFER_PORT"),
     Ignored(("--metrics-shm-path",), _METRICS, str, "OMNIVOICE_METRICS_SHM_PATH"),
     Ignored(("--metrics-shm-size",), _METRICS, int, "OMNIVOICE_METRICS_SHM_SIZE"),
-    Ignored(("--metrics-snapshot-interval-s",), "/metrics is read at scrape time", float, "OMNIVOICE_METRICS_SNAPSHOT_INTERVAL_S"),
-    Ignored(("--log-retention-days",), "run folders under --log-dir are kept; remove old ones with tmpfiles.d or find -mtime", int, "OMNIVOICE_LOG_RETENTION_DAYS"),
+    Ignored(
+        ("--metrics-snapshot-interval-s",),
+        "/metrics is read at scrape time",
+        float,
+        "OMNIVOICE_METRICS_SNAPSHOT_INTERVAL_S",
+    ),
+    Ignored(
+        ("--log-retention-days",),
+        "run folders under --log-dir are kept; remove old ones with tmpfiles.d or find -mtime",
+        int,
+        "OMNIVOICE_LOG_RETENTION_DAYS",
+    ),
     Ignored(("--sample-rate",), "audio is always the model's 24 kHz", int, "OMNIVOICE_SAMPLE_RATE"),
-    Ignored(("--max-sse-audio-b64-chars",), "each SSE delta carries at most 48000 bytes of audio", int, "OMNIVOICE_MAX_SSE_AUDIO_B64_CHARS"),
-    Ignored(("--guidance-scale",), _SAMPLING + "; send guidance_scale per request", float, "OMNIVOICE_GUIDANCE_SCALE"),
+    Ignored(
+        ("--max-sse-audio-b64-chars",),
+        "each SSE delta carries at most 48000 bytes of audio",
+        int,
+        "OMNIVOICE_MAX_SSE_AUDIO_B64_CHARS",
+    ),
+    Ignored(
+        ("--guidance-scale",),
+        _SAMPLING + "; send guidance_scale per request",
+        float,
+        "OMNIVOICE_GUIDANCE_SCALE",
+    ),
     Ignored(("--t-shift",), _SAMPLING, float, "OMNIVOICE_T_SHIFT"),
     Ignored(("--position-temperature",), _SAMPLING, float, "OMNIVOICE_POSITION_TEMPERATURE"),
     Ignored(("--class-temperature",), _SAMPLING, float, "OMNIVOICE_CLASS_TEMPERATURE"),
     Ignored(("--layer-penalty-factor",), _SAMPLING, float, "OMNIVOICE_LAYER_PENALTY_FACTOR"),
     Ignored(("--denoise",), "denoise is per request (default true)", bool, "OMNIVOICE_DENOISE"),
-    Ignored(("--postprocess-output",), "output is always post-processed as the reference does (silence trim, fades, peak level)", bool,
-            "OMNIVOICE_POSTPROCESS_OUTPUT"),
-    Ignored(("--audio-chunk-threshold",), "input estimated at up to twice --chunk-s (--audio-chunk-duration) stays whole", float, "OMNIVOICE_AUDIO_CHUNK_THRESHOLD"),
-    Ignored(("--text-chunk-soft-overflow-ratio",), _CHUNKER, float, "OMNIVOICE_TEXT_CHUNK_SOFT_OVERFLOW_RATIO"),
-    Ignored(("--text-chunk-same-sentence-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SAME_SENTENCE_PENALTY"),
-    Ignored(("--text-chunk-sentence-boundary-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SENTENCE_BOUNDARY_PENALTY"),
-    Ignored(("--text-chunk-fragment-boundary-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_FRAGMENT_BOUNDARY_PENALTY"),
-    Ignored(("--text-chunk-short-underfill-ratio",), _CHUNKER, float, "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_RATIO"),
-    Ignored(("--text-chunk-short-underfill-penalty",), _CHUNKER, int, "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_PENALTY"),
-    Ignored(("--default-voice-instructions",), "voice 'auto' lets the model choose a voice; send instructions or an OpenAI voice name", str,
-            "OMNIVOICE_DEFAULT_VOICE_INSTRUCTIONS"),
-    Ignored((), "the model always runs in a crash-isolated sidecar (OmniVoice-Studio's omnivoice-subprocess)", str, "OMNIVOICE_TTS_BACKEND"),
+    Ignored(
+        ("--postprocess-output",),
+        "output is always post-processed as the reference does (silence trim, fades, peak level)",
+        bool,
+        "OMNIVOICE_POSTPROCESS_OUTPUT",
+    ),
+    Ignored(
+        ("--audio-chunk-threshold",),
+        "input estimated at up to twice --chunk-s (--audio-chunk-duration) stays whole",
+        float,
+        "OMNIVOICE_AUDIO_CHUNK_THRESHOLD",
+    ),
+    Ignored(
+        ("--text-chunk-soft-overflow-ratio",),
+        _CHUNKER,
+        float,
+        "OMNIVOICE_TEXT_CHUNK_SOFT_OVERFLOW_RATIO",
+    ),
+    Ignored(
+        ("--text-chunk-same-sentence-penalty",),
+        _CHUNKER,
+        int,
+        "OMNIVOICE_TEXT_CHUNK_SAME_SENTENCE_PENALTY",
+    ),
+    Ignored(
+        ("--text-chunk-sentence-boundary-penalty",),
+        _CHUNKER,
+        int,
+        "OMNIVOICE_TEXT_CHUNK_SENTENCE_BOUNDARY_PENALTY",
+    ),
+    Ignored(
+        ("--text-chunk-fragment-boundary-penalty",),
+        _CHUNKER,
+        int,
+        "OMNIVOICE_TEXT_CHUNK_FRAGMENT_BOUNDARY_PENALTY",
+    ),
+    Ignored(
+        ("--text-chunk-short-underfill-ratio",),
+        _CHUNKER,
+        float,
+        "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_RATIO",
+    ),
+    Ignored(
+        ("--text-chunk-short-underfill-penalty",),
+        _CHUNKER,
+        int,
+        "OMNIVOICE_TEXT_CHUNK_SHORT_UNDERFILL_PENALTY",
+    ),
+    Ignored(
+        ("--default-voice-instructions",),
+        "voice 'auto' lets the model choose a voice; send instructions or an OpenAI voice name",
+        str,
+        "OMNIVOICE_DEFAULT_VOICE_INSTRUCTIONS",
+    ),
+    Ignored(
+        (),
+        "the model always runs in a crash-isolated sidecar (OmniVoice-Studio's omnivoice-subprocess)",
+        str,
+        "OMNIVOICE_TTS_BACKEND",
+    ),
 )
 
 

@@ -10,10 +10,12 @@ never acted on. The first SIGTERM starts the server's drain; if it has not exite
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -36,14 +38,19 @@ def find_by_pid_file(path: str) -> int:
     if pid is None:
         raise NotFound(f"{path} does not exist or holds no pid")
     if not pidfile.is_server(pid):
-        raise NotFound(f"{path} names pid {pid}, which is not a running omnivoice-supervisor server (a stale file?)")
+        raise NotFound(
+            f"{path} names pid {pid}, which is not a running omnivoice-supervisor server (a stale file?)"
+        )
     return pid
 
 
 def find_by_port(port: int) -> int:
     """The server process listening on the TCP port (processes we may not inspect stay hidden)."""
-    listeners = {c.pid for c in psutil.net_connections(kind="tcp")
-                 if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+    listeners = {
+        c.pid
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
+    }
     if not listeners:
         raise NotFound(f"nothing we can see listens on port {port}")
     servers = sorted(pid for pid in listeners if pidfile.is_server(pid))
@@ -78,18 +85,23 @@ def stop(pid_file: str | None, port: int | None, timeout_s: float = DEFAULT_TIME
     """Stop the server(s) the pid file and the port name; print what happened; return the exit status."""
     pids: list[int] = []
     missing: list[str] = []
-    for find, where in ((find_by_pid_file, pid_file), (find_by_port, port)):
-        if not where:
-            continue
+    searches: list[Callable[[], int]] = []
+    if pid_file:
+        searches.append(functools.partial(find_by_pid_file, pid_file))
+    if port:
+        searches.append(functools.partial(find_by_port, port))
+    for find in searches:
         try:
-            pid = find(where)  # type: ignore[operator]
+            pid = find()
         except NotFound as exc:
             missing.append(str(exc))
             continue
         if pid not in pids:
             pids.append(pid)
     if not pids:
-        print(f"omnivoice-supervisor stop: no server: {'; '.join(missing) or 'no pid file given, and --no-port'}")
+        print(
+            f"omnivoice-supervisor stop: no server: {'; '.join(missing) or 'no pid file given, and --no-port'}"
+        )
         return EXIT_NOT_RUNNING
     for reason in missing:
         print(f"(also looked: {reason})")
@@ -121,10 +133,14 @@ def stop_pid(pid: int, timeout_s: float) -> int:
         print(f"pid {pid} exited after {time.monotonic() - started:.1f} s")
         return EXIT_STOPPED
     os.kill(pid, signal.SIGTERM)
-    print(f"pid {pid} still running after {timeout_s:g} s; sent a second SIGTERM (work still in flight fails)")
+    print(
+        f"pid {pid} still running after {timeout_s:g} s; sent a second SIGTERM (work still in flight fails)"
+    )
     if wait_gone(pid, FORCED_WAIT_S):
         print(f"pid {pid} exited after {time.monotonic() - started:.1f} s, cut short")
         return EXIT_STOPPED
-    print(f"pid {pid} is still running {time.monotonic() - started:.0f} s after the first SIGTERM; "
-          f"kill it with `kill -KILL {pid}` (its sidecars exit on their own within a second)")
+    print(
+        f"pid {pid} is still running {time.monotonic() - started:.0f} s after the first SIGTERM; "
+        f"kill it with `kill -KILL {pid}` (its sidecars exit on their own within a second)"
+    )
     return EXIT_STILL_RUNNING

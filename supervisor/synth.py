@@ -26,6 +26,7 @@ used for HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -71,7 +72,10 @@ class Entry:
 
     def is_in(self, out: Path) -> bool:
         """Its result is in `out` already (with no format given, a file in any format counts)."""
-        return any((out / f"{self.id}.{fmt}").exists() for fmt in ([self.format] if self.format else FORMATS))
+        return any(
+            (out / f"{self.id}.{fmt}").exists()
+            for fmt in ([self.format] if self.format else FORMATS)
+        )
 
     @property
     def digest(self) -> str:
@@ -82,7 +86,9 @@ class Entry:
 
 
 def read_manifest(path: Path) -> list[Entry]:
-    entries, problems, seen = [], [], {}
+    entries: list[Entry] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}  # id -> the line it is first on
     with open(path, encoding="utf-8") as lines:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
@@ -98,11 +104,17 @@ def read_manifest(path: Path) -> list[Entry]:
             item_id = item.setdefault("id", str(number))
             fmt = item.get("response_format")
             if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
-                problems.append(f"{path}:{number}: \"id\" must be 1 to 128 letters, digits, '.', '_' or '-' (it names the file); got {item_id!r}")
+                problems.append(
+                    f"{path}:{number}: \"id\" must be 1 to 128 letters, digits, '.', '_' or '-' (it names the file); got {item_id!r}"
+                )
             elif item_id in seen:
-                problems.append(f"{path}:{number}: \"id\" {item_id!r} is also on line {seen[item_id]}")
+                problems.append(
+                    f'{path}:{number}: "id" {item_id!r} is also on line {seen[item_id]}'
+                )
             elif fmt is not None and (not isinstance(fmt, str) or not fmt.isalnum()):
-                problems.append(f"{path}:{number}: \"response_format\" must be a format name; got {fmt!r}")
+                problems.append(
+                    f'{path}:{number}: "response_format" must be a format name; got {fmt!r}'
+                )
             else:
                 seen[item_id] = number
                 entries.append(Entry(number, item_id, item, fmt))
@@ -123,9 +135,13 @@ class Client:
         self.retry_s = retry_s
         self.log = log
 
-    def _open(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    def _open(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=dict(headers or {}))
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers=dict(headers or {})
+        )
         if data is not None:
             request.add_header("Content-Type", "application/json")
         if self.api_key:
@@ -142,22 +158,32 @@ class Client:
         while True:
             try:
                 with self._open(method, path, body, headers) as response:
-                    return response.status, consume(response) if consume else json.loads(response.read() or b"null")
+                    return response.status, consume(response) if consume else json.loads(
+                        response.read() or b"null"
+                    )
             except urllib.error.HTTPError as exc:
                 payload = exc.read()
                 if exc.code not in (429, 503):
                     try:
                         return exc.code, json.loads(payload)
                     except ValueError:
-                        return exc.code, {"error": {"message": payload.decode(errors="replace")[:500]}}
+                        return exc.code, {
+                            "error": {"message": payload.decode(errors="replace")[:500]}
+                        }
                 wait = float(exc.headers.get("Retry-After") or delay)
                 reason = f"HTTP {exc.code}"
             except (urllib.error.URLError, OSError) as exc:
                 wait, reason = delay, str(getattr(exc, "reason", exc))
             if time.monotonic() + wait > give_up_at:
-                raise Incomplete(f"{self.base} did not answer {method} {path} for {self.retry_s:g} s (last: {reason})")
+                raise Incomplete(
+                    f"{self.base} did not answer {method} {path} for {self.retry_s:g} s (last: {reason})"
+                )
             if not said:
-                print(f"\nsynth: {self.base}: {reason}; retrying for up to {self.retry_s:g} s", file=self.log, flush=True)
+                print(
+                    f"\nsynth: {self.base}: {reason}; retrying for up to {self.retry_s:g} s",
+                    file=self.log,
+                    flush=True,
+                )
                 said = True
             time.sleep(wait)
             delay = min(5.0, delay * 2)
@@ -224,7 +250,9 @@ class Progress:
     def show(self, final: bool = False) -> None:
         """Print the line if it changed (off a terminal: at most every 2 s, and once more at the end)."""
         now = time.monotonic()
-        if (self.done, self.failed) == self.last or (not final and not self.tty and now - self.printed_at < 2.0):
+        if (self.done, self.failed) == self.last or (
+            not final and not self.tty and now - self.printed_at < 2.0
+        ):
             return
         self.last, self.printed_at = (self.done, self.failed), now
         finished = self.skipped + self.done + self.failed
@@ -232,7 +260,12 @@ class Progress:
         bar = "#" * (width * finished // max(1, self.total))
         line = (f"[{bar:<{width}}] {finished}/{self.total}: {self.done} done, {self.failed} failed, "
                 f"{self.total - finished} to go, {self.skipped} skipped ({now - self.started_at:.0f} s)")  # fmt: skip
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=self.log, flush=True)
+        print(
+            ("\r" + line) if self.tty else line,
+            end="" if self.tty else "\n",
+            file=self.log,
+            flush=True,
+        )
 
 
 # ---------------------------------------------------------------- the run
@@ -249,13 +282,23 @@ def error_message(body: Any) -> str:
 
 
 class Synth:
-    def __init__(self, out: Path, entries: list[Entry], job_size: int, poll_s: float, log: TextIO) -> None:
+    def __init__(
+        self, out: Path, entries: list[Entry], job_size: int, poll_s: float, log: TextIO
+    ) -> None:
         self.out, self.job_size, self.poll_s, self.log = out, job_size, poll_s, log
         self.pending = [e for e in entries if not e.is_in(out)]
         self.progress = Progress(len(entries), len(entries) - len(self.pending), log)
         self.state = State(out)
         self.following: dict[str, dict[int, Entry]] = {}  # job id -> position -> entry
         self.failures: list[tuple[Entry, str]] = []
+        self.client: Client | None = None
+
+    @property
+    def api(self) -> Client:
+        """The server's client, from run() on."""
+        if self.client is None:
+            raise RuntimeError("Synth.run() sets the client first")
+        return self.client
 
     def summary(self) -> None:
         print(f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
@@ -277,6 +320,16 @@ class Synth:
             print(file=self.log)
         return self.report()
 
+    def keep_finished(self) -> int:
+        """After an interrupt: write what the server has finished, asking once (no retries); how
+        many were written. The rest stays with its job for the next run to follow."""
+        before = self.progress.done
+        if self.client is not None:
+            self.client.retry_s = 0.0
+            for job_id in list(self.following):
+                self.poll(job_id)
+        return self.progress.done - before
+
     def resume(self) -> list[Entry]:
         """Follow the jobs an earlier run submitted; the entries no live job holds are returned."""
         by_job: dict[str, dict[int, Entry]] = {}
@@ -288,13 +341,17 @@ class Synth:
             else:
                 by_job.setdefault(known[0], {})[known[1]] = entry
         for job_id, positions in by_job.items():
-            status, job = self.client.request("GET", f"/v1/jobs/{job_id}")
+            status, job = self.api.request("GET", f"/v1/jobs/{job_id}")
             if status != 200:  # removed, or another server: submit again
                 fresh.extend(positions.values())
                 continue
             for n, entry in positions.items():
                 items = job["items"]
-                if n < len(items) and items[n]["id"] == entry.id and items[n]["state"] in ("queued", "running", "done"):
+                if (
+                    n < len(items)
+                    and items[n]["id"] == entry.id
+                    and items[n]["state"] in ("queued", "running", "done")
+                ):
                     self.following.setdefault(job_id, {})[n] = entry
                 else:  # failed or cancelled last time: try again
                     fresh.append(entry)
@@ -307,20 +364,24 @@ class Synth:
         for group in chunks(entries, self.job_size):
             body = {"items": [entry.item for entry in group]}
             key = "synth-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-            status, job = self.client.request("POST", "/v1/jobs", body, {"Idempotency-Key": key})
+            status, job = self.api.request("POST", "/v1/jobs", body, {"Idempotency-Key": key})
             if status != 202:
                 raise ManifestError([self.locate(group, job, status)])
             for n, entry in enumerate(group):
                 self.state.record(entry, job["id"], n)
                 self.following.setdefault(job["id"], {})[n] = entry
             self.state.save()
-            print(f"synth: submitted job {job['id']} ({len(group)} items)", file=self.log, flush=True)
+            print(
+                f"synth: submitted job {job['id']} ({len(group)} items)", file=self.log, flush=True
+            )
 
     def locate(self, group: list[Entry], body: Any, status: int) -> str:
         """A refused job's error, pointed at the manifest line it is about."""
         message = error_message(body)
         error = body.get("error") if isinstance(body, dict) else None
-        found = re.match(r"items\[(\d+)\]", str(error.get("param") if isinstance(error, dict) else ""))
+        found = re.match(
+            r"items\[(\d+)\]", str(error.get("param") if isinstance(error, dict) else "")
+        )
         if found and int(found.group(1)) < len(group):
             entry = group[int(found.group(1))]
             return f"line {entry.line} (id {entry.id}): {message.split(': ', 1)[-1]}"
@@ -328,20 +389,27 @@ class Synth:
 
     def poll(self, job_id: str) -> None:
         positions = self.following[job_id]
-        status, job = self.client.request("GET", f"/v1/jobs/{job_id}")
+        status, job = self.api.request("GET", f"/v1/jobs/{job_id}")
         if status != 200:
             for entry in positions.values():
-                self.fail(entry, f"job {job_id} is gone from the server (HTTP {status}); run again to submit it anew")
+                self.fail(
+                    entry,
+                    f"job {job_id} is gone from the server (HTTP {status}); run again to submit it anew",
+                )
             del self.following[job_id]
             return
         for n, entry in list(positions.items()):
             item = job["items"][n]
             if item["state"] == "done":
-                got, answer = self.client.download(item["audio_url"], self.out / f"{entry.id}.{item['format']}")
+                got, answer = self.api.download(
+                    item["audio_url"], self.out / f"{entry.id}.{item['format']}"
+                )
                 if got == 200:
                     self.progress.done += 1
                 else:
-                    self.fail(entry, f"downloading its audio failed: HTTP {got}: {error_message(answer)}")
+                    self.fail(
+                        entry, f"downloading its audio failed: HTTP {got}: {error_message(answer)}"
+                    )
             elif item["state"] == "failed":
                 self.fail(entry, error_message({"error": item["error"]}))
             elif item["state"] == "cancelled":
@@ -377,7 +445,11 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         print(f"synth: cannot read the manifest: {exc}", file=log)
         return EXIT_USAGE
     except ManifestError as exc:
-        print("synth: the manifest has problems; nothing was submitted:\n  " + "\n  ".join(exc.problems), file=log)
+        print(
+            "synth: the manifest has problems; nothing was submitted:\n  "
+            + "\n  ".join(exc.problems),
+            file=log,
+        )
         return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
     run = Synth(out, entries, job_size, poll_s, log)
@@ -389,15 +461,34 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         if model:
             embedded = EmbeddedServer(model, out / SERVER_DIR, log)
             server, api_key = embedded.start()
-        return run.run(Client(server or os.environ.get("OMNIVOICE_SERVER") or DEFAULT_SERVER, api_key, retry_s, log))
+        return run.run(
+            Client(
+                server or os.environ.get("OMNIVOICE_SERVER") or DEFAULT_SERVER,
+                api_key,
+                retry_s,
+                log,
+            )
+        )
     except ManifestError as exc:
         print("\nsynth: " + "\n".join(exc.problems), file=log)
         return EXIT_USAGE
     except (Incomplete, ServerFailed) as exc:
-        print(f"\nsynth: {exc}\nsynth: not finished; run the same command again to resume", file=log)
+        print(
+            f"\nsynth: {exc}\nsynth: not finished; run the same command again to resume", file=log
+        )
         return EXIT_INCOMPLETE
     except KeyboardInterrupt:
-        print("\nsynth: interrupted; run the same command again to resume", file=log)
+        print(
+            "\nsynth: interrupted; writing the items the server has finished (Ctrl-C again to skip)",
+            file=log,
+            flush=True,
+        )
+        with contextlib.suppress(KeyboardInterrupt, Incomplete):
+            run.keep_finished()
+        print(
+            f"synth: {run.progress.done} written in all; run the same command again to resume",
+            file=log,
+        )
         return EXIT_INCOMPLETE
     finally:
         if embedded is not None:

@@ -9,6 +9,7 @@ to any `serve`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -36,10 +37,8 @@ def free_port() -> int:
 
 def die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere nothing)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 class ServerFailed(RuntimeError):
@@ -59,17 +58,21 @@ class EmbeddedServer:
         port, key = free_port(), "sk-synth-" + secrets.token_hex(16)
         log_path = self.data_dir / "server.log"
         argv = [sys.executable, "-m", "supervisor", "serve", "--model", self.model, "--host", "127.0.0.1",
-                "--port", str(port), "--data-dir", str(self.data_dir), "--api-key", key]  # fmt: skip
+                "--port", str(port), "--data-dir", str(self.data_dir)]  # fmt: skip
+        # The key goes through the environment: argv is visible to every local user in `ps`.
+        environ = {**os.environ, "OMNIVOICE_API_KEYS": key}
         print(f"synth: starting a server for this run (log: {log_path})", file=self.log, flush=True)
         with open(log_path, "ab") as server_log:
             # Its own session: a Ctrl-C at the terminal reaches synth alone, which then stops the server once.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=server_log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
+                                         start_new_session=True, preexec_fn=die_with_parent, env=environ)  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_S
         while not self.ready(url):
             if self.proc.poll() is not None:
-                raise ServerFailed(f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}")
+                raise ServerFailed(
+                    f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}"
+                )
             if time.monotonic() > deadline:
                 raise ServerFailed(f"the server was not ready after {START_S:g} s; see {log_path}")
             time.sleep(0.2)

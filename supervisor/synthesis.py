@@ -23,19 +23,17 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.duration import FRAME_RATE
 from sidecar.protocol import Item, TokenArray, VoicePayload
+from sidecar.text import CHUNK_SEED_STRIDE
 from supervisor import chunking
 from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.schemas import MAX_SEED, SpeechRequest
 
-# Each chunk's seed is the request's plus this stride times its index, as the runtime seeds
-# the chunks it makes itself; so X-Seed reproduces the whole response.
-CHUNK_SEED_STRIDE = 0x9E3779B97F4A7C15
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
 
@@ -48,13 +46,19 @@ class Voice:
     seed: int | None = None  # used when the request names no seed (OpenAI voice names)
 
 
-def continuity(result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0) -> VoicePayload | None:
+def continuity(
+    result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0
+) -> VoicePayload | None:
     """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself),
     cut to its last `max_frames` codec frames and its last `max_words` words (0: all)."""
     tokens = result.get("tokens") or []
     if len(tokens) != 1:
         return None
-    return {"tokens": last_frames(tokens[0], max_frames), "ref_text": last_words(text, max_words), "ref_rms": None}
+    return {
+        "tokens": last_frames(tokens[0], max_frames),
+        "ref_text": last_words(text, max_words),
+        "ref_rms": None,
+    }
 
 
 def last_frames(tokens: TokenArray, count: int) -> TokenArray:
@@ -63,7 +67,9 @@ def last_frames(tokens: TokenArray, count: int) -> TokenArray:
     if count <= 0 or frames <= count:
         return tokens
     data = memoryview(tokens["data"])
-    rows = [data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)]
+    rows = [
+        data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)
+    ]
     return {"shape": [codebooks, count], "data": b"".join(rows)}
 
 
@@ -93,14 +99,18 @@ class Synthesis:
         self.futures: list[asyncio.Future[Any]] = []
         self.audio_s = 0.0
         self.sample_rate = 0
-        self.reservation = scheduler.reserve(sum(estimate(self.item(i))[0] for i in range(len(self.chunks))))
+        self.reservation = scheduler.reserve(
+            sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
+        )
 
     def plan(self, chunk_s: float) -> list[str]:
         r = self.request
         if r.chunk_mode == "none" or r.duration is not None:
             return [r.input]
         words = self.scheduler.settings.text_chunk_words
-        if words and r.chunk_s is None and r.whole_s is None:  # by words, unless the request gave seconds
+        if (
+            words and r.chunk_s is None and r.whole_s is None
+        ):  # by words, unless the request gave seconds
             return chunking.split_words(r.input, words)
         prompt = self.voice.prompt
         total_s = chunking.estimate_s(r.input, prompt["ref_text"] if prompt else None,
@@ -108,7 +118,9 @@ class Synthesis:
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(r.input, r.chunk_s or chunk_s, total_s, r.whole_s)
 
-    def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> Item:
+    def item(
+        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
+    ) -> Item:
         r = self.request
         item: Item = {
             "id": f"{self.id}-{index}",
@@ -128,14 +140,20 @@ class Synthesis:
     def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
-        return continuity(result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words)
+        return continuity(
+            result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words
+        )
 
-    def submit(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False) -> asyncio.Future[Any]:
-        [future] = self.scheduler.submit([self.item(index, prompt, return_tokens)], self.priority, self.reservation)
+    def submit(
+        self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
+    ) -> asyncio.Future[Any]:
+        [future] = self.scheduler.submit(
+            [self.item(index, prompt, return_tokens)], self.priority, self.reservation
+        )
         self.futures.append(future)
         return future
 
-    async def pieces(self) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
         """The `result` of each chunk, in order; raises the first chunk's error."""
         count = len(self.chunks)
         own_prompt = self.voice.prompt is None  # chunks prompt each other
@@ -146,7 +164,9 @@ class Synthesis:
                     result = await pending
                     if i + 1 < count:
                         prompt = self.follow(result, i) if own_prompt else None
-                        pending = self.submit(i + 1, prompt, return_tokens=own_prompt and i + 2 < count)
+                        pending = self.submit(
+                            i + 1, prompt, return_tokens=own_prompt and i + 2 < count
+                        )
                     yield self.account(result)
             elif own_prompt and count > 1:
                 first = await self.submit(0, return_tokens=True)
@@ -180,4 +200,8 @@ class Synthesis:
         """OpenAI's usage object: text tokens (estimated) in, codec frames out."""
         input_tokens = max(1, -(-len(self.request.input.encode()) // BYTES_PER_TOKEN))
         output_tokens = round(self.audio_s * FRAME_RATE)
-        return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+        return {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }

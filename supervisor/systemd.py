@@ -91,7 +91,11 @@ class Notifier:
         interval = self.watchdog_s / 2 if self.watchdog_s else None
         tick = min(TICK_S, interval / 2) if interval else TICK_S
         if interval:
-            log.info("systemd watchdog: %.1f s; pinging every %.1f s from the event loop", self.watchdog_s, interval)
+            log.info(
+                "systemd watchdog: %.1f s; pinging every %.1f s from the event loop",
+                self.watchdog_s,
+                interval,
+            )
         last_status, status_at, extended_at, ping_at = "", 0.0, 0.0, 0.0
         warned_dead = False
         while True:
@@ -102,7 +106,12 @@ class Notifier:
             elif current.status != last_status and now - status_at >= STATUS_EVERY_S:
                 self.send(STATUS=current.status)
                 last_status, status_at = current.status, now
-            if current.loading and not self.is_ready and not self.is_stopping and now - extended_at >= EXTEND_EVERY_S:
+            if (
+                current.loading
+                and not self.is_ready
+                and not self.is_stopping
+                and now - extended_at >= EXTEND_EVERY_S
+            ):
                 self.send(EXTEND_TIMEOUT_USEC=int(EXTEND_BY_S * 1e6))
                 extended_at = now
             if interval and now - ping_at >= interval:
@@ -110,6 +119,9 @@ class Notifier:
                     self.send(WATCHDOG=1)
                     ping_at, warned_dead = now, False
                 elif not warned_dead:
-                    log.error("the supervision loop has stopped turning; no more watchdog pings (%s)", current.status)
+                    log.error(
+                        "the supervision loop has stopped turning; no more watchdog pings (%s)",
+                        current.status,
+                    )
                     warned_dead = True
             await asyncio.sleep(tick)

@@ -59,7 +59,13 @@ class SavedVoice:
         return round(self.voice["tokens"]["shape"][1] / FRAME_RATE, 2) if self.voice else None
 
     def public(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"id": self.name, "object": "audio.voice", "name": self.name, "type": self.type, "created_at": self.created_at}
+        entry: dict[str, Any] = {
+            "id": self.name,
+            "object": "audio.voice",
+            "name": self.name,
+            "type": self.type,
+            "created_at": self.created_at,
+        }
         if self.type == "prompt":
             entry["prompt"] = self.prompt
         else:
@@ -84,7 +90,15 @@ class SavedVoice:
                         obj.get("prompt"), obj.get("seed"), dict(obj.get("source") or {}))  # fmt: skip
             voice.check()
             return voice
-        except (ProtocolError, KeyError, TypeError, ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        except (
+            ProtocolError,
+            KeyError,
+            TypeError,
+            ValueError,
+            msgpack.ExtraData,
+            msgpack.FormatError,
+            msgpack.StackError,
+        ) as exc:
             raise ValueError(str(exc)) from None
 
     def check(self) -> None:
@@ -96,7 +110,11 @@ class SavedVoice:
                 raise ValueError("an audio_sample voice without a transcript")
             validate({"op": "encoded", "batch": 0, "id": "file", "voice": self.voice}, FROM_SIDECAR)
         elif self.type == "prompt":
-            if not isinstance(self.prompt, str) or not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            if (
+                not isinstance(self.prompt, str)
+                or not isinstance(self.seed, int)
+                or isinstance(self.seed, bool)
+            ):
                 raise ValueError("a prompt voice without its prompt or seed")
         else:
             raise ValueError(f"unknown voice type {self.type!r}")
@@ -136,7 +154,10 @@ class VoiceStore:
 
     def check_free(self, name: str) -> None:
         if name in self.voices:
-            raise Conflict(f"a voice named {name!r} exists already; delete it first to replace it", param="name")
+            raise Conflict(
+                f"a voice named {name!r} exists already; delete it first to replace it",
+                param="name",
+            )
 
     def add(self, saved: SavedVoice) -> SavedVoice:
         """Write a new voice; Conflict if the name is taken (also by a concurrent upload)."""
@@ -147,7 +168,10 @@ class VoiceStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write_new(self.path(name), saved.to_file())
         except FileExistsError:
-            raise Conflict(f"a voice named {name!r} exists already; delete it first to replace it", param="name") from None
+            raise Conflict(
+                f"a voice named {name!r} exists already; delete it first to replace it",
+                param="name",
+            ) from None
         except OSError as exc:
             log.error("cannot save voice %r in %s: %s", name, self.directory, exc)
             raise ServerError(f"the voice could not be saved: {exc.strerror or exc}") from None
@@ -257,7 +281,10 @@ def resolve_voice(request: SpeechRequest, store: VoiceStore) -> Voice:
     if name == "auto":
         return Voice(instruct=request.instructions)
     if name in schemas.OPENAI_VOICES:
-        return Voice(instruct=request.instructions or schemas.OPENAI_VOICES[name], seed=schemas.default_seed(name))
+        return Voice(
+            instruct=request.instructions or schemas.OPENAI_VOICES[name],
+            seed=schemas.default_seed(name),
+        )
     saved = store.get(name)
     if saved is None:
         error = InvalidRequest(

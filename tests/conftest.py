@@ -15,7 +15,9 @@ FIXTURES_DIR = REPO_ROOT.parent / "shared" / "parity" / "fixtures"
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES_DIR.is_dir():
-        pytest.skip(f"parity fixtures not found at {FIXTURES_DIR} (CI lays shared/ beside the clone)")
+        pytest.skip(
+            f"parity fixtures not found at {FIXTURES_DIR} (CI lays shared/ beside the clone)"
+        )
     return FIXTURES_DIR
 
 

@@ -16,28 +16,39 @@ the first time (`Idempotent-Replayed: true`); with a different body, 409.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import re
+import sqlite3
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from supervisor import formats, schemas
+from supervisor import formats, job_body, schemas
 from supervisor.api import services
 from supervisor.api.speech import read_json
-from supervisor.voice_store import resolve_voice
-from supervisor.errors import Conflict, InvalidRequest, NotFound
+from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
 from supervisor.job_runner import JobRunner
-from supervisor.jobs import NewItem, body_digest
+from supervisor.jobs import NewItem, body_digest, out_of_space
+from supervisor.voice_store import resolve_voice
 
-ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # also a file name: synth writes <id>.<format>
+ITEM_ID = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+)  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
+STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
 
 
 def runner(request: Request) -> JobRunner:
-    jobs: JobRunner = request.app.state.jobs
+    jobs: JobRunner | None = request.app.state.jobs
+    if jobs is None:
+        reason = request.app.state.jobs_health["error"]
+        error = Unavailable(f"jobs are unavailable: {reason}. Speech requests still work.")
+        error.code = "job_store_corrupt"
+        raise error
     return jobs
 
 
@@ -49,50 +60,74 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
     return moved
 
 
-def job_items(body: Any, request: Request) -> list[NewItem]:
-    """The body's items as they will be stored; InvalidRequest names the first bad one."""
+def job_items(body: Any, request: Request) -> tuple[list[NewItem], str]:
+    """The body's items as they will be stored, and the digest Idempotency-Key compares: that of
+    the validated requests, so `"speed": 1` and `"speed": 1.0` are the same job. InvalidRequest
+    names the first bad item."""
     svc = services(request)
     if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object {\"items\": [...]}.")
+        raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
     schemas.refuse_unknown(body, frozenset({"items"}))
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
     if len(items) > svc.settings.max_job_items:
-        raise InvalidRequest(f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.", param="items")
+        raise InvalidRequest(
+            f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.",
+            param="items",
+        )
     seen: dict[str, int] = {}
-    out = []
+    out, validated = [], []
     for index, item in enumerate(items):
         try:
             if not isinstance(item, dict):
-                raise InvalidRequest("An item must be a JSON object (a speech request with an optional 'id').")
+                raise InvalidRequest(
+                    "An item must be a JSON object (a speech request with an optional 'id')."
+                )
             client_id = item.get("id")
             if client_id is not None:
                 if not isinstance(client_id, str) or not ITEM_ID.fullmatch(client_id):
                     raise InvalidRequest("'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
                                          f"letter or digit (it becomes a file name); got {client_id!r}.", param="id")  # fmt: skip
                 if client_id in seen:
-                    raise InvalidRequest(f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.", param="id")
+                    raise InvalidRequest(
+                        f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.",
+                        param="id",
+                    )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
             speech = schemas.speech_request(fields, svc.settings)
             if speech.stream_format == "sse":
-                raise InvalidRequest("A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.", param="stream_format")
+                raise InvalidRequest(
+                    "A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.",
+                    param="stream_format",
+                )
             resolve_voice(speech, svc.voices)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         out.append(NewItem(fields, client_id, speech.response_format))
-    return out
+        validated.append({"id": client_id, **dataclasses.asdict(speech)})
+    return out, body_digest(validated)
 
 
 async def create_job(request: Request) -> JSONResponse:
     jobs = runner(request)
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
-        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key")
-    body = await read_json(request)
-    items = job_items(body, request)
-    job_id, created = await asyncio.to_thread(jobs.store.create, items, body_digest(body), key)
+        raise InvalidRequest(
+            f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key"
+        )
+    max_items = services(request).settings.max_job_items
+    body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
+    # 10,000 items take a while to check: off the event loop
+    items, digest = await asyncio.to_thread(job_items, body, request)
+    try:
+        job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not out_of_space(exc):
+            raise
+        raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc})",
+                                  retry_after_s=STORAGE_RETRY_S) from None  # fmt: skip
     if created:
         jobs.wake()
     job = await asyncio.to_thread(jobs.store.job, job_id)
@@ -105,8 +140,12 @@ async def create_job(request: Request) -> JSONResponse:
 async def list_jobs(request: Request) -> JSONResponse:
     raw = request.query_params.get("limit", "20")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
-        raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit")
-    page, has_more = await asyncio.to_thread(runner(request).store.list, int(raw), request.query_params.get("after"))
+        raise InvalidRequest(
+            f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit"
+        )
+    page, has_more = await asyncio.to_thread(
+        runner(request).store.list, int(raw), request.query_params.get("after")
+    )
     return JSONResponse({
         "object": "list", "data": page, "has_more": has_more,
         "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
@@ -114,9 +153,22 @@ async def list_jobs(request: Request) -> JSONResponse:
 
 
 def no_job(job_id: str) -> NotFound:
-    error = NotFound(f"No job {job_id!r}: it never existed, or was removed after its retention.", param="job_id")
+    error = NotFound(
+        f"No job {job_id!r}: it never existed, or was removed after its retention.", param="job_id"
+    )
     error.code = "job_not_found"
     return error
+
+
+# Why an item that is not done has no audio, by its state.
+NO_AUDIO_YET = {
+    "queued": "its audio exists once it is done.",
+    "running": "its audio exists once it is done.",
+    "failed": "it has no audio; its error is in GET /v1/jobs/{id}.",
+    "cancelled": "it was cancelled before it finished, so it has no audio.",
+}
+# A cancel answers once its running items ended (cancelled at once, or written).
+CANCEL_WAIT_S = 10.0
 
 
 async def get_job(request: Request) -> JSONResponse:
@@ -137,12 +189,15 @@ async def item_audio(request: Request) -> Response:
             raise no_job(job_id)
         raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
     if item["state"] != "done":
-        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; its audio exists once it is done.", param="n")
+        why = NO_AUDIO_YET[item["state"]]
+        error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {why}", param="n")
         error.code = "item_not_done"
         raise error
     path = jobs.store.result_path(job_id, item["index"], item["format"])
     if not path.is_file():
-        raise NotFound(f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n")
+        raise NotFound(
+            f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n"
+        )
     name = f"{item['id'] or item['index']}.{item['format']}"
     return FileResponse(path, media_type=formats.MEDIA_TYPES[item["format"]], filename=name)
 
@@ -151,5 +206,5 @@ async def cancel_job(request: Request) -> JSONResponse:
     jobs, job_id = runner(request), request.path_params["job_id"]
     if not await asyncio.to_thread(jobs.store.cancel, job_id):
         raise no_job(job_id)
-    jobs.cancel_job(job_id)
+    await jobs.cancel_job(job_id, CANCEL_WAIT_S)
     return JSONResponse(await asyncio.to_thread(jobs.store.job, job_id, False))

@@ -23,13 +23,13 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from supervisor import formats, metrics, schemas
+from supervisor import formats, instructions, metrics, schemas
 from supervisor.api import Services, services
 from supervisor.errors import InvalidRequest, RequestTimeout, ServerError, UnsupportedMedia
 from supervisor.schemas import SpeechRequest
@@ -37,6 +37,7 @@ from supervisor.synthesis import Synthesis, Voice
 from supervisor.voice_store import resolve_voice
 
 T = TypeVar("T")
+P = ParamSpec("P")
 CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
 
 
@@ -44,16 +45,23 @@ class ClientGone(Exception):
     """The client disconnected before its answer started."""
 
 
-async def read_json(request: Request) -> Any:
-    """The body as JSON. Multipart is a 415 (the forms are other routes); undecodable is a 400."""
+async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
+    """The body as JSON (read by `parse`, in a worker thread). Multipart is a 415 (the forms are
+    other routes); undecodable, or text that is not valid Unicode, is a 400."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type.startswith("multipart/"):
-        raise UnsupportedMedia(f"this route takes a JSON body (Content-Type: application/json), not {content_type}")
+        raise UnsupportedMedia(
+            f"this route takes a JSON body (Content-Type: application/json), not {content_type}"
+        )
     body = await request.body()
     try:
-        return json.loads(body)
+        parsed = await asyncio.to_thread(parse, body)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.") from None
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: it is not valid JSON."
+        ) from None
+    schemas.refuse_unencodable(parsed)
+    return parsed
 
 
 async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
@@ -91,7 +99,9 @@ class Deadline:
             raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
                                  "what was left of it is cancelled") from None  # fmt: skip
 
-    async def pieces(self, pieces: AsyncGenerator[dict[str, Any], None]) -> AsyncIterator[dict[str, Any]]:
+    async def pieces(
+        self, pieces: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The pieces, each awaited within the deadline; closing this closes them."""
         try:
             while True:
@@ -107,7 +117,13 @@ class Deadline:
 class SynthesisStream(StreamingResponse):
     """A streamed answer that cancels its synthesis however it ends (done, failed, disconnected)."""
 
-    def __init__(self, synthesis: Synthesis, content: AsyncIterator[bytes], media_type: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self,
+        synthesis: Synthesis,
+        content: AsyncIterator[bytes],
+        media_type: str,
+        headers: dict[str, str],
+    ) -> None:
         super().__init__(content, media_type=media_type, headers=headers)
         self.synthesis = synthesis
 
@@ -118,14 +134,16 @@ class SynthesisStream(StreamingResponse):
             self.synthesis.close()
 
 
-async def _encode(fmt: str, call: Callable[..., bytes], *args: Any) -> bytes:
+async def _encode(fmt: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run an encoder step; the compressed formats in a worker thread, off the event loop."""
     if formats.is_cheap(fmt):
-        return call(*args)
-    return await asyncio.to_thread(call, *args)
+        return call(*args, **kwargs)
+    return await asyncio.to_thread(call, *args, **kwargs)
 
 
-async def _audio_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str) -> AsyncIterator[bytes]:
+async def _audio_body(
+    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str
+) -> AsyncIterator[bytes]:
     encoder = await _encode(fmt, formats.encoder, fmt, first["sample_rate"])
     yield await _encode(fmt, encoder.feed, first["audio"])
     async for piece in rest:
@@ -137,7 +155,9 @@ async def _audio_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]
         yield tail
 
 
-async def _sse_body(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, synthesis: Synthesis) -> AsyncIterator[bytes]:
+async def _sse_body(
+    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, synthesis: Synthesis
+) -> AsyncIterator[bytes]:
     try:
         async for data in _audio_body(first, rest, fmt):
             for event in formats.sse_deltas(data):
@@ -165,13 +185,26 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     if started is not None:
         metrics.first_audio.observe(time.monotonic() - started)
     fmt = speech.response_format
-    rate = str(first["sample_rate"])  # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
-    headers = {"X-Seed": str(synthesis.seed), "X-Chunks": str(len(synthesis.chunks)), "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate}
+    rate = str(
+        first["sample_rate"]
+    )  # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    headers = {
+        "X-Seed": str(synthesis.seed),
+        "X-Chunks": str(len(synthesis.chunks)),
+        "X-Sample-Rate": rate,
+        "X-Audio-Sample-Rate": rate,
+    }
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
-        return SynthesisStream(synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers)
+        return SynthesisStream(
+            synthesis, _sse_body(first, pieces, fmt, synthesis), "text/event-stream", headers
+        )
     if len(synthesis.chunks) > 1:
-        return SynthesisStream(synthesis, _audio_body(first, pieces, fmt), formats.MEDIA_TYPES[fmt], headers)
+        return SynthesisStream(
+            synthesis, _audio_body(first, pieces, fmt), formats.MEDIA_TYPES[fmt], headers
+        )
     await pieces.aclose()
     content = await _encode(fmt, formats.encode, fmt, first["audio"], first["sample_rate"])
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)

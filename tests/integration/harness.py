@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -34,6 +35,7 @@ def fast_settings(checkpoint: Path | None, **overrides: Any) -> Settings:
         "model": str(checkpoint) if checkpoint else "",
         "engine": "omnivoice" if checkpoint else "null",
         "test_faults": True,
+        "test_fault_dir": tempfile.gettempdir(),  # tests' fault tokens live under pytest's tmp_path
         "warmup_steps": 1,
         "num_step": 4,
         "load_timeout_s": SPAWN_S,

@@ -7,18 +7,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import av
-
 from harness import assert_gone
 from live_server import KEY, REPO_ROOT, LiveServer
 
 RATE = 24000
 
 
-def submit(server: LiveServer, items: list[dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+def submit(
+    server: LiveServer, items: list[dict[str, Any]], key: str | None = None
+) -> dict[str, Any]:
     headers = {"Idempotency-Key": key} if key else {}
     reply = server.request("POST", "/v1/jobs", json={"items": items}, headers=headers)
     assert reply.status_code == 202, reply.text
@@ -33,7 +33,13 @@ def job(server: LiveServer, job_id: str) -> dict[str, Any]:
     return body
 
 
-def wait_job(server: LiveServer, job_id: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict[str, Any]:
+def wait_job(
+    server: LiveServer,
+    job_id: str,
+    predicate: Callable[[dict[str, Any]], bool],
+    timeout_s: float,
+    what: str,
+) -> dict[str, Any]:
     """Poll the job until predicate(job) holds; fail naming `what`, with the server's log, after timeout_s."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -41,12 +47,16 @@ def wait_job(server: LiveServer, job_id: str, predicate: Callable[[dict[str, Any
         if predicate(body):
             return body
         if time.monotonic() > deadline or server.proc.poll() is not None:
-            raise AssertionError(f"timed out waiting for {what}: {body['state']} {body['progress']}\n{server.log.read_text()[-3000:]}")
+            raise AssertionError(
+                f"timed out waiting for {what}: {body['state']} {body['progress']}\n{server.log.read_text()[-3000:]}"
+            )
         time.sleep(0.2)
 
 
 def ended(body: dict[str, Any]) -> bool:
-    return body["state"] in ("completed", "failed", "cancelled") and body["progress"]["running"] == 0
+    return (
+        body["state"] in ("completed", "failed", "cancelled") and body["progress"]["running"] == 0
+    )
 
 
 def decoded_seconds(data: bytes, fmt: str) -> float:
@@ -60,10 +70,14 @@ def decoded_seconds(data: bytes, fmt: str) -> float:
         return samples / stream.codec_context.sample_rate
 
 
-def run_synth(*args: str, timeout_s: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_synth(
+    *args: str, timeout_s: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`python -m supervisor synth ARGS` as a user runs it; its output is returned for the asserts."""
     argv = [sys.executable, "-m", "supervisor", "synth", *args]
-    return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s, env=env)
+    return subprocess.run(
+        argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s, env=env
+    )
 
 
 def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:

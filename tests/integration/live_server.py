@@ -13,8 +13,8 @@ import math
 import os
 import signal
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import time
 import wave
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +38,12 @@ def tone_wav(seconds: float, amplitude: int = 8000, hz: float = 220.0, rate: int
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(rate)
-        w.writeframes(struct.pack(f"<{count}h", *(int(amplitude * math.sin(2 * math.pi * hz * i / rate)) for i in range(count))))
+        w.writeframes(
+            struct.pack(
+                f"<{count}h",
+                *(int(amplitude * math.sin(2 * math.pi * hz * i / rate)) for i in range(count)),
+            )
+        )
     return out.getvalue()
 
 
@@ -53,12 +57,16 @@ class LiveServer:
     def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
         self.proc, self.url, self.log = proc, url, log
 
-    def request(self, method: str, path: str, *, auth: bool = True, timeout: float = 120, **kw: Any) -> httpx.Response:
+    def request(
+        self, method: str, path: str, *, auth: bool = True, timeout: float = 120, **kw: Any
+    ) -> httpx.Response:
         headers = {**(AUTH if auth else {}), **kw.pop("headers", {})}
         return httpx.request(method, self.url + path, headers=headers, timeout=timeout, **kw)
 
     def health(self) -> dict[str, Any]:
-        body: dict[str, Any] = httpx.get(self.url + "/health", timeout=10).json()
+        body: dict[str, Any] = httpx.get(
+            self.url + "/health", headers=AUTH, timeout=10
+        ).json()  # with a key: pids too
         return body
 
     def wait_for(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
@@ -69,7 +77,9 @@ class LiveServer:
                 if predicate(body):
                     return body
             if time.monotonic() - start > timeout_s or self.proc.poll() is not None:
-                raise AssertionError(f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}"
+                )
             time.sleep(0.05)
 
 
@@ -82,7 +92,10 @@ def live(log_dir: Path, *flags: str, checkpoint: Path | None = None) -> Iterator
     argv = [sys.executable, "-m", "supervisor", "serve", *model, "--port", str(port), "--api-key", KEY,
             "--data-dir", str(log_dir / "data"), "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
     environ = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+        proc = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT
+        )
     server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
     pids: list[int] = []
     try:

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from live_server import LiveServer, live, tone_wav
-
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +24,9 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
             yield running
 
 
-def assert_openai_error(reply: Any, status: int, param: str | None = None, code: str | None = None) -> None:
+def assert_openai_error(
+    reply: Any, status: int, param: str | None = None, code: str | None = None
+) -> None:
     assert reply.status_code == status, reply.text
     error = reply.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
@@ -48,9 +48,13 @@ SPEECH_CASES: list[tuple[str, Any, int, str | None]] = [
     ("model not a string", {"input": "Hi", "model": 1}, 400, "model"),
     ("unknown voice", {"input": "Hi", "voice": "nobody"}, 400, "voice"),
     ("unknown voice id", {"input": "Hi", "voice": {"id": "nobody"}}, 400, "voice"),
-    ("voice object with extras", {"input": "Hi", "voice": {"id": "alloy", "style": "x"}}, 400, "voice"),
+    (
+        "voice object with extras",
+        {"input": "Hi", "voice": {"id": "alloy", "style": "x"}},
+        400,
+        "voice",
+    ),
     ("voice a number", {"input": "Hi", "voice": 7}, 400, "voice"),
-    ("bad instructions", {"input": "Hi", "instructions": "sounds like a robot"}, 400, "instructions"),
     ("instructions too long", {"input": "Hi", "instructions": "male, " * 100}, 400, "instructions"),
     ("unknown format", {"input": "Hi", "response_format": "ogg"}, 400, "response_format"),
     ("unknown stream format", {"input": "Hi", "stream_format": "websocket"}, 400, "stream_format"),
@@ -74,21 +78,57 @@ SPEECH_CASES: list[tuple[str, Any, int, str | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("body", "status", "param"), [c[1:] for c in SPEECH_CASES], ids=[c[0] for c in SPEECH_CASES])
+@pytest.mark.parametrize(
+    ("body", "status", "param"), [c[1:] for c in SPEECH_CASES], ids=[c[0] for c in SPEECH_CASES]
+)
 def test_bad_speech_requests(server: LiveServer, body: Any, status: int, param: str | None) -> None:
     assert_openai_error(server.request("POST", "/v1/audio/speech", json=body), status, param)
 
 
 def test_bad_bodies(server: LiveServer) -> None:
     send = server.request
-    assert_openai_error(send("POST", "/v1/audio/speech", content=b'{"input": "Hi",', headers={"content-type": "application/json"}), 400)
-    assert_openai_error(send("POST", "/v1/audio/speech", content=b"\xff\xfe\x00", headers={"content-type": "application/json"}), 400)
-    assert_openai_error(send("POST", "/v1/audio/speech", content=b"[" * 100000, headers={"content-type": "application/json"}), 413)
+    assert_openai_error(
+        send(
+            "POST",
+            "/v1/audio/speech",
+            content=b'{"input": "Hi",',
+            headers={"content-type": "application/json"},
+        ),
+        400,
+    )
+    assert_openai_error(
+        send(
+            "POST",
+            "/v1/audio/speech",
+            content=b"\xff\xfe\x00",
+            headers={"content-type": "application/json"},
+        ),
+        400,
+    )
+    assert_openai_error(
+        send(
+            "POST",
+            "/v1/audio/speech",
+            content=b"[" * 100000,
+            headers={"content-type": "application/json"},
+        ),
+        413,
+    )
     deep = b"[" * 20000 + b"]" * 20000
-    assert_openai_error(send("POST", "/v1/audio/speech", content=deep, headers={"content-type": "application/json"}), 400)
+    assert_openai_error(
+        send(
+            "POST", "/v1/audio/speech", content=deep, headers={"content-type": "application/json"}
+        ),
+        400,
+    )
     assert_openai_error(send("POST", "/v1/audio/speech", json={"input": "x" * 200_000}), 413)
     assert_openai_error(send("POST", "/v1/audio/speech", files={"input": (None, "Hi")}), 415)
-    assert send("POST", "/v1/audio/speech", content=b'{"input": "Hi", "response_format": "wav"}').status_code == 200  # no Content-Type: fine
+    assert (
+        send(
+            "POST", "/v1/audio/speech", content=b'{"input": "Hi", "response_format": "wav"}'
+        ).status_code
+        == 200
+    )  # no Content-Type: fine
     assert_openai_error(send("GET", "/v1/audio/speech"), 405)
     assert_openai_error(send("GET", "/v1/audio/nothing-here"), 404)
     assert_openai_error(send("GET", "/v1/models/whisper-1"), 404, "model", "not_found")
@@ -121,7 +161,9 @@ GOOD = {"name": "ok-voice", "transcript": "A steady tone for two seconds."}
     (GOOD, {"file": ("long.wav", tone_wav(4.0))}, 422, "file"),
     (GOOD, {"file": ("silent.wav", tone_wav(1.0, amplitude=0))}, 422, "file"),
 ])  # fmt: skip
-def test_bad_voice_uploads(server: LiveServer, data: dict[str, Any], files: Any, status: int, param: str | None) -> None:
+def test_bad_voice_uploads(
+    server: LiveServer, data: dict[str, Any], files: Any, status: int, param: str | None
+) -> None:
     assert_openai_error(create(server, data, files), status, param)
 
 
@@ -131,9 +173,16 @@ def test_bad_forms_and_voice_routes(server: LiveServer) -> None:
     broken = server.request("POST", "/v1/audio/voices", content=b"--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nv\r\n--y--",
                             headers={"content-type": "multipart/form-data; boundary=x"})  # fmt: skip
     assert_openai_error(broken, 400)
-    no_boundary = server.request("POST", "/v1/audio/voices", content=b"anything", headers={"content-type": "multipart/form-data"})
+    no_boundary = server.request(
+        "POST",
+        "/v1/audio/voices",
+        content=b"anything",
+        headers={"content-type": "multipart/form-data"},
+    )
     assert_openai_error(no_boundary, 400)
-    twice = create(server, GOOD, [("file", ("a.wav", tone_wav(1.0))), ("file", ("b.wav", tone_wav(1.0)))])
+    twice = create(
+        server, GOOD, [("file", ("a.wav", tone_wav(1.0))), ("file", ("b.wav", tone_wav(1.0)))]
+    )
     assert_openai_error(twice, 400)
     assert_openai_error(server.request("GET", "/v1/audio/voices/nobody"), 404, "name")
     assert_openai_error(server.request("DELETE", "/v1/audio/voices/nobody"), 404, "name")
@@ -143,15 +192,65 @@ def test_bad_forms_and_voice_routes(server: LiveServer) -> None:
 
 def test_bad_one_shot_forms(server: LiveServer) -> None:
     clip = {"file": ("a.wav", tone_wav(1.0))}
-    assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi"}, files=clip), 400, "transcript")
-    assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x"}), 415)
-    assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x", "voice": "alloy"}, files=clip), 400, "voice")
-    assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x", "speed": "fast"}, files=clip), 400, "speed")
-    assert_openai_error(server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x"}, files={"file": ("a.txt", b"text")}), 415, "file")
-    assert_openai_error(server.request("POST", "/v1/audio/design", data={"input": "Hi"}), 400, "instructions")
-    assert_openai_error(server.request("POST", "/v1/audio/design", data={"input": "Hi", "instructions": "goblin"}), 400, "instructions")
-    assert_openai_error(server.request("POST", "/v1/audio/design", json={"input": "Hi", "instructions": "male", "voice": "x"}), 400, "voice")
-    assert_openai_error(server.request("POST", "/v1/audio/design", content=b"input=Hi", headers={"content-type": "text/plain"}), 415)
+    assert_openai_error(
+        server.request("POST", "/v1/audio/clone", data={"input": "Hi"}, files=clip),
+        400,
+        "transcript",
+    )
+    assert_openai_error(
+        server.request("POST", "/v1/audio/clone", data={"input": "Hi", "transcript": "x"}), 415
+    )
+    assert_openai_error(
+        server.request(
+            "POST",
+            "/v1/audio/clone",
+            data={"input": "Hi", "transcript": "x", "voice": "alloy"},
+            files=clip,
+        ),
+        400,
+        "voice",
+    )
+    assert_openai_error(
+        server.request(
+            "POST",
+            "/v1/audio/clone",
+            data={"input": "Hi", "transcript": "x", "speed": "fast"},
+            files=clip,
+        ),
+        400,
+        "speed",
+    )
+    assert_openai_error(
+        server.request(
+            "POST",
+            "/v1/audio/clone",
+            data={"input": "Hi", "transcript": "x"},
+            files={"file": ("a.txt", b"text")},
+        ),
+        415,
+        "file",
+    )
+    assert_openai_error(
+        server.request("POST", "/v1/audio/design", data={"input": "Hi"}), 400, "instructions"
+    )
+    assert_openai_error(
+        server.request("POST", "/v1/audio/design", data={"input": "Hi", "instructions": "goblin"}),
+        400,
+        "instructions",
+    )
+    assert_openai_error(
+        server.request(
+            "POST", "/v1/audio/design", json={"input": "Hi", "instructions": "male", "voice": "x"}
+        ),
+        400,
+        "voice",
+    )
+    assert_openai_error(
+        server.request(
+            "POST", "/v1/audio/design", content=b"input=Hi", headers={"content-type": "text/plain"}
+        ),
+        415,
+    )
 
 
 def test_the_server_survived_all_of_it(server: LiveServer) -> None:

@@ -8,6 +8,7 @@ SIGTERM starts the drain. The stop paths (drain deadline, second SIGTERM) are ch
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -22,7 +23,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ class Manager:
         while not self._closed:
             try:
                 data = self.sock.recv(4096)
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             fields = dict(line.split("=", 1) for line in data.decode().splitlines())
             self.messages.append((time.monotonic(), fields))
@@ -56,7 +56,9 @@ class Manager:
         self._thread.join(2)
         self.sock.close()
 
-    def wait_for(self, key: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> float:
+    def wait_for(
+        self, key: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None
+    ) -> float:
         """Arrival time of the first message carrying `key`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -66,10 +68,14 @@ class Manager:
             if proc is not None and proc.poll() is not None:
                 break
             time.sleep(0.02)
-        raise AssertionError(f"no {key} within {timeout_s:.0f} s; got {[f for _, f in self.messages]}")
+        raise AssertionError(
+            f"no {key} within {timeout_s:.0f} s; got {[f for _, f in self.messages]}"
+        )
 
     def pings(self, start: float, end: float) -> list[float]:
-        return [at for at, fields in list(self.messages) if "WATCHDOG" in fields and start <= at <= end]
+        return [
+            at for at, fields in list(self.messages) if "WATCHDOG" in fields and start <= at <= end
+        ]
 
 
 class Server:
@@ -112,12 +118,40 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
     def start(*flags: str) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
-        argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
-                "--devices", "cpu", "--test-faults", "--warmup-steps", "1", "--num-step", "4",
-                "--heartbeat-timeout-s", "10", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "NOTIFY_SOCKET": manager.address,
-               "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6))}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--model",
+            str(checkpoint_dir),
+            "--port",
+            str(port),
+            "--devices",
+            "cpu",
+            "--test-faults",
+            "--warmup-steps",
+            "1",
+            "--num-step",
+            "4",
+            "--heartbeat-timeout-s",
+            "10",
+            "--stop-timeout-s",
+            "5",
+            "--data-dir",
+            str(tmp_path / f"data-{port}"),
+            *flags,
+        ]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "NOTIFY_SOCKET": manager.address,
+            "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6)),
+        }
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(
+                argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         return server
@@ -143,7 +177,9 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     assert body["sidecars"][0]["state"] == "ready", body
     before = [fields for at, fields in manager.messages if at < ready_at]
     assert any(f.get("STATUS", "").startswith("0/1 sidecars ready") for f in before), before
-    assert any("EXTEND_TIMEOUT_USEC" in f for f in before), before  # the start timeout grows while loading
+    assert any("EXTEND_TIMEOUT_USEC" in f for f in before), (
+        before
+    )  # the start timeout grows while loading
     ready = next(fields for at, fields in manager.messages if at == ready_at)
     assert ready["STATUS"].startswith("1/1 sidecars ready, queue 0"), ready
     sidecar_env = Path(f"/proc/{body['sidecars'][0]['pid']}/environ").read_bytes()
@@ -153,14 +189,14 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     time.sleep(2.0)
     pings = manager.pings(ready_at, time.monotonic())
     assert len(pings) >= 3, pings
-    assert max(b - a for a, b in zip(pings, pings[1:])) < 0.8 * WATCHDOG_S, pings
+    assert max(b - a for a, b in itertools.pairwise(pings)) < 0.8 * WATCHDOG_S, pings
 
     # ... and none while it is wedged (SIGUSR2 under --test-faults: 3 s of time.sleep in the loop).
     wedged_at = time.monotonic()
     server.proc.send_signal(signal.SIGUSR2)
     time.sleep(4.5)
     pings = manager.pings(wedged_at - WATCHDOG_S, time.monotonic())
-    gaps = [b - a for a, b in zip(pings, pings[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(pings)]
     assert gaps and max(gaps) > 2.5, f"the watchdog was fed while the loop was blocked: {pings}"
     assert pings[-1] > time.monotonic() - WATCHDOG_S, "pings did not resume once the loop was free"
 
@@ -202,6 +238,8 @@ def test_drain_deadline_then_second_sigterm(start_server: Any, manager: Manager)
         assert time.monotonic() - signalled_at < 6, "the stop was not cut short"
         thread.join(10)
         reply = outcome["reply"]
-        assert reply.status_code == 500 and reply.json()["error"]["code"] == "sidecar_lost", reply.text
+        assert reply.status_code == 500 and reply.json()["error"]["code"] == "sidecar_lost", (
+            reply.text
+        )
         assert_gone(pids)
         assert "the drain is over" in server.tail() or "told to stop at once" in server.tail()

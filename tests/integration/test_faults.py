@@ -14,8 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import (
+    SPAWN_S,
+    fast_settings,
+    is_ready,
+    items,
+    mid_batch,
+    outcomes,
+    process,
+    run,
+    running_pool,
+    wait_for,
+)
 
-from harness import SPAWN_S, fast_settings, is_ready, items, mid_batch, outcomes, process, run, running_pool, wait_for
 from sidecar.faults import LOAD_ENV
 from supervisor.errors import PoisonRequest, TaskFailed, Unavailable
 
@@ -43,7 +54,13 @@ def test_signal_mid_batch_requeues_bystanders(checkpoint_dir: Path, sig: signal.
         settings = fast_settings(checkpoint_dir)
         async with running_pool(settings) as pool:
             first = process(pool).pid
-            batch = asyncio.ensure_future(outcomes(pool, items("A slow one. [[fault:slow:2]]", "Bystander one.", "Bystander two."), BOUND_S))
+            batch = asyncio.ensure_future(
+                outcomes(
+                    pool,
+                    items("A slow one. [[fault:slow:2]]", "Bystander one.", "Bystander two."),
+                    BOUND_S,
+                )
+            )
             await wait_for(lambda: mid_batch(pool), 30, "the batch to start")
             os.kill(first, sig)
             signalled = time.monotonic()
@@ -54,15 +71,20 @@ def test_signal_mid_batch_requeues_bystanders(checkpoint_dir: Path, sig: signal.
             slot = pool.slots[0]
             reason = "exited" if sig == signal.SIGKILL else "heartbeat_timeout"
             assert dict(slot.kills) == {reason: 1} and slot.restarts == 1
+            assert pool.health()["sidecars"][0]["last_kill"] == reason
             if sig == signal.SIGSTOP:
-                assert settings.heartbeat_timeout_s - 0.5 < detected < settings.heartbeat_timeout_s + 5
+                assert (
+                    settings.heartbeat_timeout_s - 0.5 < detected < settings.heartbeat_timeout_s + 5
+                )
             await wait_for(lambda: is_ready(pool), SPAWN_S, "the replacement")
             assert process(pool).pid != first
 
     run(scenario())
 
 
-def test_dies_while_loading(checkpoint_dir: Path, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dies_while_loading(
+    checkpoint_dir: Path, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(LOAD_ENV, f"crash@{token}")
 
     async def scenario() -> None:
@@ -70,7 +92,9 @@ def test_dies_while_loading(checkpoint_dir: Path, token: str, monkeypatch: pytes
             slot = pool.slots[0]
             assert dict(slot.kills) == {"exited": 1} and slot.restarts == 1 and len(slot.pids) == 2
             assert "status 70" in (slot.last_error or "")
-            assert all(succeeded(r) for r in await outcomes(pool, items("After the crash."), BOUND_S))
+            assert all(
+                succeeded(r) for r in await outcomes(pool, items("After the crash."), BOUND_S)
+            )
 
     run(scenario())
 
@@ -85,7 +109,9 @@ def test_never_finishes_loading(token: str, monkeypatch: pytest.MonkeyPatch) -> 
             slot = pool.slots[0]
             assert dict(slot.kills) == {"load_timeout": 1} and len(slot.pids) == 2
             assert "silent" in (slot.last_error or "")
-            assert all(succeeded(r) for r in await outcomes(pool, items("After the hang."), BOUND_S))
+            assert all(
+                succeeded(r) for r in await outcomes(pool, items("After the hang."), BOUND_S)
+            )
 
     run(scenario())
 
@@ -94,22 +120,30 @@ def test_stdout_from_inside_the_model_is_harmless(checkpoint_dir: Path) -> None:
     async def scenario() -> None:
         async with running_pool(fast_settings(checkpoint_dir)) as pool:
             first = process(pool).pid
-            results = await outcomes(pool, items("Chatty library. [[fault:stdout]]", "A quiet one."), BOUND_S)
+            results = await outcomes(
+                pool, items("Chatty library. [[fault:stdout]]", "A quiet one."), BOUND_S
+            )
             assert all(succeeded(r) for r in results)
             assert pool.slots[0].kills == {} and process(pool).pid == first
 
     run(scenario())
 
 
-@pytest.mark.parametrize(("fault", "detail"), [("garbage", "undecodable frame"), ("oversize", "over the")])
-def test_malformed_frame_kills_the_sidecar(checkpoint_dir: Path, token: str, fault: str, detail: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "detail"), [("garbage", "undecodable frame"), ("oversize", "over the")]
+)
+def test_malformed_frame_kills_the_sidecar(
+    checkpoint_dir: Path, token: str, fault: str, detail: str
+) -> None:
     """A frame that does not decode, or one announced over the cap: protocol error, SIGKILL,
     nothing more is read from that pipe, and the batch runs again on a fresh sidecar."""
 
     async def scenario() -> None:
         async with running_pool(fast_settings(checkpoint_dir)) as pool:
             first = process(pool).pid
-            results = await outcomes(pool, items(f"Bad frames. [[fault:{fault}@{token}]]", "Bystander."), BOUND_S)
+            results = await outcomes(
+                pool, items(f"Bad frames. [[fault:{fault}@{token}]]", "Bystander."), BOUND_S
+            )
             assert all(succeeded(r) for r in results), results
             slot = pool.slots[0]
             assert dict(slot.kills) == {"protocol_error": 1}
@@ -127,12 +161,20 @@ def test_exception_or_oom_inside_a_batch_fails_only_what_it_must(checkpoint_dir:
     async def scenario() -> None:
         async with running_pool(fast_settings(checkpoint_dir)) as pool:
             first = process(pool).pid
-            raised = await outcomes(pool, items("It raises. [[fault:raise]]", "Good one.", "Good two.", "Good three."), BOUND_S)
+            raised = await outcomes(
+                pool,
+                items("It raises. [[fault:raise]]", "Good one.", "Good two.", "Good three."),
+                BOUND_S,
+            )
             assert isinstance(raised[0], TaskFailed) and "injected fault" in raised[0].message
             assert all(succeeded(r) for r in raised[1:])
-            oom = await outcomes(pool, items("Too big together. [[fault:oom]]", "Good four."), BOUND_S)
+            oom = await outcomes(
+                pool, items("Too big together. [[fault:oom]]", "Good four."), BOUND_S
+            )
             assert all(succeeded(r) for r in oom)
-            bad_input = await outcomes(pool, [{"id": "x", "text": "Hi.", "instruct": "robotic squeaky"}], BOUND_S)
+            bad_input = await outcomes(
+                pool, [{"id": "x", "text": "Hi.", "instruct": "robotic squeaky"}], BOUND_S
+            )
             assert bad_input[0].status == 400
             assert pool.slots[0].kills == {} and process(pool).pid == first
 
@@ -142,8 +184,13 @@ def test_exception_or_oom_inside_a_batch_fails_only_what_it_must(checkpoint_dir:
 def test_poison_request_fails_alone_and_everyone_else_succeeds(checkpoint_dir: Path) -> None:
     async def scenario() -> None:
         async with running_pool(fast_settings(checkpoint_dir)) as pool:
-            results = await outcomes(pool, items("Poison. [[fault:crash]]", "Bystander one.", "Bystander two."), BOUND_S)
-            assert isinstance(results[0], PoisonRequest) and "will not be retried" in results[0].message
+            results = await outcomes(
+                pool, items("Poison. [[fault:crash]]", "Bystander one.", "Bystander two."), BOUND_S
+            )
+            assert (
+                isinstance(results[0], PoisonRequest)
+                and "will not be retried" in results[0].message
+            )
             assert all(succeeded(r) for r in results[1:])
             # in a batch, in the same batch again, then alone: three kills, and no fourth
             assert dict(pool.slots[0].kills) == {"exited": 3}
@@ -170,7 +217,9 @@ def test_idle_reaping_then_the_next_request_starts_one(checkpoint_dir: Path) -> 
 
 def test_ping_timeout_kills_a_wedged_idle_sidecar(checkpoint_dir: Path) -> None:
     async def scenario() -> None:
-        async with running_pool(fast_settings(checkpoint_dir, ping_interval_s=0.5, ping_timeout_s=1.0)) as pool:
+        async with running_pool(
+            fast_settings(checkpoint_dir, ping_interval_s=0.5, ping_timeout_s=1.0)
+        ) as pool:
             first = process(pool).pid
             os.kill(first, signal.SIGSTOP)
             await wait_for(lambda: pool.slots[0].kills, 10, "the ping deadline")
@@ -181,14 +230,18 @@ def test_ping_timeout_kills_a_wedged_idle_sidecar(checkpoint_dir: Path) -> None:
     run(scenario())
 
 
-def test_restart_intensity_marks_the_device_failed(checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_restart_intensity_marks_the_device_failed(
+    checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(LOAD_ENV, "crash")  # every sidecar dies while loading
 
     async def scenario() -> None:
         settings = fast_settings(checkpoint_dir, max_restarts=2)
         async with running_pool(settings, wait_ready=False) as pool:
             early = pool.scheduler.submit(items("Waiting for a sidecar that never comes."))
-            await wait_for(lambda: pool.slots[0].public_state == "failed", 30, "the device to be marked failed")
+            await wait_for(
+                lambda: pool.slots[0].public_state == "failed", 30, "the device to be marked failed"
+            )
             slot = pool.slots[0]
             assert slot.restarts == 2 and dict(slot.kills) == {"exited": 3} and len(slot.pids) == 3
             assert "restart intensity" in (slot.last_error or "")
@@ -201,12 +254,16 @@ def test_restart_intensity_marks_the_device_failed(checkpoint_dir: Path, monkeyp
     run(scenario())
 
 
-def test_a_model_that_cannot_load_fails_at_once(checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_that_cannot_load_fails_at_once(
+    checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(LOAD_ENV, "load-error")
 
     async def scenario() -> None:
         async with running_pool(fast_settings(checkpoint_dir), wait_ready=False) as pool:
-            await wait_for(lambda: pool.slots[0].public_state == "failed", 30, "the device to be marked failed")
+            await wait_for(
+                lambda: pool.slots[0].public_state == "failed", 30, "the device to be marked failed"
+            )
             slot = pool.slots[0]
             assert slot.restarts == 0 and len(slot.pids) == 1
             assert "cannot be loaded" in (slot.last_error or "")

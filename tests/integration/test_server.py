@@ -17,11 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SPAWN_S, assert_gone
-from sidecar.faults import LOAD_ENV
-
 from live_server import AUTH, KEY, REPO_ROOT, free_port
+
+from sidecar.faults import LOAD_ENV
 
 
 class Server:
@@ -32,20 +31,29 @@ class Server:
         return httpx.get(self.url + path, timeout=30, **kw)
 
     def speak(self, text: str, timeout: float = 120, **body: Any) -> httpx.Response:
-        return httpx.post(self.url + "/v1/audio/speech", json={"input": text, **body}, headers=AUTH, timeout=timeout)
+        return httpx.post(
+            self.url + "/v1/audio/speech",
+            json={"input": text, **body},
+            headers=AUTH,
+            timeout=timeout,
+        )
 
     def sidecar_pids(self) -> list[int]:
-        return [s["pid"] for s in self.get("/health").json()["sidecars"] if s["pid"]]
+        return [
+            s["pid"] for s in self.get("/health", headers=AUTH).json()["sidecars"] if s["pid"]
+        ]  # pids need the key
 
     def wait_health(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
         start = time.monotonic()
         while True:
             with contextlib.suppress(httpx.TransportError):
-                body = self.get("/health").json()
+                body = self.get("/health", headers=AUTH).json()
                 if predicate(body):
                     return body
             if time.monotonic() - start > timeout_s or self.proc.poll() is not None:
-                raise AssertionError(f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}"
+                )
             time.sleep(0.05)
 
 
@@ -53,14 +61,44 @@ class Server:
 def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
     started: list[Server] = []
 
-    def start(*flags: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> Server:
+    def start(
+        *flags: str,
+        env: dict[str, str] | None = None,
+        wait_ready: bool = True,
+        cwd: Path = REPO_ROOT,
+        command: tuple[str, ...] = (sys.executable, "-m", "supervisor"),
+    ) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
-        argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint_dir), "--port", str(port),
-                "--api-key", KEY, "--test-faults", "--warmup-steps", "1", "--num-step", "4", "--heartbeat-timeout-s", "5",
-                "--backoff-initial-s", "0.1", "--stop-timeout-s", "5", *flags]
+        argv = [
+            *command,
+            "serve",
+            "--model",
+            str(checkpoint_dir),
+            "--port",
+            str(port),
+            "--api-key",
+            KEY,
+            "--test-faults",
+            "--warmup-steps",
+            "1",
+            "--num-step",
+            "4",
+            "--heartbeat-timeout-s",
+            "5",
+            "--backoff-initial-s",
+            "0.1",
+            "--stop-timeout-s",
+            "5",
+            "--data-dir",
+            str(tmp_path / f"data-{port}"),
+            *flags,
+        ]
         environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=environ, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT
+            )
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         if wait_ready:
@@ -78,21 +116,32 @@ def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
     server = start_server("--max-queue-audio-s", "5")
     health = server.get("/health").json()
     [sidecar] = health["sidecars"]
-    assert (health["status"], sidecar["id"], sidecar["device"], sidecar["state"]) == ("ok", "cpu0", "cpu", "ready")
+    assert (health["status"], sidecar["id"], sidecar["device"], sidecar["state"]) == (
+        "ok",
+        "cpu0",
+        "cpu",
+        "ready",
+    )
     assert server.get("/ready").status_code == 200
 
     assert httpx.post(server.url + "/v1/audio/speech", json={"input": "Hi."}).status_code == 401
     reply = server.speak("Hello from the supervisor.", response_format="wav")
     assert reply.status_code == 200 and reply.headers["content-type"] == "audio/wav"
     with wave.open(io.BytesIO(reply.content)) as wav:
-        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (24000, 2, 1) and wav.getnframes() > 2400
+        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (
+            24000,
+            2,
+            1,
+        ) and wav.getnframes() > 2400
 
     bad = server.speak("Hi.", model="whisper-1")
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "model"
 
     # One slow request (~8 s of audio) fills the 5 s queue; even a short one behind it is refused
     # with Retry-After. (A queue below its limit admits any request, however long.)
-    slow = threading.Thread(target=lambda: server.speak("Slow and steady wins the race, " * 4 + "[[fault:slow:3]]"))
+    slow = threading.Thread(
+        target=lambda: server.speak("Slow and steady wins the race, " * 4 + "[[fault:slow:3]]")
+    )
     slow.start()
     server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the slow request to be admitted")
     refused = server.speak("Hi.")
@@ -105,9 +154,13 @@ def test_sigterm_finishes_work_in_flight_then_exits_cleanly(start_server: Any) -
     server = start_server()
     pids = server.sidecar_pids()
     outcome: dict[str, httpx.Response] = {}
-    in_flight = threading.Thread(target=lambda: outcome.setdefault("r", server.speak("Still going. [[fault:slow:3]]")))
+    in_flight = threading.Thread(
+        target=lambda: outcome.setdefault("r", server.speak("Still going. [[fault:slow:3]]"))
+    )
     in_flight.start()
-    server.wait_health(lambda b: b["sidecars"][0]["state"] == "busy", 30, "the request to be running")
+    server.wait_health(
+        lambda b: b["sidecars"][0]["state"] == "busy", 30, "the request to be running"
+    )
     server.proc.send_signal(signal.SIGTERM)
 
     server.wait_health(lambda b: b["status"] == "draining", 10, "draining")
@@ -139,9 +192,50 @@ def test_sidecars_exit_when_the_supervisor_is_killed(start_server: Any) -> None:
 
 
 def test_every_device_failed_means_failed_health_and_a_nonzero_exit(start_server: Any) -> None:
-    server = start_server("--max-restarts", "1", "--failed-exit-s", "1", env={LOAD_ENV: "crash"}, wait_ready=False)
+    server = start_server(
+        "--max-restarts", "1", "--failed-exit-s", "1", env={LOAD_ENV: "crash"}, wait_ready=False
+    )
     body = server.wait_health(lambda b: b["status"] == "failed", 30, "every device to fail")
-    assert body["sidecars"][0]["state"] == "failed" and "restart intensity" in body["sidecars"][0]["last_error"]
+    assert (
+        body["sidecars"][0]["state"] == "failed"
+        and "restart intensity" in body["sidecars"][0]["last_error"]
+    )
     assert server.get("/ready").status_code == 503
     assert server.speak("Anyone?").status_code == 503
     assert server.proc.wait(30) == 1
+
+
+def test_folders_named_like_packages_in_the_working_directory_do_not_shadow_them(
+    start_server: Any, tmp_path: Path
+) -> None:
+    """Issue 19.1: `python -m sidecar` put the working directory first on sys.path, so a local
+    `triton/` shadowed the installed one and every sidecar crash-looped."""
+    here = tmp_path / "project"
+    for name in ("triton", "torch", "sidecar", "supervisor", "numpy"):
+        (here / name).mkdir(parents=True)
+        (here / name / "__init__.py").write_text(
+            f"raise ImportError('the local {name}/ folder was imported')\n"
+        )
+    script = Path(sys.executable).with_name(
+        "omnivoice-supervisor"
+    )  # the installed entry point: no cwd on sys.path
+    server = start_server(cwd=here, command=(str(script),))
+    assert server.speak("Hello from a crowded folder.", response_format="wav").status_code == 200
+    assert "local" not in server.log.read_text()
+
+
+def test_a_second_server_on_the_same_data_directory_says_who_holds_it_in_one_line(
+    start_server: Any, tmp_path: Path
+) -> None:
+    """Issue 19.6: the second server died with a 10-line traceback from the job store's lock."""
+    data = str(tmp_path / "shared-data")
+    first = start_server("--data-dir", data)
+    port = first.url.rsplit(":", 1)[1]
+    second = start_server("--data-dir", data, wait_ready=False)
+    assert second.proc.wait(60) == 2
+    output = second.log.read_text()
+    assert "Traceback" not in output
+    said = [line for line in output.splitlines() if data in line]
+    assert len(said) == 1 and f"pid {first.proc.pid}, port {port}" in said[0], output
+    assert f"omnivoice-supervisor stop --port {port}" in said[0] and "--data-dir" in said[0]
+    assert first.get("/ready").status_code == 200  # the first one is untouched

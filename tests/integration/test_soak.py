@@ -36,9 +36,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from job_helpers import decoded_seconds, ended, submit, wait_gone, wait_job
-from live_server import AUTH, LiveServer, live
+from live_server import AUTH, live
 
 pytestmark = pytest.mark.soak
 
@@ -106,14 +105,20 @@ async def speak(client: httpx.AsyncClient, url: str, index: int) -> Answer:
     latency = time.monotonic() - started
     if reply.status_code == 200:
         return Answer(200, latency, audio_ok=audio_ok(reply.content, fmt))
-    code = reply.json().get("error", {}).get("code") if reply.headers.get("content-type", "").startswith("application/json") else None
+    code = (
+        reply.json().get("error", {}).get("code")
+        if reply.headers.get("content-type", "").startswith("application/json")
+        else None
+    )
     return Answer(reply.status_code, latency, code, reply.headers.get("retry-after"))
 
 
 async def offer(url: str) -> tuple[list[Answer], float]:
     """REQUESTS speech requests at RATE per second, each on its own connection; every answer kept."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(HANG_S, connect=30), limits=limits) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(HANG_S, connect=30), limits=limits
+    ) as client:
         started, tasks = time.monotonic(), []
         for i in range(REQUESTS):
             delay = started + i / RATE - time.monotonic()
@@ -125,7 +130,8 @@ async def offer(url: str) -> tuple[list[Answer], float]:
 
 
 async def sidecar(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    entry: dict[str, Any] = (await client.get(url + "/health")).json()["sidecars"][0]
+    # with a key: /health shows the pids
+    entry: dict[str, Any] = (await client.get(url + "/health", headers=AUTH)).json()["sidecars"][0]
     return entry
 
 
@@ -138,7 +144,9 @@ async def inject(url: str, plan: list[signal.Signals], done: asyncio.Event) -> l
             while target is None:
                 state = await sidecar(client, url)
                 idle_too_long = time.monotonic() > deadline or done.is_set()
-                if state["pid"] and (state["state"] == "busy" or (idle_too_long and state["state"] == "ready")):
+                if state["pid"] and (
+                    state["state"] == "busy" or (idle_too_long and state["state"] == "ready")
+                ):
                     target = state
                 else:
                     await asyncio.sleep(0.05)
@@ -147,11 +155,23 @@ async def inject(url: str, plan: list[signal.Signals], done: asyncio.Event) -> l
             hit_at = time.monotonic()
             while True:  # replaced: another pid, loaded
                 state = await sidecar(client, url)
-                if state["pid"] not in (None, target["pid"]) and state["state"] in ("ready", "busy"):
+                if state["pid"] not in (None, target["pid"]) and state["state"] in (
+                    "ready",
+                    "busy",
+                ):
                     break
-                assert time.monotonic() - hit_at < 120, f"no replacement sidecar after {sig.name}: {state}"
+                assert time.monotonic() - hit_at < 120, (
+                    f"no replacement sidecar after {sig.name}: {state}"
+                )
                 await asyncio.sleep(0.05)
-            log.append({"signal": sig.name, "pid": target["pid"], "was": target["state"], "replaced_after_s": round(time.monotonic() - hit_at, 2)})
+            log.append(
+                {
+                    "signal": sig.name,
+                    "pid": target["pid"],
+                    "was": target["state"],
+                    "replaced_after_s": round(time.monotonic() - hit_at, 2),
+                }
+            )
     return log
 
 
@@ -166,13 +186,21 @@ async def soak(url: str) -> tuple[list[Answer], float, list[dict[str, Any]], flo
     return answers, offered_s, await faults, time.monotonic() - started
 
 
-def test_soak_every_request_is_answered_while_the_sidecar_is_killed_and_stopped(checkpoint_dir: Path, tmp_path: Path) -> None:
+def test_soak_every_request_is_answered_while_the_sidecar_is_killed_and_stopped(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        with live(tmp_path, *SOAK_FLAGS, checkpoint=Path(MODEL) if MODEL else checkpoint_dir) as server:
-            answers, offered_s, faults, wall_s = asyncio.run(asyncio.wait_for(soak(server.url), 1200))
+        with live(
+            tmp_path, *SOAK_FLAGS, checkpoint=Path(MODEL) if MODEL else checkpoint_dir
+        ) as server:
+            answers, offered_s, faults, wall_s = asyncio.run(
+                asyncio.wait_for(soak(server.url), 1200)
+            )
             health = server.health()
-            after = server.request("POST", "/v1/audio/speech", json={"input": "Still here.", "response_format": "wav"})
+            after = server.request(
+                "POST", "/v1/audio/speech", json={"input": "Still here.", "response_format": "wav"}
+            )
     statuses = Counter(str(a.status) for a in answers)
     ok = [a.latency_s for a in answers if a.status == 200]
     figures = {
@@ -187,12 +215,17 @@ def test_soak_every_request_is_answered_while_the_sidecar_is_killed_and_stopped(
     assert len(answers) == REQUESTS
     assert not [a for a in answers if not isinstance(a.status, int)], f"hung or dropped: {figures}"
     assert set(statuses) <= {"200", "429", "503", "500"}, figures
-    assert all(a.retry_after and int(a.retry_after) >= 1 for a in answers if a.status in (429, 503)), figures
+    assert all(
+        a.retry_after and int(a.retry_after) >= 1 for a in answers if a.status in (429, 503)
+    ), figures
     # The only 5xx allowed: a request that was in the batch of three kills is taken for a poison one (RELIABILITY.md).
     assert all(a.code == "request_crashed_sidecar" for a in answers if a.status == 500), figures
     assert all(a.audio_ok for a in answers if a.status == 200)
     assert len(ok) >= 50, figures
-    assert len(faults) == KILLS + STOPS and sum(f["was"] == "busy" for f in faults) >= (KILLS + STOPS) // 2, figures
+    assert (
+        len(faults) == KILLS + STOPS
+        and sum(f["was"] == "busy" for f in faults) >= (KILLS + STOPS) // 2
+    ), figures
     kills = health["sidecars"][0]["kills"]
     assert kills.get("exited", 0) >= KILLS, kills
     assert kills.get("heartbeat_timeout", 0) + kills.get("ping_timeout", 0) >= STOPS, kills
@@ -206,7 +239,9 @@ def store_snapshot(data_dir: Path, job_id: str) -> dict[int, dict[str, Any]]:
     """The job's items as the store holds them, read from the file while no server runs."""
     with contextlib.closing(sqlite3.connect(data_dir / "jobs.sqlite3")) as db:
         db.row_factory = sqlite3.Row
-        rows = db.execute("SELECT n, state, attempts, finished_at, format FROM items WHERE job_id = ?", (job_id,)).fetchall()
+        rows = db.execute(
+            "SELECT n, state, attempts, finished_at, format FROM items WHERE job_id = ?", (job_id,)
+        ).fetchall()
     snapshot = {}
     for row in rows:
         entry = dict(row)
@@ -216,7 +251,9 @@ def store_snapshot(data_dir: Path, job_id: str) -> dict[int, dict[str, Any]]:
     return snapshot
 
 
-def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(checkpoint_dir: Path, tmp_path: Path) -> None:
+def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
     items = [{"id": f"item-{i:03d}", "input": f"{SENTENCES[i % len(SENTENCES)]} Number {i}.", "response_format": FORMATS[i % 6]}
              for i in range(JOB_ITEMS)]  # fmt: skip
     flags = ("--max-batch-size", "8")
@@ -224,7 +261,13 @@ def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(checkpoint_
     started = time.monotonic()
     with live(tmp_path, *flags, checkpoint=Path(MODEL) if MODEL else checkpoint_dir) as server:
         created = submit(server, items, key="nightly-2026-11-30")
-        wait_job(server, created["id"], lambda j: j["progress"]["done"] >= JOB_ITEMS * 0.3, 300, "a third of the job")
+        wait_job(
+            server,
+            created["id"],
+            lambda j: j["progress"]["done"] >= JOB_ITEMS * 0.3,
+            300,
+            "a third of the job",
+        )
         sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait()
@@ -233,29 +276,59 @@ def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(checkpoint_
     at_kill = store_snapshot(data_dir, created["id"])
     done_at_kill = {n: e for n, e in at_kill.items() if e["state"] == "done"}
     running_at_kill = [n for n, e in at_kill.items() if e["state"] == "running"]
-    renamed = {n for n in running_at_kill if at_kill[n]["file"]}  # killed between its rename and its commit: whole, kept
-    assert running_at_kill and len(done_at_kill) < JOB_ITEMS, "the kill must land in the middle of the job"
+    renamed = {
+        n for n in running_at_kill if at_kill[n]["file"]
+    }  # killed between its rename and its commit: whole, kept
+    assert running_at_kill and len(done_at_kill) < JOB_ITEMS, (
+        "the kill must land in the middle of the job"
+    )
     with live(tmp_path, *flags, checkpoint=Path(MODEL) if MODEL else checkpoint_dir) as server:
         restarted_at = time.monotonic()
-        replay = server.request("POST", "/v1/jobs", json={"items": items}, headers={"Idempotency-Key": "nightly-2026-11-30"})
-        assert replay.status_code == 202 and replay.json()["id"] == created["id"]  # the key outlived the process
+        replay = server.request(
+            "POST",
+            "/v1/jobs",
+            json={"items": items},
+            headers={"Idempotency-Key": "nightly-2026-11-30"},
+        )
+        assert (
+            replay.status_code == 202 and replay.json()["id"] == created["id"]
+        )  # the key outlived the process
         final = wait_job(server, created["id"], ended, 600, "the job to finish after the restart")
         log = server.log.read_text()
-        fetched = [server.request("GET", f"/v1/jobs/{created['id']}/items/{n}/audio").content for n in (0, 1, JOB_ITEMS - 1)]
+        fetched = [
+            server.request("GET", f"/v1/jobs/{created['id']}/items/{n}/audio").content
+            for n in (0, 1, JOB_ITEMS - 1)
+        ]
     finished_at = time.monotonic()
     after = store_snapshot(data_dir, created["id"])
     assert final["state"] == "completed" and final["progress"]["done"] == JOB_ITEMS
-    assert f"{len(renamed)} item(s) found finished, {len(running_at_kill) - len(renamed)} to run again" in log, log[-2000:]
+    assert (
+        f"{len(renamed)} item(s) found finished, {len(running_at_kill) - len(renamed)} to run again"
+        in log
+    ), log[-2000:]
     for n, before in done_at_kill.items():  # finished before the kill: never done again
         now = after[n]
-        assert (now["attempts"], now["finished_at"], now["file"]) == (before["attempts"], before["finished_at"], before["file"]), n
+        assert (now["attempts"], now["finished_at"], now["file"]) == (
+            before["attempts"],
+            before["finished_at"],
+            before["file"],
+        ), n
     for n, entry in after.items():
-        assert entry["state"] == "done" and entry["attempts"] == (2 if n in running_at_kill and n not in renamed else 1), (n, entry)
+        assert entry["state"] == "done" and entry["attempts"] == (
+            2 if n in running_at_kill and n not in renamed else 1
+        ), (n, entry)
     folder = data_dir / "jobs" / created["id"]
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{n}.{FORMATS[n % 6]}" for n in range(JOB_ITEMS))  # nothing else
-    seconds = [decoded_seconds((folder / f"{n}.{FORMATS[n % 6]}").read_bytes(), FORMATS[n % 6]) for n in range(JOB_ITEMS)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{n}.{FORMATS[n % 6]}" for n in range(JOB_ITEMS)
+    )  # nothing else
+    seconds = [
+        decoded_seconds((folder / f"{n}.{FORMATS[n % 6]}").read_bytes(), FORMATS[n % 6])
+        for n in range(JOB_ITEMS)
+    ]
     assert min(seconds) > 0.3
-    assert fetched == [(folder / f"{n}.{FORMATS[n % 6]}").read_bytes() for n in (0, 1, JOB_ITEMS - 1)]
+    assert fetched == [
+        (folder / f"{n}.{FORMATS[n % 6]}").read_bytes() for n in (0, 1, JOB_ITEMS - 1)
+    ]
     report("soak_supervisor_kill", {
         "items": JOB_ITEMS, "done_at_kill": len(done_at_kill), "running_at_kill": len(running_at_kill),
         "queued_at_kill": JOB_ITEMS - len(done_at_kill) - len(running_at_kill),

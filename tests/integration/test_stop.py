@@ -27,7 +27,13 @@ def free_port() -> int:
 
 
 def command(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -36,10 +42,34 @@ def serve(tmp_path: Path) -> Iterator[Any]:
 
     def start(*flags: str, wait_ready: bool = True) -> tuple[subprocess.Popen[bytes], int]:
         port = free_port()
-        argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--devices", "cpu", "--port", str(port),
-                "--test-faults", "--stop-timeout-s", "5", "--data-dir", str(tmp_path / f"data-{port}"), *flags]
-        log = (tmp_path / f"server-{port}.log").open("wb")
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--engine",
+            "null",
+            "--devices",
+            "cpu",
+            "--port",
+            str(port),
+            "--test-faults",
+            "--stop-timeout-s",
+            "5",
+            "--data-dir",
+            str(tmp_path / f"data-{port}"),
+            *flags,
+        ]
+        with (tmp_path / f"server-{port}.log").open(
+            "wb"
+        ) as log:  # the child keeps its own copy of the log's descriptor
+            proc = subprocess.Popen(
+                argv,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
         started.append(proc)
         deadline = time.monotonic() + START_S
         while wait_ready:
@@ -48,7 +78,9 @@ def serve(tmp_path: Path) -> Iterator[Any]:
                     break
             except httpx.TransportError:
                 pass
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / f"server-{port}.log").read_text()
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                tmp_path / f"server-{port}.log"
+            ).read_text()
             time.sleep(0.05)
         return proc, port
 
@@ -63,7 +95,9 @@ def test_stop_by_pid_file_drains_and_removes_the_file(serve: Any, tmp_path: Path
     pid_file = tmp_path / "server.pid"
     proc, _ = serve("--pid-file", str(pid_file))
     assert pid_file.read_text() == f"{proc.pid}\n"
-    assert not list(tmp_path.glob("*.tmp")), "the pid file is written through a renamed temporary file"
+    assert not list(tmp_path.glob("*.tmp")), (
+        "the pid file is written through a renamed temporary file"
+    )
 
     # A second server with the same pid file refuses to start, and leaves the file alone.
     second, _ = serve("--pid-file", str(pid_file), wait_ready=False)
@@ -81,10 +115,16 @@ def test_stop_by_port_waits_for_work_in_flight(serve: Any) -> None:
     proc, port = serve()
     reply: dict[str, httpx.Response] = {}
     body = {"input": "Slow but sure. [[fault:slow:2]]"}
-    thread = threading.Thread(target=lambda: reply.setdefault("r", httpx.post(
-        f"http://127.0.0.1:{port}/v1/audio/speech", json=body, timeout=60)))
+    thread = threading.Thread(
+        target=lambda: reply.setdefault(
+            "r", httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=body, timeout=60)
+        )
+    )
     thread.start()
-    while httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"] != "busy":
+    while (
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"]
+        != "busy"
+    ):
         time.sleep(0.05)
     done = command("stop", "--port", str(port))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -95,10 +135,18 @@ def test_stop_by_port_waits_for_work_in_flight(serve: Any) -> None:
 
 def test_stop_past_its_timeout_sends_a_second_sigterm(serve: Any) -> None:
     proc, port = serve()
-    thread = threading.Thread(target=lambda: httpx.post(
-        f"http://127.0.0.1:{port}/v1/audio/speech", json={"input": "Never ends. [[fault:slow:60]]"}, timeout=60))
+    thread = threading.Thread(
+        target=lambda: httpx.post(
+            f"http://127.0.0.1:{port}/v1/audio/speech",
+            json={"input": "Never ends. [[fault:slow:60]]"},
+            timeout=60,
+        )
+    )
     thread.start()
-    while httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"] != "busy":
+    while (
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"]
+        != "busy"
+    ):
         time.sleep(0.05)
     done = command("stop", "--port", str(port), "--timeout-s", "1")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -116,13 +164,18 @@ def test_stop_never_signals_what_is_not_a_server(tmp_path: Path) -> None:
         stale = tmp_path / "stale.pid"
         stale.write_text(f"{bystander.pid}\n")
         refused = command("stop", "--pid-file", str(stale))
-        assert refused.returncode == 1 and "not a running omnivoice-supervisor server" in refused.stdout
+        assert (
+            refused.returncode == 1
+            and "not a running omnivoice-supervisor server" in refused.stdout
+        )
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen()
             port = listener.getsockname()[1]
             held = command("stop", "--port", str(port))
-            assert held.returncode == 1 and "not an omnivoice-supervisor server" in held.stdout, held.stdout
+            assert held.returncode == 1 and "not an omnivoice-supervisor server" in held.stdout, (
+                held.stdout
+            )
         assert bystander.poll() is None
     finally:
         bystander.send_signal(signal.SIGKILL)

@@ -26,19 +26,20 @@ ONE_STEP = 1 / 32768  # one 16-bit quantisation step
 
 
 def _tone(seconds: float, sr: int = SR, amp: float = 0.3, freq: float = 220.0) -> np.ndarray:
-    t = np.arange(int(round(seconds * sr))) / sr
+    t = np.arange(round(seconds * sr)) / sr
     return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
 def _silence(seconds: float, sr: int = SR) -> np.ndarray:
-    return np.zeros(int(round(seconds * sr)), np.float32)
+    return np.zeros(round(seconds * sr), np.float32)
 
 
 # --- parity with the reference fixtures -------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("name", "mid", "lead", "trail"), [("remove_silence_gen", 500, 100, 100), ("remove_silence_ref", 200, 100, 200)]
+    ("name", "mid", "lead", "trail"),
+    [("remove_silence_gen", 500, 100, 100), ("remove_silence_ref", 200, 100, 200)],
 )
 def test_remove_silence_matches_reference(expected, name, mid, lead, trail):
     got = remove_silence(expected["silence_in"], SR, mid, lead, trail)
@@ -64,7 +65,9 @@ def test_cross_fade_matches_reference(expected):
 @pytest.mark.parametrize("name", ["ref_a", "ref_b"])
 def test_prepare_reference_matches_clone_prompt_cases(cases, expected, name):
     case = next(c for c in cases["clone_prompts"] if c["name"] == name)
-    audio, ref_rms = prepare_reference(expected[case["wav"]], SR, case["preprocess_prompt"], has_ref_text=True)
+    audio, ref_rms = prepare_reference(
+        expected[case["wav"]], SR, case["preprocess_prompt"], has_ref_text=True
+    )
     assert ref_rms == pytest.approx(case["ref_rms"], rel=1e-6)
     # The codec makes one token per 960 samples, so the length fixes the prompt's frame count.
     assert audio.dtype == np.float32
@@ -119,7 +122,9 @@ def test_trim_long_audio_cuts_at_a_pause_within_15_s():
     # Latest sound start <= 15 s is at 14.4 s.
     assert y.shape == (int(14.4 * SR),)
     short = x[: 19 * SR]
-    np.testing.assert_array_equal(trim_long_audio(short, SR), short)  # <= 20 s: untouched, not quantised
+    np.testing.assert_array_equal(
+        trim_long_audio(short, SR), short
+    )  # <= 20 s: untouched, not quantised
 
 
 # --- fades, joins, loudness ------------------------------------------------------------------
@@ -185,7 +190,9 @@ def test_reference_loudness_boosts_only_quiet_clips():
 # --- reading files -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("fmt", "subtype"), [("WAV", "PCM_16"), ("FLAC", "PCM_16"), ("WAV", "FLOAT")])
+@pytest.mark.parametrize(
+    ("fmt", "subtype"), [("WAV", "PCM_16"), ("FLAC", "PCM_16"), ("WAV", "FLOAT")]
+)
 def test_read_audio_stereo_44k_bytes(fmt, subtype):
     sr = 44100
     left, right = _tone(0.5, sr, 0.4, 440.0), _tone(0.5, sr, 0.2, 660.0)

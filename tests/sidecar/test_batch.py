@@ -30,9 +30,11 @@ def test_segments_positions_and_head_columns(layout: list[tuple[int, int, int]])
     assert batch.segment_lens == lens
     assert batch.cu_seqlens.tolist() == [sum(lens[:i]) for i in range(len(lens) + 1)]
     assert batch.num_tokens == sum(lens) and batch.max_seqlen == max(lens)
-    assert batch.target_offsets == [sum(t for _, _, t in layout[:i]) for i in range(len(layout) + 1)]
+    assert batch.target_offsets == [
+        sum(t for _, _, t in layout[:i]) for i in range(len(layout) + 1)
+    ]
     # Positions restart at 0 in every segment.
-    for (start, end) in zip(batch.cu_seqlens.tolist(), batch.cu_seqlens.tolist()[1:]):
+    for start, end in zip(batch.cu_seqlens.tolist(), batch.cu_seqlens.tolist()[1:]):
         assert batch.positions[start:end].tolist() == list(range(end - start))
     s = batch.num_targets
     cond, uncond = batch.head_index[:s], batch.head_index[s:]
@@ -40,7 +42,9 @@ def test_segments_positions_and_head_columns(layout: list[tuple[int, int, int]])
     assert (batch.input_ids[:, cond] == MASK).all() and (batch.input_ids[:, uncond] == MASK).all()
     for i, (c, a, t) in enumerate(layout):
         seg = batch.cu_seqlens[2 * i].item()
-        assert cond[batch.target_offsets[i] : batch.target_offsets[i + 1]].tolist() == list(range(seg + c - t, seg + c))
+        assert cond[batch.target_offsets[i] : batch.target_offsets[i + 1]].tolist() == list(
+            range(seg + c - t, seg + c)
+        )
         # audio_mask: false on style/text, true from audio_start on, true on the whole uncond segment.
         assert batch.audio_mask[seg : seg + a].tolist() == [False] * a
         assert batch.audio_mask[seg + a : seg + c + t].all()

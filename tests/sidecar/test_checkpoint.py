@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -14,8 +16,15 @@ from tokenizers import Tokenizer
 from sidecar.checkpoint import OMNIVOICE_TOKENS, build_tokenizer, make_checkpoint
 from sidecar.codec import load_codec
 
-FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "audio_tokenizer/config.json",
-         "audio_tokenizer/model.safetensors", "audio_tokenizer/preprocessor_config.json")
+FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "audio_tokenizer/config.json",
+    "audio_tokenizer/model.safetensors",
+    "audio_tokenizer/preprocessor_config.json",
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +49,10 @@ def test_backbone_weights(tiny: Path) -> None:
     assert state["llm.embed_tokens.weight"].shape == (llm["vocab_size"], h)
     assert state["audio_embeddings.weight"].shape == (n_audio, h)
     assert state["audio_heads.weight"].shape == (n_audio, h)
-    assert state["llm.layers.1.self_attn.q_proj.weight"].shape == (llm["num_attention_heads"] * llm["head_dim"], h)
+    assert state["llm.layers.1.self_attn.q_proj.weight"].shape == (
+        llm["num_attention_heads"] * llm["head_dim"],
+        h,
+    )
     assert state["llm.layers.1.self_attn.k_norm.weight"].shape == (llm["head_dim"],)
     assert state["codebook_layer_offsets"].dtype == torch.int64
     assert state["codebook_layer_offsets"].tolist() == [i * 1025 for i in range(8)]
@@ -56,8 +68,14 @@ def test_same_layout_as_parity_fixture(tiny: Path, checkpoint_dir: Path) -> None
         assert set(ours) == set(theirs), rel
         for key in ours:
             assert (ours[key].shape, ours[key].dtype) == (theirs[key].shape, theirs[key].dtype), key
-    for rel in ("config.json", "audio_tokenizer/config.json", "audio_tokenizer/preprocessor_config.json"):
-        assert json.loads((tiny / rel).read_text()) == json.loads((checkpoint_dir / rel).read_text()), rel
+    for rel in (
+        "config.json",
+        "audio_tokenizer/config.json",
+        "audio_tokenizer/preprocessor_config.json",
+    ):
+        assert json.loads((tiny / rel).read_text()) == json.loads(
+            (checkpoint_dir / rel).read_text()
+        ), rel
 
 
 def test_codec_loads_and_round_trips(tiny: Path) -> None:
@@ -72,7 +90,9 @@ def test_codec_loads_and_round_trips(tiny: Path) -> None:
     assert torch.isfinite(audio).all()
     peak = float(audio.abs().max())
     assert 1e-3 < peak < 1.0, f"decoded level {peak} should be audible and unclipped"
-    assert not torch.equal(audio, codec.decode(torch.zeros_like(codes))), "decoding must depend on the codes"
+    assert not torch.equal(audio, codec.decode(torch.zeros_like(codes))), (
+        "decoding must depend on the codes"
+    )
 
 
 def test_tokenizer_has_the_special_tokens(tiny: Path) -> None:
@@ -81,7 +101,9 @@ def test_tokenizer_has_the_special_tokens(tiny: Path) -> None:
     assert [tok.token_to_id(t) for t in names] == list(range(256, 256 + len(names)))
     text = "Héllo, wörld! 你好"
     ids = tok.encode(f"<|text_start|>{text}<|text_end|>").ids
-    assert ids[0] == tok.token_to_id("<|text_start|>") and ids[-1] == tok.token_to_id("<|text_end|>")
+    assert ids[0] == tok.token_to_id("<|text_start|>") and ids[-1] == tok.token_to_id(
+        "<|text_end|>"
+    )
     assert tok.decode(tok.encode(text).ids) == text
     cfg = json.loads((tiny / "tokenizer_config.json").read_text())
     assert cfg["extra_special_tokens"] == list(OMNIVOICE_TOKENS)
@@ -105,9 +127,13 @@ def test_seeded_and_deterministic(tiny: Path, tmp_path: Path) -> None:
     for rel in ("model.safetensors", "audio_tokenizer/model.safetensors"):
         a, b, c = (load_file(str(d / rel)) for d in (tiny, tmp_path / "same", tmp_path / "other"))
         assert all(torch.equal(a[k], b[k]) for k in a), rel
-        assert not torch.equal(a["fc.weight" if "audio" in rel else "audio_heads.weight"],
-                               c["fc.weight" if "audio" in rel else "audio_heads.weight"])
-    assert (tiny / "tokenizer.json").read_bytes() == (tmp_path / "same" / "tokenizer.json").read_bytes()
+        assert not torch.equal(
+            a["fc.weight" if "audio" in rel else "audio_heads.weight"],
+            c["fc.weight" if "audio" in rel else "audio_heads.weight"],
+        )
+    assert (tiny / "tokenizer.json").read_bytes() == (
+        tmp_path / "same" / "tokenizer.json"
+    ).read_bytes()
 
 
 def test_unknown_size_is_rejected(tmp_path: Path) -> None:
@@ -125,9 +151,28 @@ def test_real_qwen_vocabulary_matches_tiktoken() -> None:
     assert tok.token_to_id("<|im_end|>") == 151645 and cfg["eos_token"] == "<|im_end|>"
     ref = qwen.get_tokenizer("qwen2.5-72b-instruct")
     texts = [
-        "Hello, world!  How's it going?\n\nNew paragraph\ttab", "数字 12345 和 English mixed。",
-        "émojis 😀👍🏽 done", "   leading spaces", "trailing   ", "don't I'LL we'Re", "a\r\nb\r\n\r\n c",
-        "日本語のテキストです、そして한국어", "The committee met on Tuesday, and after a long debate.",
+        "Hello, world!  How's it going?\n\nNew paragraph\ttab",
+        "数字 12345 和 English mixed。",
+        "émojis 😀👍🏽 done",
+        "   leading spaces",
+        "trailing   ",
+        "don't I'LL we'Re",
+        "a\r\nb\r\n\r\n c",
+        "日本語のテキストです、そして한국어",
+        "The committee met on Tuesday, and after a long debate.",
     ]
     for text in texts:
-        assert tok.encode(text).ids == ref.encode(text, allowed_special=set(), disallowed_special=()), text
+        assert tok.encode(text).ids == ref.encode(
+            text, allowed_special=set(), disallowed_special=()
+        ), text
+
+
+def test_files_are_readable_by_other_users(tmp_path: Path) -> None:
+    """Issue 19.7: model.safetensors came out 0600, so a service user could not read it."""
+    umask = os.umask(0o022)
+    try:
+        make_checkpoint(tmp_path / "shared", "tiny", seed=0)
+    finally:
+        os.umask(umask)
+    modes = {name: stat.S_IMODE((tmp_path / "shared" / name).stat().st_mode) for name in FILES}
+    assert modes == {name: 0o644 for name in FILES}

@@ -42,7 +42,12 @@ def _fade_pad(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
 
 
 def test_config_numbers(codec: Codec) -> None:
-    assert (codec.sample_rate, codec.hop_length, codec.frame_rate, codec.num_codebooks) == (24000, 960, 25, 8)
+    assert (codec.sample_rate, codec.hop_length, codec.frame_rate, codec.num_codebooks) == (
+        24000,
+        960,
+        25,
+        8,
+    )
 
 
 def test_clone_prompt_codes_exact(codec: Codec, cases: dict, expected: dict) -> None:
@@ -100,7 +105,9 @@ def test_batch_decode_equals_single(codec: Codec) -> None:
     codes = torch.randint(0, 1024, (3, 8, 12), generator=torch.Generator().manual_seed(1))
     batch = codec.decode(codes)
     for i in range(3):
-        torch.testing.assert_close(batch[i : i + 1], codec.decode(codes[i : i + 1]), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            batch[i : i + 1], codec.decode(codes[i : i + 1]), atol=1e-6, rtol=0
+        )
 
 
 def test_fused_activations_decode_as_eager(checkpoint_dir: Path) -> None:
@@ -118,9 +125,15 @@ def test_fused_activations_decode_as_eager(checkpoint_dir: Path) -> None:
     # recompile limit and leave the rest eager, as a first version did on the GPU.
     assert 1 <= compiled <= 4
     codes = torch.randint(0, 1024, (3, 8, 12), generator=torch.Generator().manual_seed(2))
-    for batch in (codes, codes[:1], codes[:, :, :7]):  # batched, one item (its own compiled case), other length
+    for batch in (
+        codes,
+        codes[:1],
+        codes[:, :, :7],
+    ):  # batched, one item (its own compiled case), other length
         torch.testing.assert_close(fused.decode(batch), eager.decode(batch), atol=1e-5, rtol=1e-5)
-    assert counters["stats"]["unique_graphs"] - before == compiled  # no compilation after the warm-up
+    assert (
+        counters["stats"]["unique_graphs"] - before == compiled
+    )  # no compilation after the warm-up
     snakes = [m for m in fused.acoustic_decoder.modules() if type(m).__name__ == "Snake1d"]
     assert snakes and all(isinstance(m.forward, partial) for m in snakes)
 
@@ -190,9 +203,10 @@ def test_wrong_shape_is_a_checkpoint_error(checkpoint_dir: Path, tmp_path: Path)
 def test_missing_files_are_checkpoint_errors(checkpoint_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError):
         load_codec(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps(json.loads((checkpoint_dir / "audio_tokenizer" /
-                                                                 "config.json").read_text())))
-    with pytest.raises(CheckpointError, match="model.safetensors"):
+    (tmp_path / "config.json").write_text(
+        json.dumps(json.loads((checkpoint_dir / "audio_tokenizer" / "config.json").read_text()))
+    )
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
         load_codec(tmp_path)
 
 
@@ -250,7 +264,9 @@ print(json.dumps(out))
 """
 
 
-def test_matches_transformers_higgs_with_live_codebooks(checkpoint_dir: Path, fixtures_dir: Path) -> None:
+def test_matches_transformers_higgs_with_live_codebooks(
+    checkpoint_dir: Path, fixtures_dir: Path
+) -> None:
     """Our composition against transformers' own Higgs model on the same (de-zeroed) weights: codes equal,
     audio equal to float rounding. The resampler is shared here; its own tests hold it to torchaudio."""
     import os
@@ -258,11 +274,23 @@ def test_matches_transformers_higgs_with_live_codebooks(checkpoint_dir: Path, fi
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run(
-        [sys.executable, "-c", _REFERENCE_SCRIPT, str(checkpoint_dir / "audio_tokenizer"),
-         str(fixtures_dir / "expected.npz")],
-        capture_output=True, text=True, timeout=300, env=env, cwd=root,
+        [
+            sys.executable,
+            "-c",
+            _REFERENCE_SCRIPT,
+            str(checkpoint_dir / "audio_tokenizer"),
+            str(fixtures_dir / "expected.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=root,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -292,11 +320,15 @@ def test_padding_changes_only_the_last_frames(live_codec: Codec) -> None:
     codes = torch.randint(0, 1024, (1, 8, 120), generator=torch.Generator().manual_seed(1))
     hop = live_codec.hop_length
     alone = live_codec.decode(codes)[0, 0]
-    padded = live_codec.decode(torch.cat([codes, torch.randint(0, 1024, (1, 8, 40))], dim=2))[0, 0, : 120 * hop]
+    padded = live_codec.decode(torch.cat([codes, torch.randint(0, 1024, (1, 8, 40))], dim=2))[
+        0, 0, : 120 * hop
+    ]
     changed = torch.nonzero((alone - padded).abs() > 1e-6)
     assert changed.numel() > 0, "appending frames changed nothing: the test lost its power"
     assert int(changed.min()) >= (120 - TAIL_FRAMES) * hop
-    window = live_codec.decode(codes[:, :, -(TAIL_FRAMES + TAIL_CONTEXT_FRAMES) :])[0, 0, TAIL_CONTEXT_FRAMES * hop :]
+    window = live_codec.decode(codes[:, :, -(TAIL_FRAMES + TAIL_CONTEXT_FRAMES) :])[
+        0, 0, TAIL_CONTEXT_FRAMES * hop :
+    ]
     torch.testing.assert_close(window, alone[(120 - TAIL_FRAMES) * hop :], atol=1e-6, rtol=0)
 
 

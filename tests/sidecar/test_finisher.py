@@ -22,8 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 class NullSidecar:
     def __init__(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        argv = [sys.executable, "-m", "sidecar", "--engine", "null", "--test-faults", "--warmup-steps", "0"]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT)
+        argv = [
+            sys.executable,
+            "-m",
+            "sidecar",
+            "--engine",
+            "null",
+            "--test-faults",
+            "--warmup-steps",
+            "0",
+        ]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT
+        )
         assert self.read_until("ready")["op"] == "ready"
 
     def send(self, message: dict[str, Any]) -> None:
@@ -44,7 +55,10 @@ class NullSidecar:
                 return frame
 
     def generate(self, batch: int, texts: list[str], num_step: int = 4) -> None:
-        items = [{"id": f"b{batch}-{i}", "text": t, "num_step": num_step, "seed": i} for i, t in enumerate(texts)]
+        items = [
+            {"id": f"b{batch}-{i}", "text": t, "num_step": num_step, "seed": i}
+            for i, t in enumerate(texts)
+        ]
         self.send({"op": "generate", "batch": batch, "items": items, "encoding": "s16le"})
 
     def close(self) -> int:
@@ -56,12 +70,14 @@ class NullSidecar:
 def sidecar():  # type: ignore[no-untyped-def]
     s = NullSidecar()
     yield s
-    if s.proc.poll() is None:
-        s.proc.kill()
-        s.proc.wait()
+    with s.proc:  # closes the pipes on the way out
+        if s.proc.poll() is None:
+            s.proc.kill()
 
 
-def test_the_next_batch_denoises_while_the_first_decodes_and_answers_stay_in_order(sidecar: NullSidecar) -> None:
+def test_the_next_batch_denoises_while_the_first_decodes_and_answers_stay_in_order(
+    sidecar: NullSidecar,
+) -> None:
     sidecar.generate(1, ["First batch. [[fault:decodeslow:1.5]]", "Also first."])
     sidecar.generate(2, ["Second batch."])
     frames = [sidecar.read()]

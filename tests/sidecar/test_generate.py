@@ -9,20 +9,44 @@ import pytest
 import torch
 
 from sidecar.config import ModelConfig
-from sidecar.generate import COUNTER_STRIDE, NOISE_CLASS, NOISE_POSITION, BatchState, Prompt, gumbel, uniform_noise
+from sidecar.generate import (
+    COUNTER_STRIDE,
+    NOISE_CLASS,
+    NOISE_POSITION,
+    BatchState,
+    Prompt,
+    gumbel,
+    uniform_noise,
+)
 from sidecar.model import OmniVoiceModel
 
 MASK = 1024
-CFG = ModelConfig(num_codebooks=8, audio_vocab_size=1025, audio_mask_id=MASK, hidden_size=16, intermediate_size=32,
-                  num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8, vocab_size=300, rms_norm_eps=1e-6, rope_theta=1e6)
+CFG = ModelConfig(
+    num_codebooks=8,
+    audio_vocab_size=1025,
+    audio_mask_id=MASK,
+    hidden_size=16,
+    intermediate_size=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=8,
+    vocab_size=300,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+)
 
 
 def make_prompt(t_len: int, text_len: int, **settings: float) -> Prompt:
-    ids = torch.cat([torch.randint(0, 300, (1, text_len)).repeat(8, 1), torch.full((8, t_len), MASK)], dim=1)
+    ids = torch.cat(
+        [torch.randint(0, 300, (1, text_len)).repeat(8, 1), torch.full((8, t_len), MASK)], dim=1
+    )
     return Prompt(ids, audio_start=text_len, target_len=t_len, num_step=4, **settings)
 
 
-def per_item_step(p: Prompt, cond: torch.Tensor, uncond: torch.Tensor, current: torch.Tensor, step: int) -> torch.Tensor:
+def per_item_step(
+    p: Prompt, cond: torch.Tensor, uncond: torch.Tensor, current: torch.Tensor, step: int
+) -> torch.Tensor:
     """One step of the reference for one item ([C, T, V] logits, [C, T] tokens), with this
     project's noise source in place of torch.rand."""
     seed32 = torch.tensor((p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF)
@@ -36,13 +60,19 @@ def per_item_step(p: Prompt, cond: torch.Tensor, uncond: torch.Tensor, current: 
     t = torch.arange(cond.shape[1]).view(1, -1)
     if p.class_temperature > 0:
         values, classes = lp.topk(math.ceil(0.1 * 1025), -1)
-        u = uniform_noise(seed32, step, NOISE_CLASS, (layer * COUNTER_STRIDE + t).unsqueeze(-1), classes)
-        pred = classes.gather(-1, (values / p.class_temperature + gumbel(u)).argmax(-1, keepdim=True)).squeeze(-1)
+        u = uniform_noise(
+            seed32, step, NOISE_CLASS, (layer * COUNTER_STRIDE + t).unsqueeze(-1), classes
+        )
+        pred = classes.gather(
+            -1, (values / p.class_temperature + gumbel(u)).argmax(-1, keepdim=True)
+        ).squeeze(-1)
     else:
         pred = lp.argmax(-1)
     scores = lp.max(-1)[0] - layer * p.layer_penalty_factor
     if p.position_temperature > 0:
-        scores = scores / p.position_temperature + gumbel(uniform_noise(seed32, step, NOISE_POSITION, layer * COUNTER_STRIDE + t))
+        scores = scores / p.position_temperature + gumbel(
+            uniform_noise(seed32, step, NOISE_POSITION, layer * COUNTER_STRIDE + t)
+        )
     scores = scores.masked_fill(current != MASK, -math.inf)
     k = p.schedule[step]
     out = current.flatten().clone()
@@ -57,9 +87,21 @@ def test_batched_steps_equal_the_per_item_algorithm(seed: int) -> None:
     torch.manual_seed(seed)
     model = OmniVoiceModel(CFG).eval()
     prompts = [
-        make_prompt(7, 5, guidance_scale=2.0, position_temperature=5.0, class_temperature=0.0, seed=11),
-        make_prompt(3, 9, guidance_scale=0.0, position_temperature=0.0, class_temperature=0.0, seed=12),
-        make_prompt(12, 4, guidance_scale=1.5, position_temperature=2.0, class_temperature=0.8, layer_penalty_factor=3.0, seed=2**40 + 5),
+        make_prompt(
+            7, 5, guidance_scale=2.0, position_temperature=5.0, class_temperature=0.0, seed=11
+        ),
+        make_prompt(
+            3, 9, guidance_scale=0.0, position_temperature=0.0, class_temperature=0.0, seed=12
+        ),
+        make_prompt(
+            12,
+            4,
+            guidance_scale=1.5,
+            position_temperature=2.0,
+            class_temperature=0.8,
+            layer_penalty_factor=3.0,
+            seed=2**40 + 5,
+        ),
     ]
     state = BatchState(model, prompts)
     expected = [torch.full((8, p.target_len), MASK) for p in prompts]
@@ -85,9 +127,12 @@ def test_noise_is_uniform_and_a_function_of_its_inputs() -> None:
     seed = torch.tensor([[5]])
     counters = torch.arange(200_000).view(1, -1)
     u = uniform_noise(seed, 3, NOISE_POSITION, counters)
-    assert u.dtype == torch.float32 and 0 <= float(u.min()) and float(u.max()) < 1
+    assert u.dtype == torch.float32 and float(u.min()) >= 0 and float(u.max()) < 1
     assert abs(float(u.mean()) - 0.5) < 0.005 and abs(float(u.var()) - 1 / 12) < 0.002
     assert torch.equal(u, uniform_noise(seed, 3, NOISE_POSITION, counters))
-    for other in (uniform_noise(seed + 1, 3, NOISE_POSITION, counters), uniform_noise(seed, 4, NOISE_POSITION, counters),
-                  uniform_noise(seed, 3, NOISE_CLASS, counters)):
+    for other in (
+        uniform_noise(seed + 1, 3, NOISE_POSITION, counters),
+        uniform_noise(seed, 4, NOISE_POSITION, counters),
+        uniform_noise(seed, 3, NOISE_CLASS, counters),
+    ):
         assert float((other == u).float().mean()) < 0.001

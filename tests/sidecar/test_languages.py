@@ -32,8 +32,14 @@ def test_table_shape() -> None:
 
 @pytest.mark.parametrize(
     ("lang_id", "name"),
-    [("en", "English"), ("zh", "Chinese"), ("yue", "Cantonese"), ("fmp", "Fe'fe'"),
-     ("aom", "Ömie"), ("qus", "Santiago del Estero Quichua")],
+    [
+        ("en", "English"),
+        ("zh", "Chinese"),
+        ("yue", "Cantonese"),
+        ("fmp", "Fe'fe'"),
+        ("aom", "Ömie"),
+        ("qus", "Santiago del Estero Quichua"),
+    ],
 )
 def test_language_name(lang_id: str, name: str) -> None:
     assert language_name(lang_id) == name

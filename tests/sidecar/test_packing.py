@@ -41,7 +41,9 @@ def prompts(gen: torch.Generator) -> list[tuple[torch.Tensor, int, int]]:
     return out
 
 
-def perturbed(items: list[tuple[torch.Tensor, int, int]], which: int) -> list[tuple[torch.Tensor, int, int]]:
+def perturbed(
+    items: list[tuple[torch.Tensor, int, int]], which: int
+) -> list[tuple[torch.Tensor, int, int]]:
     """The same items with every token of item `which` changed: text, reference audio, target."""
     ids, audio_start, t_len = items[which]
     changed = ids.clone()
@@ -50,8 +52,12 @@ def perturbed(items: list[tuple[torch.Tensor, int, int]], which: int) -> list[tu
     return [(changed, audio_start, t_len) if i == which else item for i, item in enumerate(items)]
 
 
-def logits(model: OmniVoiceModel, batch: PackedBatch, cu_seqlens: torch.Tensor | None = None,
-           padding: int = 0) -> torch.Tensor:
+def logits(
+    model: OmniVoiceModel,
+    batch: PackedBatch,
+    cu_seqlens: torch.Tensor | None = None,
+    padding: int = 0,
+) -> torch.Tensor:
     """The staged, padded bucket's forward pass (the body a CUDA graph captures), padding
     tokens filled with `padding` rather than the zeros `stage` writes."""
     runner = ModelRunner(model, buckets=(BUCKET,), use_graphs=False)
@@ -59,7 +65,9 @@ def logits(model: OmniVoiceModel, batch: PackedBatch, cu_seqlens: torch.Tensor |
     bucket = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
     assert bucket is not None
     with torch.inference_mode():
-        runner.stage(bucket, batch.input_ids, batch.audio_mask, batch.positions, cu, batch.head_index)
+        runner.stage(
+            bucket, batch.input_ids, batch.audio_mask, batch.positions, cu, batch.head_index
+        )
         bucket.inputs["input_ids"][:, batch.num_tokens :] = padding
         runner._run(bucket)
         return model.head(runner.hidden_out[: batch.head_index.numel()])
@@ -73,7 +81,9 @@ def item_rows(batch: PackedBatch, item: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("which", range(len(LAYOUT)))
-def test_one_item_changed_leaves_every_other_item_bit_for_bit(model: OmniVoiceModel, which: int) -> None:
+def test_one_item_changed_leaves_every_other_item_bit_for_bit(
+    model: OmniVoiceModel, which: int
+) -> None:
     items = prompts(torch.Generator().manual_seed(which))
     base, changed = pack(items), pack(perturbed(items, which))
     before, after = logits(model, base), logits(model, changed, padding=999)

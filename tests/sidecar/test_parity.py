@@ -14,7 +14,9 @@ import numpy as np
 def run_parity(fixtures: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "supervisor", "parity", str(fixtures)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -46,7 +48,12 @@ def test_a_wrong_expectation_fails_its_case_and_the_run(fixtures_dir: Path, tmp_
 
     proc = run_parity(fixtures)
     assert proc.returncode == 1
-    assert proc.stdout.splitlines() == ["languages: 2/3", "generate: 0/1", "audio: 6/6", "parity: 8/10 passed"]
+    assert proc.stdout.splitlines() == [
+        "languages: 2/3",
+        "generate: 0/1",
+        "audio: 6/6",
+        "parity: 8/10 passed",
+    ]
     assert "1 of 384 tokens differ" in proc.stderr
 
 
@@ -54,3 +61,26 @@ def test_a_directory_without_fixtures_is_refused(tmp_path: Path) -> None:
     proc = run_parity(tmp_path)
     assert proc.returncode == 2
     assert "not a fixtures directory" in proc.stderr
+
+
+def test_a_section_without_a_check_fails_under_its_own_name(
+    fixtures_dir: Path, tmp_path: Path
+) -> None:
+    """Each case of an unknown section names that section (it once named the last section read)."""
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(fixtures_dir / "checkpoint", fixtures / "checkpoint")
+    shutil.copy(fixtures_dir / "expected.npz", fixtures / "expected.npz")
+    languages = json.loads((fixtures_dir / "cases.json").read_text())["languages"][:1]
+    (fixtures / "cases.json").write_text(
+        json.dumps({"brand_new": [{"name": "x"}], "languages": languages})
+    )
+
+    proc = run_parity(fixtures)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        "brand_new: 0/1",
+        "languages: 1/1",
+        "audio: 6/6",
+        "parity: 7/8 passed",
+    ]
+    assert "brand_new[x]: no check for section 'brand_new'" in proc.stderr

@@ -13,7 +13,10 @@ from sidecar.resample import resample, resample_tensor
 
 @pytest.mark.parametrize(
     ("inp", "out", "orig_sr", "new_sr"),
-    [("resample_in", "resample_24k_16k", 24000, 16000), ("resample_44k_24k_in", "resample_44k_24k", 44100, 24000)],
+    [
+        ("resample_in", "resample_24k_16k", 24000, 16000),
+        ("resample_44k_24k_in", "resample_44k_24k", 44100, 24000),
+    ],
 )
 def test_matches_reference_fixture(expected, inp, out, orig_sr, new_sr):
     got = resample(expected[inp], orig_sr, new_sr)
@@ -35,7 +38,9 @@ def test_tensor_path_equals_numpy_path_and_keeps_leading_dims(expected):
     np.testing.assert_allclose(out[0, 1].numpy(), -out[0, 0].numpy(), atol=1e-7)
 
 
-@pytest.mark.parametrize(("orig_sr", "new_sr"), [(44100, 24000), (16000, 24000), (24000, 16000), (48000, 24000)])
+@pytest.mark.parametrize(
+    ("orig_sr", "new_sr"), [(44100, 24000), (16000, 24000), (24000, 16000), (48000, 24000)]
+)
 def test_sine_keeps_frequency_and_amplitude(orig_sr, new_sr):
     freq, amp, seconds = 440.0, 0.5, 1.0
     t = np.arange(int(orig_sr * seconds)) / orig_sr
@@ -93,6 +98,8 @@ def test_kernel_is_cached_and_usable_with_autograd():
     key = (160, 147, torch.device("cpu"), torch.float32)
     kernel = mod._kernels[key][0]
     x = torch.randn(500, requires_grad=True)
-    resample_tensor(x, 24000, 22050).sum().backward()  # a kernel built in inference mode still works
+    resample_tensor(
+        x, 24000, 22050
+    ).sum().backward()  # a kernel built in inference mode still works
     assert x.grad is not None
     assert mod._kernels[key][0] is kernel

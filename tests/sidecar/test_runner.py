@@ -12,8 +12,20 @@ from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
 from sidecar.runner import ModelRunner
 
-CFG = ModelConfig(num_codebooks=8, audio_vocab_size=1025, audio_mask_id=1024, hidden_size=32, intermediate_size=64,
-                  num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=1100, rms_norm_eps=1e-6, rope_theta=1e6)
+CFG = ModelConfig(
+    num_codebooks=8,
+    audio_vocab_size=1025,
+    audio_mask_id=1024,
+    hidden_size=32,
+    intermediate_size=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=8,
+    vocab_size=1100,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +46,23 @@ def batch_of(lengths: list[tuple[int, int, int]]):
 
 @pytest.mark.parametrize(
     "tokens,segments,longest,expected",
-    [(100, 2, 60, 128), (128, 2, 60, 128), (129, 2, 60, 256), (1000, 2, 60, None), (100, 10, 60, None),
-     (100, 2, 129, 256), (100, 2, 200, 256), (100, 2, 257, None)],
+    [
+        (100, 2, 60, 128),
+        (128, 2, 60, 128),
+        (129, 2, 60, 256),
+        (1000, 2, 60, None),
+        (100, 10, 60, None),
+        (100, 2, 129, 256),
+        (100, 2, 200, 256),
+        (100, 2, 257, None),
+    ],
 )
-def test_bucket_choice(model: OmniVoiceModel, tokens: int, segments: int, longest: int, expected: int | None) -> None:
-    runner = ModelRunner(model, buckets=(128, 256, 512), max_segments=9, max_segment_len=256, use_graphs=False)
+def test_bucket_choice(
+    model: OmniVoiceModel, tokens: int, segments: int, longest: int, expected: int | None
+) -> None:
+    runner = ModelRunner(
+        model, buckets=(128, 256, 512), max_segments=9, max_segment_len=256, use_graphs=False
+    )
     bucket = runner.bucket_for(tokens, segments, longest)
     assert (bucket.num_tokens if bucket else None) == expected
 
@@ -48,13 +72,17 @@ def test_padded_bucket_gives_the_same_logits(model: OmniVoiceModel) -> None:
     args = (batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens)
     with torch.inference_mode():
         want = model.forward_packed(*args, batch.max_seqlen, batch.head_index)
-        runner = ModelRunner(model, buckets=(256,), max_segments=12, max_segment_len=256, use_graphs=False)
+        runner = ModelRunner(
+            model, buckets=(256,), max_segments=12, max_segment_len=256, use_graphs=False
+        )
         bucket = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
         assert bucket is not None
         runner.stage(bucket, *args, batch.head_index)
         runner._run(bucket)
         got = model.head(runner.hidden_out[: batch.head_index.numel()])
-    assert bucket.inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [batch.num_tokens] * (12 - len(batch.segment_lens))
+    assert bucket.inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [
+        batch.num_tokens
+    ] * (12 - len(batch.segment_lens))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -62,7 +90,25 @@ def test_without_graphs_the_runner_is_the_plain_forward(model: OmniVoiceModel) -
     batch = batch_of([(20, 6, 7)])
     runner = ModelRunner(model, buckets=(64,), use_graphs=False)
     with torch.inference_mode():
-        got = runner.forward(batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens, batch.max_seqlen, batch.head_index)
-        want = model.forward_packed(batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens, batch.max_seqlen, batch.head_index)
+        got = runner.forward(
+            batch.input_ids,
+            batch.audio_mask,
+            batch.positions,
+            batch.cu_seqlens,
+            batch.max_seqlen,
+            batch.head_index,
+        )
+        want = model.forward_packed(
+            batch.input_ids,
+            batch.audio_mask,
+            batch.positions,
+            batch.cu_seqlens,
+            batch.max_seqlen,
+            batch.head_index,
+        )
     assert torch.equal(got, want)
-    assert runner.stats.graph_hits == 0 and runner.stats.graph_misses == 0 and runner.stats.real_tokens == batch.num_tokens
+    assert (
+        runner.stats.graph_hits == 0
+        and runner.stats.graph_misses == 0
+        and runner.stats.real_tokens == batch.num_tokens
+    )

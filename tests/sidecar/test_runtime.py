@@ -26,11 +26,23 @@ def model(checkpoint_dir: Path) -> OmniVoice:
 
 @pytest.fixture(scope="module")
 def voice(model: OmniVoice, expected: dict[str, np.ndarray]) -> VoicePrompt:
-    return model.encode_voice(expected["ref_a_wav"], 24000, "This is the reference speech sample.", preprocess=False)
+    return model.encode_voice(
+        expected["ref_a_wav"], 24000, "This is the reference speech sample.", preprocess=False
+    )
 
 
 def test_generates_audio_of_the_estimated_length(model: OmniVoice) -> None:
-    [result] = model.generate([GenerationRequest(text="Hello from the quiet harbour.", num_step=4, postprocess_output=False, return_tokens=True, **GREEDY)])
+    [result] = model.generate(
+        [
+            GenerationRequest(
+                text="Hello from the quiet harbour.",
+                num_step=4,
+                postprocess_output=False,
+                return_tokens=True,
+                **GREEDY,
+            )
+        ]
+    )
     assert result.sample_rate == 24000
     assert result.tokens[0].shape == (8, 48)  # the rule-based estimate for this sentence
     # 48 frames of 960 samples, plus 0.1 s of padding on each side.
@@ -41,7 +53,13 @@ def test_generates_audio_of_the_estimated_length(model: OmniVoice) -> None:
 
 def test_same_seed_same_audio_and_different_seed_differs(model: OmniVoice) -> None:
     def run(seed: int) -> np.ndarray:
-        [r] = model.generate([GenerationRequest(text="A seeded sentence.", num_step=4, seed=seed, return_tokens=True)])
+        [r] = model.generate(
+            [
+                GenerationRequest(
+                    text="A seeded sentence.", num_step=4, seed=seed, return_tokens=True
+                )
+            ]
+        )
         assert r.seed == seed
         return r.tokens[0]
 
@@ -53,15 +71,23 @@ def test_same_seed_same_audio_and_different_seed_differs(model: OmniVoice) -> No
 def test_unseeded_requests_report_the_seed_they_drew(model: OmniVoice) -> None:
     [r] = model.generate([GenerationRequest(text="No seed given.", num_step=2, return_tokens=True)])
     assert isinstance(r.seed, int)
-    [again] = model.generate([GenerationRequest(text="No seed given.", num_step=2, seed=r.seed, return_tokens=True)])
+    [again] = model.generate(
+        [GenerationRequest(text="No seed given.", num_step=2, seed=r.seed, return_tokens=True)]
+    )
     assert np.array_equal(r.tokens[0], again.tokens[0])
 
 
 def test_a_seeded_item_does_not_depend_on_its_batch(model: OmniVoice, voice: VoicePrompt) -> None:
-    alone = GenerationRequest(text="Batch invariance matters.", num_step=4, seed=11, return_tokens=True)
+    alone = GenerationRequest(
+        text="Batch invariance matters.", num_step=4, seed=11, return_tokens=True
+    )
     [solo] = model.generate([alone])
     others = [
-        GenerationRequest(text="Something else entirely, and rather longer than the first one.", num_step=4, seed=1),
+        GenerationRequest(
+            text="Something else entirely, and rather longer than the first one.",
+            num_step=4,
+            seed=1,
+        ),
         GenerationRequest(text="A cloned voice item.", voice=voice, num_step=6, seed=2),
     ]
     batch = model.generate([others[0], alone, others[1]])
@@ -80,27 +106,55 @@ def test_mixed_batch_of_auto_design_and_clone(model: OmniVoice, voice: VoiceProm
 
 
 def test_fixed_duration_sets_the_length(model: OmniVoice) -> None:
-    [r] = model.generate([GenerationRequest(text="Exactly two seconds please.", duration=2.0, num_step=2, postprocess_output=False, return_tokens=True)])
+    [r] = model.generate(
+        [
+            GenerationRequest(
+                text="Exactly two seconds please.",
+                duration=2.0,
+                num_step=2,
+                postprocess_output=False,
+                return_tokens=True,
+            )
+        ]
+    )
     assert r.tokens[0].shape == (8, 50)
 
 
 def test_speed_shortens_the_output(model: OmniVoice) -> None:
     text = "The committee met on Tuesday and agreed to open the library on weekends."
-    [slow, fast] = model.generate([GenerationRequest(text=text, num_step=2, return_tokens=True), GenerationRequest(text=text, speed=2.0, num_step=2, return_tokens=True)])
+    [slow, fast] = model.generate(
+        [
+            GenerationRequest(text=text, num_step=2, return_tokens=True),
+            GenerationRequest(text=text, speed=2.0, num_step=2, return_tokens=True),
+        ]
+    )
     assert fast.tokens[0].shape[1] < slow.tokens[0].shape[1]
 
 
 def test_long_text_is_chunked_in_both_paths(model: OmniVoice, voice: VoicePrompt) -> None:
     text = " ".join(["This sentence is long enough to add up over many repetitions."] * 8)
-    settings = {"num_step": 2, "audio_chunk_threshold": 5.0, "audio_chunk_duration": 4.0, "return_tokens": True}
-    auto, cloned = model.generate([GenerationRequest(text=text, **settings), GenerationRequest(text=text, voice=voice, **settings)])
+    settings = {
+        "num_step": 2,
+        "audio_chunk_threshold": 5.0,
+        "audio_chunk_duration": 4.0,
+        "return_tokens": True,
+    }
+    auto, cloned = model.generate(
+        [
+            GenerationRequest(text=text, **settings),
+            GenerationRequest(text=text, voice=voice, **settings),
+        ]
+    )
     assert len(auto.tokens) > 1 and len(cloned.tokens) > 1
     assert auto.audio.size > sum(t.shape[1] for t in auto.tokens) * 960 * 0.5
 
 
 def test_step_callback_reports_progress(model: OmniVoice) -> None:
     steps: list[tuple[int, int]] = []
-    model.generate([GenerationRequest(text="Count my steps.", num_step=5)], on_step=lambda s, n: steps.append((s, n)))
+    model.generate(
+        [GenerationRequest(text="Count my steps.", num_step=5)],
+        on_step=lambda s, n: steps.append((s, n)),
+    )
     assert steps[-1] == (5, 5) and len(steps) == 5
 
 
@@ -112,7 +166,12 @@ def test_empty_text_is_refused(model: OmniVoice, text: str) -> None:
 
 def test_unknown_language_falls_back_to_none(model: OmniVoice) -> None:
     common = {"text": "Language fallback.", "num_step": 2, "return_tokens": True, **GREEDY}
-    [unknown, none] = model.generate([GenerationRequest(language="xx-nowhere", **common), GenerationRequest(language=None, **common)])
+    [unknown, none] = model.generate(
+        [
+            GenerationRequest(language="xx-nowhere", **common),
+            GenerationRequest(language=None, **common),
+        ]
+    )
     assert np.array_equal(unknown.tokens[0], none.tokens[0])
 
 
@@ -129,7 +188,9 @@ def test_bad_numbers_are_refused(model: OmniVoice) -> None:
             model.generate([GenerationRequest(text="Hi.", **bad)])
 
 
-def test_voice_prompt_from_any_sample_rate(model: OmniVoice, expected: dict[str, np.ndarray]) -> None:
+def test_voice_prompt_from_any_sample_rate(
+    model: OmniVoice, expected: dict[str, np.ndarray]
+) -> None:
     wav24 = expected["ref_a_wav"].astype(np.float32)
     t = np.arange(int(len(wav24) / 24000 * 44100)) / 44100
     wav44 = (0.2 * np.sin(2 * np.pi * 220 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
@@ -148,12 +209,16 @@ def test_empty_reference_is_refused(model: OmniVoice) -> None:
         model.encode_voice(np.zeros(0, dtype=np.float32), 24000, "nothing")
 
 
-def test_reference_without_transcript_is_refused(model: OmniVoice, expected: dict[str, np.ndarray]) -> None:
+def test_reference_without_transcript_is_refused(
+    model: OmniVoice, expected: dict[str, np.ndarray]
+) -> None:
     with pytest.raises(InvalidInput, match="transcript"):
         model.encode_voice(expected["ref_a_wav"], 24000, "  ")
 
 
-def test_reference_longer_than_20_s_is_encoded_with_a_warning(model: OmniVoice, caplog: pytest.LogCaptureFixture) -> None:
+def test_reference_longer_than_20_s_is_encoded_with_a_warning(
+    model: OmniVoice, caplog: pytest.LogCaptureFixture
+) -> None:
     rng = np.random.default_rng(0)
     wav = (0.1 * rng.standard_normal(24000 * 22)).astype(np.float32)
     with caplog.at_level("WARNING"):
@@ -190,18 +255,24 @@ def test_missing_directory_is_one_clear_error(tmp_path: Path) -> None:
         OmniVoice.load(str(tmp_path / "nope"))
 
 
-@pytest.mark.parametrize("missing", ["config.json", "tokenizer.json", "model.safetensors", "audio_tokenizer/model.safetensors"])
+@pytest.mark.parametrize(
+    "missing",
+    ["config.json", "tokenizer.json", "model.safetensors", "audio_tokenizer/model.safetensors"],
+)
 def test_missing_piece_is_named(checkpoint_dir: Path, tmp_path: Path, missing: str) -> None:
     ckpt = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt")
     (ckpt / missing).unlink()
-    with pytest.raises(CheckpointError, match=missing.replace(".", r"\.")):
+    with pytest.raises(CheckpointError, match=f"missing {missing}".replace(".", r"\.")) as caught:
         OmniVoice.load(str(ckpt))
+    assert "a checkpoint holds config.json, model.safetensors" in str(
+        caught.value
+    )  # what a whole one has
 
 
 def test_corrupt_weights_and_config_are_named(checkpoint_dir: Path, tmp_path: Path) -> None:
     ckpt = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt")
     (ckpt / "model.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(CheckpointError, match="model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
         OmniVoice.load(str(ckpt))
     ckpt2 = copy_checkpoint(checkpoint_dir, tmp_path / "ckpt2")
     config = json.loads((ckpt2 / "config.json").read_text())
@@ -220,11 +291,18 @@ def test_weights_of_the_wrong_shape_are_named(checkpoint_dir: Path, tmp_path: Pa
         OmniVoice.load(str(ckpt))
 
 
-def test_unreachable_hub_id_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_unreachable_hub_id_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(CheckpointError, match="Hugging Face"):
+    with pytest.raises(
+        CheckpointError, match="not in the Hugging Face cache and HF_HUB_OFFLINE is set"
+    ) as caught:
         OmniVoice.load("nobody/no-such-omnivoice")
+    assert "hf download nobody/no-such-omnivoice" in str(caught.value) and "\n" not in str(
+        caught.value
+    )
 
 
 def test_unknown_dtype_is_refused(checkpoint_dir: Path) -> None:
@@ -232,10 +310,11 @@ def test_unknown_dtype_is_refused(checkpoint_dir: Path) -> None:
         OmniVoice.load(str(checkpoint_dir), dtype="int8")
 
 
-
 def test_stats_count_passes_tokens_and_flops(model: OmniVoice) -> None:
     before = model.stats()
-    [r] = model.generate([GenerationRequest(text="Count the work.", num_step=3, return_tokens=True)])
+    [r] = model.generate(
+        [GenerationRequest(text="Count the work.", num_step=3, return_tokens=True)]
+    )
     after = model.stats()
     assert after["forward_passes"] - before["forward_passes"] == 3
     t = r.tokens[0].shape[1]
@@ -247,19 +326,32 @@ def test_stats_count_passes_tokens_and_flops(model: OmniVoice) -> None:
     assert after["graph_hits"] == 0  # no CUDA graphs on the CPU
 
 
-def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(model: OmniVoice, voice: VoicePrompt, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(
+    model: OmniVoice, voice: VoicePrompt, monkeypatch: pytest.MonkeyPatch
+) -> None:
     long_text = " ".join(["This sentence is long enough to add up over many repetitions."] * 8)
-    settings = {"num_step": 2, "audio_chunk_threshold": 5.0, "audio_chunk_duration": 4.0, "return_tokens": True}
+    settings = {
+        "num_step": 2,
+        "audio_chunk_threshold": 5.0,
+        "audio_chunk_duration": 4.0,
+        "return_tokens": True,
+    }
     requests = [
         GenerationRequest(text="A short one.", seed=1, **settings),
-        GenerationRequest(text=long_text, seed=2, **settings),  # long, no voice prompt: chunks 1.. wait for chunk 0
+        GenerationRequest(
+            text=long_text, seed=2, **settings
+        ),  # long, no voice prompt: chunks 1.. wait for chunk 0
         GenerationRequest(text="A short cloned one.", voice=voice, seed=3, **settings),
-        GenerationRequest(text=long_text, voice=voice, seed=4, **settings),  # long with a voice prompt: all chunks at once
+        GenerationRequest(
+            text=long_text, voice=voice, seed=4, **settings
+        ),  # long with a voice prompt: all chunks at once
     ]
     rounds: list[int] = []
     real = runtime.generate_tokens
 
-    def counting(net: object, prompts: list, *rest: object) -> list[torch.Tensor]:  # counts, then runs the real model
+    def counting(
+        net: object, prompts: list, *rest: object
+    ) -> list[torch.Tensor]:  # counts, then runs the real model
         rounds.append(len(prompts))
         return real(net, prompts, *rest)  # type: ignore[arg-type]
 

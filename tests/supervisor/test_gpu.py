@@ -16,7 +16,10 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cpu_and_explicit_indices(no_nvml: None) -> None:
     assert gpu.discover("cpu") == [gpu.CPU]
     devices = gpu.discover("0,2")
-    assert [(d.id, d.name, d.index, d.torch_device) for d in devices] == [("gpu0", "cuda:0", 0, "cuda:0"), ("gpu2", "cuda:2", 2, "cuda:0")]
+    assert [(d.id, d.name, d.index, d.torch_device) for d in devices] == [
+        ("gpu0", "cuda:0", 0, "cuda:0"),
+        ("gpu2", "cuda:2", 2, "cuda:0"),
+    ]
     assert devices[1].environment() == {"CUDA_VISIBLE_DEVICES": "2"}
     assert gpu.CPU.environment() == {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -61,7 +64,9 @@ class FakeNvml:
         (int(1.25 * (1 << 30)), [7], True),  # within the slack; someone else's pid is fine
     ],
 )
-def test_memory_back_rule(monkeypatch: pytest.MonkeyPatch, used: int, pids: list[int], back: bool) -> None:
+def test_memory_back_rule(
+    monkeypatch: pytest.MonkeyPatch, used: int, pids: list[int], back: bool
+) -> None:
     monkeypatch.setattr(gpu, "nvml", lambda: FakeNvml(used, pids))
     answer, figures = gpu.memory_is_back(0, 42, 1 << 30, 512 << 20)
     assert answer is back and "MiB used" in figures

@@ -12,13 +12,23 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import Conflict, TaskFailed
-from supervisor.jobs import JobStore, NewItem, StoreLocked, body_digest
+from supervisor.jobs import (
+    DB_NAME,
+    JobStore,
+    NewItem,
+    StoreCorrupt,
+    StoreLocked,
+    body_digest,
+    out_of_space,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
-    return [NewItem({"input": f"item {i}", "response_format": fmt}, f"id{i}", fmt) for i in range(count)]
+    return [
+        NewItem({"input": f"item {i}", "response_format": fmt}, f"id{i}", fmt) for i in range(count)
+    ]
 
 
 @pytest.fixture
@@ -28,24 +38,37 @@ def store(tmp_path: Path) -> JobStore:
     opened.close()
 
 
-def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_returns(store: JobStore, tmp_path: Path) -> None:
+def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_returns(
+    store: JobStore, tmp_path: Path
+) -> None:
     job_id, created = store.create(new_items(3), "sha")
     assert created and job_id.startswith("job_")
     # A second connection (another process, as after a crash) sees the committed job at once.
     other = sqlite3.connect(tmp_path / "jobs.sqlite3")
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert other.execute("SELECT COUNT(*) FROM items WHERE job_id = ?", (job_id,)).fetchone()[0] == 3
+    assert (
+        other.execute("SELECT COUNT(*) FROM items WHERE job_id = ?", (job_id,)).fetchone()[0] == 3
+    )
     other.close()
     job = store.job(job_id)
     assert job is not None and job["state"] == "queued"
-    assert job["progress"] == {"total": 3, "queued": 3, "running": 0, "done": 0, "failed": 0, "cancelled": 0}
+    assert job["progress"] == {
+        "total": 3,
+        "queued": 3,
+        "running": 0,
+        "done": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }
     assert [i["id"] for i in job["items"]] == ["id0", "id1", "id2"]
 
 
 def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
     body = {"items": [{"input": "a"}]}
     first, created = store.create(new_items(1), body_digest(body), "key-1")
-    again, created_again = store.create(new_items(1), body_digest({"items": [{"input": "a"}]}), "key-1")
+    again, created_again = store.create(
+        new_items(1), body_digest({"items": [{"input": "a"}]}), "key-1"
+    )
     assert created and not created_again and again == first
     with pytest.raises(Conflict) as raised:
         store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
@@ -76,7 +99,10 @@ def test_each_move_happens_once(store: JobStore) -> None:
     states = [(i["state"], i["attempts"]) for i in job["items"]]
     assert states == [("done", 1), ("failed", 1), ("queued", 1)]
     assert job["items"][0]["seed"] == 7 and job["items"][0]["audio_seconds"] == 1.5
-    assert job["items"][1]["error"]["code"] == "generation_failed" and job["items"][1]["error"]["status"] == 500
+    assert (
+        job["items"][1]["error"]["code"] == "generation_failed"
+        and job["items"][1]["error"]["status"] == 500
+    )
     assert job["state"] == "running"
     store.claim([keys[2]])
     store.finish(keys[2], "wav", b"RIFF2", seed=1, audio_s=1.0)
@@ -84,7 +110,9 @@ def test_each_move_happens_once(store: JobStore) -> None:
     assert job is not None and job["state"] == "failed" and job["finished_at"] is not None
 
 
-def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(store: JobStore) -> None:
+def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(
+    store: JobStore,
+) -> None:
     job_id, _ = store.create(new_items(3), "sha")
     running = store.queued(1)[0].key
     store.claim([running])
@@ -107,7 +135,9 @@ def test_cancelling_a_finished_job_changes_nothing(store: JobStore) -> None:
     assert job is not None and job["state"] == "completed" and job["cancelled_at"] is None
 
 
-def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into_place(tmp_path: Path) -> None:
+def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into_place(
+    tmp_path: Path,
+) -> None:
     store = JobStore(tmp_path)
     job_id, _ = store.create(new_items(3), "sha")
     keys = [c.key for c in store.queued(3)]
@@ -124,18 +154,26 @@ def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into
     assert again.recover() == (1, 2)
     job = again.job(job_id)
     assert job is not None
-    assert [(i["state"], i["attempts"]) for i in job["items"]] == [("done", 1), ("queued", 1), ("queued", 1)]
+    assert [(i["state"], i["attempts"]) for i in job["items"]] == [
+        ("done", 1),
+        ("queued", 1),
+        ("queued", 1),
+    ]
     assert sorted(p.name for p in (again.results / job_id).iterdir()) == ["0.wav"]
     assert not (again.results / "job_orphan").exists()
     assert [c.n for c in again.queued(10)] == [1, 2]
     again.close()
 
 
-def test_a_second_server_on_the_same_data_directory_is_refused(store: JobStore, tmp_path: Path) -> None:
+def test_a_second_server_on_the_same_data_directory_is_refused(
+    store: JobStore, tmp_path: Path
+) -> None:
     with pytest.raises(StoreLocked):
         JobStore(tmp_path)
     code = "import sys; from supervisor.jobs import JobStore, StoreLocked\ntry:\n JobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
-    assert subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT).returncode == 7
+    assert (
+        subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT).returncode == 7
+    )
 
 
 def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
@@ -173,3 +211,67 @@ def test_results_are_written_without_leaving_temporary_files(store: JobStore) ->
     store.claim([key])
     store.finish(key, "mp3", os.urandom(1000), seed=None, audio_s=0.5)
     assert [p.name for p in (store.results / job_id).iterdir()] == ["0.mp3"]
+
+
+def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_path: Path) -> None:
+    """A real process claims two items, the job is cancelled while they run, and the process is
+    SIGKILLed before the runner released them. Before, recovery queued them again."""
+    code = (
+        "import os, signal, sys\n"
+        "from supervisor.jobs import JobStore, NewItem\n"
+        "store = JobStore(sys.argv[1])\n"
+        "job_id, _ = store.create([NewItem({'input': f'item {i}'}, None, 'wav') for i in range(3)], 'sha')\n"
+        "store.claim([c.key for c in store.queued(2)])\n"
+        "store.cancel(job_id)\n"
+        "print(job_id, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    crashed = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    job_id = crashed.stdout.strip()
+    again = JobStore(tmp_path)
+    again.recover()
+    job = again.job(job_id)
+    assert job is not None and job["state"] == "cancelled"
+    assert [i["state"] for i in job["items"]] == ["cancelled", "cancelled", "cancelled"]
+    assert again.queued(10) == []
+    again.close()
+
+
+def test_a_damaged_database_is_found_when_the_store_opens(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    store.create([NewItem({"input": f"item {i} " * 40}, None, "wav") for i in range(300)], "sha")
+    store.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    damaged = bytearray((tmp_path / DB_NAME).read_bytes())
+    damaged[4096 * 2 : 4096 * 4] = b"\x5a" * 8192
+    (tmp_path / DB_NAME).write_bytes(bytes(damaged))
+    with pytest.raises(StoreCorrupt, match="damaged"):
+        JobStore(tmp_path)
+    JobStore(tmp_path / "elsewhere").close()  # the failed open let go of nothing it should keep
+
+
+def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path) -> None:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        store = JobStore(mount)
+        job_id, _ = store.create(new_items(1), "sha")
+        store.claim([c.key for c in store.queued(1)])
+        with pytest.raises(OSError) as raised:
+            store.finish((job_id, 0), "wav", b"\0" * 2 * 2**20, 1, 1.0)
+        assert out_of_space(raised.value)
+        assert not list(mount.rglob("*.tmp"))
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -31,7 +31,9 @@ def test_decode_exit(code: int, ours: bool, text: str) -> None:
 
 
 def test_every_state_can_die_and_dead_is_final() -> None:
-    assert all(State.DEAD in allowed for state, allowed in TRANSITIONS.items() if state is not State.DEAD)
+    assert all(
+        State.DEAD in allowed for state, allowed in TRANSITIONS.items() if state is not State.DEAD
+    )
     assert TRANSITIONS[State.DEAD] == frozenset()
 
 
@@ -47,7 +49,14 @@ def test_null_sidecar_frames_and_stderr_reach_the_parent(caplog: pytest.LogCaptu
 
     async def scenario() -> None:
         argv = [sys.executable, "-m", "sidecar", "--engine", "null", "--id", "cpu0"]
-        proc = SidecarProcess(CPU, argv, dict(__import__("os").environ), 1 << 20, lambda p, m: frames.append(m), lambda: None)
+        proc = SidecarProcess(
+            CPU,
+            argv,
+            dict(__import__("os").environ),
+            1 << 20,
+            lambda p, m: frames.append(m),
+            lambda: None,
+        )
         await proc.start()
         await wait(lambda: any(f["op"] == "ready" for f in frames))
         assert frames[0] == {"op": "hello", "pid": proc.pid, "protocol": 1}
@@ -60,7 +69,9 @@ def test_null_sidecar_frames_and_stderr_reach_the_parent(caplog: pytest.LogCaptu
 
     with caplog.at_level(logging.INFO, logger="omnivoice.sidecar"):
         asyncio.run(scenario())
-    assert any("[cpu0 pid" in r.getMessage() and "ready on cpu" in r.getMessage() for r in caplog.records)
+    assert any(
+        "[cpu0 pid" in r.getMessage() and "ready on cpu" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_kill_takes_the_whole_process_group() -> None:
@@ -68,7 +79,9 @@ def test_kill_takes_the_whole_process_group() -> None:
     script = "import subprocess, sys, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
 
     async def scenario() -> None:
-        proc = SidecarProcess(CPU, [sys.executable, "-c", script], {}, 1 << 20, lambda p, m: None, lambda: None)
+        proc = SidecarProcess(
+            CPU, [sys.executable, "-c", script], {}, 1 << 20, lambda p, m: None, lambda: None
+        )
         await proc.start()
         await wait(lambda: len(psutil.Process(proc.pid).children()) == 1)
         grandchild = psutil.Process(proc.pid).children()[0]
@@ -86,7 +99,9 @@ def test_garbage_on_stdout_is_a_protocol_error_and_a_kill() -> None:
     script = "import sys, time; sys.stdout.buffer.write(b'Loading weights...\\n'); sys.stdout.flush(); time.sleep(60)"
 
     async def scenario() -> None:
-        proc = SidecarProcess(CPU, [sys.executable, "-c", script], {}, 1 << 20, lambda p, m: None, lambda: None)
+        proc = SidecarProcess(
+            CPU, [sys.executable, "-c", script], {}, 1 << 20, lambda p, m: None, lambda: None
+        )
         await proc.start()
         await wait(lambda: proc.state is State.DEAD)
         await proc.close()

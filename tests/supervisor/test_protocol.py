@@ -16,7 +16,6 @@ from sidecar.protocol import (
     FROM_SIDECAR,
     HEADER,
     TO_SIDECAR,
-    FrameDecoder,
     ProtocolError,
     decode_payload,
     encode_frame,
@@ -29,19 +28,62 @@ TOKENS = {"shape": [8, 2], "data": bytes(32)}
 MESSAGES = [
     {"op": "hello", "pid": 12, "protocol": 1},
     {"op": "progress", "stage": "model"},
-    {"op": "ready", "device": "cpu", "model": "m", "engine": "null", "sample_rate": 24000, "memory": {"max_rss_bytes": 1}},
+    {
+        "op": "ready",
+        "device": "cpu",
+        "model": "m",
+        "engine": "null",
+        "sample_rate": 24000,
+        "memory": {"max_rss_bytes": 1},
+    },
     {"op": "step", "batch": 1, "step": 3, "of": 32},
-    {"op": "result", "batch": 1, "id": "a", "audio": b"\x00\x01", "encoding": "s16le", "sample_rate": 24000, "seed": None,
-     "tokens": [TOKENS], "timings": {"audio_s": 0.5, "generate_s": 1}},
+    {
+        "op": "result",
+        "batch": 1,
+        "id": "a",
+        "audio": b"\x00\x01",
+        "encoding": "s16le",
+        "sample_rate": 24000,
+        "seed": None,
+        "tokens": [TOKENS],
+        "timings": {"audio_s": 0.5, "generate_s": 1},
+    },
     {"op": "error", "batch": None, "id": None, "kind": "load_failed", "message": "no checkpoint"},
-    {"op": "encoded", "batch": 2, "id": "v", "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": 0.1}},
+    {
+        "op": "encoded",
+        "batch": 2,
+        "id": "v",
+        "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": 0.1},
+    },
     {"op": "done", "batch": 1, "stats": {"items": 2, "wall_s": 0.3}},
     {"op": "pong", "nonce": 4, "memory": {}},
-    {"op": "generate", "batch": 1, "encoding": "f32le",
-     "items": [{"id": "a", "text": "Hello.", "seed": 3, "num_step": 8, "denoise": False, "speed": 1, "language": None,
-                "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": None}}]},
-    {"op": "encode_voice", "batch": 3, "id": "v", "audio": b"\x00\x00", "encoding": "s16le", "sample_rate": 16000,
-     "ref_text": "Hi.", "preprocess": True},
+    {
+        "op": "generate",
+        "batch": 1,
+        "encoding": "f32le",
+        "items": [
+            {
+                "id": "a",
+                "text": "Hello.",
+                "seed": 3,
+                "num_step": 8,
+                "denoise": False,
+                "speed": 1,
+                "language": None,
+                "voice": {"tokens": TOKENS, "ref_text": "Hi.", "ref_rms": None},
+            }
+        ],
+    },
+    {
+        "op": "encode_voice",
+        "batch": 3,
+        "id": "v",
+        "audio": b"\x00\x00",
+        "encoding": "s16le",
+        "sample_rate": 16000,
+        "ref_text": "Hi.",
+        "preprocess": True,
+    },
     {"op": "ping", "nonce": 1},
     {"op": "shutdown"},
 ]
@@ -52,9 +94,7 @@ def test_every_op_round_trips(message: dict) -> None:
     frame = encode_frame(message)
     assert struct.unpack(">I", frame[:4])[0] == len(frame) - 4
     assert read_frame(io.BytesIO(frame)) == message
-    decoder = FrameDecoder()
-    decoder.feed(frame)
-    assert decoder.frames() == [message]
+    assert _frames_or_error(frame, [2]) == ([message], False)
 
 
 BAD = [
@@ -65,14 +105,45 @@ BAD = [
     ({"op": "ping", "nonce": True}, "expected int"),
     ({"op": "ping", "nonce": 1.5}, "expected int"),
     ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
-    ({"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"}, "result.encoding: expected"),
+    (
+        {"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"},
+        "result.encoding: expected",
+    ),
     ({"op": "error", "batch": 1, "id": "a", "kind": "whatever", "message": "m"}, "expected kind"),
     ({"op": "generate", "batch": 1, "encoding": "s16le", "items": []}, "expected items"),
-    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]}, "missing key 'text'"),
-    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a", "text": "x", "bogus": 1}]}, "unknown keys"),
-    ({"op": "encoded", "batch": 1, "id": "v", "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0}},
-     "expected tokens"),
-    ({"op": "ready", "device": "cpu", "model": "m", "engine": "x", "sample_rate": 1, "memory": {"a": 1.5}}, "memory.a: expected int"),
+    (
+        {"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]},
+        "missing key 'text'",
+    ),
+    (
+        {
+            "op": "generate",
+            "batch": 1,
+            "encoding": "s16le",
+            "items": [{"id": "a", "text": "x", "bogus": 1}],
+        },
+        "unknown keys",
+    ),
+    (
+        {
+            "op": "encoded",
+            "batch": 1,
+            "id": "v",
+            "voice": {"tokens": {"shape": [8, 2], "data": b"x"}, "ref_text": "", "ref_rms": 0},
+        },
+        "expected tokens",
+    ),
+    (
+        {
+            "op": "ready",
+            "device": "cpu",
+            "model": "m",
+            "engine": "x",
+            "sample_rate": 1,
+            "memory": {"a": 1.5},
+        },
+        "memory.a: expected int",
+    ),
 ]
 
 
@@ -95,7 +166,9 @@ def test_direction_is_enforced() -> None:
         b"\xc1",  # never-used byte
         msgpack.packb({1: 2}),  # non-string key
         msgpack.packb(msgpack.ExtType(5, b"x")),  # ext type
-        msgpack.packb({"op": "ping", "nonce": msgpack.Timestamp(1)}, datetime=False),  # timestamp ext bypasses ext_hook
+        msgpack.packb(
+            {"op": "ping", "nonce": msgpack.Timestamp(1)}, datetime=False
+        ),  # timestamp ext bypasses ext_hook
         b"\x91" * 3000,  # deeply nested arrays
         msgpack.packb({"op": "ping", "nonce": 1}) + b"\x00",  # trailing bytes
         b"\xa2\xff\xfe",  # invalid UTF-8 string
@@ -144,46 +217,70 @@ def test_async_reader_matches_sync_reader() -> None:
         asyncio.run(read_all(data + HEADER.pack(10**9)))
 
 
-def test_decoder_is_dead_after_an_error() -> None:
-    decoder = FrameDecoder(max_bytes=16)
-    decoder.feed(encode_frame({"op": "shutdown"}) + HEADER.pack(17))
-    assert decoder.next_frame() == {"op": "shutdown"}
-    with pytest.raises(ProtocolError):
-        decoder.next_frame()
-    with pytest.raises(ProtocolError, match="resynchronised"):
-        decoder.feed(encode_frame({"op": "shutdown"}))
+def test_async_reader_takes_the_good_frame_before_an_oversized_header() -> None:
+    async def read() -> None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(encode_frame({"op": "shutdown"}) + HEADER.pack(17) + bytes(17))
+        reader.feed_eof()
+        assert await read_frame_async(reader, max_bytes=16) == {"op": "shutdown"}
+        with pytest.raises(ProtocolError, match="over the 16-byte cap"):
+            await read_frame_async(reader, max_bytes=16)
+
+    asyncio.run(read())
 
 
 CAP = 4096
 
 
 def _frames_or_error(data: bytes, cuts: list[int]) -> tuple[list, bool]:
-    decoder = FrameDecoder(max_bytes=CAP)
-    frames: list = []
+    """What the supervisor's reader (read_frame_async) makes of `data` arriving in pieces cut at
+    `cuts`: the frames it returned, and whether it then raised ProtocolError."""
     pieces, last = [], 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
         pieces.append(data[last:cut])
         last = cut
     pieces.append(data[last:])
-    try:
-        for piece in pieces:
-            decoder.feed(piece)
-            while (message := decoder.next_frame()) is not None:
+
+    async def read() -> tuple[list, bool]:
+        reader = asyncio.StreamReader()
+
+        async def arrive() -> None:
+            for piece in pieces:
+                reader.feed_data(piece)
+                await asyncio.sleep(0)  # the reader runs between pieces, as with a real pipe
+            reader.feed_eof()
+
+        arriving = asyncio.create_task(arrive())
+        frames: list = []
+        try:
+            while (message := await read_frame_async(reader, max_bytes=CAP)) is not None:
                 frames.append(message)
-            assert decoder.pending <= len(data)
-    except ProtocolError:
-        return frames, True
-    return frames, False
+        except ProtocolError:
+            return frames, True
+        finally:
+            await arriving
+        return frames, False
+
+    return asyncio.run(read())
 
 
-valid_frames = st.lists(st.sampled_from(MESSAGES), max_size=4).map(lambda ms: b"".join(encode_frame(m) for m in ms))
+valid_frames = st.lists(st.sampled_from(MESSAGES), max_size=4).map(
+    lambda ms: b"".join(encode_frame(m) for m in ms)
+)
 
 
 @settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
-@given(prefix=valid_frames, noise=st.binary(max_size=CAP * 2), cuts=st.lists(st.integers(min_value=0), max_size=6))
-def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(prefix: bytes, noise: bytes, cuts: list[int]) -> None:
-    """Valid frames first, then anything: the valid ones come out, then at most one ProtocolError;
-    the same frames however the bytes are split; a sync read agrees; memory stays bounded."""
+@given(
+    prefix=valid_frames,
+    noise=st.binary(max_size=CAP * 2),
+    cuts=st.lists(st.integers(min_value=0), max_size=6),
+)
+def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(
+    prefix: bytes, noise: bytes, cuts: list[int]
+) -> None:
+    """Valid frames first, then anything: the supervisor's reader returns the valid ones, then at
+    most one ProtocolError; the same frames however the bytes arrive; the sync reader (the
+    sidecar's) agrees; memory stays bounded."""
     data = prefix + noise
     tracemalloc.start()
     try:
@@ -205,20 +302,20 @@ def test_arbitrary_bytes_give_valid_frames_or_one_protocol_error(prefix: bytes, 
         sync_failed = False
     except ProtocolError:
         sync_failed = True
-    assert synced == whole
-    # A stream that merely ends early is not an error for the incremental decoder (it waits
-    # for more); for the blocking reader it is.
-    assert failed <= sync_failed
+    assert synced == whole and sync_failed == failed
 
 
 def test_huge_announced_length_allocates_nothing() -> None:
-    decoder = FrameDecoder(max_bytes=64 * 1024 * 1024)
-    tracemalloc.start()
-    try:
-        decoder.feed(HEADER.pack(0xFFFFFFFF) + b"\x00" * 100)
-        with pytest.raises(ProtocolError):
-            decoder.next_frame()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 100_000
+    async def peak_while_reading() -> int:
+        reader = asyncio.StreamReader()
+        reader.feed_data(HEADER.pack(0xFFFFFFFF) + b"\x00" * 100)
+        reader.feed_eof()
+        tracemalloc.start()
+        try:
+            with pytest.raises(ProtocolError):
+                await read_frame_async(reader, max_bytes=64 * 1024 * 1024)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert asyncio.run(peak_while_reading()) < 100_000

@@ -38,11 +38,18 @@ def test_estimate_follows_the_duration_rule() -> None:
         (64, 10**6, [5, 5, 5], [3]),  # everything fits in one batch
         (2, 10**6, [5, 5, 5, 5, 5], [2, 2, 1]),  # the size cap
         (64, 200, [30, 30, 30], [1, 1, 1]),  # each item alone exceeds the budget
-        (64, 400, [30, 30, 5], [2, 1]),  # a big one that does not fit is skipped, a smaller one fills in
+        (
+            64,
+            400,
+            [30, 30, 5],
+            [2, 1],
+        ),  # a big one that does not fit is skipped, a smaller one fills in
         (64, 1, [5, 5], [1, 1]),  # one task always goes, even over the budget
     ],
 )
-def test_batches_respect_cap_and_token_budget(cap: int, budget: int, sizes: list[int], expected: list[int]) -> None:
+def test_batches_respect_cap_and_token_budget(
+    cap: int, budget: int, sizes: list[int], expected: list[int]
+) -> None:
     async def scenario() -> None:
         s = make(max_batch_size=cap, max_batch_tokens=budget)
         s.submit([item(f"t{i}", n) for i, n in enumerate(sizes)])
@@ -70,7 +77,9 @@ def test_ahead_of_time_only_full_or_overdue() -> None:
         s = make(max_batch_size=2, max_batch_latency_ms=50)
         s.submit([item("a")])
         assert s.next_batch(ahead=True) is None  # one task, just arrived
-        assert s.next_batch(ahead=True, now=asyncio.get_running_loop().time() + 10) is not None  # overdue
+        assert (
+            s.next_batch(ahead=True, now=asyncio.get_running_loop().time() + 10) is not None
+        )  # overdue
         s.submit([item("b"), item("c")])
         full = s.next_batch(ahead=True)
         assert full is not None and len(full.tasks) == 2

@@ -19,8 +19,20 @@ def parse(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
 def test_defaults_match_the_design() -> None:
     s = parse(["--model", "m"])
     assert (s.host, s.port, s.devices, s.api_keys) == ("127.0.0.1", 9194, "auto", ())
-    assert (s.load_timeout_s, s.load_total_s, s.heartbeat_timeout_s, s.ping_timeout_s, s.drain_s) == (120, 600, 60, 10, 60)
-    assert (s.idle_reap_s, s.max_queue_audio_s, s.max_batch_size, s.max_restarts, s.restart_window_s) == (0, 7200, 64, 5, 600)
+    assert (
+        s.load_timeout_s,
+        s.load_total_s,
+        s.heartbeat_timeout_s,
+        s.ping_timeout_s,
+        s.drain_s,
+    ) == (120, 600, 60, 10, 60)
+    assert (
+        s.idle_reap_s,
+        s.max_queue_audio_s,
+        s.max_batch_size,
+        s.max_restarts,
+        s.restart_window_s,
+    ) == (0, 7200, 64, 5, 600)
     assert s.max_frame_bytes == 64 * 2**20 and s.num_step == 32
 
 
@@ -33,7 +45,9 @@ def test_flag_beats_environment_beats_default() -> None:
 def test_api_keys_repeat_as_flags_and_split_on_commas_in_the_environment() -> None:
     assert parse(["--engine", "null", "--api-key", "a", "--api-key", "b"]).api_keys == ("a", "b")
     assert parse(["--engine", "null"], {"OMNIVOICE_API_KEYS": "x, y,"}).api_keys == ("x", "y")
-    assert parse(["--engine", "null", "--api-key", "z"], {"OMNIVOICE_API_KEYS": "x"}).api_keys == ("z",)
+    assert parse(["--engine", "null", "--api-key", "z"], {"OMNIVOICE_API_KEYS": "x"}).api_keys == (
+        "z",
+    )
     assert "api_keys" in Settings(engine="null", api_keys=("secret",)).public()
     assert "secret" not in str(Settings(engine="null", api_keys=("secret",)).public())
 
@@ -41,7 +55,10 @@ def test_api_keys_repeat_as_flags_and_split_on_commas_in_the_environment() -> No
 def test_booleans_and_optionals_from_the_environment() -> None:
     s = parse(["--engine", "null"], {"OMNIVOICE_TEST_FAULTS": "yes", "OMNIVOICE_PID_FILE": ""})
     assert s.test_faults is True and s.pid_file is None
-    assert parse(["--engine", "null", "--no-test-faults"], {"OMNIVOICE_TEST_FAULTS": "1"}).test_faults is False
+    assert (
+        parse(["--engine", "null", "--no-test-faults"], {"OMNIVOICE_TEST_FAULTS": "1"}).test_faults
+        is False
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +73,9 @@ def test_booleans_and_optionals_from_the_environment() -> None:
         (["--engine", "null", "--max-batch-size", "0"], {}, "at least 1"),
     ],
 )
-def test_bad_values_name_the_setting(argv: list[str], environ: dict[str, str], message: str) -> None:
+def test_bad_values_name_the_setting(
+    argv: list[str], environ: dict[str, str], message: str
+) -> None:
     with pytest.raises(SettingsError, match=message):
         parse(argv, environ)
 
@@ -68,7 +87,16 @@ def test_every_field_has_a_flag_a_variable_and_help() -> None:
     for f in dataclasses.fields(Settings):
         assert flag_of(f) in text and env_of(f) in text.replace("\n", "").replace(" ", "")
         assert f.metadata["help"]
-    for flag in ("--model", "--host", "--port", "--devices", "--api-key", "--data-dir", "--pid-file", "--log-dir"):
+    for flag in (
+        "--model",
+        "--host",
+        "--port",
+        "--devices",
+        "--api-key",
+        "--data-dir",
+        "--pid-file",
+        "--log-dir",
+    ):
         assert flag in text
 
 

@@ -17,9 +17,16 @@ def manifest(tmp_path: Path, *lines: str) -> Path:
 
 
 def test_ids_default_to_the_line_number_and_blank_lines_are_skipped(tmp_path: Path) -> None:
-    entries = read_manifest(manifest(tmp_path, '{"input": "a"}', "", '{"id": "x", "input": "b", "response_format": "wav"}'))
+    entries = read_manifest(
+        manifest(
+            tmp_path, '{"input": "a"}', "", '{"id": "x", "input": "b", "response_format": "wav"}'
+        )
+    )
     assert [(e.line, e.id, e.format) for e in entries] == [(1, "1", None), (3, "x", "wav")]
-    assert entries[0].item == {"id": "1", "input": "a"}  # the id is sent, so the server's item is named the same
+    assert entries[0].item == {
+        "id": "1",
+        "input": "a",
+    }  # the id is sent, so the server's item is named the same
 
 
 def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
@@ -29,7 +36,11 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
         read_manifest(path)
     problems = raised.value.problems
     assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "5", "6"]
-    assert "not JSON" in problems[0] and "also on line 1" in problems[2] and "names the file" in problems[3]
+    assert (
+        "not JSON" in problems[0]
+        and "also on line 1" in problems[2]
+        and "names the file" in problems[3]
+    )
 
 
 def test_an_item_is_done_when_its_file_is_there(tmp_path: Path) -> None:
@@ -50,5 +61,7 @@ def test_the_state_file_forgets_an_item_whose_line_changed(tmp_path: Path) -> No
     assert again.job_of(entry) == ("job_1", 0)
     assert again.job_of(Entry(1, "a", {"id": "a", "input": "edited"}, None)) is None
     (tmp_path / ".synth-state.json").write_text("{not json")
-    assert State(tmp_path).items == {}  # unreadable: submitted again, under the same idempotency keys
+    assert (
+        State(tmp_path).items == {}
+    )  # unreadable: submitted again, under the same idempotency keys
     assert json.loads(json.dumps(again.items))["a"]["job"] == "job_1"

@@ -38,11 +38,23 @@ def received(sock: socket.socket) -> list[str]:
 
 
 def test_from_environ_takes_the_variables_away_from_children() -> None:
-    environ = {"NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": str(os.getpid()), "PATH": "/bin"}
+    environ = {
+        "NOTIFY_SOCKET": "@x",
+        "WATCHDOG_USEC": "4000000",
+        "WATCHDOG_PID": str(os.getpid()),
+        "PATH": "/bin",
+    }
     notifier = Notifier.from_environ(environ)
     assert (notifier.address, notifier.watchdog_s, environ) == ("@x", 4.0, {"PATH": "/bin"})
-    assert Notifier.from_environ({"NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}).watchdog_s is None
-    assert Notifier.from_environ({"NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "soon"}).watchdog_s is None
+    assert (
+        Notifier.from_environ(
+            {"NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}
+        ).watchdog_s
+        is None
+    )
+    assert (
+        Notifier.from_environ({"NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "soon"}).watchdog_s is None
+    )
     quiet = Notifier.from_environ({})
     assert not quiet.enabled and quiet.send(READY=1) is False
 
@@ -66,7 +78,9 @@ def test_abstract_namespace_address() -> None:
         assert sock.recv(4096) == b"WATCHDOG=1"
 
 
-def test_a_vanished_socket_is_logged_once_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_vanished_socket_is_logged_once_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     notifier = Notifier(str(tmp_path / "gone"))
     with caplog.at_level(logging.WARNING, "omnivoice.systemd"):
         assert notifier.send(WATCHDOG=1) is False
@@ -74,9 +88,13 @@ def test_a_vanished_socket_is_logged_once_and_never_raises(tmp_path: Path, caplo
     assert len([r for r in caplog.records if "cannot notify systemd" in r.message]) == 1
 
 
-def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stopping(receiver: tuple[str, socket.socket]) -> None:
+def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stopping(
+    receiver: tuple[str, socket.socket],
+) -> None:
     path, sock = receiver
-    state = ServiceState(ready=False, loading=True, alive=True, status="0/1 sidecars ready, queue 0")
+    state = ServiceState(
+        ready=False, loading=True, alive=True, status="0/1 sidecars ready, queue 0"
+    )
 
     async def scenario() -> dict[str, list[str]]:
         nonlocal state
@@ -101,7 +119,10 @@ def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stoppi
 
     seen = asyncio.run(scenario())
     assert seen["loading"][0] == "STATUS=0/1 sidecars ready, queue 0"
-    assert "EXTEND_TIMEOUT_USEC=30000000" in seen["loading"] and seen["loading"].count("WATCHDOG=1") >= 3
+    assert (
+        "EXTEND_TIMEOUT_USEC=30000000" in seen["loading"]
+        and seen["loading"].count("WATCHDOG=1") >= 3
+    )
     assert seen["ready"][0] == "READY=1\nSTATUS=1/1 sidecars ready, queue 0"
     assert seen["ready"].count("WATCHDOG=1") >= 3 and not any("EXTEND" in m for m in seen["ready"])
     assert seen["dead"] == [] or seen["dead"] == ["WATCHDOG=1"]  # at most one already due

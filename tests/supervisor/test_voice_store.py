@@ -9,11 +9,22 @@ import pytest
 from supervisor.errors import Conflict
 from supervisor.voice_store import PromptCache, SavedVoice, VoiceStore
 
-PROMPT = {"tokens": {"shape": [8, 50], "data": bytes(8 * 50 * 2)}, "ref_text": "Hello there.", "ref_rms": 0.05}
+PROMPT = {
+    "tokens": {"shape": [8, 50], "data": bytes(8 * 50 * 2)},
+    "ref_text": "Hello there.",
+    "ref_rms": 0.05,
+}
 
 
 def sample(name: str = "narrator") -> SavedVoice:
-    return SavedVoice(name, 1_700_000_000, "audio_sample", transcript="Hello there", voice=PROMPT, source={"bytes": 10})
+    return SavedVoice(
+        name,
+        1_700_000_000,
+        "audio_sample",
+        transcript="Hello there",
+        voice=PROMPT,
+        source={"bytes": 10},
+    )
 
 
 def test_voices_are_written_and_read_back(tmp_path: Path) -> None:
@@ -28,7 +39,10 @@ def test_voices_are_written_and_read_back(tmp_path: Path) -> None:
         "transcript": "Hello there", "duration_s": 2.0,
     }  # fmt: skip
     assert again.get("designed").public()["prompt"] == "female, low pitch"  # type: ignore[union-attr]
-    assert sorted(p.name for p in (tmp_path / "voices").iterdir()) == ["designed.voice", "narrator.voice"]
+    assert sorted(p.name for p in (tmp_path / "voices").iterdir()) == [
+        "designed.voice",
+        "narrator.voice",
+    ]
 
 
 def test_a_taken_name_is_a_conflict_even_between_two_stores(tmp_path: Path) -> None:
@@ -52,7 +66,13 @@ def test_unreadable_files_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "garbage.voice").write_bytes(b"\x00not msgpack")
     (tmp_path / "truncated.voice").write_bytes(sample("truncated").to_file()[:-10])
     (tmp_path / "renamed.voice").write_bytes(sample("other").to_file())
-    bad_tokens = SavedVoice("bad", 1, "audio_sample", transcript="x", voice={**PROMPT, "tokens": {"shape": [8, 9], "data": b""}})
+    bad_tokens = SavedVoice(
+        "bad",
+        1,
+        "audio_sample",
+        transcript="x",
+        voice={**PROMPT, "tokens": {"shape": [8, 9], "data": b""}},
+    )
     (tmp_path / "bad.voice").write_bytes(bad_tokens.to_file())
     (tmp_path / "fine.voice").write_bytes(sample("fine").to_file())
     assert [v.name for v in VoiceStore(tmp_path).list()] == ["fine"]
@@ -60,10 +80,16 @@ def test_unreadable_files_are_skipped(tmp_path: Path) -> None:
 
 def test_the_clone_cache_keeps_the_most_recently_used() -> None:
     cache = PromptCache(2)
-    keys = [cache.key(b"audio", "text", True), cache.key(b"audio", "text", False), cache.key(b"audio", "other", True)]
+    keys = [
+        cache.key(b"audio", "text", True),
+        cache.key(b"audio", "text", False),
+        cache.key(b"audio", "other", True),
+    ]
     assert len(set(keys)) == 3
     cache.put(keys[0], PROMPT)  # type: ignore[arg-type]
     cache.put(keys[1], PROMPT)  # type: ignore[arg-type]
     assert cache.get(keys[0]) is PROMPT
     cache.put(keys[2], PROMPT)  # type: ignore[arg-type]
-    assert cache.get(keys[1]) is None and cache.get(keys[0]) is PROMPT and cache.get(keys[2]) is PROMPT
+    assert (
+        cache.get(keys[1]) is None and cache.get(keys[0]) is PROMPT and cache.get(keys[2]) is PROMPT
+    )
