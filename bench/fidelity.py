@@ -391,7 +391,17 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--size", default="full", help="checkpoint size (tiny: a quick CPU dry run)")
     ap.add_argument("--items", type=int, default=24, help="work items (agreement.py's first N)")
+    ap.add_argument(
+        "--emulate-precision-casts",
+        action="store_true",
+        help="an experiment, not the served path: Inductor rounds every intermediate to bf16 as "
+        "eager does (torch._inductor.config.emulate_precision_casts)",
+    )
     args = ap.parse_args()
+    if args.emulate_precision_casts:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.emulate_precision_casts = True
     on_gpu = args.device.startswith("cuda")
     result: dict[str, Any] = {
         "commit": args.commit,
@@ -399,6 +409,7 @@ def main() -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "steps_measured": list(STEPS),
+        "emulate_precision_casts": args.emulate_precision_casts,
         "checkpoints": {},
     }
     for name in ("plain", "confident"):
