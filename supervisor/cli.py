@@ -39,7 +39,9 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 
         make_checkpoint(args.out, size=args.size, seed=args.seed, confident=args.confident)
     confident = "confident " if args.confident else ""
-    print(f"wrote a {args.size} {confident}{args.kind} checkpoint with random weights to {args.out}")
+    print(
+        f"wrote a {args.size} {confident}{args.kind} checkpoint with random weights to {args.out}"
+    )
     return 0
 
 
