@@ -304,9 +304,30 @@ def _normal(gen: torch.Generator, shape: Iterable[int], std: float) -> torch.Ten
     return torch.randn(tuple(shape), generator=gen) * std
 
 
-def backbone_state(size: _Size, gen: torch.Generator) -> dict[str, torch.Tensor]:
+# A confident checkpoint's audio head gives logits of this standard deviation: over 1025 classes,
+# softmax of independent N(0, 4.6^2) logits puts 0.50 on its top class on average (a Monte
+# Carlo draw of 4096 positions gives 0.499; the tiny model measures 0.53 in
+# tests/sidecar/test_checkpoint.py, the plain tiny head 0.20). A trained model is sure of some
+# frames and torn on others; half the mass on the winner is a middle guess (the published weights
+# cannot be fetched here).
+CONFIDENT_LOGIT_STD = 4.6
+CONFIDENT_HELP = "scale the audio head so each position puts about half its probability on one code"
+
+
+def confident_head_gain(size: _Size) -> float:
+    """Factor on the audio head that makes its logits N(0, CONFIDENT_LOGIT_STD^2) per class.
+
+    The final RMSNorm (weight 1) leaves every hidden vector with norm sqrt(hidden), so a head row
+    drawn at init_std gives a logit of standard deviation init_std * sqrt(hidden)."""
+    return CONFIDENT_LOGIT_STD / (size.init_std * math.sqrt(size.hidden))
+
+
+def backbone_state(
+    size: _Size, gen: torch.Generator, confident: bool = False
+) -> dict[str, torch.Tensor]:
     """model.safetensors: Qwen3 layers under llm.*, the audio embeddings and head, the codebook offsets.
-    Each tensor is drawn in float32 and cast at once, so the full model never sits in memory twice."""
+    Each tensor is drawn in float32 and cast at once, so the full model never sits in memory twice.
+    `confident` scales the audio head (`confident_head_gain`); every other tensor is unchanged."""
     h, q, kv, std = (
         size.hidden,
         size.heads * size.head_dim,
@@ -334,7 +355,8 @@ def backbone_state(size: _Size, gen: torch.Generator) -> dict[str, torch.Tensor]
         put(p + "post_attention_layernorm.weight", torch.ones(h))
     put("llm.norm.weight", torch.ones(h))
     put("audio_embeddings.weight", _normal(gen, (NUM_CODEBOOKS * AUDIO_VOCAB, h), std))
-    put("audio_heads.weight", _normal(gen, (NUM_CODEBOOKS * AUDIO_VOCAB, h), std))
+    head_std = std * confident_head_gain(size) if confident else std
+    put("audio_heads.weight", _normal(gen, (NUM_CODEBOOKS * AUDIO_VOCAB, h), head_std))
     out["codebook_layer_offsets"] = torch.arange(NUM_CODEBOOKS, dtype=torch.int64) * AUDIO_VOCAB
     return out
 
@@ -514,13 +536,19 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def make_checkpoint(
-    out: Path, size: str = "tiny", seed: int = 0, progress: Callable[[str], None] | None = None
+    out: Path,
+    size: str = "tiny",
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    confident: bool = False,
 ) -> None:
     """Write config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
     audio_tokenizer/{config.json, model.safetensors, preprocessor_config.json} under `out`.
 
     size "tiny" is the parity fixture's shape (fp32, about 10 MB); "full" has the published shapes,
-    backbone in bfloat16 and codec in float32 (about 2 GB). Same size and seed, same bytes."""
+    backbone in bfloat16 and codec in float32 (about 2 GB). Same size and seed, same bytes.
+    `confident` peaks the audio head's distributions as a trained model's are (mean top-1
+    probability about 0.5, see CONFIDENT_LOGIT_STD); only that tensor differs."""
     if size not in SIZES:
         raise ValueError(f"unknown checkpoint size {size!r}; choose one of {', '.join(SIZES)}")
     spec = SIZES[size]
@@ -531,7 +559,11 @@ def make_checkpoint(
 
     say("backbone")
     _write_json(out / "config.json", omnivoice_config(spec))
-    save_file(backbone_state(spec, gen), str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        backbone_state(spec, gen, confident),
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
     say("codec")
     cfg = codec_config(spec)
@@ -567,9 +599,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--confident", action="store_true", help=CONFIDENT_HELP)
     args = parser.parse_args(argv)
     make_checkpoint(
-        args.out, args.size, args.seed, progress=lambda msg: print(f"writing {msg}", flush=True)
+        args.out,
+        args.size,
+        args.seed,
+        progress=lambda msg: print(f"writing {msg}", flush=True),
+        confident=args.confident,
     )
 
 

@@ -167,8 +167,9 @@ class BatchState:
             self.head_index,
         ).float()
 
-    def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token and confidence per target position ([S, C] each), as the reference scores them."""
+    def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution each target position decides from ([S, C, V]): guided
+        log-probabilities, MASK forbidden."""
         s = logits.shape[0] // 2
         cond, uncond = logits[:s], logits[s:]
         lc = torch.log_softmax(cond, dim=-1)
@@ -180,6 +181,12 @@ class BatchState:
         else:
             log_probs = lc
         log_probs[..., self.mask_id] = -float("inf")
+        return log_probs
+
+    def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token and confidence per target position ([S, C] each), as the reference scores them."""
+        s = logits.shape[0] // 2
+        log_probs = self.log_probs(logits)
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:
             k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])

@@ -27,14 +27,21 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
             print("make-checkpoint: --kind whisper is tiny only; for real transcription give "
                   "--asr-model a published Whisper checkpoint", file=sys.stderr)  # fmt: skip
             return 2
+        if args.confident:
+            print("make-checkpoint: --confident shapes the OmniVoice audio head; not with --kind "
+                  "whisper", file=sys.stderr)  # fmt: skip
+            return 2
         from sidecar.whisper_checkpoint import make_whisper_checkpoint
 
         make_whisper_checkpoint(args.out, seed=args.seed)
     else:
         from sidecar.checkpoint import make_checkpoint
 
-        make_checkpoint(args.out, size=args.size, seed=args.seed)
-    print(f"wrote a {args.size} {args.kind} checkpoint with random weights to {args.out}")
+        make_checkpoint(args.out, size=args.size, seed=args.seed, confident=args.confident)
+    confident = "confident " if args.confident else ""
+    print(
+        f"wrote a {args.size} {confident}{args.kind} checkpoint with random weights to {args.out}"
+    )
     return 0
 
 
@@ -187,6 +194,12 @@ def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         choices=("omnivoice", "whisper"),
         default="omnivoice",
         help="the OmniVoice model, or a Whisper for the ASR sidecar (--asr-model; tiny only)",
+    )
+    p.add_argument(
+        "--confident",
+        action="store_true",
+        help="scale the audio head so each position puts about half its probability on one code "
+        "(as peaked as a trained model's; bench/fidelity.py)",
     )
     p.set_defaults(func=cmd_make_checkpoint)
 

@@ -422,8 +422,13 @@ def test_synth_after_the_server_was_killed_halfway_does_only_the_rest(
     checkpoint_dir: Path, tmp_path: Path
 ) -> None:
     """The trial from issue 7: 20 items, SIGKILL of the server halfway, a second run after the restart."""
+    # Twenty different texts: repeated lines would be answered from the result cache at once.
     items = [
-        {"id": f"clip-{i:02d}", "input": SENTENCES[i % 4], "response_format": FORMATS[i % 4]}
+        {
+            "id": f"clip-{i:02d}",
+            "input": f"{SENTENCES[i % 4]} Clip {i}.",
+            "response_format": FORMATS[i % 4],
+        }
         for i in range(20)
     ]
     manifest, out = write_manifest(tmp_path / "manifest.jsonl", items), tmp_path / "out"

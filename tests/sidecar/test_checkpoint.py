@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 
 from sidecar.checkpoint import OMNIVOICE_TOKENS, build_tokenizer, make_checkpoint
 from sidecar.codec import load_codec
+from sidecar.loader import load_model
 
 FILES = (
     "config.json",
@@ -176,3 +177,29 @@ def test_files_are_readable_by_other_users(tmp_path: Path) -> None:
         os.umask(umask)
     modes = {name: stat.S_IMODE((tmp_path / "shared" / name).stat().st_mode) for name in FILES}
     assert modes == {name: 0o644 for name in FILES}
+
+
+def mean_top1_probability(root: Path) -> float:
+    """Mean top-1 probability of the audio head over the codes of a half-masked target."""
+    model = load_model(root, "cpu", torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    text = torch.randint(0, 1000, (1, 1, 20), generator=gen).repeat(1, 8, 1)
+    target = torch.randint(0, 1024, (1, 8, 60), generator=gen)
+    target[torch.rand(target.shape, generator=gen) < 0.5] = 1024
+    audio_mask = torch.arange(80).unsqueeze(0) >= 20
+    with torch.inference_mode():
+        logits = model(torch.cat([text, target], dim=-1), audio_mask)[0, :, 20:, :1024]
+    return float(torch.softmax(logits, dim=-1).max(dim=-1).values.mean())
+
+
+def test_confident_head_puts_about_half_on_one_code(tiny: Path, tmp_path: Path) -> None:
+    """--confident changes the audio head alone, and it peaks the distributions to the chosen
+    mean top-1 probability (about 0.5) where the plain head's are far flatter."""
+    make_checkpoint(tmp_path, "tiny", seed=0, confident=True)
+    plain = load_file(str(tiny / "model.safetensors"))
+    confident = load_file(str(tmp_path / "model.safetensors"))
+    changed = sorted(k for k in plain if not torch.equal(plain[k], confident[k]))
+    assert changed == ["audio_heads.weight"]
+    peaked, flat = mean_top1_probability(tmp_path), mean_top1_probability(tiny)
+    assert 0.4 < peaked < 0.65, peaked
+    assert flat < 0.25 and peaked > 2 * flat, (flat, peaked)
