@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sidecar.duration import FRAME_RATE, target_tokens
+from sidecar.shared.duration import FRAME_RATE, target_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Hello."  # 28 codec frames, 1.12 s of audio by the duration rule

@@ -2,7 +2,7 @@
 
     python bench/kill_reclaim.py --model CHECKPOINT --gpu 0 --batch 64 [--out FILE.json]
 
-Runs the real pool (supervisor/pool.py) with one sidecar on the given GPU, sends a batch of
+Runs the real pool (supervisor/supervision/pool.py) with one sidecar on the given GPU, sends a batch of
 `--batch` requests, SIGKILLs the sidecar once a few denoising steps have run, and samples NVML
 every 10 ms throughout. Prints (and writes with --out) the figures: memory used before the
 sidecar started, once it was ready, at the peak of the batch, and after the kill; the time from
@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from supervisor import gpu
-from supervisor.pool import Pool
-from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
+from supervisor.supervision import gpu
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.scheduler import Scheduler
 
 TEXT = "The quick brown fox jumps over the lazy dog while the band plays on into the warm summer night."
 MIB = 2**20

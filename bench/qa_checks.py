@@ -24,7 +24,7 @@ from sidecar import engines
 from sidecar.checks import run_checks
 from sidecar.faults import Fault, Faults
 from sidecar.request import GenerationRequest
-from sidecar.thresholds import Thresholds
+from sidecar.shared.thresholds import Thresholds
 from sidecar.wer import compare
 
 TEXTS = [

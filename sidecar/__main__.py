@@ -27,7 +27,7 @@ def main() -> int:
     rfile = os.fdopen(frames_in, "rb")
     wfile = os.fdopen(frames_out, "wb")
 
-    from sidecar.protocol import PROTOCOL_VERSION, write_frame
+    from sidecar.shared.protocol import PROTOCOL_VERSION, write_frame
 
     write_frame(wfile, {"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
 

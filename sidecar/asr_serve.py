@@ -19,9 +19,9 @@ import numpy as np
 
 from sidecar import engines
 from sidecar.asr import Transcriber
-from sidecar.errors import CheckpointError
-from sidecar.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
 from sidecar.serve import Sidecar, decode_reference
+from sidecar.shared.errors import CheckpointError
+from sidecar.shared.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
 from sidecar.wer import compare
 
 WARMUP_S = 1.0

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from sidecar.errors import InvalidAudio
+from sidecar.shared.errors import InvalidAudio
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ Each check gives a value and whether it passed:
 
 Silence is measured on 20 ms frames: a frame whose RMS is below `silence_db` is silent. Values
 are always finite numbers, so they travel in frames and JSON alike. Thresholds come from the
-supervisor's settings (`--qa-thresholds`, sidecar/thresholds.py).
+supervisor's settings (`--qa-thresholds`, sidecar/shared/thresholds.py).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
-from sidecar.protocol import QaCheck
-from sidecar.thresholds import Thresholds
+from sidecar.shared.protocol import QaCheck
+from sidecar.shared.thresholds import Thresholds
 
 FRAME_S = 0.02
 FULL_SCALE = 0.999

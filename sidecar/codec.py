@@ -20,8 +20,8 @@ from transformers.models.dac.modeling_dac import DacDecoder, DacEncoder, Snake1d
 from transformers.models.hubert.configuration_hubert import HubertConfig
 from transformers.models.hubert.modeling_hubert import HubertModel
 
-from sidecar.errors import CheckpointError
 from sidecar.resample import resample_tensor
+from sidecar.shared.errors import CheckpointError
 
 # transformers' HiggsAudioV2TokenizerConfig fills these in under whatever the checkpoint's config gives;
 # we apply the same defaults so a config that leaves them out builds the same network.

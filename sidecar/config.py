@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.errors import CheckpointError
+from sidecar.shared.errors import CheckpointError
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sidecar.duration import FRAME_RATE, target_tokens
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.shared.duration import FRAME_RATE, target_tokens
 
 ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sidecar.protocol import HEADER, ErrorKind, ExitCode
+from sidecar.shared.protocol import HEADER, ErrorKind, ExitCode
 
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
 CRASH_EXIT = 70

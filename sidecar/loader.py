@@ -22,10 +22,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from sidecar import layout
 from sidecar.config import ModelConfig
-from sidecar.errors import CheckpointError
 from sidecar.model import OmniVoiceModel
+from sidecar.shared import layout
+from sidecar.shared.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

@@ -96,14 +96,14 @@ class Parity:
     # Each check_<section> raises Mismatch (or any error) for a failing case.
 
     def check_duration_estimates(self, c: dict[str, Any]) -> None:
-        from sidecar.duration import estimate_duration
+        from sidecar.shared.duration import estimate_duration
 
         got = estimate_duration(c["text"], c["ref_text"], c["ref_tokens"])
         if not close(got, c["estimate"]):
             raise Mismatch(f"estimate {got!r} != {c['estimate']!r}")
 
     def check_target_tokens(self, c: dict[str, Any]) -> None:
-        from sidecar.duration import target_tokens
+        from sidecar.shared.duration import target_tokens
 
         equal(
             target_tokens(
@@ -114,20 +114,20 @@ class Parity:
         )
 
     def check_chunks(self, c: dict[str, Any]) -> None:
-        from sidecar.text import chunk_text
+        from sidecar.shared.text import chunk_text
 
         equal(
             chunk_text(c["text"], c["chunk_len"], c.get("min_chunk_len", 3)), c["chunks"], "chunks"
         )
 
     def check_add_punctuation(self, c: dict[str, Any]) -> None:
-        from sidecar.text import add_punctuation
+        from sidecar.shared.text import add_punctuation
 
         equal(add_punctuation(c["text"]), c["out"], "text")
 
     def check_instructs(self, c: dict[str, Any]) -> None:
-        from sidecar.errors import InvalidInstruct
-        from sidecar.voice_design import resolve_instruct
+        from sidecar.shared.errors import InvalidInstruct
+        from sidecar.shared.voice_design import resolve_instruct
 
         try:
             got = resolve_instruct(c["instruct"], use_zh=c["use_zh"])
@@ -142,17 +142,17 @@ class Parity:
         equal(got, c["out"], "instruct")
 
     def check_languages(self, c: dict[str, Any]) -> None:
-        from sidecar.languages import resolve_language
+        from sidecar.shared.languages import resolve_language
 
         equal(resolve_language(c["in"]), c["out"], "language")
 
     def check_combine_text(self, c: dict[str, Any]) -> None:
-        from sidecar.text import combine_text
+        from sidecar.shared.text import combine_text
 
         equal(combine_text(c["text"], c.get("ref_text")), c["out"], "text")
 
     def check_tokenize(self, c: dict[str, Any]) -> None:
-        from sidecar.text import tokenize_text
+        from sidecar.shared.text import tokenize_text
 
         equal(tokenize_text(self.runtime.tokenizer, c["text"]), c["ids"], "ids")
 

@@ -25,15 +25,15 @@ import torch
 
 from sidecar import audio as audio_ops
 from sidecar.codec import Codec, load_codec
-from sidecar.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
-from sidecar.errors import InvalidAudio, InvalidInput
 from sidecar.generate import Prompt, generate_tokens
-from sidecar.languages import resolve_language
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.runner import ModelRunner
-from sidecar.text import (
+from sidecar.shared.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
+from sidecar.shared.errors import InvalidAudio, InvalidInput
+from sidecar.shared.languages import resolve_language
+from sidecar.shared.text import (
     CHUNK_SEED_STRIDE,
     add_punctuation,
     chunk_char_len,
@@ -42,7 +42,7 @@ from sidecar.text import (
     contains_cjk,
     tokenize_text,
 )
-from sidecar.voice_design import resolve_instruct
+from sidecar.shared.voice_design import resolve_instruct
 
 log = logging.getLogger(__name__)
 

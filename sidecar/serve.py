@@ -26,9 +26,10 @@ import numpy as np
 
 from sidecar import engines
 from sidecar.checks import run_checks
-from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput
 from sidecar.faults import Fault, Faults
-from sidecar.protocol import (
+from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.shared.errors import CheckpointError, InvalidAudio, InvalidInput
+from sidecar.shared.protocol import (
     ITEM_OPTIONS,
     MAX_FRAME_BYTES,
     TO_SIDECAR,
@@ -44,8 +45,7 @@ from sidecar.protocol import (
     encode_frame,
     read_frame,
 )
-from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.thresholds import Thresholds
+from sidecar.shared.thresholds import Thresholds
 
 log = logging.getLogger("sidecar")
 
@@ -112,7 +112,7 @@ ItemError = tuple[str, ErrorKind, str]  # item id, kind, message
 
 
 @dataclass
-class Entry:
+class BatchEntry:
     """One item of a batch, ready for the engine."""
 
     id: str
@@ -125,7 +125,7 @@ class Entry:
 class DenoisedGroup:
     """Entries whose tokens exist (the engine's opaque `pending`, one per entry), to be decoded."""
 
-    entries: list[Entry]
+    entries: list[BatchEntry]
     pending: Sequence[object]
     started: float  # when their denoising began
 
@@ -359,7 +359,7 @@ class Sidecar:
 
     # ------------------------------------------------------------ generation
 
-    def to_entry(self, item: Item) -> Entry:
+    def to_entry(self, item: Item) -> BatchEntry:
         text, faults = self.faults.strip(item["text"])
         options = {key: item[key] for key in ITEM_OPTIONS if key in item}  # type: ignore[literal-required]
         options["text"] = text
@@ -370,10 +370,10 @@ class Sidecar:
                 ref_text=voice["ref_text"],
                 ref_rms=voice["ref_rms"],
             )
-        return Entry(item["id"], GenerationRequest(**options), faults, item.get("attempt", 1))
+        return BatchEntry(item["id"], GenerationRequest(**options), faults, item.get("attempt", 1))
 
     def denoise_entries(
-        self, batch: int, entries: list[Entry], failed: list[ItemError]
+        self, batch: int, entries: list[BatchEntry], failed: list[ItemError]
     ) -> list[DenoisedGroup]:
         """Denoise entries as one batch; on failure split it and retry each half.
 
@@ -480,7 +480,7 @@ class Sidecar:
             self.send_error(batch, item_id, kind, text)
 
     def send_result(
-        self, batch: int, entry: Entry, result: GenerationResult, encoding: str, wall: float
+        self, batch: int, entry: BatchEntry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
         spoiled = self.faults.on_output(entry.faults, result.audio, result.sample_rate,
                                         entry.attempt)  # fmt: skip

@@ -48,10 +48,10 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from supervisor import logs
-    from supervisor.model_check import model_problem
-    from supervisor.server import serve
+    from supervisor.commands import logs
+    from supervisor.commands.serve import serve
     from supervisor.settings import Settings, SettingsError
+    from supervisor.supervision.model_check import model_problem
 
     notes: list[str] = []
     try:
@@ -74,13 +74,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     import os
 
-    from supervisor.stop import DEFAULT_PORT, stop, stop_systemd
+    from supervisor.commands.stop import DEFAULT_PORT, stop, stop_systemd
 
     if args.systemd:
         return stop_systemd(args.service_name)
     pid_file = args.pid_file
     if pid_file is None and args.log_dir:
-        from supervisor.logs import latest_pid_file
+        from supervisor.commands.logs import latest_pid_file
 
         pid_file = latest_pid_file(args.log_dir)
     port = None if args.no_port else args.port
@@ -92,7 +92,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_install_service(args: argparse.Namespace) -> int:
-    from supervisor.service import install
+    from supervisor.commands.install_service import install
 
     return install(
         model=args.model,
@@ -110,7 +110,7 @@ def cmd_install_service(args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall_service(args: argparse.Namespace) -> int:
-    from supervisor.service import uninstall
+    from supervisor.commands.install_service import uninstall
 
     return uninstall(
         user=args.user, unit_dir=args.unit_dir, env_file=args.env_file, purge=args.purge
@@ -120,7 +120,7 @@ def cmd_uninstall_service(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     import os
 
-    from supervisor.synth import synth
+    from supervisor.commands.synth import synth
 
     api_key = args.api_key or os.environ.get("OMNIVOICE_API_KEY")
     return synth(args.manifest, args.out, args.server, args.model, api_key, job_size=args.job_size, poll_s=args.poll_s,
@@ -205,7 +205,7 @@ def add_make_checkpoint(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from supervisor.stop import DEFAULT_TIMEOUT_S
+    from supervisor.commands.stop import DEFAULT_TIMEOUT_S
 
     p = sub.add_parser(
         "stop",
@@ -252,7 +252,8 @@ def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from supervisor import service, synth_timer
+    from supervisor.commands import install_service as service
+    from supervisor.commands import synth_timer
 
     p = sub.add_parser(
         "install-service",
@@ -396,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from sidecar.errors import OmniVoiceError  # light: no torch behind it
+        from sidecar.shared.errors import OmniVoiceError  # light: no torch behind it
 
         if isinstance(exc, OmniVoiceError):
             print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)

@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from supervisor.pool import Pool
+    from supervisor.supervision.pool import Pool
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STARTED_KEY = "omnivoice.started_at"  # in the ASGI scope: when the request arrived (monotonic)
@@ -139,7 +139,7 @@ RUNTIME_COUNTERS = {
         registry=REGISTRY,
     ),
 }
-# Quality checks (supervisor/quality.py): per generation attempt, per retry, per chunk given up on.
+# Quality checks (supervisor/speech/quality.py): per generation attempt, per retry, per chunk given up on.
 qa_check_failures = Counter(
     f"{PREFIX}_qa_check_failures",
     "generation attempts that failed a quality check, by check (an attempt may fail several)",

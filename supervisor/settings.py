@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sidecar.thresholds import Thresholds
-from supervisor.formats import FORMATS
+from sidecar.shared.thresholds import Thresholds
+from supervisor.speech.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
 

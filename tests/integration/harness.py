@@ -17,11 +17,11 @@ from typing import Any
 
 import psutil
 
-from supervisor.gpu import CPU
-from supervisor.pool import Pool
-from supervisor.process import SidecarProcess
-from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
+from supervisor.supervision.gpu import CPU
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.process import SidecarProcess
+from supervisor.supervision.scheduler import Scheduler
 
 SPAWN_S = 60.0  # generous bound for one real sidecar to load on a busy 2-core machine
 

@@ -20,7 +20,7 @@ import openai
 import pytest
 from live_server import KEY, LiveServer, live, tone_wav
 
-from supervisor.chunking import estimate_s
+from supervisor.speech.chunking import estimate_s
 
 SHORT = "Hello from the quiet harbour."
 LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "

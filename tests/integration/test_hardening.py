@@ -284,7 +284,7 @@ def test_api_keys_from_a_file(tmp_path: Path) -> None:
 def test_synth_gives_its_embedded_server_the_key_through_the_environment(
     checkpoint_dir: Path, tmp_path: Path
 ) -> None:
-    from supervisor.synth_server import EmbeddedServer
+    from supervisor.commands.embedded_server import EmbeddedServer
 
     with (tmp_path / "synth.log").open("w") as log:
         embedded = EmbeddedServer(str(checkpoint_dir), tmp_path / "data", log)
@@ -308,7 +308,7 @@ def test_synth_gives_its_embedded_server_the_key_through_the_environment(
 
 
 def test_a_damaged_job_database_is_reported_and_speech_carries_on(tmp_path: Path) -> None:
-    from supervisor.jobs import DB_NAME, JobStore, NewItem
+    from supervisor.jobs.store import DB_NAME, JobStore, NewItem
 
     data = tmp_path / "data"
     store = JobStore(data)

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 
 def owner_prefix(server: LiveServer) -> str:
-    """The start of a server's application_name, as supervisor.app names its connections."""
+    """The start of a server's application_name, as supervisor.http.app names its connections."""
     return f"omnivoice {socket.gethostname()} port {server.url.rsplit(':', 1)[1]}"
 
 

@@ -28,7 +28,8 @@ import pytest
 from job_helpers import ended, job, submit, wait_job
 from live_server import KEY, LiveServer, live
 
-from supervisor import service, synth_timer
+from supervisor.commands import install_service as service
+from supervisor.commands import synth_timer
 
 SECRET = "whsec-test"
 SENTENCE = "Please stand clear of the closing doors."

@@ -23,8 +23,8 @@ import webvtt
 from job_helpers import ended, run_synth, submit, wait_job
 from live_server import KEY, LiveServer, live, tone_wav
 
-from sidecar.text import CHUNK_SEED_STRIDE
-from supervisor.schemas import MAX_SEED, OPENAI_VOICES, default_seed
+from sidecar.shared.text import CHUNK_SEED_STRIDE
+from supervisor.speech.schemas import MAX_SEED, OPENAI_VOICES, default_seed
 
 RATE = 24000
 
@@ -33,7 +33,7 @@ RATE = 24000
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        # At debug level the log shows each item sent to the sidecar (supervisor/session.py).
+        # At debug level the log shows each item sent to the sidecar (supervisor/supervision/session.py).
         folder = tmp_path_factory.mktemp("text")
         with live(folder, "--log-level", "debug", checkpoint=checkpoint_dir) as running:
             yield running
@@ -74,7 +74,7 @@ def test_a_break_is_that_much_silence_in_the_audio(server: LiveServer) -> None:
 
 def items_sent(server: LiveServer, **fields: Any) -> list[dict[str, Any]]:
     """Speak, and return the items the sidecar was sent for it, in order, as the server's debug
-    log shows them (supervisor/session.py): what the model read, with its seed and voice."""
+    log shows them (supervisor/supervision/session.py): what the model read, with its seed and voice."""
     mark = server.log.stat().st_size
     answer = speech(server, **fields)
     assert answer.status_code == 200 and answer.content, answer.text

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.protocol import FROM_SIDECAR, read_frame, write_frame
+from sidecar.shared.protocol import FROM_SIDECAR, read_frame, write_frame
 from sidecar.wer import words
 
 READ = "Please stand clear of the closing doors."

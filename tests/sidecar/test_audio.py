@@ -19,7 +19,7 @@ from sidecar.audio import (
     remove_silence,
     trim_long_audio,
 )
-from sidecar.errors import InvalidAudio
+from sidecar.shared.errors import InvalidAudio
 
 SR = 24000
 ONE_STEP = 1 / 32768  # one 16-bit quantisation step

@@ -7,7 +7,7 @@ import pytest
 
 from sidecar.checks import run_checks, speech_units
 from sidecar.faults import Fault, Faults
-from sidecar.thresholds import Thresholds
+from sidecar.shared.thresholds import Thresholds
 
 RATE = 24000
 TEXT = "Please stand clear of the closing doors."  # 7 words

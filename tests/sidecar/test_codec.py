@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from sidecar.codec import Codec, load_codec
-from sidecar.errors import CheckpointError
+from sidecar.shared.errors import CheckpointError
 
 SR = 24000
 

@@ -1,4 +1,4 @@
-"""sidecar.duration against the reference fixtures, plus the edge cases the fixtures leave out."""
+"""sidecar.shared.duration against the reference fixtures, plus the edge cases the fixtures leave out."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sidecar.duration import (
+from sidecar.shared.duration import (
     DEFAULT_REF_TEXT,
     DEFAULT_REF_TOKENS,
     char_weight,
@@ -15,7 +15,7 @@ from sidecar.duration import (
     target_tokens_for_duration,
     text_weight,
 )
-from sidecar.errors import InvalidInput
+from sidecar.shared.errors import InvalidInput
 
 
 def _close(a: float, b: float) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.protocol import FROM_SIDECAR, encode_frame, read_frame
+from sidecar.shared.protocol import FROM_SIDECAR, encode_frame, read_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""sidecar.languages against the reference fixtures and the upstream table."""
+"""sidecar.shared.languages against the reference fixtures and the upstream table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sidecar.languages import language_ids, language_name, language_names, resolve_language
+from sidecar.shared.languages import language_ids, language_name, language_names, resolve_language
 
 
 def test_language_cases(cases: dict) -> None:
@@ -59,7 +59,7 @@ def test_every_name_and_id_resolves() -> None:
 
 @pytest.mark.parametrize("none", [None, "none", "None", "NONE"])
 def test_none_means_no_language(none: str | None, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="sidecar.languages"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.shared.languages"):
         assert resolve_language(none) is None
     assert not caplog.records  # asking for no language is not a mistake
 
@@ -67,6 +67,6 @@ def test_none_means_no_language(none: str | None, caplog: pytest.LogCaptureFixtu
 @pytest.mark.parametrize("bad", ["Klingon", "EN", " en", "", "english "])
 def test_unknown_language_falls_back_to_none(bad: str, caplog: pytest.LogCaptureFixture) -> None:
     # Ids are case-sensitive and nothing is stripped, as in the reference.
-    with caplog.at_level(logging.WARNING, logger="sidecar.languages"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.shared.languages"):
         assert resolve_language(bad) is None
     assert any(repr(bad) in r.getMessage() for r in caplog.records)

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from sidecar import runtime
-from sidecar.errors import CheckpointError, InvalidAudio, InvalidInput, InvalidInstruct
 from sidecar.request import GenerationRequest, VoicePrompt
 from sidecar.runtime import OmniVoice
+from sidecar.shared.errors import CheckpointError, InvalidAudio, InvalidInput, InvalidInstruct
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 

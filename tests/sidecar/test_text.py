@@ -1,4 +1,4 @@
-"""sidecar.text against the reference fixtures, plus the edge cases the fixtures leave out."""
+"""sidecar.shared.text against the reference fixtures, plus the edge cases the fixtures leave out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tokenizers
 
-from sidecar.text import (
+from sidecar.shared.text import (
     ABBREVIATIONS,
     END_PUNCTUATION,
     NONVERBAL_TAGS,

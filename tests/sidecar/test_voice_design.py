@@ -1,11 +1,11 @@
-"""sidecar.voice_design against the reference fixtures, plus the errors a user can run into."""
+"""sidecar.shared.voice_design against the reference fixtures, plus the errors a user can run into."""
 
 from __future__ import annotations
 
 import pytest
 
-from sidecar.errors import InvalidInput, InvalidInstruct
-from sidecar.voice_design import (
+from sidecar.shared.errors import InvalidInput, InvalidInstruct
+from sidecar.shared.voice_design import (
     INSTRUCT_CATEGORIES,
     VALID_INSTRUCT_ITEMS,
     VALID_INSTRUCT_ITEMS_EN,

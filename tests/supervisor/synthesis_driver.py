@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor import schemas
-from supervisor.lexicons import Lexicon
-from supervisor.scheduler import Scheduler
 from supervisor.settings import Settings
-from supervisor.synthesis import Synthesis, Voice
-from supervisor.text import script
+from supervisor.speech import schemas
+from supervisor.speech.lexicons import Lexicon
+from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.text import script
+from supervisor.supervision.scheduler import Scheduler
 
 RATE = 24000
 LEVEL = struct.pack("<h", 1000)

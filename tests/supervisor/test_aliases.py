@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import chunking, formats, gpu, logs, schemas
-from supervisor.api.voices import fold_form_aliases
 from supervisor.cli import FlagFormatter, build_parser
+from supervisor.commands import logs
 from supervisor.errors import InvalidRequest
+from supervisor.http.routes.voices import fold_form_aliases
 from supervisor.settings import IGNORED, Settings, SettingsError
-from supervisor.synthesis import last_frames, last_words
-from supervisor.voice_store import PromptCache
+from supervisor.speech import chunking, formats, schemas
+from supervisor.speech.synthesis import last_frames, last_words
+from supervisor.speech.voices import PromptCache
+from supervisor.supervision import gpu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = Settings(engine="null")

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from sidecar.protocol import Message, ProtocolError, encode_frame
+from sidecar.shared.protocol import Message, ProtocolError, encode_frame
 from supervisor.errors import Unavailable
-from supervisor.gpu import Device
-from supervisor.pool import LOOP_FAILURE_LIMIT, Pool
-from supervisor.process import FrameHandler, KillReason, SidecarProcess, State
-from supervisor.scheduler import Priority, Scheduler
-from supervisor.session import Session
 from supervisor.settings import Settings
-from supervisor.slot import Slot, SlotState, backoff_delay
+from supervisor.supervision.gpu import Device
+from supervisor.supervision.pool import LOOP_FAILURE_LIMIT, Pool
+from supervisor.supervision.process import FrameHandler, KillReason, SidecarProcess, SidecarState
+from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.session import Session
+from supervisor.supervision.slot import Slot, SlotState, backoff_delay
 
 CPU0, CPU1 = Device("cpu0", "cpu", None), Device("cpu1", "cpu", None)
 READY: Message = {
@@ -63,7 +63,7 @@ class FakeProcess(SidecarProcess):
         self.started_at = self.last_frame_at = self.clock()
 
     def send(self, message: Any) -> bool:
-        if self.state is State.DEAD:
+        if self.state is SidecarState.DEAD:
             return False
         encode_frame(message)  # as the real send does first: an unencodable frame raises
         self.sent.append(message)
@@ -80,7 +80,7 @@ class FakeProcess(SidecarProcess):
     def exit(self, returncode: int) -> None:
         self.returncode = returncode
         self.exit_description = f"exited with status {returncode}"
-        self.change_state(State.DEAD)
+        self.change_state(SidecarState.DEAD)
 
 
 def fake_settings(**overrides: Any) -> Settings:
@@ -341,7 +341,7 @@ def test_idle_reaping(
             a.scheduler.submit([item(0)])
         await a.tick(idle_s)
         proc = a.processes[0]
-        assert (proc.state is State.STOPPING) is reaped
+        assert (proc.state is SidecarState.STOPPING) is reaped
         if reaped:
             assert proc.sent[-1] == {"op": "shutdown"} and proc.kill_reason is KillReason.IDLE
             proc.exit(0)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.callback_sender import HOLD_S, CallbackSender, backoff_s
-from supervisor.jobs import JobStore, NewItem
-from supervisor.schedule import JobSchedule
+from supervisor.jobs.callback_sender import HOLD_S, CallbackSender, backoff_s
+from supervisor.jobs.schedule import JobSchedule
+from supervisor.jobs.store import JobStore, NewItem
 from supervisor.settings import Settings
 
 

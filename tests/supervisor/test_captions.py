@@ -11,7 +11,7 @@ import webvtt
 from synthesis_driver import RATE, drive
 
 from supervisor.errors import InvalidRequest
-from supervisor.text.captions import sentences, srt, vtt
+from supervisor.speech.text.captions import sentences, srt, vtt
 
 
 def test_each_sentence_is_its_own_chunk_and_segment() -> None:

@@ -1,4 +1,4 @@
-"""supervisor/chunking.py: long input to balanced chunks at the best gaps, in any script."""
+"""supervisor/speech/chunking.py: long input to balanced chunks at the best gaps, in any script."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.chunking import WHOLE_UP_TO, atoms, estimate_s, split_text
+from supervisor.speech.chunking import WHOLE_UP_TO, atoms, estimate_s, split_text
 
 EN = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
       "Nobody else was there; the boats rocked gently in the grey water. He sat on the bench and waited for the "

@@ -13,11 +13,11 @@ import pytest
 import soundfile
 from scipy.signal import resample_poly
 
-from supervisor import delivery, schemas
-from supervisor.delivery import Profile
 from supervisor.errors import InvalidRequest
-from supervisor.loudness import Target
 from supervisor.settings import Settings
+from supervisor.speech import delivery, schemas
+from supervisor.speech.delivery import Profile
+from supervisor.speech.loudness import Target
 
 RATE = 24000
 

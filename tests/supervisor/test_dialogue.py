@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from synthesis_driver import LEVEL, RATE, drive
 
-from supervisor import schemas
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
-from supervisor.synthesis import CHUNK_SEED_STRIDE, Voice
+from supervisor.speech import schemas
+from supervisor.speech.synthesis import CHUNK_SEED_STRIDE, Voice
 
 PROMPT = {
     "tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)},

@@ -1,4 +1,4 @@
-"""supervisor/formats.py: every format decodes, whole or streamed, to the right rate and length."""
+"""supervisor/speech/formats.py: every format decodes, whole or streamed, to the right rate and length."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import av
 import pytest
 import soundfile as sf
 
-from supervisor import formats
+from supervisor.speech import formats
 
 RATE = 24000
 

@@ -1,10 +1,10 @@
-"""supervisor/gpu.py without a GPU: everything degrades to one CPU sidecar and 'cannot tell'."""
+"""supervisor/supervision/gpu.py without a GPU: everything degrades to one CPU sidecar and 'cannot tell'."""
 
 from __future__ import annotations
 
 import pytest
 
-from supervisor import gpu
+from supervisor.supervision import gpu
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import hmac
 
 import pytest
 
-from supervisor.callbacks import check_url, signature
 from supervisor.errors import InvalidRequest
-from supervisor.schedule import JobSchedule, job_schedule, parse_time, rfc3339
-from supervisor.timeline import Pending, at_risk, finishes, item_audio_s
+from supervisor.jobs.callbacks import check_url, signature
+from supervisor.jobs.schedule import JobSchedule, job_schedule, parse_time, rfc3339
+from supervisor.jobs.timeline import Pending, at_risk, finishes, item_audio_s
 
 SIX_UTC = 1796104800.0  # 2026-12-01T06:00:00Z
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import Conflict, QualityFailed, TaskFailed
-from supervisor.jobs import (
+from supervisor.jobs.schedule import JobSchedule
+from supervisor.jobs.store import (
     DB_NAME,
     SCHEMA,
     JobStore,
@@ -23,7 +24,6 @@ from supervisor.jobs import (
     body_digest,
     out_of_space,
 )
-from supervisor.schedule import JobSchedule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_a_second_server_on_the_same_data_directory_is_refused(
 ) -> None:
     with pytest.raises(StoreLocked):
         JobStore(tmp_path)
-    code = "import sys; from supervisor.jobs import JobStore, StoreLocked\ntry:\n JobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
+    code = "import sys; from supervisor.jobs.store import JobStore, StoreLocked\ntry:\n JobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
     assert (
         subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT).returncode == 7
     )
@@ -214,7 +214,7 @@ def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
     """The child must have taken the lock (it says so) and died by SIGKILL, holding it; a child
     that failed before locking would prove nothing."""
     code = (
-        "import sys, os, signal; from supervisor.jobs import JobStore\n"
+        "import sys, os, signal; from supervisor.jobs.store import JobStore\n"
         "JobStore(sys.argv[1]); print('locked', flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
@@ -261,7 +261,7 @@ def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_p
     SIGKILLed before the runner released them. Before, recovery queued them again."""
     code = (
         "import os, signal, sys\n"
-        "from supervisor.jobs import JobStore, NewItem\n"
+        "from supervisor.jobs.store import JobStore, NewItem\n"
         "store = JobStore(sys.argv[1])\n"
         "job_id, _ = store.create([NewItem({'input': f'item {i}'}, None, 'wav') for i in range(3)], 'sha')\n"
         "store.claim([c.key for c in store.queued(2)])\n"

@@ -1,4 +1,4 @@
-"""supervisor/lexicons.py: entries replace whole words, before normalisation; the store keeps
+"""supervisor/speech/lexicons.py: entries replace whole words, before normalisation; the store keeps
 them on disk; a bad lexicon is a 400 naming the field."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from synthesis_driver import drive
 
 from supervisor.errors import InvalidRequest, NotFound
-from supervisor.lexicons import Lexicon, LexiconStore, parse
 from supervisor.settings import Settings
-from supervisor.synthesis import Voice
+from supervisor.speech.lexicons import Lexicon, LexiconStore, parse
+from supervisor.speech.synthesis import Voice
 
 BRANDS = Lexicon("brands", "en", {"SQL": "sequel", "Dr.": "Drive", "2024": "twenty-four", "OmniVoice": "omni voice",
                                   "北京": "Beijing"}, 0)  # fmt: skip

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.model_check import model_problem
 from supervisor.settings import Settings
+from supervisor.supervision.model_check import model_problem
 
 
 def free_port() -> int:

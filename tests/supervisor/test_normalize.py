@@ -1,4 +1,4 @@
-"""supervisor/text/normalize.py: the text that reaches the model with `normalize` on, per language.
+"""supervisor/speech/text/normalize.py: the text that reaches the model with `normalize` on, per language.
 
 The expected strings are what a reader of each language says; the numbers are spelled by the
 real num2words and cn2an. The last tests drive a real Synthesis through the real scheduler and
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from synthesis_driver import drive
 
-from supervisor import schemas
 from supervisor.settings import Settings
-from supervisor.text import script
-from supervisor.text.normalize import normalize
-from supervisor.text.spans import Script
+from supervisor.speech import schemas
+from supervisor.speech.text import script
+from supervisor.speech.text.normalize import normalize
+from supervisor.speech.text.spans import Script
 
 CASES = [
     (

@@ -11,12 +11,12 @@ import psycopg
 import pytest
 from pg_cluster import Cluster
 
+from supervisor.database import MIGRATIONS, Database
 from supervisor.errors import InvalidRequest, QualityFailed, TaskFailed
-from supervisor.job_storage import StoreUnavailable
-from supervisor.jobs import NewItem
-from supervisor.pg import MIGRATIONS, Database
-from supervisor.pg_jobs import CALLBACK_CLAIM_S, PgJobStore
-from supervisor.schedule import JobSchedule
+from supervisor.jobs.pg_store import CALLBACK_CLAIM_S, PgJobStore
+from supervisor.jobs.schedule import JobSchedule
+from supervisor.jobs.storage import StoreUnavailable
+from supervisor.jobs.store import NewItem
 
 LEASE_S = 3.0
 

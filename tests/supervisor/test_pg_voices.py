@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from pg_cluster import Cluster
 
+from supervisor.database import Database
 from supervisor.errors import Conflict
-from supervisor.pg import Database
-from supervisor.pg_voices import PgVoiceStore
-from supervisor.voice_store import SavedVoice
+from supervisor.speech.pg_voices import PgVoiceStore
+from supervisor.speech.voices import SavedVoice
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""supervisor/pool.py logic that needs no model: GPU memory reclaim, /health's shape, backoff."""
+"""supervisor/supervision/pool.py logic that needs no model: GPU memory reclaim, /health's shape, backoff."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from harness import fast_settings, is_ready, process, run, running_pool, wait_for
 
 from sidecar.faults import LOAD_ENV
-from supervisor import gpu
-from supervisor.gpu import Device
-from supervisor.pool import Pool
-from supervisor.scheduler import Scheduler
+from supervisor.supervision import gpu
+from supervisor.supervision.gpu import Device
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.scheduler import Scheduler
 
 FAKE_GPU = Device("gpu0", "cuda:0", 0)  # the null engine never touches the device
 

@@ -1,4 +1,4 @@
-"""supervisor/process.py: one child, its frames, its stderr, and a kill that takes its whole group."""
+"""supervisor/supervision/process.py: one child, its frames, its stderr, and a kill that takes its whole group."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ import time
 import psutil
 import pytest
 
-from supervisor.gpu import CPU
-from supervisor.process import TRANSITIONS, KillReason, SidecarProcess, State, decode_exit
+from supervisor.supervision.gpu import CPU
+from supervisor.supervision.process import (
+    TRANSITIONS,
+    KillReason,
+    SidecarProcess,
+    SidecarState,
+    decode_exit,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,9 +38,11 @@ def test_decode_exit(code: int, ours: bool, text: str) -> None:
 
 def test_every_state_can_die_and_dead_is_final() -> None:
     assert all(
-        State.DEAD in allowed for state, allowed in TRANSITIONS.items() if state is not State.DEAD
+        SidecarState.DEAD in allowed
+        for state, allowed in TRANSITIONS.items()
+        if state is not SidecarState.DEAD
     )
-    assert TRANSITIONS[State.DEAD] == frozenset()
+    assert TRANSITIONS[SidecarState.DEAD] == frozenset()
 
 
 async def wait(predicate, timeout_s: float = 20) -> None:  # type: ignore[no-untyped-def]
@@ -61,9 +69,9 @@ def test_null_sidecar_frames_and_stderr_reach_the_parent(caplog: pytest.LogCaptu
         await wait(lambda: any(f["op"] == "ready" for f in frames))
         assert frames[0] == {"op": "hello", "pid": proc.pid, "protocol": 1}
         with pytest.raises(RuntimeError, match="no transition"):
-            proc.change_state(State.BUSY)  # it never went READY in the parent's eyes
+            proc.change_state(SidecarState.BUSY)  # it never went READY in the parent's eyes
         proc.stop(KillReason.SHUTDOWN, 5)  # STARTING: stopped at once
-        await wait(lambda: proc.state is State.DEAD)
+        await wait(lambda: proc.state is SidecarState.DEAD)
         await proc.close()
         assert proc.kill_reason is KillReason.SHUTDOWN
 
@@ -86,7 +94,7 @@ def test_kill_takes_the_whole_process_group() -> None:
         await wait(lambda: len(psutil.Process(proc.pid).children()) == 1)
         grandchild = psutil.Process(proc.pid).children()[0]
         proc.kill(KillReason.HEARTBEAT_TIMEOUT, "test")
-        await wait(lambda: proc.state is State.DEAD)
+        await wait(lambda: proc.state is SidecarState.DEAD)
         await proc.close()
         assert proc.returncode == -signal.SIGKILL and proc.exit_description == "killed by SIGKILL"
         grandchild.wait(5)
@@ -103,7 +111,7 @@ def test_garbage_on_stdout_is_a_protocol_error_and_a_kill() -> None:
             CPU, [sys.executable, "-c", script], {}, 1 << 20, lambda p, m: None, lambda: None
         )
         await proc.start()
-        await wait(lambda: proc.state is State.DEAD)
+        await wait(lambda: proc.state is SidecarState.DEAD)
         await proc.close()
         # b"Load" read as a length is 1282367844 bytes: over the cap, rejected before reading it
         assert proc.kill_reason is KillReason.PROTOCOL_ERROR and "cap" in proc.kill_detail

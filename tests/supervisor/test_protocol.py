@@ -1,4 +1,4 @@
-"""sidecar/protocol.py: framing, decoding and validation, including arbitrary bytes."""
+"""sidecar/shared/protocol.py: framing, decoding and validation, including arbitrary bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.protocol import (
+from sidecar.shared.protocol import (
     FROM_SIDECAR,
     HEADER,
     TO_SIDECAR,

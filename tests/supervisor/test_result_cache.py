@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import metrics, result_cache, schemas
-from supervisor.result_cache import Entry, ResultCache
+from supervisor import metrics
 from supervisor.settings import Settings
-from supervisor.synthesis import Voice
+from supervisor.speech import result_cache, schemas
+from supervisor.speech.result_cache import CachedResult, ResultCache
+from supervisor.speech.synthesis import Voice
 
 META = {"format": "wav", "sample_rate": 24000, "seed": 1, "audio_s": 1.0, "chunks": 1}
 
 
-def entry(size: int, fill: bytes = b"a") -> Entry:
-    return Entry(fill * size, META)
+def entry(size: int, fill: bytes = b"a") -> CachedResult:
+    return CachedResult(fill * size, META)
 
 
 def test_an_entry_comes_back_as_it_went_in(tmp_path: Path) -> None:
@@ -30,9 +31,9 @@ def test_an_entry_comes_back_as_it_went_in(tmp_path: Path) -> None:
     cache.load()
     hits, misses = metrics.result_cache_hits._value.get(), metrics.result_cache_misses._value.get()
     assert cache.get("ab" * 32) is None
-    cache.put("ab" * 32, Entry(b"RIFF...", META))
+    cache.put("ab" * 32, CachedResult(b"RIFF...", META))
     found = cache.get("ab" * 32)
-    assert found == Entry(b"RIFF...", META)
+    assert found == CachedResult(b"RIFF...", META)
     assert metrics.result_cache_hits._value.get() == hits + 1
     assert metrics.result_cache_misses._value.get() == misses + 1
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["ab" * 32]  # no temp left

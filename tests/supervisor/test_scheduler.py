@@ -1,4 +1,4 @@
-"""supervisor/scheduler.py: admission, batch forming, and the fate of a killed batch's tasks."""
+"""supervisor/supervision/scheduler.py: admission, batch forming, and the fate of a killed batch's tasks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from supervisor.errors import Overloaded, PoisonRequest, Unavailable
-from supervisor.scheduler import Priority, Scheduler, estimate
 from supervisor.settings import Settings
+from supervisor.supervision.scheduler import Priority, Scheduler, estimate
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -1,4 +1,4 @@
-"""supervisor/schemas.py: speech requests from JSON and forms; every bad field is a 400 naming it."""
+"""supervisor/speech/schemas.py: speech requests from JSON and forms; every bad field is a 400 naming it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor import schemas
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
+from supervisor.speech import schemas
 
 SETTINGS = Settings(engine="null", num_step=16, max_input_chars=100)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import service
+from supervisor.commands import install_service as service
 from supervisor.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,8 +59,8 @@ def installed_unit(tmp_path: Path, *extra: str) -> Path:
 
 def test_the_committed_unit_is_the_template() -> None:
     assert COMMITTED_UNIT.read_text() == service.render_unit(), (
-        "systemd/omnivoice-supervisor.service differs from supervisor/service.py; regenerate it with\n"
-        "python -c 'from supervisor.service import render_unit; print(render_unit(), end=\"\")' > systemd/omnivoice-supervisor.service"
+        "systemd/omnivoice-supervisor.service differs from supervisor/commands/install_service.py; regenerate it with\n"
+        "python -c 'from supervisor.commands.install_service import render_unit; print(render_unit(), end=\"\")' > systemd/omnivoice-supervisor.service"
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.sidecar_command import sidecar_command
+from supervisor.supervision.sidecar_command import sidecar_command
 
 
 @pytest.mark.parametrize("version", [(3, 10), (3, 11)])

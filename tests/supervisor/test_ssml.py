@@ -1,4 +1,4 @@
-"""supervisor/text/ssml.py through a real Synthesis: what reaches the model for each element,
+"""supervisor/speech/text/ssml.py through a real Synthesis: what reaches the model for each element,
 the silence stitched for <break>, and the 400 a bad document gets (naming the element)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from synthesis_driver import LEVEL, RATE, drive
 
-from supervisor import schemas
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
-from supervisor.synthesis import CHUNK_SEED_STRIDE, Voice
+from supervisor.speech import schemas
+from supervisor.speech.synthesis import CHUNK_SEED_STRIDE, Voice
 
 PROMPT = {
     "tokens": {"shape": [8, 30], "data": bytes(8 * 30 * 2)},

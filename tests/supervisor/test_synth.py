@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.synth import Entry, ManifestError, State, read_manifest
+from supervisor.commands.synth import ManifestEntry, ManifestError, RunState, read_manifest
 
 
 def manifest(tmp_path: Path, *lines: str) -> Path:
@@ -44,8 +44,8 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
 
 
 def test_an_item_is_done_when_its_file_is_there(tmp_path: Path) -> None:
-    given = Entry(1, "a", {"id": "a", "input": "x", "response_format": "wav"}, "wav")
-    default = Entry(2, "b", {"id": "b", "input": "y"}, None)
+    given = ManifestEntry(1, "a", {"id": "a", "input": "x", "response_format": "wav"}, "wav")
+    default = ManifestEntry(2, "b", {"id": "b", "input": "y"}, None)
     assert not given.is_in(tmp_path) and not default.is_in(tmp_path)
     (tmp_path / "a.mp3").write_bytes(b"")  # another format than asked: not it
     (tmp_path / "b.flac").write_bytes(b"")  # the server's default format, whatever it was
@@ -53,16 +53,16 @@ def test_an_item_is_done_when_its_file_is_there(tmp_path: Path) -> None:
 
 
 def test_the_state_file_forgets_an_item_whose_line_changed(tmp_path: Path) -> None:
-    entry = Entry(1, "a", {"id": "a", "input": "x"}, None)
-    state = State(tmp_path)
+    entry = ManifestEntry(1, "a", {"id": "a", "input": "x"}, None)
+    state = RunState(tmp_path)
     state.record(entry, "job_1", 0)
     state.save()
-    again = State(tmp_path)
+    again = RunState(tmp_path)
     assert again.job_of(entry) == ("job_1", 0)
-    assert again.job_of(Entry(1, "a", {"id": "a", "input": "edited"}, None)) is None
+    assert again.job_of(ManifestEntry(1, "a", {"id": "a", "input": "edited"}, None)) is None
     (tmp_path / ".synth-state.json").write_text("{not json")
     assert (
-        State(tmp_path).items == {}
+        RunState(tmp_path).items == {}
     )  # unreadable: submitted again, under the same idempotency keys
     assert json.loads(json.dumps(again.items))["a"]["job"] == "job_1"
 
@@ -75,7 +75,7 @@ def test_a_download_cut_short_is_not_renamed_into_place(tmp_path: Path) -> None:
     import socket
     import threading
 
-    from supervisor.synth import Client, Incomplete
+    from supervisor.commands.synth import Client, Incomplete
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from test_service import REPO_ROOT, systemd_analyze
 
-from supervisor import synth_timer
+from supervisor.commands import synth_timer
 
 SYSTEMD_DIR = REPO_ROOT / "systemd"
 

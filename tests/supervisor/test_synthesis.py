@@ -1,4 +1,4 @@
-"""supervisor/synthesis.py: chunk modes, continuity prompts, seeds, reservations and cancellation.
+"""supervisor/speech/synthesis.py: chunk modes, continuity prompts, seeds, reservations and cancellation.
 
 The scheduler is real; the test plays the pool: it takes batches and answers their tasks.
 """
@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from sidecar.protocol import TokenArray
-from sidecar.text import CHUNK_SEED_STRIDE
-from supervisor import metrics, quality, schemas
+from sidecar.shared.protocol import TokenArray
+from sidecar.shared.text import CHUNK_SEED_STRIDE
+from supervisor import metrics
 from supervisor.errors import Overloaded, ServerError, TaskFailed, Unavailable
-from supervisor.scheduler import Batch, Scheduler
 from supervisor.settings import Settings
-from supervisor.synthesis import Synthesis, Voice
+from supervisor.speech import quality, schemas
+from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.supervision.scheduler import Batch, Scheduler
 
 LONG = (
     "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "

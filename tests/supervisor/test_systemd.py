@@ -1,4 +1,4 @@
-"""supervisor/systemd.py: the sd_notify wire format on real datagram sockets, and the reporting loop."""
+"""supervisor/commands/sd_notify.py: the sd_notify wire format on real datagram sockets, and the reporting loop."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.systemd import Notifier, ServiceState
+from supervisor.commands.sd_notify import Notifier, ServiceState
 
 STALL_S = 30.0  # a phase that waits longer than this has failed (the machine is shared)
 

@@ -1,4 +1,4 @@
-"""supervisor/voice_store.py: saved voices survive a restart, never half-written, never clobbered."""
+"""supervisor/speech/voices.py: saved voices survive a restart, never half-written, never clobbered."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import Conflict
-from supervisor.voice_store import PromptCache, SavedVoice, VoiceStore
+from supervisor.speech.voices import PromptCache, SavedVoice, VoiceStore
 
 PROMPT = {
     "tokens": {"shape": [8, 50], "data": bytes(8 * 50 * 2)},

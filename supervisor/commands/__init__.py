@@ -1,0 +1,1 @@
+"""What the CLI's subcommands run: serve, stop, synth, install-service."""

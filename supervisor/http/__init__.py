@@ -1,0 +1,1 @@
+"""HTTP: the Starlette app, auth, limits, the OpenAPI document, the routes."""

@@ -1,0 +1,216 @@
+"""create_app(settings): the route table, the middleware order, and the lifespan running the pool.
+
+Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
+it has one); request metrics come next, so that they count refusals too; then authentication;
+then the body limits; then the routes. Each route that takes a body has its own limit: a JSON
+body 64 KiB and 16 bytes per input character allowed, an upload --max-upload-mb and 1 MiB for
+the form around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from supervisor import metrics
+from supervisor.database import Database, is_postgres
+from supervisor.errors import ServerError, Unavailable, from_http_status
+from supervisor.http.auth import BearerAuth
+from supervisor.http.limits import BodyLimit
+from supervisor.http.routes import captioned, console, jobs, lexicons, ops, speech, voices
+from supervisor.http.routes.speech import CLIENT_CLOSED
+from supervisor.jobs.pg_store import PgJobStore
+from supervisor.jobs.runner import JobRunner
+from supervisor.jobs.storage import StoreUnavailable
+from supervisor.jobs.store import JobStore, StoreCorrupt
+from supervisor.services import Services
+from supervisor.settings import Settings, redacted_url
+from supervisor.speech import result_cache
+from supervisor.speech.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
+from supervisor.speech.lexicons import LexiconStore
+from supervisor.speech.pg_voices import PgVoiceStore
+from supervisor.speech.voices import PromptCache, Voices, VoiceStore
+from supervisor.supervision import gpu
+from supervisor.supervision.asr import AsrPool, asr_devices
+from supervisor.supervision.gpu import Device
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.scheduler import Scheduler
+
+log = logging.getLogger("omnivoice.app")
+
+STORE_RETRY_S = 5  # Retry-After while the database cannot be reached
+
+
+async def render_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, HTTPException):
+        error: ServerError = from_http_status(exc.status_code, exc.detail)
+    elif isinstance(exc, ServerError):
+        error = exc
+    elif isinstance(exc, StoreUnavailable):  # jobs with a stopped database; speech carries on
+        error = Unavailable(f"jobs are unavailable: {exc}. Speech requests still work.",
+                            retry_after_s=STORE_RETRY_S)  # fmt: skip
+        error.code = "job_store_unavailable"
+    else:
+        log.exception("unhandled error on %s", request.url.path, exc_info=exc)
+        error = ServerError("internal server error")
+    return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers())
+
+
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """The client went away while its body was read: one line, no traceback, nobody to answer."""
+    log.info("%s %s: the client disconnected before its request body was read",
+             request.method, request.url.path)  # fmt: skip
+    return Response(status_code=CLIENT_CLOSED)
+
+
+def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dict[str, str | None]]:
+    """The job runner and the store's state for /health; no runner when the database is damaged
+    (the jobs routes then answer 503 and speech carries on)."""
+    if db is not None:
+        return JobRunner(svc, PgJobStore(db, svc.settings.lease_s)), {"state": "ok", "error": None}
+    try:
+        store = JobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
+    except StoreCorrupt as exc:
+        log.error("%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)",
+                  exc)  # fmt: skip
+        return None, {"state": "corrupt", "error": str(exc)}
+    return JobRunner(svc, store), {"state": "ok", "error": None}
+
+
+def open_database(settings: Settings) -> Database | None:
+    """With --store postgresql://...: the shared database, its schema migrated; else None."""
+    if not is_postgres(settings.store):
+        return None
+    owner = f"{socket.gethostname()} port {settings.port} {uuid.uuid4().hex[:6]}"
+    db = Database.open(settings.store, owner)
+    log.info("jobs and saved voices in PostgreSQL (%s), as %r", redacted_url(settings.store), owner)
+    return db
+
+
+def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        found = (
+            devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
+        )
+        scheduler = Scheduler(settings)
+        pool = Pool(settings, scheduler, found)
+        db = open_database(settings)
+        voices: Voices = (
+            VoiceStore(Path(settings.resolved_data_dir()) / "voices")
+            if db is None
+            else PgVoiceStore(db, settings.store)
+        )
+        lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
+        asr = Scheduler(settings) if settings.asr_model else None
+        results = await asyncio.to_thread(result_cache.open_cache, settings)
+        app.state.services = Services(
+            settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size),
+            lexicon_store, asr,
+            AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
+        )  # fmt: skip
+        app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
+        if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
+            Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
+        collector = metrics.watch(pool)
+        if not settings.api_keys:
+            log.warning(
+                "no --api-key given: every route is open to anyone who can reach %s:%d",
+                settings.host,
+                settings.port,
+            )
+        log.info("sidecars on %s (engine %s)", ", ".join(d.name for d in found), settings.engine)
+        await pool.start()
+        if app.state.services.asr_pool is not None:
+            await app.state.services.asr_pool.start()
+        if app.state.jobs is not None:
+            await app.state.jobs.start()
+        try:
+            yield
+        finally:
+            if app.state.jobs is not None:
+                await (
+                    app.state.jobs.stop()
+                )  # job items in flight go back to the queue; they run after the restart
+            await pool.stop(settings.drain_s)
+            if app.state.services.asr_pool is not None:
+                await app.state.services.asr_pool.stop(settings.drain_s)
+            if app.state.jobs is not None:
+                app.state.jobs.store.close()
+            voices.close()
+            if db is not None:
+                db.close()
+            metrics.unwatch(collector)
+
+    json_limit = (
+        64 * 1024 + 16 * settings.max_input_chars
+    )  # input and instructions, escaped, and the rest
+    upload_limit = (
+        int(settings.max_upload_mb * 2**20) + 1024 * 1024
+    )  # the file and the form around it
+    base64_upload = (
+        upload_limit * 4 // 3
+    )  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
+    limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
+              "/v1/audio/speech/captioned": json_limit,
+              "/v1/audio/voices": upload_limit, "/v1/audio/lexicons/": LEXICON_BODY_BYTES,
+              "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
+    routes: list[BaseRoute] = [
+        Route("/", console.page, methods=["GET"]),
+        Route("/console", console.page, methods=["GET"]),
+        Route("/console/{asset}", console.asset, methods=["GET"]),
+        Route("/health", ops.health, methods=["GET"]),
+        Route("/ready", ops.ready, methods=["GET"]),
+        Route("/metrics", ops.prometheus, methods=["GET"]),
+        Route("/openapi.json", ops.openapi_json, methods=["GET"]),
+        Route("/v1/models", ops.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
+        Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+        Route("/v1/audio/speech/captioned", captioned.captioned, methods=["POST"]),
+        Route("/v1/audio/design", voices.design, methods=["POST"]),
+        Route("/v1/audio/clone", voices.clone, methods=["POST"]),
+        Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
+        Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
+        Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
+        Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
+        Route("/v1/audio/lexicons", lexicons.list_lexicons, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
+        Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
+        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
+        Route("/v1/jobs", jobs.create_job, methods=["POST"]),
+        Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", jobs.cancel_job, methods=["DELETE"]),
+        Route("/v1/jobs/{job_id}/items/{n}/audio", jobs.item_audio, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.srt", jobs.item_captions, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/items/{n}/captions.vtt", jobs.item_captions, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(metrics.RequestMetrics, routes=routes),
+            Middleware(BearerAuth, keys=settings.api_keys),
+            Middleware(BodyLimit, limits=limits),
+        ],
+        exception_handlers={
+            ServerError: render_error,
+            StoreUnavailable: render_error,
+            HTTPException: render_error,
+            ClientDisconnect: client_gone,
+            Exception: render_error,
+        },
+        lifespan=lifespan,
+    )

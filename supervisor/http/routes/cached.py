@@ -1,0 +1,72 @@
+"""The result cache on the speech routes: a reproducible request (one with a `seed`) that is
+found is answered from disk, with no sidecar and no admission; one that is not found is kept
+once its whole answer has gone out (a failed or cut answer is not kept). `X-Cache` says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.responses import Response
+
+from supervisor.services import Services
+from supervisor.speech import formats, instructions, quality, result_cache
+from supervisor.speech.result_cache import CachedResult
+from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.synthesis import Voice, usage
+
+HEADER = "X-Cache"
+_writing: set[asyncio.Task[None]] = set()  # puts in flight, held so they are not collected
+
+
+async def find(
+    svc: Services, speech: SpeechRequest, voice: Voice
+) -> tuple[str | None, CachedResult | None]:
+    """(key, entry): key None when the answer is not to be cached; entry None on a miss."""
+    cache = svc.results
+    if cache is None or not result_cache.cacheable(speech):
+        return None, None
+    name = result_cache.key(cache.identity, speech, voice, svc.settings, "speech")
+    return name, await asyncio.to_thread(cache.get, name)
+
+
+def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
+    """A cached answer, with the headers it had."""
+    meta = entry.meta
+    rate = str(meta["sample_rate"])
+    headers = {"X-Seed": str(meta["seed"]), "X-Chunks": str(meta["chunks"]),
+               "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate, HEADER: "hit"}  # fmt: skip
+    if "qa" in meta:  # the verdict it had (only passing answers are kept)
+        headers[quality.HEADER] = meta["qa"]
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
+    if speech.stream_format == "sse":
+        headers["Cache-Control"] = "no-cache"
+        events = b"".join(formats.sse_deltas(entry.data))
+        done = formats.sse_done(usage(speech.input, meta["audio_s"]))
+        return Response(events + done, media_type="text/event-stream", headers=headers)
+    return Response(entry.data, media_type=formats.MEDIA_TYPES[speech.response_format],
+                    headers=headers)  # fmt: skip
+
+
+def keep(svc: Services, name: str, data: bytes, meta: dict[str, Any]) -> None:
+    """Store an answer in a worker thread, without holding it up (put never raises)."""
+    cache = svc.results
+    if cache is None:
+        return
+    task = asyncio.ensure_future(asyncio.to_thread(cache.put, name, CachedResult(data, meta)))
+    _writing.add(task)
+    task.add_done_callback(_writing.discard)
+
+
+async def recorded(
+    body: AsyncIterator[bytes], done: Callable[[bytes], None]
+) -> AsyncIterator[bytes]:
+    """The body as it streams; once all of it has been sent, `done` gets it whole."""
+    parts: list[bytes] = []
+    async for data in body:
+        parts.append(data)
+        yield data
+    done(b"".join(parts))

@@ -1,0 +1,107 @@
+"""`POST /v1/audio/speech/captioned`: a speech request answered as JSON, the audio (base64)
+with the timing of each sentence, exact from chunk boundaries (each sentence is its own chunk).
+
+    {"audio": "<base64>", "format": "mp3", "sample_rate": 24000,
+     "segments": [{"text": "…", "start": 0.0, "end": 1.84}, …]}   (seconds)
+
+Word timing has its frame and is off: `timestamp_granularities` (OpenAI's transcription name)
+takes "segment" (the default) and "word"; "word" would add each segment's
+`"words": [{"word", "start", "end"}]` from an aligner model run on the audio, and is a 400
+while none runs (docs/API.md, Captions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from supervisor.errors import InvalidRequest
+from supervisor.http.routes import services
+from supervisor.http.routes.speech import (
+    CLIENT_CLOSED,
+    ClientGone,
+    Deadline,
+    read_json,
+    until_disconnected,
+)
+from supervisor.speech import delivery, instructions, quality, schemas
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.text import script
+from supervisor.speech.voices import resolve_voice, voice_resolver
+
+GRANULARITIES = ("segment", "word")
+FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
+
+
+def check_granularities(body: Any) -> None:
+    """`timestamp_granularities`: a non-empty list of "segment" and "word"; "word" is a 400 (no
+    aligner runs here)."""
+    wanted = body.get("timestamp_granularities", ["segment"]) if isinstance(body, dict) else []
+    if not isinstance(wanted, list) or not wanted or not set(wanted) <= set(GRANULARITIES):
+        raise InvalidRequest(
+            '\'timestamp_granularities\' must be a non-empty list of "segment" and "word".',
+            param="timestamp_granularities",
+        )
+    if "word" in wanted:
+        error = InvalidRequest(
+            "Word timestamps need an aligner model, which this server does not run; ask for "
+            '["segment"]: each sentence\'s timing, exact from the audio.',
+            param="timestamp_granularities",
+        )
+        error.code = "word_timestamps_unavailable"
+        raise error
+
+
+async def captioned(request: Request) -> Response:
+    svc = services(request)
+    body = await read_json(request)
+    speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
+    check_granularities(body)
+    if speech.stream_format != "audio":
+        raise InvalidRequest(
+            "The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
+            "/v1/audio/speech.",
+            param="stream_format",
+        )
+    voice = resolve_voice(speech, svc.voices)
+    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
+    synthesis = Synthesis(
+        svc.scheduler,
+        speech,
+        voice,
+        svc.settings.chunk_s,
+        voices=voice_resolver(speech, svc.voices),
+        text=text,
+        captions=True,
+        asr=svc.asr,
+    )
+    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+
+    async def whole() -> bytes:
+        return b"".join([piece["audio"] async for piece in deadline.pieces(synthesis.pieces())])
+
+    try:
+        pcm = await until_disconnected(request, whole())
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        synthesis.close()
+    fmt, wanted = speech.response_format, delivery.profile(speech)
+    if delivery.is_cheap(fmt, synthesis.sample_rate, wanted):
+        data = delivery.encode(fmt, pcm, synthesis.sample_rate, wanted)
+    else:  # resampling, loudness and the compressed formats in a worker thread, off the loop
+        data = await asyncio.to_thread(delivery.encode, fmt, pcm, synthesis.sample_rate, wanted)
+    headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
+    answer = {
+        "audio": base64.b64encode(data).decode(),
+        "format": fmt,
+        "sample_rate": wanted.rate(fmt, synthesis.sample_rate),
+        "segments": synthesis.segments,
+    }
+    return JSONResponse(answer, headers=headers)

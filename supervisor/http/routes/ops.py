@@ -1,0 +1,92 @@
+"""`/health` and `/ready` (always open, always answer), `/v1/models`, `/metrics`, `/openapi.json`,
+and `DELETE /v1/cache` (empties the result cache)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from supervisor import metrics
+from supervisor.errors import NotFound
+from supervisor.http import openapi
+from supervisor.http.auth import AUTHENTICATED_KEY
+from supervisor.http.routes import services
+from supervisor.speech.schemas import MODELS
+
+MODELS_CREATED = (
+    1764460800  # a fixed timestamp (2025-11-30), so the list is the same after every restart
+)
+
+
+async def health(request: Request) -> JSONResponse:
+    """Overall status and one entry per sidecar (see DESIGN, Contracts in detail), and the job
+    store's kind and state (ok, corrupt, or unavailable while it refuses writes or cannot be
+    reached). Without a valid key (on a server that has keys): states and counts only, no
+    pids, paths or settings."""
+    svc = services(request)
+    body = svc.pool.health()
+    jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
+    runner = request.app.state.jobs
+    if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
+        jobs.update(state="unavailable", error=runner.storage_error)
+    body["jobs"] = jobs
+    if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
+        body["asr"] = svc.asr_pool.health()["sidecars"]
+    if request.scope.get(AUTHENTICATED_KEY, True):
+        body["settings"] = svc.settings.public()
+    else:
+        for sidecar in body["sidecars"] + body.get("asr", []):
+            sidecar["pid"] = None
+    return JSONResponse(body)
+
+
+async def ready(request: Request) -> JSONResponse:
+    """200 when a sidecar can take work (or a reaped one can be started), else 503."""
+    pool = services(request).pool
+    if pool.is_ready():
+        return JSONResponse({"ready": True, "status": pool.status()})
+    return JSONResponse(
+        {"ready": False, "status": pool.status()}, status_code=503, headers={"Retry-After": "5"}
+    )
+
+
+def model_entry(model_id: str) -> dict[str, object]:
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": MODELS_CREATED,
+        "owned_by": "omnivoice-supervisor",
+    }
+
+
+async def list_models(request: Request) -> JSONResponse:
+    """Every model name the speech route accepts; all of them are the one OmniVoice model."""
+    return JSONResponse({"object": "list", "data": [model_entry(m) for m in MODELS]})
+
+
+async def get_model(request: Request) -> JSONResponse:
+    model_id = request.path_params["model"]
+    if model_id not in MODELS:
+        raise NotFound(
+            f"The model {model_id!r} does not exist; this server serves {', '.join(MODELS)}.",
+            param="model",
+        )
+    return JSONResponse(model_entry(model_id))
+
+
+async def prometheus(request: Request) -> Response:
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+
+async def openapi_json(request: Request) -> JSONResponse:
+    return JSONResponse(openapi.document(services(request).settings))
+
+
+async def purge_cache(request: Request) -> JSONResponse:
+    """Remove every entry of the result cache: how many, and their bytes."""
+    results = services(request).results
+    deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge)
+    return JSONResponse({"object": "cache.purge", "enabled": results is not None,
+                         "deleted": deleted, "bytes": size})  # fmt: skip

@@ -1,0 +1,290 @@
+"""`POST /v1/audio/speech`: validate, admit, await or stream, encode.
+
+The response waits for the first chunk's audio before it starts, so that anything that fails
+early (bad input the sidecar caught, a poison request, no device) still gets its own status.
+Then:
+
+- one chunk: the whole file, with Content-Length (a WAV header with the real sizes);
+- several chunks (`stream_format: "audio"`): chunked transfer, each chunk's audio sent as soon
+  as it is ready, through one encoder for the whole response (a WAV header says "until the
+  end"); a chunk that fails later cuts the connection, so a client never takes a truncated
+  file for a whole one;
+- `stream_format: "sse"`: `speech.audio.delta` events with base64 audio in the requested format,
+  then `speech.audio.done` with usage; a chunk that fails later sends an `error` event.
+
+A client that goes away cancels everything of its request still queued or running, and so
+does a request's deadline (`request_timeout_s`, else `--request-timeout-s`): a 504 if no audio
+has gone out yet, else the stream ends as a failed chunk would end it.
+
+Quality (supervisor/speech/quality.py): `X-OmniVoice-QA: passed|failed; attempts=N`. A whole answer
+(one chunk) that still fails its checks after every retry is sent all the same, with `failed`:
+the audio exists, the client is told, and may keep it or ask again with another seed. A stream
+sends the header with its first chunk; if that said `passed`, a later chunk that finally fails
+ends the stream as a failed chunk would (an SSE `error` event with code `qa_failed`, else a cut
+connection), so failing audio is never passed off as good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from supervisor import metrics
+from supervisor.errors import (
+    InvalidRequest,
+    QualityFailed,
+    RequestTimeout,
+    ServerError,
+    UnsupportedMedia,
+)
+from supervisor.http.routes import cached, services
+from supervisor.services import Services
+from supervisor.speech import delivery, formats, instructions, quality, schemas
+from supervisor.speech.delivery import Profile
+from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.text import script
+from supervisor.speech.voices import resolve_voice, voice_resolver
+
+T = TypeVar("T")
+P = ParamSpec("P")
+CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer started."""
+
+
+async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
+    """The body as JSON (read by `parse`, in a worker thread). Multipart is a 415 (the forms are
+    other routes); undecodable, or text that is not valid Unicode, is a 400."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type.startswith("multipart/"):
+        raise UnsupportedMedia(
+            f"this route takes a JSON body (Content-Type: application/json), not {content_type}"
+        )
+    body = await request.body()
+    try:
+        parsed = await asyncio.to_thread(parse, body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: it is not valid JSON."
+        ) from None
+    schemas.refuse_unencodable(parsed)
+    return parsed
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await work, unless the client disconnects first: then cancel it and raise ClientGone."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise ClientGone()
+
+
+class Deadline:
+    """A request's deadline: awaiting past it cancels what is awaited and raises RequestTimeout."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.at = time.monotonic() + timeout_s if timeout_s else None
+
+    async def __call__(self, work: Awaitable[T]) -> T:
+        if self.at is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, max(0.0, self.at - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
+                                 "what was left of it is cancelled") from None  # fmt: skip
+
+    async def pieces(
+        self, pieces: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The pieces, each awaited within the deadline; closing this closes them."""
+        try:
+            while True:
+                try:
+                    piece = await self(pieces.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield piece
+        finally:
+            await pieces.aclose()
+
+
+class SynthesisStream(StreamingResponse):
+    """A streamed answer that cancels its synthesis however it ends (done, failed, disconnected)."""
+
+    def __init__(
+        self,
+        synthesis: Synthesis,
+        content: AsyncIterator[bytes],
+        media_type: str,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self.synthesis = synthesis
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.synthesis.close()
+
+
+async def _encode(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
+    if cheap:
+        return call(*args, **kwargs)
+    return await asyncio.to_thread(call, *args, **kwargs)
+
+
+async def _audio_body(
+    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, wanted: Profile
+) -> AsyncIterator[bytes]:
+    rate = first["sample_rate"]
+    cheap = delivery.is_cheap(fmt, rate, wanted)
+    encoder = await _encode(cheap, delivery.encoder, fmt, rate, wanted)
+    yield await _encode(cheap, encoder.feed, first["audio"])
+    async for piece in rest:
+        data = await _encode(cheap, encoder.feed, piece["audio"])
+        if data:
+            yield data
+    tail = await _encode(cheap, encoder.finish)
+    if tail:
+        yield tail
+
+
+async def _rest(pieces: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [piece async for piece in pieces]
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncIterator[bytes]:
+    try:
+        async for data in audio:
+            for event in formats.sse_deltas(data):
+                yield event
+    except ServerError as exc:
+        yield formats.sse_error(exc.to_body())
+        return
+    yield formats.sse_done(synthesis.usage())
+
+
+async def _passing(
+    pieces: AsyncIterator[dict[str, Any]], synthesis: Synthesis
+) -> AsyncIterator[dict[str, Any]]:
+    """The later pieces of a stream whose header said `passed`; one that failed raises."""
+    async for piece in pieces:
+        if quality.failed_checks(piece):
+            raise QualityFailed(synthesis.verdict.reason())
+        yield piece
+
+
+async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
+    """Admit the request, wait for its first audio, and answer as its formats ask. A reproducible
+    request is answered from the result cache when it is there, and kept in it when not."""
+    name, hit = await cached.find(svc, speech, voice)
+    if hit is not None:
+        return cached.replay(speech, hit)
+    voices = voice_resolver(speech, svc.voices)
+    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
+    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
+                          text=text, asr=svc.asr)  # fmt: skip
+    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+    pieces = deadline.pieces(synthesis.pieces())
+    try:
+        first = await until_disconnected(request, pieces.__anext__())
+    except ClientGone:
+        synthesis.close()
+        return Response(status_code=CLIENT_CLOSED)
+    except BaseException:
+        synthesis.close()
+        raise
+    started = request.scope.get(metrics.STARTED_KEY)
+    if started is not None:
+        metrics.first_audio.observe(time.monotonic() - started)
+    fmt = speech.response_format
+    wanted = delivery.profile(speech)
+    # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    rate = str(wanted.rate(fmt, first["sample_rate"]))
+    headers = {
+        "X-Seed": str(synthesis.seed),
+        "X-Chunks": str(len(synthesis.chunks)),
+        "X-Sample-Rate": rate,
+        "X-Audio-Sample-Rate": rate,
+        quality.HEADER: synthesis.verdict.header(),
+    }
+    rest = _passing(pieces, synthesis) if synthesis.verdict.passed else pieces
+    if speech.instructions_read is not None:
+        headers[instructions.HEADER] = speech.instructions_read
+
+    def keep(data: bytes) -> None:
+        # Only audio that passed its checks is kept: a failed answer is asked for again.
+        if name is not None and synthesis.verdict.passed:
+            meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
+                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
+                    "qa": synthesis.verdict.header()}  # fmt: skip
+            cached.keep(svc, name, data, meta)
+
+    if name is not None:
+        headers[cached.HEADER] = "miss"
+    if wanted.loudness is not None:
+        # Loudness is measured over the whole output: every chunk first, then one file.
+        try:
+            whole = await until_disconnected(request, _rest(rest))
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        finally:
+            synthesis.close()
+        pcm = b"".join(piece["audio"] for piece in [first, *whole])
+        content = await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
+        keep(content)
+        if speech.stream_format == "sse":
+            headers["Cache-Control"] = "no-cache"
+            return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
+                                   "text/event-stream", headers)  # fmt: skip
+        return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+    body = _audio_body(first, rest, fmt, wanted)
+    if name is not None:
+        body = cached.recorded(body, keep)
+    if speech.stream_format == "sse":
+        headers["Cache-Control"] = "no-cache"
+        return SynthesisStream(synthesis, _sse_body(body, synthesis), "text/event-stream", headers)
+    if len(synthesis.chunks) > 1:
+        return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
+    await pieces.aclose()
+    cheap = delivery.is_cheap(fmt, first["sample_rate"], wanted)
+    content = await _encode(cheap, delivery.encode, fmt, first["audio"], first["sample_rate"],
+                            wanted)  # fmt: skip
+    keep(content)
+    return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+
+
+async def speech(request: Request) -> Response:
+    svc = services(request)
+    body = await read_json(request)
+    speech_request = schemas.speech_request(body, svc.settings)
+    return await respond(request, svc, speech_request, resolve_voice(speech_request, svc.voices))

@@ -1,0 +1,1 @@
+"""Jobs: the durable store, the runner, and what a job carries."""

@@ -1,0 +1,130 @@
+"""Sending job callbacks (supervisor/jobs/callbacks.py checks the addresses and signs).
+
+Driven by the job runner's pass: once a job has ended (completed,
+failed, or cancelled, with no item still running) its summary, the job object without items, is
+POSTed. A 2xx answer delivers it, and it is never sent again; anything else (another status, a
+refused connection, a timeout) is recorded on the job and tried again after a backoff that
+doubles from --callback-backoff-s up to MAX_BACKOFF_S, at most --callback-attempts times, then
+the callback ends `failed`. Each attempt is recorded in the job store before the next one, so
+a restart carries on where it was; only a crash between a receiver's 2xx and that record sends
+it once more. Redirects are not followed: they could lead off the allow-list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from supervisor.jobs.callbacks import SIGNATURE_HEADER, signature
+from supervisor.jobs.storage import JobStorage
+from supervisor.jobs.store import CallbackDue
+from supervisor.settings import Settings
+
+log = logging.getLogger("omnivoice.callbacks")
+
+MAX_BACKOFF_S = 600.0
+HOLD_S = 60.0  # a callback whose attempt could not be recorded (a full disk) waits this long
+ERROR_CHARS = 300  # of a failed attempt's reason, kept on the job
+
+
+def backoff_s(first_s: float, attempts: int) -> float:
+    """The wait after the `attempts`-th failed attempt (1-based)."""
+    return float(min(MAX_BACKOFF_S, first_s * 2 ** (attempts - 1)))
+
+
+class CallbackSender:
+    """Sends the callbacks of ended jobs, one task per job, each attempt recorded in the store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStorage,
+        summary: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> None:
+        """`summary` turns the store's job object into the body (the runner adds its outlook)."""
+        self.settings = settings
+        self.store = store
+        self.summary = summary
+        self.sending: dict[str, asyncio.Task[None]] = {}
+        self.held: dict[str, float] = {}  # job id -> time.monotonic() it may be sent again
+        self.client = httpx.AsyncClient(
+            timeout=settings.callback_timeout_s,
+            follow_redirects=False,
+            trust_env=False,  # no proxy from the environment: the allow-list is the whole story
+        )
+
+    async def dispatch(self) -> None:
+        """Start sending each callback that is due and not being sent."""
+        now = time.monotonic()
+        self.held = {job_id: until for job_id, until in self.held.items() if until > now}
+        for due in await asyncio.to_thread(self.store.callbacks_due, time.time()):
+            if due.job_id not in self.sending and due.job_id not in self.held:
+                task = asyncio.create_task(self.attempt(due), name=f"callback-{due.job_id}")
+                self.sending[due.job_id] = task
+                task.add_done_callback(functools.partial(self.forget, due.job_id))
+
+    def forget(self, job_id: str, _task: asyncio.Task[None]) -> None:
+        self.sending.pop(job_id, None)
+
+    async def attempt(self, due: CallbackDue) -> None:
+        """One attempt; if it cannot be made or recorded, the callback is held back for a while
+        (not sent again every pass)."""
+        try:
+            await self.send(due)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the store refusing writes (a full disk), or a bug
+            log.exception("jobs: the callback of %s could not be sent or recorded; "
+                          "trying again in %.0f s", due.job_id, HOLD_S)  # fmt: skip
+            self.held[due.job_id] = time.monotonic() + HOLD_S
+
+    async def send(self, due: CallbackDue) -> None:
+        job = await asyncio.to_thread(self.store.job, due.job_id, False)
+        if job is None:  # removed meanwhile
+            return
+        job = self.summary(job)
+        job.pop("callback", None)  # the delivery's own record: not part of the summary
+        body = json.dumps(job, separators=(",", ":")).encode()
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: signature(self.settings.callback_secret, int(time.time()), body),
+        }
+        status: int | None = None
+        error: str | None = None
+        try:
+            answer = await self.client.post(due.url, content=body, headers=headers)
+            status = answer.status_code
+            if not 200 <= status < 300:
+                error = f"HTTP {status}"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+        attempts = due.attempts + 1
+        if error is None:
+            state, next_at = "delivered", None
+            log.info("jobs: callback of %s delivered (attempt %d)", due.job_id, attempts)
+        elif attempts >= self.settings.callback_attempts:
+            state, next_at = "failed", None
+            log.warning("jobs: callback of %s failed after %d attempts (last: %s)",
+                        due.job_id, attempts, error)  # fmt: skip
+        else:
+            wait_s = backoff_s(self.settings.callback_backoff_s, attempts)
+            state, next_at = "pending", time.time() + wait_s
+            log.info("jobs: callback of %s: attempt %d failed (%s); next in %.1f s",
+                     due.job_id, attempts, error, wait_s)  # fmt: skip
+        await asyncio.to_thread(
+            self.store.callback_attempted, due.job_id, status, error, state, next_at
+        )
+
+    async def close(self) -> None:
+        """Stop sending (an attempt cut short is made again after the restart)."""
+        for task in list(self.sending.values()):
+            task.cancel()
+        await asyncio.gather(*self.sending.values(), return_exceptions=True)
+        await self.client.aclose()

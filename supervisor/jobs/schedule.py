@@ -1,0 +1,78 @@
+"""A job's schedule, read from its body: when it may start (`not_before`), when it should be done
+(`deadline`), and where to say it ended (`callback_url`); and the RFC 3339 times the API shows.
+
+Times must be RFC 3339 with an offset (`2026-12-01T06:00:00Z`, `...+01:00`): a time without one
+would mean whatever zone the server runs in. `deadline` must come after `not_before`. A deadline
+already past is accepted (the job is at risk at once): a client replaying its submission with the
+same Idempotency-Key after the deadline must get its job back, not a 400.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from supervisor.errors import InvalidRequest
+from supervisor.jobs.callbacks import check_url
+
+FIELDS = frozenset({"not_before", "deadline", "callback_url"})
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+@dataclass(frozen=True)
+class JobSchedule:
+    """Unix times (seconds) and the callback address; None where the body gave none."""
+
+    not_before: float | None = None
+    deadline: float | None = None
+    callback_url: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The fields given, for the Idempotency-Key digest (none given: the digest of old)."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+
+def parse_time(value: Any, param: str) -> float:
+    """An RFC 3339 time with an offset, as Unix seconds; InvalidRequest naming `param` otherwise."""
+    if not isinstance(value, str) or not RFC3339.fullmatch(value):
+        raise InvalidRequest(
+            f"'{param}' must be an RFC 3339 time with an offset, such as "
+            f'"2026-12-01T06:00:00Z" or "2026-12-01T07:00:00+01:00"; got {value!r}.',
+            param=param,
+        )
+    try:
+        # fromisoformat takes no more than microseconds: nanoseconds are cut, not refused.
+        text = re.sub(r"(\.\d{6})\d+", r"\1", value.upper().replace("Z", "+00:00"))
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError as exc:  # the right shape, not a real time: 2026-02-30, 25:00
+        raise InvalidRequest(f"'{param}' is not a valid time: {exc}; got {value!r}.",
+                             param=param) from None  # fmt: skip
+
+
+def rfc3339(seconds: float | None) -> str | None:
+    """Unix seconds as RFC 3339 in UTC, to the millisecond; None stays None."""
+    if seconds is None:
+        return None
+    when = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def job_schedule(body: dict[str, Any], callback_allow: tuple[str, ...]) -> JobSchedule:
+    """The schedule fields of a job's body, checked; InvalidRequest names the field at fault."""
+    not_before = (
+        parse_time(body["not_before"], "not_before") if body.get("not_before") is not None else None
+    )
+    deadline = (
+        parse_time(body["deadline"], "deadline") if body.get("deadline") is not None else None
+    )
+    if not_before is not None and deadline is not None and deadline <= not_before:
+        raise InvalidRequest(
+            f"'deadline' ({body['deadline']}) must come after 'not_before' ({body['not_before']}).",
+            param="deadline",
+        )
+    url = body.get("callback_url")
+    return JobSchedule(
+        not_before, deadline, None if url is None else check_url(url, callback_allow)
+    )

@@ -1,0 +1,27 @@
+"""The services the lifespan starts, shared by the HTTP routes and the job runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from supervisor.settings import Settings
+from supervisor.speech.lexicons import LexiconStore
+from supervisor.speech.result_cache import ResultCache
+from supervisor.speech.voices import PromptCache, Voices
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the lifespan starts and every handler uses."""
+
+    settings: Settings
+    scheduler: Scheduler
+    pool: Pool
+    voices: Voices
+    clones: PromptCache
+    lexicons: LexiconStore
+    asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
+    asr_pool: Pool | None = None
+    results: ResultCache | None = None  # None: --cache-max-bytes 0

@@ -1,0 +1,1 @@
+"""Speech: a request from its body to encoded audio."""

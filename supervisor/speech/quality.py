@@ -1,0 +1,88 @@
+"""Quality verdicts in the supervisor: which checks a result failed, the seed of a retry, and
+the summary a speech answer or a job item carries.
+
+The sidecar measures every item (sidecar/checks.py) and puts the checks in its `result` frame.
+`Synthesis` generates a chunk that failed any of them again, with a seed derived from the
+chunk's seed and the attempt, up to --qa-retries times. What a request then carries:
+
+    {"passed": bool, "attempts": n, "checks": {"<name>": {"passed": bool, "value": x}}}
+
+over all its chunks: `passed` only if every chunk's last attempt passed; `attempts` is the most
+any chunk took; each check passes only if it passed in every chunk, and its value is that of the
+first chunk that failed it (else of the first chunk). A result without checks (the null engine
+of overhead benchmarks has no audio worth checking) passes with none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sidecar.shared.protocol import QA_CHECKS, QaCheck
+from supervisor import metrics
+from supervisor.speech.schemas import MAX_SEED
+
+HEADER = "X-OmniVoice-QA"
+# An odd 64-bit constant (the fractional bits of sqrt(3)) other than the chunk stride, so that a
+# retry's seed does not land on the seed of another chunk of the same request.
+QA_SEED_STRIDE = 0xBB67AE8584CAA73B
+
+
+def retry_seed(seed: int, attempt: int) -> int:
+    """The seed of a chunk's `attempt`-th generation (1: the chunk's own seed)."""
+    return (seed + (attempt - 1) * QA_SEED_STRIDE) % (MAX_SEED + 1)
+
+
+def failed_checks(result: dict[str, Any]) -> list[str]:
+    """The names of the checks a `result` frame failed."""
+    return [name for name, check in result.get("qa", {}).items() if not check["passed"]]
+
+
+def count_attempt(failed: list[str], retrying: bool) -> None:
+    """Metrics for one attempt that failed these checks: a retry follows, or the chunk fails."""
+    for name in failed:
+        metrics.qa_check_failures.labels(name if name in QA_CHECKS else "other").inc()
+    if retrying:
+        metrics.qa_retries.inc()
+    else:
+        metrics.qa_failed.inc()
+
+
+@dataclass
+class Verdict:
+    """The quality of a request's chunks so far."""
+
+    chunks: list[tuple[dict[str, QaCheck], int]] = field(default_factory=list)  # checks, attempts
+
+    def add(self, result: dict[str, Any], attempts: int) -> None:
+        self.chunks.append((result.get("qa", {}), attempts))
+
+    @property
+    def passed(self) -> bool:
+        return all(check["passed"] for checks, _ in self.chunks for check in checks.values())
+
+    @property
+    def attempts(self) -> int:
+        return max((attempts for _, attempts in self.chunks), default=1)
+
+    def summary(self) -> dict[str, Any]:
+        """The `qa` block of a job item (DESIGN, "Quality and delivery")."""
+        merged: dict[str, QaCheck] = {}
+        for checks, _ in self.chunks:
+            for name, check in checks.items():
+                if name not in merged or (merged[name]["passed"] and not check["passed"]):
+                    merged[name] = {"passed": check["passed"], "value": check["value"]}
+        return {"passed": self.passed, "attempts": self.attempts, "checks": merged}
+
+    def header(self) -> str:
+        """The X-OmniVoice-QA value: `passed; attempts=1`, `failed; attempts=3`."""
+        return f"{'passed' if self.passed else 'failed'}; attempts={self.attempts}"
+
+    def reason(self) -> str:
+        """Why the audio failed, in words: each failed check with its value."""
+        failed = [f"{name} ({check['value']:g})" for name, check in
+                  self.summary()["checks"].items() if not check["passed"]]  # fmt: skip
+        return (
+            f"the audio failed its quality checks after {self.attempts} attempt(s): "
+            + ", ".join(failed)
+        )

@@ -1,0 +1,46 @@
+"""A speech request's text as the spans the model reads: a dialogue script or SSML parsed,
+the lexicon applied, then normalised if asked."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from supervisor.settings import Settings
+from supervisor.speech.lexicons import Lexicon
+from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.text import dialogue, ssml
+from supervisor.speech.text.normalize import normalize
+from supervisor.speech.text.spans import Script, Span
+
+
+async def read_off_loop(
+    request: SpeechRequest, settings: Settings, lexicon: Lexicon | None
+) -> Script:
+    """`read`, in a worker thread when it is work: num2words spells a German number in about a
+    millisecond, so normalising an input of numbers would hold the event loop for a second.
+    Plain text with no lexicon and no normalisation is read in place."""
+    wanted = request.normalize if request.normalize is not None else settings.normalize
+    if wanted or lexicon or request.dialogue or ssml.is_ssml(request.input):
+        return await asyncio.to_thread(read, request, settings, lexicon)
+    return read(request, settings, lexicon)
+
+
+def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = None) -> Script:
+    """The request's input as spans, each as the model should read it: the lexicon's words
+    replaced first (so an entry wins over the normaliser), then normalised if asked."""
+    if request.dialogue:
+        script = dialogue.parse(request.input, request.pause_ms)
+    elif ssml.is_ssml(request.input):
+        script = ssml.parse(request.input, request.language)
+    else:
+        script = Script((Span(request.input),))
+    wanted = request.normalize if request.normalize is not None else settings.normalize
+    spans = []
+    for span in script.spans:
+        language = span.language or request.language
+        voice = span.voice or request.voice
+        applies = lexicon is not None and lexicon.applies_to(language, voice)
+        text = lexicon.apply(span.text) if lexicon and applies else span.text
+        spans.append(replace(span, text=normalize(text, language) if wanted else text))
+    return replace(script, spans=tuple(spans))

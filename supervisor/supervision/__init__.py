@@ -1,0 +1,1 @@
+"""Supervision: the arbiter, one session per sidecar, the scheduler."""

@@ -1,0 +1,73 @@
+"""How a sidecar starts: its command line, importing only installed code, and its environment.
+
+`python -m sidecar` puts the working directory first on sys.path, so a folder named `triton`,
+`torch` or `sidecar` where the server was started shadows the installed package and every
+sidecar crash-loops. `-P` (Python 3.11+) leaves the working directory out. Python 3.10 has no
+`-P`, so there a tiny bootstrap drops `-c`'s '' entry before running the module. `-I` would
+do it too but also ignores PYTHON* variables, which the sidecar's environment sets on purpose
+(PYTHONPATH, PYTHONUNBUFFERED).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from supervisor.settings import Settings
+from supervisor.supervision.gpu import Device
+
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+# Run `sidecar` as __main__ with the working directory ('' for -c) off the import path.
+BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; "
+    "runpy.run_module('sidecar', run_name='__main__', alter_sys=True)"
+)
+
+
+def sidecar_command(
+    python: str = sys.executable, version: tuple[int, ...] = tuple(sys.version_info[:2])
+) -> list[str]:
+    """argv up to the sidecar's own flags: `python -P -m sidecar` or the 3.10 bootstrap."""
+    if version >= (3, 11):
+        return [python, "-P", "-m", "sidecar"]
+    return [python, "-c", BOOTSTRAP]
+
+
+def sidecar_argv(
+    settings: Settings, device: Device, engine: str | None = None, model: str | None = None
+) -> list[str]:
+    """The whole command line of the sidecar for one device; `engine` and `model` for another
+    kind of sidecar than --engine's (the ASR one, supervisor/supervision/asr.py)."""
+    s = settings
+    argv = [
+        *sidecar_command(),
+        "--engine",
+        engine or s.engine,
+        "--model",
+        model or s.model,
+        "--device",
+        device.torch_device,
+        "--dtype",
+        s.dtype,
+        "--id",
+        device.id,
+        "--max-frame-bytes",
+        str(s.max_frame_bytes),
+        "--warmup-steps",
+        str(s.warmup_steps),
+        "--qa-thresholds",
+        s.qa_thresholds,
+    ]
+    faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
+    return argv + (faults if s.test_faults else [])
+
+
+def sidecar_env(device: Device) -> dict[str, str]:
+    """Ours, plus the device's (CUDA_VISIBLE_DEVICES), unbuffered, with this checkout importable."""
+    env = dict(os.environ)
+    env.update(device.environment())
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
+    return env
