@@ -206,13 +206,16 @@ def record_runtime_stats(stats: dict[str, float], device: str) -> None:
 
 
 class PoolCollector(Collector):
-    """Sidecar states, restarts and kills, and the queue, read from the pool at scrape time."""
+    """Sidecar states, restarts and kills, and the queue, read from the pool at scrape time.
+    The ASR pool's sidecars (`asr-…` ids), when there is one, are counted beside the others."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, asr: Pool | None = None) -> None:
         self.pool = pool
+        self.asr = asr
 
     def collect(self) -> Iterator[Any]:
         health = self.pool.health()
+        sidecars = health["sidecars"] + (self.asr.health()["sidecars"] if self.asr else [])
         state = GaugeMetricFamily(
             f"{PREFIX}_sidecar_state",
             "1 for the state each sidecar slot is in",
@@ -226,7 +229,7 @@ class PoolCollector(Collector):
             "sidecar processes ended, by reason",
             labels=["sidecar", "reason"],
         )
-        for sidecar in health["sidecars"]:
+        for sidecar in sidecars:
             for name in SIDECAR_STATES:
                 state.add_metric([sidecar["id"], name], 1.0 if sidecar["state"] == name else 0.0)
             restarts.add_metric([sidecar["id"]], sidecar["restarts"])
@@ -286,9 +289,9 @@ def watch_deadlines(read: Callable[[], tuple[int, float | None]]) -> DeadlineCol
     return collector
 
 
-def watch(pool: Pool) -> PoolCollector:
-    """Export a pool's state until `unwatch`."""
-    collector = PoolCollector(pool)
+def watch(pool: Pool, asr: Pool | None = None) -> PoolCollector:
+    """Export a pool's state (and the ASR pool's sidecars) until `unwatch`."""
+    collector = PoolCollector(pool, asr)
     REGISTRY.register(collector)
     return collector
 

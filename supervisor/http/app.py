@@ -124,7 +124,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
-        collector = metrics.watch(pool)
+        collector = metrics.watch(pool, app.state.services.asr_pool)
         if not settings.api_keys:
             log.warning(
                 "no --api-key given: every route is open to anyone who can reach %s:%d",

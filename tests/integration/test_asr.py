@@ -40,6 +40,9 @@ def asr_sidecar(server: LiveServer) -> dict[str, Any]:
 
 def test_every_item_is_heard_back_and_its_round_trip_reported(server: LiveServer) -> None:
     assert asr_sidecar(server)["id"] == "asr-cpu0"
+    scraped = server.request("GET", "/metrics").text
+    assert 'omnivoice_sidecar_state{sidecar="asr-cpu0",state="ready"} 1.0' in scraped
+    assert 'omnivoice_sidecar_restarts_total{sidecar="asr-cpu0"}' in scraped
     created = submit(server, [{"id": "a", "input": TEXT, "response_format": "wav"}])
     final = wait_job(server, created["id"], ended, 120, "the job to end")
     qa = final["items"][0]["qa"]
