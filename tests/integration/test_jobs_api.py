@@ -331,7 +331,7 @@ def test_synth_interrupted_writes_the_items_already_finished(
     items = [
         {
             "id": f"int-{i}",
-            "input": f"{SENTENCES[i % 4]} [[fault:slow:0.6]]",
+            "input": f"{SENTENCES[i % 4]} Part {i}. [[fault:slow:0.6]]",  # none from the cache
             "response_format": "wav",
         }
         for i in range(8)
