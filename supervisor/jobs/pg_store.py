@@ -229,10 +229,7 @@ class PgJobStore:
                 (now, limit),
             ).fetchall()
         )
-        return [
-            Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
-            for r in rows
-        ]
+        return [Claimed.from_row(r) for r in rows]
 
     def backlog(self) -> builtins.list[Pending]:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""

@@ -141,6 +141,13 @@ class Claimed:
     format: str
     attempts: int
 
+    @classmethod
+    def from_row(cls, row: Any) -> Claimed:
+        """From a row of `job_id, n, request, format, attempts` (either store's)."""
+        return cls(
+            row["job_id"], row["n"], json.loads(row["request"]), row["format"], row["attempts"]
+        )
+
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_id, self.n)
@@ -478,10 +485,7 @@ class JobStore:
                 "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n LIMIT ?",
                 (now, limit),
             ).fetchall()
-        return [
-            Claimed(r["job_id"], r["n"], json.loads(r["request"]), r["format"], r["attempts"])
-            for r in rows
-        ]
+        return [Claimed.from_row(r) for r in rows]
 
     def backlog(self) -> builtins.list[Pending]:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""
