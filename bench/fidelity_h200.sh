@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The fidelity run (issue 20) on one H200 through the `device` tool: `start` alone finished it in
-# 7.6 minutes on 2026-12-01; `finish`, made right after, collects a slower run (one call may last
-# 10 minutes; the machine stays warm 30 s between calls). Carry the wheels: WHL (default
-# .whl: soundfile and its needs) and WHL_REF (default .whl-ref: omnivoice 0.2.1 and pydub).
+# The fidelity run (issue 20) on one H200 through the `device` tool, in two calls made back to
+# back (one call may last 10 minutes; the machine stays warm 30 s between calls): `start`
+# installs and starts everything in the background, `finish` waits for the rest. Carry the
+# wheels: WHL (default .whl: soundfile and its needs) and WHL_REF (default .whl-ref: omnivoice
+# 0.2.1 and pydub); with WHL_PEER (a folder of the seed server's wheels, see bench/peer_arm.py)
+# a short run of the seed server's arm follows, to check the arm before a harness run.
 #
-#   bash bench/fidelity_h200.sh start COMMIT    # installs, then in the background: the plain and
-#                                               # confident full-size checkpoints, bench/fidelity.py,
-#                                               # then bench/agreement.py on both (float32, bf16)
+#   bash bench/fidelity_h200.sh start COMMIT    # the plain and confident full-size checkpoints;
+#                                               # bench/runtime_speed.py with and without eager
+#                                               # rounding (its cost); bench/decode_overlap.py
+#                                               # (the decode's own stream: same audio, its gain);
+#                                               # bench/fidelity.py; then, with AGREEMENT=1,
+#                                               # bench/agreement.py on both
 #   bash bench/fidelity_h200.sh finish COMMIT   # waits for the rest
 #
 # Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
-# the agreement results.
+# the other results.
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -22,15 +27,30 @@ if [ "$what" = start ]; then
     pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir)
     "${pip[@]}" --target /tmp/site "${WHL:-.whl}"/*.whl || exit 1
     "${pip[@]}" --target /tmp/refsite "${WHL_REF:-.whl-ref}"/*.whl || exit 1
+    if [ -n "${WHL_PEER:-}" ]; then "${pip[@]}" --target /tmp/peersite "$WHL_PEER"/*.whl || exit 1; fi
     setsid nohup bash -c "
+        python3 -m sidecar.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
+        python3 -m sidecar.checkpoint $work/confident --size full --confident >> $run/checkpoint.log 2>&1
+        for rounding in '' --no-eager-rounding; do
+            python3 bench/runtime_speed.py $work/plain \$rounding \
+                --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1
+        done
+        python3 bench/decode_overlap.py $work/plain --out $run/decode-overlap.json \
+            > $run/decode-overlap.log 2>&1
         python3 bench/fidelity.py --workdir $work --commit $commit --out $run/fidelity.json \
             > $run/fidelity.log 2>&1
-        for ck in plain confident; do
-            for dtype in float32 bfloat16; do
-                python3 bench/agreement.py $work/\$ck --dtype \$dtype --items 24 \
-                    --out $run/agreement-\$ck-\$dtype.json > $run/agreement-\$ck-\$dtype.log 2>&1
+        if [ -n '${WHL_PEER:-}' ]; then
+            python3 bench/peer_arm.py $work/plain --site /tmp/peersite --requests ${PEER_REQUESTS:-200} \
+                --out $run/peer.json > $run/peer.log 2>&1
+        fi
+        if [ '${AGREEMENT:-0}' = 1 ]; then
+            for ck in plain confident; do
+                for dtype in float32 bfloat16; do
+                    python3 bench/agreement.py $work/\$ck --dtype \$dtype --items 24 \
+                        --out $run/agreement-\$ck-\$dtype.json > $run/agreement-\$ck-\$dtype.log 2>&1
+                done
             done
-        done
+        fi
         touch $run/done" > /dev/null 2>&1 < /dev/null &
 fi
 until [ -e "$run/done" ] || [ $SECONDS -gt 560 ]; do sleep 5; done

@@ -64,6 +64,11 @@ def main() -> int:
     ap.add_argument(
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
+    ap.add_argument(
+        "--no-eager-rounding",
+        action="store_true",
+        help="compiled stack keeps float32 between fused operations (Inductor's default)",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -73,6 +78,7 @@ def main() -> int:
         dtype=args.dtype,
         cuda_graphs=not args.no_graphs,
         compile={"auto": None, "on": True, "off": False}[args.compile],
+        eager_rounding=not args.no_eager_rounding,
     )
     load_s = time.perf_counter() - t0
     out: dict[str, object] = {
@@ -124,6 +130,7 @@ def main() -> int:
             1 - model.runner.stats.real_tokens / max(1, model.runner.stats.padded_tokens), 3
         )
     out["compile"], out["graphs"] = args.compile, not args.no_graphs
+    out["eager_rounding"] = bool(model.runner and model.runner.eager_rounding)
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

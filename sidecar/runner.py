@@ -10,7 +10,11 @@ explicit condition, counted as a graph miss.
 
 With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
-SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024.
+SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. By default the
+fused kernels round every intermediate to the model's dtype where eager PyTorch would
+(`eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep float32 between
+operations, which moved the first step's KL divergence from the float32 reference 31 % away from
+the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Fidelity").
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ class ModelRunner:
         max_segment_len: int = MAX_SEGMENT_LEN,
         use_graphs: bool | None = None,
         compile: bool = False,
+        eager_rounding: bool = True,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
@@ -107,7 +112,12 @@ class ModelRunner:
         self.stats = RunnerStats()
         self.hidden_fn: Callable[..., torch.Tensor] = model.hidden_packed
         if compile:
-            self.hidden_fn = torch.compile(model.hidden_packed, dynamic=True)
+            self.hidden_fn = torch.compile(
+                model.hidden_packed,
+                dynamic=True,
+                options={"emulate_precision_casts": eager_rounding},
+            )
+        self.eager_rounding = compile and eager_rounding
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []

@@ -81,6 +81,7 @@ class Denoised:
 
     item: _Item
     tokens: list[torch.Tensor]
+    ready: torch.cuda.Event | None = None  # on a GPU: recorded after the batch's last step
 
 
 class OmniVoice:
@@ -101,6 +102,10 @@ class OmniVoice:
         self.device = device
         self.num_codebooks = model.cfg.num_codebooks
         self.mask_id = model.cfg.audio_mask_id
+        # On a GPU the codec decodes on a stream of its own. On the denoising stream its kernels
+        # would queue behind the next batch's steps, which the sidecar enqueues meanwhile, so a
+        # batch's audio came out only when the next batch was denoised (docs/PERFORMANCE.md).
+        self.decode_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
     @property
     def sample_rate(self) -> int:
@@ -124,11 +129,13 @@ class OmniVoice:
         on_progress: ProgressCallback | None = None,
         cuda_graphs: bool = True,
         compile: bool | None = None,
+        eager_rounding: bool = True,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
-        fuses the codec decoder's activations."""
+        fuses the codec decoder's activations. `eager_rounding` keeps the compiled layer stack
+        rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -155,7 +162,9 @@ class OmniVoice:
         use_graphs = (
             torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
         )
-        runner = ModelRunner(model, use_graphs=use_graphs, compile=compile)
+        runner = ModelRunner(
+            model, use_graphs=use_graphs, compile=compile, eager_rounding=eager_rounding
+        )
         if use_graphs:
             report("cuda_graphs")
             runner.capture()
@@ -217,20 +226,35 @@ class OmniVoice:
                 done.update(
                     zip(round_jobs, generate_tokens(self.model, prompts, on_step, self.runner))
                 )
+        ready = None
+        if self.decode_stream is not None:
+            ready = torch.cuda.Event()
+            ready.record()  # on the denoising stream, after the last step
         return [
-            Denoised(item, [done[i, ci] for ci in range(len(chunks))])
+            Denoised(item, [done[i, ci] for ci in range(len(chunks))], ready)
             for i, (item, chunks) in enumerate(zip(items, texts))
         ]
 
     def decode(self, denoised: Sequence[Denoised]) -> list[GenerationResult]:
         """The other half: decode every chunk in one codec batch, then post-process each item.
 
-        The sidecar runs it in a thread of its own, while the next batch denoises."""
-        flat = [t for d in denoised for t in d.tokens]
-        decoded = iter(
-            a.float().cpu().numpy()
-            for a in self.codec.decode_many([t.to(self.device) for t in flat])
-        )
+        The sidecar runs it in a thread of its own, while the next batch denoises; on a GPU its
+        kernels run on `decode_stream`, after the denoising steps that made the tokens."""
+        flat = [t.to(self.device) for d in denoised for t in d.tokens]
+        stream = self.decode_stream
+        if stream is None:
+            return self._decode(denoised, flat)
+        for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
+            stream.wait_event(event)
+        for t in flat:  # made on the denoising stream: not reused before the decode is done
+            t.record_stream(stream)
+        with torch.cuda.stream(stream):
+            return self._decode(denoised, flat)
+
+    def _decode(
+        self, denoised: Sequence[Denoised], flat: list[torch.Tensor]
+    ) -> list[GenerationResult]:
+        decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many(flat))
         return [self._finish(d.item, d.tokens, [next(decoded) for _ in d.tokens]) for d in denoised]
 
     def _normalise(self, req: GenerationRequest) -> _Item:
