@@ -476,6 +476,11 @@ def main() -> int:
         help="not the served path: our compiled stack keeps float32 between fused operations "
         "(Inductor's default), as before 2026-12-01",
     )
+    ap.add_argument(
+        "--checkpoints",
+        default="plain,confident",
+        help="which of the two to measure (a run cut short can be completed in parts)",
+    )
     args = ap.parse_args()
     on_gpu = args.device.startswith("cuda")
     result: dict[str, Any] = {
@@ -486,7 +491,7 @@ def main() -> int:
         "steps_measured": list(STEPS),
         "checkpoints": {},
     }
-    for name in ("plain", "confident"):
+    for name in args.checkpoints.split(","):
         path = args.workdir / name
         if not (path / "model.safetensors").is_file():
             print(f"writing the {name} checkpoint to {path}", flush=True)
