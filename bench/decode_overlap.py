@@ -22,15 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runtime_speed import EIGHT_SECONDS
 
 from sidecar.request import GenerationRequest
 from sidecar.runtime import OmniVoice
-
-EIGHT_SECONDS = (
-    "Every morning the baker rose before the sun, lit the old stone oven, and waited for the "
-    "smell of fresh bread to drift through the narrow streets of the sleeping town."
-)
 
 
 def main() -> int:

@@ -216,7 +216,8 @@ class Tally:
         arm: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         masked: torch.Tensor,
         mask_id: int,
-    ) -> None:
+    ) -> int:
+        """Count one state; returns the number of positions (a) reveals in it."""
         (logits_a, lp_a, after_a), (logits_x, lp_x, after_x) = ref, arm
         keep = torch.arange(lp_a.shape[-1], device=lp_a.device) != mask_id
         la, lx = lp_a[..., keep], lp_x[..., keep]
@@ -231,6 +232,7 @@ class Tally:
         self.argmax_equal += int((lp_a.argmax(-1) == lp_x.argmax(-1))[masked].sum())
         diff = float((logits_x - logits_a).abs().max())
         self.max_abs_logit_diff = max(self.max_abs_logit_diff, diff)
+        return int(revealed_a.sum())
 
     def result(self) -> dict[str, float]:
         return {
@@ -383,10 +385,9 @@ def measure(checkpoint: Path, device: str, count: int, eager_rounding: bool) -> 
                 probs = torch.softmax(a[:s, :, : ours.mask_id], dim=-1)
                 top1_prob.append(float(probs.max(-1)[0].mean()))
             ref_tally, ours_tally = tallies[state.step]
-            revealed_before = ref_tally.revealed
-            ref_tally.add(decided[0], decided[1], masked, ours.mask_id)
+            revealed = ref_tally.add(decided[0], decided[1], masked, ours.mask_id)
             ours_tally.add(decided[0], decided[2], masked, ours.mask_id)
-            discords[state.step].add(ref_tally, ours_tally, ref_tally.revealed - revealed_before)
+            discords[state.step].add(ref_tally, ours_tally, revealed)
         if state.step == PACKING_STEP:
             kept.append(state)
             kept32.append(a)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sidecar.batch import pack
+from sidecar.batch import PackedBatch, pack
 from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
 from sidecar.runner import ModelRunner
@@ -42,6 +42,18 @@ def batch_of(lengths: list[tuple[int, int, int]]):
         ids[:, c_len - t_len :] = 1024
         prompts.append((ids, audio_start, t_len))
     return pack(prompts)
+
+
+def forward_args(batch: PackedBatch) -> tuple:
+    """The arguments of `OmniVoiceModel.forward_packed` (and `hidden_packed`) for a batch."""
+    return (
+        batch.input_ids,
+        batch.audio_mask,
+        batch.positions,
+        batch.cu_seqlens,
+        batch.max_seqlen,
+        batch.head_index,
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,22 +102,8 @@ def test_without_graphs_the_runner_is_the_plain_forward(model: OmniVoiceModel) -
     batch = batch_of([(20, 6, 7)])
     runner = ModelRunner(model, buckets=(64,), use_graphs=False)
     with torch.inference_mode():
-        got = runner.forward(
-            batch.input_ids,
-            batch.audio_mask,
-            batch.positions,
-            batch.cu_seqlens,
-            batch.max_seqlen,
-            batch.head_index,
-        )
-        want = model.forward_packed(
-            batch.input_ids,
-            batch.audio_mask,
-            batch.positions,
-            batch.cu_seqlens,
-            batch.max_seqlen,
-            batch.head_index,
-        )
+        got = runner.forward(*forward_args(batch))
+        want = model.forward_packed(*forward_args(batch))
     assert torch.equal(got, want)
     assert (
         runner.stats.graph_hits == 0
@@ -122,14 +120,7 @@ def test_compiled_stack_rounds_as_eager_does(model: OmniVoiceModel) -> None:
     bf16 = OmniVoiceModel(CFG).eval().to(torch.bfloat16)
     bf16.load_state_dict(model.state_dict())
     batch = batch_of([(30, 10, 12), (17, 5, 9), (40, 20, 8)])
-    args = (
-        batch.input_ids,
-        batch.audio_mask,
-        batch.positions,
-        batch.cu_seqlens,
-        batch.max_seqlen,
-        batch.head_index,
-    )
+    args = forward_args(batch)
     differing = {}
     with torch.inference_mode():
         eager = bf16.hidden_packed(*args).float()
