@@ -24,6 +24,10 @@ reference_gpu=()
 [ "$gpus" -ge 2 ] && reference_gpu=(--reference-gpu 1)
 peer=()
 [ -d .whl-peer ] && peer=(--peer-site /tmp/peersite)
+# On one GPU with the seed server's arm the three arms run one after another (~25 minutes), which
+# leaves no room in a session's 30 of device time: the reference then gets the first 500 mixed
+# requests, a sample of the same mix (its rate moved 5 % between full runs), ~6 minutes less.
+[ "$gpus" -lt 2 ] && [ -d .whl-peer ] && peer+=(--reference-requests 500)
 
 if [ "$what" = start ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -47,7 +51,10 @@ while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt $limit ]; do sle
 if [ "$what" = finish ] && [ "$gpus" -ge 2 ]; then
     python3 bench/harness.py --arms mixed --devices 0,1 --commit "$commit" --out "$run/x2.json" > "$run/x2.log" 2>&1
 fi
-for d in /tmp/bench-*; do cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null; done
+for d in /tmp/bench-*; do
+    cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null
+    cp "$d/peer-server.log" "$run/$(basename "$d")-peer-server.log" 2>/dev/null
+done
 tar -czf "$OUT/run.tar.gz" -C "$run" .
 for f in "$run"/*.log; do echo "== $f"; tail -n 5 "$f"; done
 exit 0

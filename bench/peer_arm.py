@@ -57,7 +57,7 @@ class SeedServer:
             cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
-    def wait_ready(self, timeout: float = 900) -> float:
+    def wait_ready(self, timeout: float = 420) -> float:
         start = time.monotonic()
         while time.monotonic() - start < timeout:
             if self.proc.poll() is not None:
