@@ -230,8 +230,26 @@ class OmniVoiceModel(nn.Module):
     ) -> torch.Tensor:
         """The packed layout of `sidecar.batch`: input_ids [C, N], audio_mask [N], positions [N].
         Returns the final hidden states [M, hidden] of the M positions in head_index."""
+        cos, sin = self.llm.rope(positions, self.llm.embed_tokens.weight.dtype)
+        return self.stack_packed(
+            input_ids, audio_mask, cos, sin, cu_seqlens, max_seqlen, head_index
+        )
+
+    def stack_packed(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
+        """`hidden_packed` once the rotary tables are made: the part the runner compiles. The
+        tables come in as inputs so that the compiler cannot fold their cos and sin into each
+        layer's q/k kernel, where they were computed again for every head of every layer (16 %
+        of a forward pass at 64 items, bench/results/2026-11-30-kernels.json)."""
         h = self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
-        cos, sin = self.llm.rope(positions, h.dtype)
         for layer in self.llm.layers:
             h = layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
         return self.llm.norm(h.index_select(0, head_index))

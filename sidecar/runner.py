@@ -10,7 +10,9 @@ explicit condition, counted as a graph miss.
 
 With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
-SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. By default the
+SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. The rotary
+tables are made just before it, eagerly, and passed in (`hidden_fn`), so the compiler cannot
+compute their cos and sin again inside every layer. By default the
 fused kernels round every intermediate to the model's dtype where eager PyTorch would
 (`eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep float32 between
 operations, which moved the first step's KL divergence from the float32 reference 31 % away from
@@ -110,10 +112,10 @@ class ModelRunner:
         self.max_segment_len = max_segment_len
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
-        self.hidden_fn: Callable[..., torch.Tensor] = model.hidden_packed
+        self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
         if compile:
-            self.hidden_fn = torch.compile(
-                model.hidden_packed,
+            self.stack_fn = torch.compile(
+                model.stack_packed,
                 dynamic=True,
                 options={"emulate_precision_casts": eager_rounding},
             )
@@ -140,6 +142,20 @@ class ModelRunner:
         }
         inputs["cu_seqlens"][0] = 0
         return _Bucket(n, inputs)
+
+    def hidden_fn(
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        positions: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
+        """`OmniVoiceModel.hidden_packed`, its layer stack compiled: the rotary tables are made
+        first, outside the compiled part (see `OmniVoiceModel.stack_packed`)."""
+        cos, sin = self.model.llm.rope(positions, self.model.llm.embed_tokens.weight.dtype)
+        return self.stack_fn(input_ids, audio_mask, cos, sin, cu_seqlens, max_seqlen, head_index)
 
     def bucket_for(self, num_tokens: int, num_segments: int, max_seqlen: int) -> _Bucket | None:
         """The smallest bucket that holds the batch, if any does."""
