@@ -31,12 +31,16 @@ from sidecar.generate import BatchState, attention_flops, useful_flops
 from sidecar.request import GenerationRequest
 from sidecar.runtime import Denoised, OmniVoice
 
-# First match wins; names are CUDA kernel names as the profiler reports them.
+# First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
+# first: Inductor names a kernel after the operations it fuses, and the q/k norm and rotary
+# kernel that feeds attention is "triton_per_fused__flash_attention_forward_...". Counted as
+# attention (before 2026-12-01), it halved attention's apparent rate: 93 TFLOP/s in
+# 2026-11-30-kernels.json, where the FlashAttention kernel itself ran at 198.
 KINDS = (
+    ("compiled element-wise (Triton)", ("triton",)),
     ("attention", ("flash", "fmha", "attention")),
     ("convolution", ("conv", "fprop", "dgrad", "implicit_gemm", "winograd", "cudnn")),
     ("matrix product", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
-    ("compiled element-wise (Triton)", ("triton",)),
 )
 
 
