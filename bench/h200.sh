@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The committed benchmark run on one or two H200s through the `device` tool, in two calls (one
 # call may last 10 minutes; the whole run takes about 18 on one GPU, 13 on two). Carry .whl and
-# .whl-ref (and .whl-peer, the seed server's wheels, for its arm: on one GPU it adds ~5 minutes,
-# so call `finish` a second time if the first one returns with the harness still running; on
-# two GPUs it runs while the reference arm does). Make the calls back to back: the harness runs
-# on in the background between them, while the machine stays warm.
+# .whl-ref (and .whl-peer, the seed server's wheels, for its arm: on one GPU it adds ~6 minutes,
+# and the reference arm then takes 500 of the mixed requests, so the run still ends within
+# `finish`; 736aec2's took 9.2 + 7.4 minutes of calls). Make the calls back to back: the harness
+# runs on in the background between them, while the machine stays warm.
 #
 #   bash bench/h200.sh start COMMIT    # installs, then the harness in the background: checkpoint,
 #                                      # peak rate, server arms on GPU 0, the reference arm after

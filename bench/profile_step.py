@@ -1,5 +1,6 @@
 """Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
-batch the decode (codec and post-processing), for batches of ~8 s auto-voice items.
+batch the decode (codec and post-processing), for batches of ~8 s auto-voice items; on a GPU
+also whether a step runs free of host-device synchronisations (`step_free_of_syncs`).
 
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 """
@@ -34,6 +35,21 @@ def timeit(fn, sync, repeats: int = 20) -> float:
         fn()
     sync()
     return (time.perf_counter() - start) / repeats
+
+
+def step_free_of_syncs(state: BatchState) -> bool:
+    """Whether one whole denoising step (forward, choose, reveal) runs without making the host
+    wait for the GPU, so that the next step's launches queue up behind it."""
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        tokens, confidence = state.choose(state.forward(), 1)
+        state.reveal(tokens, confidence, 1)
+        return True
+    except RuntimeError as exc:
+        print(f"a step synchronises: {exc}", file=sys.stderr)
+        return False
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def main() -> int:
@@ -82,6 +98,7 @@ def main() -> int:
                 for it in items
             ]
             decode = timeit(lambda denoised=denoised: model.decode(denoised), sync, repeats=3)
+            free_of_syncs = step_free_of_syncs(state) if args.device.startswith("cuda") else None
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {
             "batch": b,
@@ -92,6 +109,7 @@ def main() -> int:
             "forward_tflops": round(flops / fwd / 1e12, 1),
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),
+            "step_free_of_syncs": free_of_syncs,
         }
         if model.runner is not None:
             row["graph_hits"], row["graph_misses"] = (

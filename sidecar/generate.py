@@ -120,6 +120,12 @@ class BatchState:
         self.uncond_cols = self.head_index[s:]
         index, valid = padded_index(packed.target_offsets)
         self.pad_index, self.pad_valid = index.to(device), valid.to(device)  # [B, Tmax]
+        # Everything a step indexes with is made here, once: a boolean mask, a repeat count or a
+        # list made into a device tensor inside the loop would make the host wait for the GPU at
+        # every step (a synchronisation), and the next step's launches would then start late.
+        rows, cols = valid.nonzero(as_tuple=True)
+        self.valid_rows, self.valid_cols = rows.to(device), cols.to(device)  # row-major, as a mask
+        self.target_cols = index[rows, cols].to(device)  # each item's real columns, in order
         self.tokens = torch.full(
             (cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device
         )
@@ -155,6 +161,13 @@ class BatchState:
         self.k = [
             [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
         ]
+        self.k_table = torch.tensor(self.k, dtype=torch.long).to(device)  # [steps, B]
+        # Each target column's item and its column within that item (class-sampling noise).
+        item = torch.repeat_interleave(torch.arange(len(prompts)), torch.tensor(lens))
+        self.target_item = item.to(device)
+        self.target_t = (
+            torch.arange(s) - torch.tensor(packed.target_offsets[:-1], dtype=torch.long)[item]
+        ).to(device)
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
@@ -185,21 +198,13 @@ class BatchState:
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token and confidence per target position ([S, C] each), as the reference scores them."""
-        s = logits.shape[0] // 2
         log_probs = self.log_probs(logits)
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:
             k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
             values, classes = log_probs.topk(k, dim=-1)
             temp = self.class_temp.view(-1, 1, 1)
-            item = torch.repeat_interleave(
-                torch.arange(len(self.prompts), device=logits.device),
-                torch.tensor([p.target_len for p in self.prompts], device=logits.device),
-            )
-            t = (
-                torch.arange(s, device=logits.device)
-                - torch.tensor(self.packed.target_offsets[:-1], device=logits.device)[item]
-            )
+            item, t = self.target_item, self.target_t
             u = uniform_noise(
                 self.seed32[item].view(-1, 1, 1),
                 step,
@@ -236,14 +241,14 @@ class BatchState:
         )
         k_max = max(k)
         chosen = torch.topk(scores.reshape(b, -1), k_max, dim=1).indices  # [B, k_max]
-        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < torch.tensor(
-            k, device=scores.device
-        ).unsqueeze(1)
+        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < self.k_table[
+            step
+        ].unsqueeze(1)
         reveal = torch.zeros((b, num_cb * t_max), dtype=torch.bool, device=scores.device)
         reveal.scatter_(1, chosen, wanted)
         updated = torch.where(reveal.view(b, num_cb, t_max), pred, current)
-        cols = self.pad_index[self.pad_valid]
-        self.tokens[:, cols] = updated.permute(1, 0, 2)[:, self.pad_valid]
+        real = updated.permute(1, 0, 2)[:, self.valid_rows, self.valid_cols]  # [C, S]
+        self.tokens[:, self.target_cols] = real
         new = self.tokens[:, :-1]
         self.input_ids[:, self.cond_cols] = new
         self.input_ids[:, self.uncond_cols] = new
