@@ -1,0 +1,185 @@
+"""Attention over one forward pass's packed segments, several ways, timed alone on the GPU.
+
+    python3 bench/attention_options.py CHECKPOINT --items 56 --out attention.json
+
+The segments are the ones the scheduler packs from the harness's mixed texts (conditional and
+unconditional segment per item, prompts built by the runtime itself), with random q/k/v of the
+backbone's shapes. Ways:
+  varlen             the runtime's FlashAttention-2 varlen call, max_seqlen at the graph cap
+                     (4096) and at the true longest segment;
+  grouped G, B       segments sorted by length and cut into G groups; each group gathered into a
+                     dense [g, L, H, D] batch padded to its own longest segment, SDPA with a key
+                     padding mask on backend B (cuDNN, efficient, flash), scattered back. The
+                     gathers and scatters are timed with it.
+Each way reports milliseconds per layer, useful TFLOP/s (attention FLOPs of the real segments,
+as `sidecar.generate.attention_flops`) and its largest difference from varlen on real tokens.
+A way the installed PyTorch refuses is reported with its error. `--device cpu` checks the
+grouping's arithmetic against the per-segment path on the CPU (math backend), no timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import workloads
+
+from sidecar.attention import varlen_attention
+
+BACKENDS = {
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+
+def segment_lens(checkpoint: str, items: int) -> tuple[list[int], tuple[int, int, int]]:
+    """The packed segment lengths of `items` mixed texts (auto voice, up to 60 words each), and
+    the backbone's (query heads, key/value heads, head size)."""
+    from sidecar.batch import pack
+    from sidecar.request import GenerationRequest
+    from sidecar.runtime import OmniVoice
+
+    model = OmniVoice.load(checkpoint, device="cpu", dtype="float32", compile=False)
+    texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]
+    prompts = []
+    for i, text in enumerate(texts):
+        it = model._normalise(GenerationRequest(text=text, seed=i))
+        p = model._prompt(it, it.text, it.target_len, None, None)
+        prompts.append((p.input_ids, p.audio_start, p.target_len))
+    cfg = model.model.cfg
+    return pack(prompts).segment_lens, (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
+
+
+class Grouped:
+    """Segments sorted by length, cut into `groups` runs of similar length, each a dense batch."""
+
+    def __init__(self, lens: list[int], groups: int, device: torch.device) -> None:
+        starts = [0]
+        for n in lens:
+            starts.append(starts[-1] + n)
+        order = sorted(range(len(lens)), key=lambda s: lens[s])
+        size = -(-len(order) // groups)
+        self.batches = []  # (gather index [g, L], key mask [g, 1, 1, L], valid [g, L])
+        for first in range(0, len(order), size):
+            members = order[first : first + size]
+            width = max(lens[s] for s in members)
+            pos = torch.arange(width)
+            index = torch.stack([starts[s] + pos.clamp(max=lens[s] - 1) for s in members])
+            valid = torch.stack([pos < lens[s] for s in members])
+            self.batches.append(
+                (index.to(device), valid[:, None, None, :].to(device), valid.to(device))
+            )
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        out = torch.empty_like(q)
+        groups = q.shape[1] // k.shape[1]
+        for index, mask, valid in self.batches:
+            qs = q[index].transpose(1, 2)  # [g, H, L, D]
+            ks = k[index].transpose(1, 2).repeat_interleave(groups, dim=1)
+            vs = v[index].transpose(1, 2).repeat_interleave(groups, dim=1)
+            o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=scale)
+            out[index[valid]] = o.transpose(1, 2)[valid]
+        return out
+
+
+def per_layer_ms(fn: Any, repeats: int = 20) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats * 1e3
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkpoint")
+    ap.add_argument("--items", type=int, default=56)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    on_gpu = device.type == "cuda"
+    lens, (heads, kv_heads, dim) = segment_lens(args.checkpoint, args.items)
+    n = sum(lens)
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    gen = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn(n, heads, dim, device=device, dtype=dtype, generator=gen)
+    k = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
+    v = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
+    bounds = [0]
+    for length in lens:
+        bounds.append(bounds[-1] + length)
+    cu = torch.tensor(bounds, dtype=torch.int32, device=device)
+    scale = dim**-0.5
+    flops = 4 * heads * dim * sum(x * x for x in lens)
+    rows: list[dict[str, Any]] = []
+    with torch.inference_mode():
+        want = varlen_attention(q, k, v, cu, max(lens), scale)
+        ways: list[tuple[str, Any, SDPBackend | None]] = []
+        if on_gpu:
+            for cap in (4096, max(lens)):
+                ways.append(
+                    (
+                        f"varlen, max_seqlen {cap}",
+                        lambda cap=cap: varlen_attention(q, k, v, cu, cap, scale),
+                        None,
+                    )
+                )
+        for groups in (1, 2, 4, 8, 16):
+            grouped = Grouped(lens, groups, device)
+            for name in ("cudnn", "efficient", "flash") if on_gpu else ("math",):
+                ways.append(
+                    (
+                        f"grouped {groups}, {name}",
+                        lambda g=grouped: g(q, k, v, scale),
+                        BACKENDS[name],
+                    )
+                )
+        for label, fn, backend in ways:
+            row: dict[str, Any] = {"way": label}
+            try:
+                with sdpa_kernel(backend) if backend is not None else torch.no_grad():
+                    got = fn()
+                    row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
+                    if on_gpu:
+                        ms = per_layer_ms(fn)
+                        row["ms_per_layer"] = round(ms, 3)
+                        row["useful_tflops"] = round(flops / ms / 1e9, 1)
+            except RuntimeError as exc:
+                row["error"] = str(exc).splitlines()[0][:200]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    result = {
+        "items": args.items,
+        "segments": len(lens),
+        "tokens": n,
+        "mean_segment": round(n / len(lens), 1),
+        "longest_segment": max(lens),
+        "gpu": torch.cuda.get_device_name(device) if on_gpu else "none (CPU check)",
+        "torch": torch.__version__,
+        "rows": rows,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
