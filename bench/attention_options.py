@@ -20,9 +20,10 @@ grouping's arithmetic against the per-segment path on the CPU (math backend), no
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads
+from profile_step import timeit
 
 from sidecar.attention import varlen_attention
+from sidecar.runner import MAX_SEGMENT_LEN
 
 BACKENDS = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -67,9 +70,7 @@ class Grouped:
     """Segments sorted by length, cut into `groups` runs of similar length, each a dense batch."""
 
     def __init__(self, lens: list[int], groups: int, device: torch.device) -> None:
-        starts = [0]
-        for n in lens:
-            starts.append(starts[-1] + n)
+        starts = [0, *itertools.accumulate(lens)]
         order = sorted(range(len(lens)), key=lambda s: lens[s])
         size = -(-len(order) // groups)
         self.batches = []  # (gather index [g, L], key mask [g, 1, 1, L], valid [g, L])
@@ -97,16 +98,6 @@ class Grouped:
         return out
 
 
-def per_layer_ms(fn: Any, repeats: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats * 1e3
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
@@ -123,10 +114,7 @@ def main() -> int:
     q = torch.randn(n, heads, dim, device=device, dtype=dtype, generator=gen)
     k = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
     v = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
-    bounds = [0]
-    for length in lens:
-        bounds.append(bounds[-1] + length)
-    cu = torch.tensor(bounds, dtype=torch.int32, device=device)
+    cu = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=device)
     scale = dim**-0.5
     flops = 4 * heads * dim * sum(x * x for x in lens)
     rows: list[dict[str, Any]] = []
@@ -134,7 +122,7 @@ def main() -> int:
         want = varlen_attention(q, k, v, cu, max(lens), scale)
         ways: list[tuple[str, Any, SDPBackend | None]] = []
         if on_gpu:
-            for cap in (4096, max(lens)):
+            for cap in (MAX_SEGMENT_LEN, max(lens)):
                 ways.append(
                     (
                         f"varlen, max_seqlen {cap}",
@@ -155,11 +143,11 @@ def main() -> int:
         for label, fn, backend in ways:
             row: dict[str, Any] = {"way": label}
             try:
-                with sdpa_kernel(backend) if backend is not None else torch.no_grad():
+                with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
                     got = fn()
                     row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
                     if on_gpu:
-                        ms = per_layer_ms(fn)
+                        ms = timeit(fn, torch.cuda.synchronize) * 1e3
                         row["ms_per_layer"] = round(ms, 3)
                         row["useful_tflops"] = round(flops / ms / 1e9, 1)
             except RuntimeError as exc:

@@ -8,7 +8,8 @@
 # - a step at 1 and 64 items, and whether it runs free of host synchronisations
 #   (bench/profile_step.py), with Inductor's default kernel configurations and then with its
 #   coordinate-descent tuning (TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1), which searches the
-#   block sizes of each generated kernel: the q/k kernel still takes ~5 x its memory traffic.
+#   block sizes of each generated kernel: the q/k kernel still takes an estimated ~5 x its memory
+#   traffic (12.35 ms before the rotary change less the 6.1 ms it saved, against ~1.2 ms).
 # Each result lands in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1

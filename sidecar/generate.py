@@ -133,13 +133,16 @@ class BatchState:
         def per_item(values: list[float]) -> torch.Tensor:
             return torch.tensor(values, dtype=torch.float32, device=device)
 
-        lens = [p.target_len for p in prompts]
-        self.guidance = per_item([p.guidance_scale for p in prompts]).repeat_interleave(
-            torch.tensor(lens, device=device)
+        # Each target column's item, and its column within that item (class-sampling noise).
+        item = torch.repeat_interleave(
+            torch.arange(len(prompts)), torch.tensor([p.target_len for p in prompts])
         )
-        self.class_temp = per_item([p.class_temperature for p in prompts]).repeat_interleave(
-            torch.tensor(lens, device=device)
-        )
+        self.target_item = item.to(device)
+        self.target_t = (
+            torch.arange(s) - torch.tensor(packed.target_offsets[:-1], dtype=torch.long)[item]
+        ).to(device)
+        self.guidance = per_item([p.guidance_scale for p in prompts])[self.target_item]
+        self.class_temp = per_item([p.class_temperature for p in prompts])[self.target_item]
         self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
         self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
         self.seed32 = torch.tensor(
@@ -162,12 +165,6 @@ class BatchState:
             [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
         ]
         self.k_table = torch.tensor(self.k, dtype=torch.long).to(device)  # [steps, B]
-        # Each target column's item and its column within that item (class-sampling noise).
-        item = torch.repeat_interleave(torch.arange(len(prompts)), torch.tensor(lens))
-        self.target_item = item.to(device)
-        self.target_t = (
-            torch.arange(s) - torch.tensor(packed.target_offsets[:-1], dtype=torch.long)[item]
-        ).to(device)
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""

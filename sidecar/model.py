@@ -9,7 +9,7 @@ sees every other position of the same item.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
@@ -227,11 +227,13 @@ class OmniVoiceModel(nn.Module):
         cu_seqlens: torch.Tensor,
         max_seqlen: int,
         head_index: torch.Tensor,
+        stack: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """The packed layout of `sidecar.batch`: input_ids [C, N], audio_mask [N], positions [N].
-        Returns the final hidden states [M, hidden] of the M positions in head_index."""
+        Returns the final hidden states [M, hidden] of the M positions in head_index. `stack`
+        stands in for `stack_packed` (the runner passes its compiled one)."""
         cos, sin = self.llm.rope(positions, self.llm.embed_tokens.weight.dtype)
-        return self.stack_packed(
+        return (stack or self.stack_packed)(
             input_ids, audio_mask, cos, sin, cu_seqlens, max_seqlen, head_index
         )
 

@@ -12,8 +12,8 @@ With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
 SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. The rotary
 tables are made just before it, eagerly, and passed in (`hidden_fn`), so the compiler cannot
-compute their cos and sin again inside every layer. By default the
-fused kernels round every intermediate to the model's dtype where eager PyTorch would
+compute their cos and sin again inside every layer. By default the fused kernels round every
+intermediate to the model's dtype where eager PyTorch would
 (`eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep float32 between
 operations, which moved the first step's KL divergence from the float32 reference 31 % away from
 the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Fidelity").
@@ -21,6 +21,7 @@ the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Fideli
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -119,6 +120,11 @@ class ModelRunner:
                 dynamic=True,
                 options={"emulate_precision_casts": eager_rounding},
             )
+        # `OmniVoiceModel.hidden_packed` with that stack: the rotary tables are made first,
+        # outside the compiled part (see `OmniVoiceModel.stack_packed`).
+        self.hidden_fn: Callable[..., torch.Tensor] = functools.partial(
+            model.hidden_packed, stack=self.stack_fn
+        )
         self.eager_rounding = compile and eager_rounding
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
@@ -142,20 +148,6 @@ class ModelRunner:
         }
         inputs["cu_seqlens"][0] = 0
         return _Bucket(n, inputs)
-
-    def hidden_fn(
-        self,
-        input_ids: torch.Tensor,
-        audio_mask: torch.Tensor,
-        positions: torch.Tensor,
-        cu_seqlens: torch.Tensor,
-        max_seqlen: int,
-        head_index: torch.Tensor,
-    ) -> torch.Tensor:
-        """`OmniVoiceModel.hidden_packed`, its layer stack compiled: the rotary tables are made
-        first, outside the compiled part (see `OmniVoiceModel.stack_packed`)."""
-        cos, sin = self.model.llm.rope(positions, self.model.llm.embed_tokens.weight.dtype)
-        return self.stack_fn(input_ids, audio_mask, cos, sin, cu_seqlens, max_seqlen, head_index)
 
     def bucket_for(self, num_tokens: int, num_segments: int, max_seqlen: int) -> _Bucket | None:
         """The smallest bucket that holds the batch, if any does."""
