@@ -1,8 +1,13 @@
 """Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
-batch the decode (codec and post-processing), for batches of ~8 s auto-voice items; on a GPU
-also whether a step runs free of host-device synchronisations (`step_free_of_syncs`).
+batch the decode (codec and post-processing), for batches of ~8 s auto-voice items; a whole
+step's three parts back to back (`step_ms`: less than their sum where the host queues the next
+launches while the GPU works); on a GPU also whether a step runs free of host-device
+synchronisations (`step_free_of_syncs`).
 
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
+
+`--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
+compiler can be compared bit for bit with `bench/stack_check.py --compare`.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def main() -> int:
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--save-logits", type=Path, metavar="DIR")
     args = ap.parse_args()
     model = OmniVoice.load(
         args.checkpoint,
@@ -85,11 +91,15 @@ def main() -> int:
             state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.forward, sync)
             logits = state.forward()
+            if args.save_logits:
+                args.save_logits.mkdir(parents=True, exist_ok=True)
+                torch.save(logits.float().cpu(), args.save_logits / f"logits-{b}.pt")
             choose = timeit(lambda state=state, logits=logits: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
             reveal = timeit(
                 lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
             )
+            step = timeit(lambda state=state: state.reveal(*state.choose(state.forward(), 0), 0), sync)
             # Random codes of each item's length: decoding costs the same whatever they are.
             denoised = [
                 Denoised(
@@ -106,6 +116,7 @@ def main() -> int:
             "forward_ms": round(fwd * 1e3, 2),
             "choose_ms": round(choose * 1e3, 2),
             "reveal_ms": round(reveal * 1e3, 2),
+            "step_ms": round(step * 1e3, 2),
             "forward_tflops": round(flops / fwd / 1e12, 1),
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),
