@@ -2,7 +2,8 @@
 batch the decode (codec and post-processing), for batches of ~8 s auto-voice items; a whole
 step's three parts back to back (`step_ms`: less than their sum where the host queues the next
 launches while the GPU works); on a GPU also whether a step runs free of host-device
-synchronisations (`step_free_of_syncs`).
+synchronisations (`step_free_of_syncs`), and where the batch's bucket has a graph per attention
+cap, whether they agree bit for bit and each one's replay time.
 
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
@@ -57,6 +58,32 @@ def step_free_of_syncs(state: BatchState) -> bool:
         torch.cuda.set_sync_debug_mode("default")
 
 
+def attention_caps(model: OmniVoice, state: BatchState, sync) -> dict[str, object]:
+    """The batch's bucket replayed from each of its graphs (one per attention cap): whether they
+    give the same hidden states bit for bit, and each one's time."""
+    runner, packed = model.runner, state.packed
+    found = runner.bucket_for(packed.num_tokens, len(packed.segment_lens), packed.max_seqlen)
+    if found is None or len(found[0].graphs) < 2:
+        return {}
+    bucket = found[0]
+    runner.stage(
+        bucket,
+        state.input_ids,
+        state.audio_mask,
+        state.positions,
+        state.cu_seqlens,
+        state.head_index,
+    )
+    hidden, times = {}, {}
+    for cap, graph in sorted(bucket.graphs.items()):
+        times[f"replay_ms_cap_{cap}"] = round(timeit(graph.replay, sync) * 1e3, 2)
+        graph.replay()
+        sync()
+        hidden[cap] = runner.hidden_out[: bucket.num_tokens].clone()
+    first = next(iter(hidden.values()))
+    return {"caps_bit_equal": all(torch.equal(first, h) for h in hidden.values()), **times}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
@@ -99,7 +126,9 @@ def main() -> int:
             reveal = timeit(
                 lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
             )
-            step = timeit(lambda state=state: state.reveal(*state.choose(state.forward(), 0), 0), sync)
+            step = timeit(
+                lambda state=state: state.reveal(*state.choose(state.forward(), 0), 0), sync
+            )
             # Random codes of each item's length: decoding costs the same whatever they are.
             denoised = [
                 Denoised(
@@ -109,6 +138,7 @@ def main() -> int:
             ]
             decode = timeit(lambda denoised=denoised: model.decode(denoised), sync, repeats=3)
             free_of_syncs = step_free_of_syncs(state) if args.device.startswith("cuda") else None
+            caps = attention_caps(model, state, sync) if model.runner is not None else {}
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {
             "batch": b,
@@ -121,6 +151,7 @@ def main() -> int:
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),
             "step_free_of_syncs": free_of_syncs,
+            **caps,
         }
         if model.runner is not None:
             row["graph_hits"], row["graph_misses"] = (

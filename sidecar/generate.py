@@ -165,6 +165,9 @@ class BatchState:
             [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
         ]
         self.k_table = torch.tensor(self.k, dtype=torch.long).to(device)  # [steps, B]
+        # Made once rather than at every step: each would be a launch of its own.
+        self.sentinel = torch.full((1, cfg.num_codebooks), -float("inf"), device=device)
+        self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
@@ -220,8 +223,9 @@ class BatchState:
         k = self.k[step]
         b, t_max = self.pad_index.shape
         num_cb = tokens.shape[1]
-        sentinel = torch.full((1, num_cb), -float("inf"), device=confidence.device)
-        conf = torch.cat([confidence, sentinel])[self.pad_index].permute(0, 2, 1)  # [B, C, Tmax]
+        conf = torch.cat([confidence, self.sentinel])[self.pad_index].permute(
+            0, 2, 1
+        )  # [B, C, Tmax]
         pred = torch.cat([tokens, tokens[:1]])[self.pad_index].permute(0, 2, 1)
         current = self.tokens[:, self.pad_index].permute(1, 0, 2)  # [B, C, Tmax]
         scores = conf - self.layer * self.penalty
@@ -238,9 +242,7 @@ class BatchState:
         )
         k_max = max(k)
         chosen = torch.topk(scores.reshape(b, -1), k_max, dim=1).indices  # [B, k_max]
-        wanted = torch.arange(k_max, device=scores.device).unsqueeze(0) < self.k_table[
-            step
-        ].unsqueeze(1)
+        wanted = self.rank[:, :k_max] < self.k_table[step].unsqueeze(1)
         reveal = torch.zeros((b, num_cb * t_max), dtype=torch.bool, device=scores.device)
         reveal.scatter_(1, chosen, wanted)
         updated = torch.where(reveal.view(b, num_cb, t_max), pred, current)

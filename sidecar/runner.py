@@ -2,11 +2,16 @@
 
 A packed batch is padded up to the smallest *bucket* (a token count) that holds it: the padding
 tokens belong to no segment and the segment table is filled up with empty segments, so every
-bucket has fixed tensor shapes. On a GPU one CUDA graph per bucket is
-captured when the sidecar starts (largest first, sharing one memory pool), and a forward pass
-is then a copy into the bucket's static inputs and one replay. A batch that fits no bucket (too
-many tokens or segments, or one segment longer than the attention cap) runs eagerly: an
-explicit condition, counted as a graph miss.
+bucket has fixed tensor shapes. On a GPU the CUDA graphs are captured when the sidecar starts
+(largest first, sharing one memory pool), and a forward pass is then a copy into the bucket's
+static inputs and one replay. A graph fixes its attention *cap*, the longest segment its
+attention launch grid covers: FlashAttention launches a row of blocks per 128 query positions of
+the cap for every segment, and the rows past a segment's end only exit, so a cap far above the
+batch's longest segment costs ~10 % of attention (bit-equal results either way). Buckets above
+`SHORT_SEGMENT_LEN` tokens therefore have two graphs, one capped there (the batches of ordinary
+text) and one at `MAX_SEGMENT_LEN`; smaller buckets one, capped at their own size. A batch that
+fits no bucket (too many tokens or segments, or one segment longer than `MAX_SEGMENT_LEN`) runs
+eagerly: an explicit condition, counted as a graph miss.
 
 With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
@@ -66,7 +71,10 @@ DEFAULT_BUCKETS = (
     65536,
 )
 MAX_SEGMENTS = 2 * 64  # both rows of up to 64 items
-MAX_SEGMENT_LEN = 4096  # attention grid size baked into a graph; longer segments run eagerly
+MAX_SEGMENT_LEN = 4096  # longest segment a graph attends over; longer segments run eagerly
+# The tight cap of large buckets' second graph: above the longest segment of the harness's mixed
+# texts (721 tokens); a clone with a long reference (30 s is 750 frames) takes the loose graph.
+SHORT_SEGMENT_LEN = 1024
 
 
 @dataclass
@@ -91,7 +99,10 @@ class RunnerStats:
 class _Bucket:
     num_tokens: int
     inputs: dict[str, torch.Tensor]
-    graph: torch.cuda.CUDAGraph | None = None
+    graphs: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)  # by attention cap
+    # The batch layout last staged (the tensors themselves): the next step of the same batch
+    # only changes input_ids, so `stage` copies the rest once per batch.
+    layout: tuple[torch.Tensor, ...] = ()
 
 
 class ModelRunner:
@@ -103,6 +114,7 @@ class ModelRunner:
         buckets: tuple[int, ...] = DEFAULT_BUCKETS,
         max_segments: int = MAX_SEGMENTS,
         max_segment_len: int = MAX_SEGMENT_LEN,
+        short_segment_len: int = SHORT_SEGMENT_LEN,
         use_graphs: bool | None = None,
         compile: bool = False,
         eager_rounding: bool = True,
@@ -111,6 +123,7 @@ class ModelRunner:
         self.device = model.codebook_layer_offsets.device
         self.max_segments = max_segments
         self.max_segment_len = max_segment_len
+        self.short_segment_len = short_segment_len
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
@@ -149,13 +162,18 @@ class ModelRunner:
         inputs["cu_seqlens"][0] = 0
         return _Bucket(n, inputs)
 
-    def bucket_for(self, num_tokens: int, num_segments: int, max_seqlen: int) -> _Bucket | None:
-        """The smallest bucket that holds the batch, if any does."""
+    def bucket_for(
+        self, num_tokens: int, num_segments: int, max_seqlen: int
+    ) -> tuple[_Bucket, int] | None:
+        """The smallest bucket that holds the batch, if any does, and the tightest of its
+        attention caps that holds the batch's longest segment."""
         if num_segments > self.max_segments:
             return None
         for n in self.bucket_sizes:
-            if n >= num_tokens and max_seqlen <= self.segment_cap(n):
-                return self._bucket(n)
+            if n >= num_tokens:
+                caps = [cap for cap in self.segment_caps(n) if cap >= max_seqlen]
+                if caps:
+                    return self._bucket(n), caps[0]
         return None
 
     def _bucket(self, n: int) -> _Bucket:
@@ -167,14 +185,14 @@ class ModelRunner:
                 )
         return self.buckets[n]
 
-    def segment_cap(self, bucket_tokens: int) -> int:
-        """Longest segment a bucket's graph attends over: it sizes the attention launch grid."""
-        return min(bucket_tokens, self.max_segment_len)
+    def segment_caps(self, bucket_tokens: int) -> list[int]:
+        """The attention caps a bucket has graphs for, ascending (see the module's docstring)."""
+        caps = {min(bucket_tokens, self.short_segment_len, self.max_segment_len)}
+        return sorted(caps | {min(bucket_tokens, self.max_segment_len)})
 
-    def _run(self, bucket: _Bucket) -> None:
+    def _run(self, bucket: _Bucket, cap: int) -> None:
         """The bucket's forward pass up to the hidden states, written into `hidden_out`."""
         i = bucket.inputs
-        cap = self.segment_cap(bucket.num_tokens)
         h = self.hidden_fn(
             i["input_ids"], i["audio_mask"], i["positions"], i["cu_seqlens"], cap, i["head_index"]
         )
@@ -182,29 +200,31 @@ class ModelRunner:
 
     @torch.inference_mode()
     def capture(self) -> None:
-        """Warm up and capture one graph per bucket, largest first, in one shared memory pool."""
+        """Warm up and capture each bucket's graphs, largest first, in one shared memory pool."""
         if not self.use_graphs:
             return
         start = time.perf_counter()
         pool = None
         for n in sorted(self.bucket_sizes, reverse=True):  # the largest first sizes hidden_out once
             bucket = self._bucket(n)
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # compile and autotune outside the capture
-                    self._run(bucket)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                self._run(bucket)
-            pool = graph.pool()
-            bucket.graph = graph
+            for cap in reversed(self.segment_caps(n)):
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    for _ in range(2):  # compile and autotune outside the capture
+                        self._run(bucket, cap)
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    self._run(bucket, cap)
+                pool = graph.pool()
+                bucket.graphs[cap] = graph
         torch.cuda.synchronize()
         self.stats.capture_s = round(time.perf_counter() - start, 2)
         self.stats.buckets = list(self.bucket_sizes)
         log.info(
-            "captured %d CUDA graphs (%s tokens) in %.1f s",
+            "captured %d CUDA graphs for %d buckets (%s tokens) in %.1f s",
+            sum(len(b.graphs) for b in self.buckets.values()),
             len(self.buckets),
             ",".join(map(str, self.stats.buckets)),
             self.stats.capture_s,
@@ -219,9 +239,17 @@ class ModelRunner:
         cu_seqlens: torch.Tensor,
         head_index: torch.Tensor,
     ) -> None:
-        """Copy one packed batch into a bucket's static inputs and pad the rest."""
+        """Copy one packed batch into a bucket's static inputs and pad the rest. When the bucket
+        last staged the same layout tensors (the same batch's previous step), only the input ids
+        are copied: a batch never changes its layout tensors in place."""
         i, n, num_segments = bucket.inputs, input_ids.shape[1], cu_seqlens.numel() - 1
         i["input_ids"][:, :n].copy_(input_ids)
+        layout = (audio_mask, positions, cu_seqlens, head_index)
+        if len(bucket.layout) == len(layout) and all(
+            a is b for a, b in zip(bucket.layout, layout, strict=True)
+        ):
+            return
+        bucket.layout = layout
         i["audio_mask"][:n].copy_(audio_mask)
         i["positions"][:n].copy_(positions)
         # Padding tokens belong to no segment: attention never computes them (an extra segment
@@ -267,9 +295,10 @@ class ModelRunner:
         head_index: torch.Tensor,
     ) -> torch.Tensor:
         n, m = input_ids.shape[1], head_index.numel()
-        bucket = self.bucket_for(n, cu_seqlens.numel() - 1, max_seqlen) if self.use_graphs else None
+        found = self.bucket_for(n, cu_seqlens.numel() - 1, max_seqlen) if self.use_graphs else None
         self.stats.real_tokens += n
-        if bucket is None or bucket.graph is None:
+        bucket, cap = found if found is not None else (None, 0)
+        if bucket is None or cap not in bucket.graphs:
             if self.use_graphs:
                 self.stats.graph_misses += 1
             self.stats.padded_tokens += n
@@ -279,5 +308,5 @@ class ModelRunner:
         self.stage(bucket, input_ids, audio_mask, positions, cu_seqlens, head_index)
         self.stats.graph_hits += 1
         self.stats.padded_tokens += bucket.num_tokens
-        bucket.graph.replay()
+        bucket.graphs[cap].replay()
         return self.model.head(self.hidden_out[:m])

@@ -62,14 +62,15 @@ def logits(
     tokens filled with `padding` rather than the zeros `stage` writes."""
     runner = ModelRunner(model, buckets=(BUCKET,), use_graphs=False)
     cu = batch.cu_seqlens if cu_seqlens is None else cu_seqlens
-    bucket = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
-    assert bucket is not None
+    found = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
+    assert found is not None
+    bucket, cap = found
     with torch.inference_mode():
         runner.stage(
             bucket, batch.input_ids, batch.audio_mask, batch.positions, cu, batch.head_index
         )
         bucket.inputs["input_ids"][:, batch.num_tokens :] = padding
-        runner._run(bucket)
+        runner._run(bucket, cap)
         return model.head(runner.hidden_out[: batch.head_index.numel()])
 
 

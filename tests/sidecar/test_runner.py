@@ -61,43 +61,99 @@ def forward_args(batch: PackedBatch) -> tuple:
 @pytest.mark.parametrize(
     "tokens,segments,longest,expected",
     [
-        (100, 2, 60, 128),
-        (128, 2, 60, 128),
-        (129, 2, 60, 256),
+        (100, 2, 60, (128, 64)),
+        (128, 2, 60, (128, 64)),
+        (129, 2, 60, (256, 64)),
         (1000, 2, 60, None),
         (100, 10, 60, None),
-        (100, 2, 129, 256),
-        (100, 2, 200, 256),
+        (100, 2, 64, (128, 64)),
+        (100, 2, 65, (128, 128)),
+        (100, 2, 129, (256, 256)),
+        (300, 2, 65, (512, 256)),
         (100, 2, 257, None),
     ],
 )
-def test_bucket_choice(
-    model: OmniVoiceModel, tokens: int, segments: int, longest: int, expected: int | None
+def test_bucket_and_attention_cap_choice(
+    model: OmniVoiceModel,
+    tokens: int,
+    segments: int,
+    longest: int,
+    expected: tuple[int, int] | None,
 ) -> None:
+    """The smallest bucket that holds the batch, then the tightest attention cap of that bucket
+    that holds its longest segment: buckets above the short cap have it and their own cap
+    (itself, or the longest cap); none holds a segment above the longest cap."""
     runner = ModelRunner(
-        model, buckets=(128, 256, 512), max_segments=9, max_segment_len=256, use_graphs=False
+        model,
+        buckets=(128, 256, 512),
+        max_segments=9,
+        max_segment_len=256,
+        short_segment_len=64,
+        use_graphs=False,
     )
-    bucket = runner.bucket_for(tokens, segments, longest)
-    assert (bucket.num_tokens if bucket else None) == expected
+    assert [runner.segment_caps(n) for n in (32, 128, 256, 512)] == [
+        [32],
+        [64, 128],
+        [64, 256],
+        [64, 256],
+    ]
+    found = runner.bucket_for(tokens, segments, longest)
+    assert ((found[0].num_tokens, found[1]) if found else None) == expected
+
+
+def staged_logits(runner: ModelRunner, batch: PackedBatch) -> torch.Tensor:
+    """Stage a batch into its bucket and run the bucket's forward pass (what a graph replays)."""
+    found = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
+    assert found is not None
+    bucket, cap = found
+    args = (batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens)
+    runner.stage(bucket, *args, batch.head_index)
+    runner._run(bucket, cap)
+    return runner.model.head(runner.hidden_out[: batch.head_index.numel()])
 
 
 def test_padded_bucket_gives_the_same_logits(model: OmniVoiceModel) -> None:
     batch = batch_of([(30, 10, 12), (17, 5, 9), (40, 20, 8)])
-    args = (batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens)
     with torch.inference_mode():
-        want = model.forward_packed(*args, batch.max_seqlen, batch.head_index)
+        want = model.forward_packed(*forward_args(batch))
         runner = ModelRunner(
             model, buckets=(256,), max_segments=12, max_segment_len=256, use_graphs=False
         )
-        bucket = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
-        assert bucket is not None
-        runner.stage(bucket, *args, batch.head_index)
-        runner._run(bucket)
-        got = model.head(runner.hidden_out[: batch.head_index.numel()])
-    assert bucket.inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [
+        got = staged_logits(runner, batch)
+    assert runner.buckets[256].inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [
         batch.num_tokens
     ] * (12 - len(batch.segment_lens))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def staging_ops(runner: ModelRunner, batch: PackedBatch) -> int:
+    """How many copies and fills one `stage` call makes (on the GPU, each is a launch)."""
+    found = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
+    assert found is not None
+    args = (batch.input_ids, batch.audio_mask, batch.positions, batch.cu_seqlens)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        runner.stage(found[0], *args, batch.head_index)
+    return sum(e.count for e in prof.key_averages() if e.key in ("aten::copy_", "aten::fill_"))
+
+
+def test_a_batchs_later_steps_stage_only_their_input_ids(model: OmniVoiceModel) -> None:
+    """A batch's steps share its layout (mask, positions, segments, head rows), so only the
+    first stages it; a step's new input ids still reach the bucket, and another batch staged in
+    between makes the first stage its layout again, in full."""
+    a = batch_of([(30, 10, 12), (17, 5, 9)])
+    b = batch_of([(25, 8, 10), (40, 20, 8), (12, 4, 5)])
+    runner = ModelRunner(model, buckets=(256,), max_segments=12, use_graphs=False)
+    with torch.inference_mode():
+        first = staging_ops(runner, a)
+        later = staging_ops(runner, a)
+        assert later == 1 < first, (first, later)
+        a.input_ids[:, a.head_index[0]] = 7  # a step reveals a token
+        want_a = model.forward_packed(*forward_args(a))
+        torch.testing.assert_close(staged_logits(runner, a), want_a, rtol=1e-5, atol=1e-5)
+        want_b = model.forward_packed(*forward_args(b))
+        torch.testing.assert_close(staged_logits(runner, b), want_b, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(staged_logits(runner, a), want_a, rtol=1e-5, atol=1e-5)
+        assert staging_ops(runner, a) == 1
 
 
 def test_without_graphs_the_runner_is_the_plain_forward(model: OmniVoiceModel) -> None:
