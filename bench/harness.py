@@ -227,6 +227,8 @@ async def run_server_arms(
             "omnivoice_audio_produced_seconds_total",
             "omnivoice_denoise_seconds_total",
             "omnivoice_decode_seconds_total",
+            "omnivoice_denoise_device_seconds_total",
+            "omnivoice_denoise_gap_seconds_total",
         )
     }
     out["forward"] = delta
@@ -238,6 +240,16 @@ async def run_server_arms(
         else None,
         # The rest of the denoise loop (scoring, launches, stalls), and the gaps between batches.
         "denoise_share_of_wall": round(delta["omnivoice_denoise_seconds_total"] / wall, 3)
+        if wall
+        else None,
+        # The same on the device: the batches from first forward pass to last step (their
+        # forward passes, scoring and reveals), and the denoising stream's gaps between batches.
+        "batch_device_share_of_wall": round(
+            delta["omnivoice_denoise_device_seconds_total"] / wall, 3
+        )
+        if wall
+        else None,
+        "gap_device_share_of_wall": round(delta["omnivoice_denoise_gap_seconds_total"] / wall, 3)
         if wall
         else None,
         "mean_batch_items": round(

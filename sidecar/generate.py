@@ -30,6 +30,9 @@ TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperat
 GUMBEL_EPS = 1e-10
 NOISE_POSITION, NOISE_CLASS = 0, 1
 COUNTER_STRIDE = 1 << 20  # columns per codebook in the noise counter (~11 hours of audio)
+# Position noise is made for this many steps at once: the hash and the Gumbel transform are ~20
+# small launches, which at one item cost more than the step's scoring itself.
+NOISE_STEPS = 8
 
 
 @dataclass
@@ -84,9 +87,10 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
 
 
 def uniform_noise(
-    seed32: torch.Tensor, step: int, kind: int, *counters: torch.Tensor
+    seed32: torch.Tensor, step: int | torch.Tensor, kind: int, *counters: torch.Tensor
 ) -> torch.Tensor:
-    """U[0, 1) as float32, a pure function of (seed, step, kind, counters...), broadcasting."""
+    """U[0, 1) as float32, a pure function of (seed, step, kind, counters...), broadcasting
+    (`step` too: a tensor of steps gives each step's noise, the same bits as one at a time)."""
     h = _mix32((seed32 + (step * 4 + kind) * 0x9E3779B) & 0xFFFFFFFF)
     for c in counters:
         h = _mix32(h ^ c)
@@ -144,6 +148,8 @@ class BatchState:
         self.guidance = per_item([p.guidance_scale for p in prompts])[self.target_item]
         self.class_temp = per_item([p.class_temperature for p in prompts])[self.target_item]
         self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
+        self.position_noisy = self.position_temp > 0
+        self.position_divisor = torch.where(self.position_noisy, self.position_temp, 1.0)
         self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
         self.seed32 = torch.tensor(
             [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts],
@@ -168,6 +174,7 @@ class BatchState:
         # Made once rather than at every step: each would be a launch of its own.
         self.sentinel = torch.full((1, cfg.num_codebooks), -float("inf"), device=device)
         self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)
+        self._noise_first, self._noise = -1, torch.empty(0, device=device)
 
     def forward(self) -> torch.Tensor:
         """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
@@ -218,25 +225,32 @@ class BatchState:
             tokens = torch.where(temp.view(-1, 1) > 0, classes.gather(-1, pick).squeeze(-1), tokens)
         return tokens, log_probs.max(dim=-1)[0]
 
+    def position_gumbel(self, step: int) -> torch.Tensor:
+        """The Gumbel noise of every position at `step` ([B, C, Tmax]), made for `NOISE_STEPS`
+        steps at a time: bit for bit what `uniform_noise` and `gumbel` give for the step alone."""
+        first = step - step % NOISE_STEPS
+        if first != self._noise_first:
+            last = min(first + NOISE_STEPS, self.num_steps)
+            steps = torch.arange(first, last, device=self.seed32.device).view(-1, 1, 1, 1)
+            u = uniform_noise(
+                self.seed32.view(1, -1, 1, 1), steps, NOISE_POSITION, self.position_counter
+            )
+            self._noise_first, self._noise = first, gumbel(u)
+        return self._noise[step - first]
+
     def reveal(self, tokens: torch.Tensor, confidence: torch.Tensor, step: int) -> None:
         """Write each item's k most confident masked positions into the token state and inputs."""
         k = self.k[step]
         b, t_max = self.pad_index.shape
         num_cb = tokens.shape[1]
-        conf = torch.cat([confidence, self.sentinel])[self.pad_index].permute(
-            0, 2, 1
-        )  # [B, C, Tmax]
+        # [B, C, Tmax]: each item's columns, padded with -inf confidence
+        conf = torch.cat([confidence, self.sentinel])[self.pad_index].permute(0, 2, 1)
         pred = torch.cat([tokens, tokens[:1]])[self.pad_index].permute(0, 2, 1)
         current = self.tokens[:, self.pad_index].permute(1, 0, 2)  # [B, C, Tmax]
         scores = conf - self.layer * self.penalty
         if self.any_position_noise:
-            u = uniform_noise(
-                self.seed32.view(-1, 1, 1), step, NOISE_POSITION, self.position_counter
-            )
-            temp = self.position_temp
-            scores = torch.where(
-                temp > 0, scores / torch.where(temp > 0, temp, 1.0) + gumbel(u), scores
-            )
+            noisy = scores / self.position_divisor + self.position_gumbel(step)
+            scores = torch.where(self.position_noisy, noisy, scores)
         scores = scores.masked_fill(
             (current != self.mask_id) | ~self.pad_valid.unsqueeze(1), -float("inf")
         )
@@ -278,7 +292,7 @@ def generate_tokens(
         runner.stats.useful_flops += passes * useful_flops(
             model.cfg, state.packed.segment_lens, state.packed.num_targets
         )
-        runner.collect_timings()
+        runner.end_batch()
     return state.result()
 
 

@@ -70,6 +70,8 @@ DEFAULT_BUCKETS = (
     61440,
     65536,
 )
+Mark = torch.cuda.Event | float  # see ModelRunner._mark
+
 MAX_SEGMENTS = 2 * 64  # both rows of up to 64 items
 MAX_SEGMENT_LEN = 4096  # longest segment a graph attends over; longer segments run eagerly
 # The tight cap of large buckets' second graph: above the longest segment of the harness's mixed
@@ -87,7 +89,12 @@ class RunnerStats:
     padded_tokens: int = 0  # tokens computed, padding included
     real_tokens: int = 0
     useful_flops: float = 0.0  # 2 x real tokens x parameters + attention + head on targets
-    forward_s: float = 0.0  # device time of the forward passes (CUDA events on a GPU)
+    # Device time (CUDA events on a GPU, the host's clock elsewhere), added up at each batch's
+    # end: its forward passes; the batch from its first forward pass to the end of its last
+    # step; the gap before it since the previous batch's end (host preparation, or no work).
+    forward_s: float = 0.0
+    batch_s: float = 0.0
+    gap_s: float = 0.0
     capture_s: float = 0.0
     buckets: list[int] = field(default_factory=list)
 
@@ -141,7 +148,8 @@ class ModelRunner:
         self.eager_rounding = compile and eager_rounding
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
-        self._timers: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes
+        self._last_batch_end: Mark | None = None
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
         self.hidden_out = torch.zeros(
@@ -266,24 +274,42 @@ class ModelRunner:
         """Logits [len(head_index), C, V] for one packed batch (the arguments of
         `OmniVoiceModel.forward_packed`), timed on the device."""
         self.stats.forward_passes += 1
-        if self.device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            logits = self._forward(*inputs)
-            end.record()
-            self._timers.append((start, end))
-            return logits
-        began = time.perf_counter()
+        start = self._mark()
         logits = self._forward(*inputs)
-        self.stats.forward_s += time.perf_counter() - began
+        self._timers.append((start, self._mark()))
         return logits
 
-    def collect_timings(self) -> None:
-        """Fold the finished forward passes' device times into the stats (waits for the device)."""
-        if self._timers:
-            self._timers[-1][1].synchronize()
-            self.stats.forward_s += sum(a.elapsed_time(b) for a, b in self._timers) / 1000.0
-            self._timers.clear()
+    def end_batch(self) -> None:
+        """After a batch's last step: add its times to the stats (on a GPU this waits for the
+        device): its forward passes', the whole batch's, and the gap before it."""
+        if not self._timers:
+            return
+        end = self._mark()
+        if isinstance(end, torch.cuda.Event):
+            end.synchronize()
+        first = self._timers[0][0]
+        self.stats.forward_s += sum(self._elapsed(a, b) for a, b in self._timers)
+        self.stats.batch_s += self._elapsed(first, end)
+        if self._last_batch_end is not None:
+            self.stats.gap_s += self._elapsed(self._last_batch_end, first)
+        self._last_batch_end = end
+        self._timers.clear()
+
+    def _mark(self) -> Mark:
+        """A point in the device's timeline: an event recorded on the current stream on a GPU
+        (timed without waiting for it), the host's clock elsewhere."""
+        if self.device.type != "cuda":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    @staticmethod
+    def _elapsed(start: Mark, end: Mark) -> float:
+        if isinstance(start, torch.cuda.Event) and isinstance(end, torch.cuda.Event):
+            return start.elapsed_time(end) / 1000.0
+        assert isinstance(start, float) and isinstance(end, float)
+        return end - start
 
     def _forward(
         self,

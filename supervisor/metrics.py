@@ -126,6 +126,16 @@ RUNTIME_COUNTERS = {
         "forward passes that fit no graph bucket and ran eagerly",
         registry=REGISTRY,
     ),
+    "runtime_batch_s": Counter(
+        f"{PREFIX}_denoise_device_seconds",
+        "device time of the batches' denoising, from each one's first forward pass to the end of its last step",
+        registry=REGISTRY,
+    ),
+    "runtime_gap_s": Counter(
+        f"{PREFIX}_denoise_gap_seconds",
+        "device time between one batch's last step and the next batch's first forward pass (host preparation, or no work)",
+        registry=REGISTRY,
+    ),
     # Host wall times, from the same frames. Under saturation, wall clock less denoise_seconds is
     # the gaps between batches, and denoise_seconds less forward_seconds the scoring and stalls.
     "denoise_s": Counter(

@@ -378,6 +378,8 @@ def test_metrics_add_up_the_runtime_forward_passes(
                 "omnivoice_tokens_padded_total",
                 "omnivoice_denoise_seconds_total",
                 "omnivoice_decode_seconds_total",
+                "omnivoice_denoise_device_seconds_total",
+                "omnivoice_denoise_gap_seconds_total",
             ):
                 out[name] = float(value)
         return out
@@ -400,6 +402,20 @@ def test_metrics_add_up_the_runtime_forward_passes(
         >= after["omnivoice_forward_seconds_total"] - before["omnivoice_forward_seconds_total"]
     )
     assert after["omnivoice_decode_seconds_total"] > before["omnivoice_decode_seconds_total"]
+    # The batch timed on the device (the host's clock on the CPU) holds its forward passes too;
+    # the gap counter is there, and never goes back.
+    batch = (
+        after["omnivoice_denoise_device_seconds_total"]
+        - before["omnivoice_denoise_device_seconds_total"]
+    )
+    assert (
+        batch
+        >= after["omnivoice_forward_seconds_total"] - before["omnivoice_forward_seconds_total"]
+    )
+    assert (
+        after["omnivoice_denoise_gap_seconds_total"]
+        >= before["omnivoice_denoise_gap_seconds_total"]
+    )
     # No CUDA graphs on the CPU: nothing is padded.
     assert (
         after["omnivoice_tokens_padded_total"] - before["omnivoice_tokens_padded_total"]

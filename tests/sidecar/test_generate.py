@@ -13,6 +13,7 @@ from sidecar.generate import (
     COUNTER_STRIDE,
     NOISE_CLASS,
     NOISE_POSITION,
+    NOISE_STEPS,
     BatchState,
     Prompt,
     gumbel,
@@ -37,11 +38,11 @@ CFG = ModelConfig(
 )
 
 
-def make_prompt(t_len: int, text_len: int, **settings: float) -> Prompt:
+def make_prompt(t_len: int, text_len: int, num_step: int = 4, **settings: float) -> Prompt:
     ids = torch.cat(
         [torch.randint(0, 300, (1, text_len)).repeat(8, 1), torch.full((8, t_len), MASK)], dim=1
     )
-    return Prompt(ids, audio_start=text_len, target_len=t_len, num_step=4, **settings)
+    return Prompt(ids, audio_start=text_len, target_len=t_len, num_step=num_step, **settings)
 
 
 def per_item_step(
@@ -82,20 +83,34 @@ def per_item_step(
     return out.view_as(current)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_batched_steps_equal_the_per_item_algorithm(seed: int) -> None:
+@pytest.mark.parametrize("seed,num_step", [(0, 4), (1, 4), (2, 4), (3, 2 * NOISE_STEPS + 3)])
+def test_batched_steps_equal_the_per_item_algorithm(seed: int, num_step: int) -> None:
+    """(The last case runs past two blocks of position noise made ahead, see NOISE_STEPS.)"""
     torch.manual_seed(seed)
     model = OmniVoiceModel(CFG).eval()
     prompts = [
         make_prompt(
-            7, 5, guidance_scale=2.0, position_temperature=5.0, class_temperature=0.0, seed=11
+            7,
+            5,
+            num_step,
+            guidance_scale=2.0,
+            position_temperature=5.0,
+            class_temperature=0.0,
+            seed=11,
         ),
         make_prompt(
-            3, 9, guidance_scale=0.0, position_temperature=0.0, class_temperature=0.0, seed=12
+            3,
+            9,
+            num_step,
+            guidance_scale=0.0,
+            position_temperature=0.0,
+            class_temperature=0.0,
+            seed=12,
         ),
         make_prompt(
             12,
             4,
+            num_step,
             guidance_scale=1.5,
             position_temperature=2.0,
             class_temperature=0.8,
@@ -106,7 +121,9 @@ def test_batched_steps_equal_the_per_item_algorithm(seed: int) -> None:
     state = BatchState(model, prompts)
     expected = [torch.full((8, p.target_len), MASK) for p in prompts]
     off = state.packed.target_offsets
-    for step in range(4):
+    for step in range(num_step):
+        if max(state.k[step]) == 0:  # as generate_tokens: such a step changes nothing
+            continue
         logits = torch.randn(2 * off[-1], 8, 1025) * 3
         tokens, confidence = state.choose(logits.clone(), step)
         state.reveal(tokens, confidence, step)
@@ -121,6 +138,18 @@ def test_batched_steps_equal_the_per_item_algorithm(seed: int) -> None:
         assert torch.equal(state.input_ids[:, state.cond_cols], new)
         assert torch.equal(state.input_ids[:, state.uncond_cols], new)
     assert all((t != MASK).all() for t in state.result())  # the last step reveals everything
+
+
+def test_position_noise_made_ahead_is_each_steps_own() -> None:
+    """BatchState makes the position noise NOISE_STEPS steps at a time; each step's slice is bit
+    for bit the noise of that step alone, in any order of steps."""
+    prompts = [make_prompt(9, 4, 3 * NOISE_STEPS, seed=s) for s in (7, 2**40 + 1, 123)]
+    state = BatchState(OmniVoiceModel(CFG).eval(), prompts)
+    for step in (0, 5, NOISE_STEPS, 2 * NOISE_STEPS + 1, 3, 3 * NOISE_STEPS - 1):
+        alone = uniform_noise(
+            state.seed32.view(-1, 1, 1), step, NOISE_POSITION, state.position_counter
+        )
+        assert torch.equal(state.position_gumbel(step), gumbel(alone)), step
 
 
 def test_noise_is_uniform_and_a_function_of_its_inputs() -> None:

@@ -4,13 +4,16 @@ inputs run eagerly and must give the real rows' logits unchanged."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 
 import pytest
 import torch
 
 from sidecar.batch import PackedBatch, pack
 from sidecar.config import ModelConfig
+from sidecar.generate import Prompt, generate_tokens
 from sidecar.model import OmniVoiceModel
 from sidecar.runner import ModelRunner
 
@@ -36,14 +39,19 @@ def model() -> OmniVoiceModel:
     return OmniVoiceModel(CFG).eval()
 
 
-def batch_of(lengths: list[tuple[int, int, int]]):
+def prompts_of(lengths: list[tuple[int, int, int]]) -> list[tuple[torch.Tensor, int, int]]:
+    """(input ids, audio start, target length) per item: text, then audio, then masked target."""
     prompts = []
     for c_len, audio_start, t_len in lengths:
         ids = torch.randint(0, 300, (8, c_len))
         ids[:, audio_start:] = torch.randint(0, 1024, (8, c_len - audio_start))
         ids[:, c_len - t_len :] = 1024
         prompts.append((ids, audio_start, t_len))
-    return pack(prompts)
+    return prompts
+
+
+def batch_of(lengths: list[tuple[int, int, int]]) -> PackedBatch:
+    return pack(prompts_of(lengths))
 
 
 def forward_args(batch: PackedBatch) -> tuple:
@@ -210,3 +218,26 @@ def test_rotary_tables_are_made_outside_the_compiled_stack(model: OmniVoiceModel
     assert code, "nothing was compiled"
     assert not re.findall(r"\b(?:cos|sin)\(", "\n".join(code))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel) -> None:
+    """generate_tokens ends each batch with ModelRunner.end_batch, which adds up the forward
+    passes' time, the batch's (first forward pass to the end of its last step, so at least its
+    passes) and the gap since the previous batch ended (here at least the pause between the two
+    calls). The host's clock on the CPU; CUDA events on a GPU, the same accounting."""
+    runner = ModelRunner(model, use_graphs=False)
+    prompts = [
+        Prompt(ids, audio_start, target_len, num_step=4, seed=seed)
+        for seed, (ids, audio_start, target_len) in enumerate(
+            prompts_of([(30, 10, 12), (17, 5, 9)])
+        )
+    ]
+    generate_tokens(model, prompts, runner=runner)
+    first = dataclasses.replace(runner.stats)
+    assert first.forward_passes == 4 and 0 < first.forward_s <= first.batch_s
+    assert first.gap_s == 0  # no batch before the first
+    time.sleep(0.05)
+    generate_tokens(model, prompts, runner=runner)
+    second = runner.stats
+    assert second.gap_s >= 0.05
+    assert second.batch_s - first.batch_s >= second.forward_s - first.forward_s > 0
