@@ -1,9 +1,12 @@
 """Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
-batch the decode (codec and post-processing), for batches of ~8 s auto-voice items; a whole
-step's three parts back to back (`step_ms`: less than their sum where the host queues the next
-launches while the GPU works); on a GPU also whether a step runs free of host-device
-synchronisations (`step_free_of_syncs`), and where the batch's bucket has a graph per attention
-cap, whether they agree bit for bit and each one's replay time.
+batch the decode (codec and post-processing), for batches of ~8 s auto-voice items. Also:
+- with a compiling runner, the scoring as eager PyTorch does it (`choose_eager_ms`) and how far
+  the compiled scoring agrees with it (`choice_tokens_equal`, `choice_confidence_max_diff`);
+- a whole step's three parts back to back (`step_ms`: less than their sum where the host
+  queues the next launches while the GPU works);
+- on a GPU, whether a step runs free of host-device synchronisations (`step_free_of_syncs`),
+  and where the batch's bucket has a graph per attention cap, whether they agree bit for bit
+  and each one's replay time.
 
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
@@ -56,6 +59,16 @@ def step_free_of_syncs(state: BatchState) -> bool:
         return False
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def eager_choice(state: BatchState, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's scoring without the runner's compiled `guided_choice`."""
+    runner = state.runner
+    saved, runner.choice_fn = runner.choice_fn, None
+    try:
+        return state.choose(logits, 0)
+    finally:
+        runner.choice_fn = saved
 
 
 def attention_caps(model: OmniVoice, state: BatchState, sync) -> dict[str, object]:
@@ -117,17 +130,27 @@ def main() -> int:
         with torch.inference_mode():
             state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.forward, sync)
-            logits = state.forward()
+            logits = state.logits()
             if args.save_logits:
                 args.save_logits.mkdir(parents=True, exist_ok=True)
                 torch.save(logits.float().cpu(), args.save_logits / f"logits-{b}.pt")
             choose = timeit(lambda state=state, logits=logits: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
+            choice: dict[str, object] = {}
+            if model.runner is not None and model.runner.choice_fn is not None:
+                eager_tokens, eager_conf = eager_choice(state, logits)
+                choice = {
+                    "choose_eager_ms": round(
+                        timeit(lambda s=state, x=logits: eager_choice(s, x), sync) * 1e3, 2
+                    ),
+                    "choice_tokens_equal": float((eager_tokens == tokens).float().mean()),
+                    "choice_confidence_max_diff": float((eager_conf - conf).abs().max()),
+                }
             reveal = timeit(
                 lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
             )
             step = timeit(
-                lambda state=state: state.reveal(*state.choose(state.forward(), 0), 0), sync
+                lambda state=state: state.reveal(*state.choose(state.logits(), 0), 0), sync
             )
             # Random codes of each item's length: decoding costs the same whatever they are.
             denoised = [
@@ -147,6 +170,7 @@ def main() -> int:
             "choose_ms": round(choose * 1e3, 2),
             "reveal_ms": round(reveal * 1e3, 2),
             "step_ms": round(step * 1e3, 2),
+            **choice,
             "forward_tflops": round(flops / fwd / 1e12, 1),
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),

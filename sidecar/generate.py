@@ -18,13 +18,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import torch
 
 from sidecar.batch import pack, padded_index
 from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
+
+if TYPE_CHECKING:  # the runner compiles `guided_choice`, from here
+    from sidecar.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
 GUMBEL_EPS = 1e-10
@@ -99,6 +102,26 @@ def uniform_noise(
 
 def gumbel(u: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
+
+
+def guided_choice(
+    logits: torch.Tensor, guidance: torch.Tensor, mask_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`BatchState.choose` without class sampling, as one function for torch.compile to fuse into
+    a single pass over the logits ([2S, C, V] in the model's dtype): each target position's most
+    likely token and its log-probability under the guided distribution (the conditional one where
+    the item's guidance is 0), MASK forbidden. Eagerly that is ten passes over float32 copies of
+    the logits, ~3 % of a saturated run's device time; fused, the float32 values are the same up to
+    the order of the softmax sums, so a token differs only where two were within rounding."""
+    s = logits.shape[0] // 2
+    lc = torch.log_softmax(logits[:s].float(), dim=-1)
+    lu = torch.log_softmax(logits[s:].float(), dim=-1)
+    g = guidance.view(-1, 1, 1)
+    guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
+    log_probs = torch.where(g != 0, guided, lc)
+    log_probs[..., mask_id] = -float("inf")
+    confidence, tokens = log_probs.max(dim=-1)
+    return tokens, confidence
 
 
 class BatchState:
@@ -176,8 +199,8 @@ class BatchState:
         self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)
         self._noise_first, self._noise = -1, torch.empty(0, device=device)
 
-    def forward(self) -> torch.Tensor:
-        """Logits [2S, C, V] float32: cond target columns, then uncond ones."""
+    def logits(self) -> torch.Tensor:
+        """Logits [2S, C, V] in the model's dtype: cond target columns, then uncond ones."""
         return self.forward_packed(
             self.input_ids,
             self.audio_mask,
@@ -185,7 +208,11 @@ class BatchState:
             self.cu_seqlens,
             self.packed.max_seqlen,
             self.head_index,
-        ).float()
+        )
+
+    def forward(self) -> torch.Tensor:
+        """The same logits in float32."""
+        return self.logits().float()
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """The distribution each target position decides from ([S, C, V]): guided
@@ -204,8 +231,13 @@ class BatchState:
         return log_probs
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token and confidence per target position ([S, C] each), as the reference scores them."""
-        log_probs = self.log_probs(logits)
+        """Token and confidence per target position ([S, C] each), as the reference scores them.
+        Where the runner compiles (a GPU), batches without class sampling take `guided_choice`,
+        compiled."""
+        choice = self.runner.choice_fn if self.runner is not None else None
+        if choice is not None and not self.any_class_sampling:
+            return choice(logits, self.guidance, self.mask_id)
+        log_probs = self.log_probs(logits.float())
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:
             k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
@@ -283,7 +315,7 @@ def generate_tokens(
     passes = 0
     for step in range(state.num_steps):
         if max(state.k[step]) > 0:  # a step that reveals nothing would change nothing
-            tokens, confidence = state.choose(state.forward(), step)
+            tokens, confidence = state.choose(state.logits(), step)
             state.reveal(tokens, confidence, step)
             passes += 1
         if on_step is not None:
