@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# The forward pass's open leads, measured in one `device` call on one H200 (~8 minutes; carry .whl):
-#   bash bench/forward_probes.sh
-# - a step at 1 and 64 items (bench/profile_step.py): forward, scoring, reveal, the whole step
-#   back to back, and whether it runs free of host synchronisations; with Inductor's default
-#   kernel configurations and then with its coordinate-descent tuning
-#   (TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1, which searches each generated kernel's block
-#   sizes: the q/k norm and rotary kernel still takes about twice its memory traffic's time), and
-#   whether the two give the same logits bit for bit (a different reduction order would not, and
-#   then the fidelity run would have to be made again before it could be used);
-# - attention over the mixed texts' real segments: varlen against length-grouped dense SDPA
-#   (bench/attention_options.py);
-# - if time is left, the forward's kernels by kind at 64 items (bench/profile_kernels.py).
-# Each result lands in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
+# The checks to make on one H200 before a harness run, in one `device` call (~4 minutes; carry .whl):
+#   bash bench/forward_probes.sh            # the step at 1, 8 and 64 items (bench/profile_step.py)
+#   bash bench/forward_probes.sh --kernels  # and the forward's kernels by kind at 64 items
+# The step probe reports, per batch size: the forward, the scoring compiled and eager
+# (`choose_ms`, `choose_eager_ms`) and how far they agree (`choice_tokens_equal`: below 0.9999
+# the fused scoring should not go into a committed run), the reveal, a whole step back to back,
+# whether a step runs free of host synchronisations, and where the batch's bucket has two graphs
+# (attention capped at 1,024 and at 4,096 tokens) whether they agree bit for bit.
+# Results land in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
+# (bench/attention_options.py and Inductor's coordinate-descent tuning were probed at 0e654f6:
+# bench/results/2026-12-01-forward-probes.json.)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -22,16 +20,8 @@ probe() {  # name seconds command...
     timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1
     echo "rc=$? in $((SECONDS - start)) s"; grep -v Warning "$OUT/$name.log" | tail -n 4
 }
-probe step 110 python3 bench/profile_step.py /tmp/full --batch 1 64 --out "$OUT/step.json" \
-    --save-logits /tmp/logits-default
-probe step-cdt 200 env TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 \
-    python3 bench/profile_step.py /tmp/full --batch 1 64 --out "$OUT/step-cdt.json" \
-    --save-logits /tmp/logits-cdt
-for b in 1 64; do
-    python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt /tmp/logits-cdt/logits-$b.pt \
-        > "$OUT/cdt-equal-$b.json" 2>/dev/null && echo "cdt logits at $b: $(cat "$OUT/cdt-equal-$b.json")"
-done
-probe attention 90 python3 bench/attention_options.py /tmp/full --items 56 --out "$OUT/attention.json"
-left=$((500 - SECONDS))
-[ $left -gt 60 ] && probe kernels $left python3 bench/profile_kernels.py /tmp/full --batch 64 --out "$OUT/kernels.json"
+probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --out "$OUT/step.json"
+if [ "${1:-}" = --kernels ]; then
+    probe kernels 150 python3 bench/profile_kernels.py /tmp/full --batch 64 --out "$OUT/kernels.json"
+fi
 exit 0
