@@ -180,6 +180,8 @@ class BatchState:
             device=device,
         )
         self.layer = torch.arange(cfg.num_codebooks, device=device).view(1, -1, 1)
+        self.layer_penalty = self.layer * self.penalty  # [B, C, 1]
+        self.pad_invalid = ~self.pad_valid.unsqueeze(1)  # [B, 1, Tmax]
         t_max = index.shape[1]
         # (codebook, column) -> counter; independent of the batch's shape, so noise is per item.
         self.position_counter = self.layer * COUNTER_STRIDE + torch.arange(
@@ -279,13 +281,11 @@ class BatchState:
         conf = torch.cat([confidence, self.sentinel])[self.pad_index].permute(0, 2, 1)
         pred = torch.cat([tokens, tokens[:1]])[self.pad_index].permute(0, 2, 1)
         current = self.tokens[:, self.pad_index].permute(1, 0, 2)  # [B, C, Tmax]
-        scores = conf - self.layer * self.penalty
+        scores = conf - self.layer_penalty
         if self.any_position_noise:
             noisy = scores / self.position_divisor + self.position_gumbel(step)
             scores = torch.where(self.position_noisy, noisy, scores)
-        scores = scores.masked_fill(
-            (current != self.mask_id) | ~self.pad_valid.unsqueeze(1), -float("inf")
-        )
+        scores = scores.masked_fill((current != self.mask_id) | self.pad_invalid, -float("inf"))
         k_max = max(k)
         chosen = torch.topk(scores.reshape(b, -1), k_max, dim=1).indices  # [B, k_max]
         wanted = self.rank[:, :k_max] < self.k_table[step].unsqueeze(1)
