@@ -229,6 +229,7 @@ async def run_server_arms(
             "omnivoice_decode_seconds_total",
             "omnivoice_denoise_device_seconds_total",
             "omnivoice_denoise_gap_seconds_total",
+            "omnivoice_sidecar_wait_seconds_total",
         )
     }
     out["forward"] = delta
@@ -250,6 +251,11 @@ async def run_server_arms(
         if wall
         else None,
         "gap_device_share_of_wall": round(delta["omnivoice_denoise_gap_seconds_total"] / wall, 3)
+        if wall
+        else None,
+        # Of those gaps, the sidecar waiting for work (before the first batch, or a starved
+        # queue): the rest is the host preparing the next batch while the device idles.
+        "wait_share_of_wall": round(delta["omnivoice_sidecar_wait_seconds_total"] / wall, 3)
         if wall
         else None,
         "mean_batch_items": round(

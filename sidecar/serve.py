@@ -190,6 +190,7 @@ class Sidecar:
                              args.test_fault_dir)  # fmt: skip
         self.engine: engines.Engine | None = None
         self.steps = 0
+        self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
         # Decodes and answers batches in order while the frame loop denoises the next one.
         self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
 
@@ -201,8 +202,10 @@ class Sidecar:
         if code is not None:
             return code
         while True:
+            began = time.monotonic()
             try:
                 message = self.channel.receive()
+                self.waited_s = time.monotonic() - began
             except ProtocolError as exc:
                 log.error("bad frame from the supervisor: %s", exc)
                 self.send_error(None, None, ErrorKind.PROTOCOL, str(exc))
@@ -302,6 +305,9 @@ class Sidecar:
             "items": len(message["items"]),
             "steps": self.steps,
             "denoise_s": denoise_s,
+            # Waiting for this batch to arrive: no work, so the device gap before it (the
+            # runtime's `gap_s`) less this is what preparing the batch cost.
+            "wait_s": self.waited_s,
         }
         stats.update(
             {

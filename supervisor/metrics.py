@@ -143,6 +143,11 @@ RUNTIME_COUNTERS = {
         "wall time sidecars spent denoising batches (forward passes, scoring, launches)",
         registry=REGISTRY,
     ),
+    "wait_s": Counter(
+        f"{PREFIX}_sidecar_wait_seconds",
+        "wall time sidecars waited for their next batch to arrive (no work for them)",
+        registry=REGISTRY,
+    ),
     "decode_s": Counter(
         f"{PREFIX}_decode_seconds",
         "wall time sidecars spent decoding, post-processing and sending batches (alongside the next batch's denoising)",

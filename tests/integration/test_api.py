@@ -380,6 +380,7 @@ def test_metrics_add_up_the_runtime_forward_passes(
                 "omnivoice_decode_seconds_total",
                 "omnivoice_denoise_device_seconds_total",
                 "omnivoice_denoise_gap_seconds_total",
+                "omnivoice_sidecar_wait_seconds_total",
             ):
                 out[name] = float(value)
         return out
@@ -415,6 +416,11 @@ def test_metrics_add_up_the_runtime_forward_passes(
     assert (
         after["omnivoice_denoise_gap_seconds_total"]
         >= before["omnivoice_denoise_gap_seconds_total"]
+    )
+    # The idle sidecar waited for this request's batch to arrive.
+    assert (
+        after["omnivoice_sidecar_wait_seconds_total"]
+        > before["omnivoice_sidecar_wait_seconds_total"]
     )
     # No CUDA graphs on the CPU: nothing is padded.
     assert (
