@@ -235,29 +235,22 @@ async def run_server_arms(
     out["forward"] = delta
     # Where the mixed run's time went: the forward passes' share of the wall time, the batches formed.
     wall = out["mixed"].get("wall_s") or 0.0
+
+    def share(metric: str) -> float | None:
+        """A counter's seconds over the mixed run as a share of its wall time."""
+        return round(delta[metric] / wall, 3) if wall else None
+
     out["mixed_profile"] = {
-        "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3)
-        if wall
-        else None,
+        "forward_share_of_wall": share("omnivoice_forward_seconds_total"),
         # The rest of the denoise loop (scoring, launches, stalls), and the gaps between batches.
-        "denoise_share_of_wall": round(delta["omnivoice_denoise_seconds_total"] / wall, 3)
-        if wall
-        else None,
+        "denoise_share_of_wall": share("omnivoice_denoise_seconds_total"),
         # The same on the device: the batches from first forward pass to last step (their
         # forward passes, scoring and reveals), and the denoising stream's gaps between batches.
-        "batch_device_share_of_wall": round(
-            delta["omnivoice_denoise_device_seconds_total"] / wall, 3
-        )
-        if wall
-        else None,
-        "gap_device_share_of_wall": round(delta["omnivoice_denoise_gap_seconds_total"] / wall, 3)
-        if wall
-        else None,
+        "batch_device_share_of_wall": share("omnivoice_denoise_device_seconds_total"),
+        "gap_device_share_of_wall": share("omnivoice_denoise_gap_seconds_total"),
         # Of those gaps, the sidecar waiting for work (before the first batch, or a starved
         # queue): the rest is the host preparing the next batch while the device idles.
-        "wait_share_of_wall": round(delta["omnivoice_sidecar_wait_seconds_total"] / wall, 3)
-        if wall
-        else None,
+        "wait_share_of_wall": share("omnivoice_sidecar_wait_seconds_total"),
         "mean_batch_items": round(
             delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1
         )

@@ -104,23 +104,39 @@ def gumbel(u: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
 
 
+def guided_log_probs(
+    logits: torch.Tensor,
+    guidance: torch.Tensor,
+    mask_id: int,
+    any_guided: bool = True,
+    all_guided: bool = False,
+) -> torch.Tensor:
+    """The distribution each target position decides from ([S, C, V] float32, from [2S, C, V]
+    logits: cond target columns, then uncond ones): guided log-probabilities where the
+    position's guidance is not 0, conditional ones where it is, MASK forbidden. `any_guided` and
+    `all_guided` only skip work whose result the other case would not use."""
+    s = logits.shape[0] // 2
+    lc = torch.log_softmax(logits[:s].float(), dim=-1)
+    if any_guided:
+        lu = torch.log_softmax(logits[s:].float(), dim=-1)
+        g = guidance.view(-1, 1, 1)
+        guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
+        log_probs = guided if all_guided else torch.where(g != 0, guided, lc)
+    else:
+        log_probs = lc
+    log_probs[..., mask_id] = -float("inf")
+    return log_probs
+
+
 def guided_choice(
     logits: torch.Tensor, guidance: torch.Tensor, mask_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`BatchState.choose` without class sampling, as one function for torch.compile to fuse into
-    a single pass over the logits ([2S, C, V] in the model's dtype): each target position's most
-    likely token and its log-probability under the guided distribution (the conditional one where
-    the item's guidance is 0), MASK forbidden. Eagerly that is ten passes over float32 copies of
-    the logits, ~3 % of a saturated run's device time; fused, the float32 values are the same up to
-    the order of the softmax sums, so a token differs only where two were within rounding."""
-    s = logits.shape[0] // 2
-    lc = torch.log_softmax(logits[:s].float(), dim=-1)
-    lu = torch.log_softmax(logits[s:].float(), dim=-1)
-    g = guidance.view(-1, 1, 1)
-    guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
-    log_probs = torch.where(g != 0, guided, lc)
-    log_probs[..., mask_id] = -float("inf")
-    confidence, tokens = log_probs.max(dim=-1)
+    a single pass over the logits (in the model's dtype): each target position's most likely
+    token and its log-probability. Eagerly that is ten passes over float32 copies of the logits,
+    ~3 % of a saturated run's device time; fused, the float32 values are the same up to the order
+    of the softmax sums, so a token differs only where two were within rounding."""
+    confidence, tokens = guided_log_probs(logits, guidance, mask_id).max(dim=-1)
     return tokens, confidence
 
 
@@ -217,20 +233,10 @@ class BatchState:
         return self.logits().float()
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """The distribution each target position decides from ([S, C, V]): guided
-        log-probabilities, MASK forbidden."""
-        s = logits.shape[0] // 2
-        cond, uncond = logits[:s], logits[s:]
-        lc = torch.log_softmax(cond, dim=-1)
-        if self.any_guided:
-            lu = torch.log_softmax(uncond, dim=-1)
-            g = self.guidance.view(-1, 1, 1)
-            guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
-            log_probs = guided if self.all_guided else torch.where(g != 0, guided, lc)
-        else:
-            log_probs = lc
-        log_probs[..., self.mask_id] = -float("inf")
-        return log_probs
+        """`guided_log_probs` for this batch's items ([S, C, V])."""
+        return guided_log_probs(
+            logits, self.guidance, self.mask_id, self.any_guided, self.all_guided
+        )
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token and confidence per target position ([S, C] each), as the reference scores them.
@@ -239,7 +245,7 @@ class BatchState:
         choice = self.runner.choice_fn if self.runner is not None else None
         if choice is not None and not self.any_class_sampling:
             return choice(logits, self.guidance, self.mask_id)
-        log_probs = self.log_probs(logits.float())
+        log_probs = self.log_probs(logits)
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:
             k = math.ceil(TOP_K_RATIO * log_probs.shape[-1])
