@@ -61,16 +61,6 @@ def step_free_of_syncs(state: BatchState) -> bool:
         torch.cuda.set_sync_debug_mode("default")
 
 
-def eager_choice(state: BatchState, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The step's scoring without the runner's compiled `guided_choice`."""
-    runner = state.runner
-    saved, runner.choice_fn = runner.choice_fn, None
-    try:
-        return state.choose(logits, 0)
-    finally:
-        runner.choice_fn = saved
-
-
 def attention_caps(model: OmniVoice, state: BatchState, sync) -> dict[str, object]:
     """The batch's bucket replayed from each of its graphs (one per attention cap): whether they
     give the same hidden states bit for bit, and each one's time."""
@@ -136,16 +126,6 @@ def main() -> int:
                 torch.save(logits.float().cpu(), args.save_logits / f"logits-{b}.pt")
             choose = timeit(lambda state=state, logits=logits: state.choose(logits, 0), sync)
             tokens, conf = state.choose(logits, 0)
-            choice: dict[str, object] = {}
-            if model.runner is not None and model.runner.choice_fn is not None:
-                eager_tokens, eager_conf = eager_choice(state, logits)
-                choice = {
-                    "choose_eager_ms": round(
-                        timeit(lambda s=state, x=logits: eager_choice(s, x), sync) * 1e3, 2
-                    ),
-                    "choice_tokens_equal": float((eager_tokens == tokens).float().mean()),
-                    "choice_confidence_max_diff": float((eager_conf - conf).abs().max()),
-                }
             reveal = timeit(
                 lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
             )
@@ -170,7 +150,6 @@ def main() -> int:
             "choose_ms": round(choose * 1e3, 2),
             "reveal_ms": round(reveal * 1e3, 2),
             "step_ms": round(step * 1e3, 2),
-            **choice,
             "forward_tflops": round(flops / fwd / 1e12, 1),
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),

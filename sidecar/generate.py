@@ -26,7 +26,7 @@ from sidecar.batch import pack, padded_index
 from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
 
-if TYPE_CHECKING:  # the runner compiles `guided_choice`, from here
+if TYPE_CHECKING:  # the runner imports this module
     from sidecar.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
@@ -128,18 +128,6 @@ def guided_log_probs(
     return log_probs
 
 
-def guided_choice(
-    logits: torch.Tensor, guidance: torch.Tensor, mask_id: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`BatchState.choose` without class sampling, as one function for torch.compile to fuse into
-    a single pass over the logits (in the model's dtype): each target position's most likely
-    token and its log-probability. Eagerly that is ten passes over float32 copies of the logits,
-    ~3 % of a saturated run's device time; fused, the float32 values are the same up to the order
-    of the softmax sums, so a token differs only where two were within rounding."""
-    confidence, tokens = guided_log_probs(logits, guidance, mask_id).max(dim=-1)
-    return tokens, confidence
-
-
 class BatchState:
     """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
 
@@ -239,12 +227,7 @@ class BatchState:
         )
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token and confidence per target position ([S, C] each), as the reference scores them.
-        Where the runner compiles (a GPU), batches without class sampling take `guided_choice`,
-        compiled."""
-        choice = self.runner.choice_fn if self.runner is not None else None
-        if choice is not None and not self.any_class_sampling:
-            return choice(logits, self.guidance, self.mask_id)
+        """Token and confidence per target position ([S, C] each), as the reference scores them."""
         log_probs = self.log_probs(logits)
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:

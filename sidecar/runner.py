@@ -35,7 +35,6 @@ from typing import Any
 
 import torch
 
-from sidecar.generate import guided_choice
 from sidecar.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
@@ -147,11 +146,6 @@ class ModelRunner:
             model.hidden_packed, stack=self.stack_fn
         )
         self.eager_rounding = compile and eager_rounding
-        # The scoring of a step, fused (generate.guided_choice); compiled once for every batch
-        # shape, at `warm_up_choice` rather than at the first request.
-        self.choice_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = (
-            torch.compile(guided_choice, dynamic=True) if compile else None
-        )
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes
@@ -161,19 +155,6 @@ class ModelRunner:
         self.hidden_out = torch.zeros(
             (0, model.cfg.hidden_size), dtype=model.audio_heads.weight.dtype, device=self.device
         )
-
-    @torch.inference_mode()
-    def warm_up_choice(self) -> None:
-        """Compile `choice_fn` now, on logits of the model's shape, so no request waits for it."""
-        if self.choice_fn is None:
-            return
-        cfg = self.model.cfg
-        logits = torch.zeros(
-            (2 * 8, cfg.num_codebooks, cfg.audio_vocab_size),
-            dtype=self.model.audio_heads.weight.dtype,
-            device=self.device,
-        )
-        self.choice_fn(logits, torch.ones(8, device=self.device), cfg.audio_mask_id)
 
     def _allocate(self, n: int) -> _Bucket:
         num_cb = self.model.cfg.num_codebooks

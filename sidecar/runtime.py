@@ -168,7 +168,6 @@ class OmniVoice:
         if use_graphs:
             report("cuda_graphs")
             runner.capture()
-        runner.warm_up_choice()
         log.info("loaded %s on %s (%s)", root, device, dtype)
         return cls(model, tokenizer, codec, torch_device, runner)
 

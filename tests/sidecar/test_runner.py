@@ -13,7 +13,7 @@ import torch
 
 from sidecar.batch import PackedBatch, pack
 from sidecar.config import ModelConfig
-from sidecar.generate import BatchState, Prompt, generate_tokens
+from sidecar.generate import Prompt, generate_tokens
 from sidecar.model import OmniVoiceModel
 from sidecar.runner import ModelRunner
 
@@ -241,53 +241,3 @@ def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel
     second = runner.stats
     assert second.gap_s >= 0.05
     assert second.batch_s - first.batch_s >= second.forward_s - first.forward_s > 0
-
-
-@pytest.mark.parametrize("class_temperature", [0.0, 0.7])
-def test_a_compiling_runner_scores_steps_with_the_fused_choice(
-    model: OmniVoiceModel, class_temperature: float
-) -> None:
-    """With `compile`, a batch without class sampling is scored by the runner's compiled
-    `guided_choice` (one fused pass on a GPU; here Inductor's CPU backend), which picks the same
-    tokens as the eager scoring, items with and without guidance alike; a batch with class
-    sampling keeps the eager path."""
-    guidance = [2.0, 0.0, 1.5]
-    prompts = [
-        Prompt(
-            ids,
-            start,
-            t_len,
-            num_step=4,
-            seed=i,
-            guidance_scale=g,
-            class_temperature=class_temperature,
-        )
-        for i, ((ids, start, t_len), g) in enumerate(
-            zip(prompts_of([(30, 10, 12), (17, 5, 9), (40, 20, 8)]), guidance, strict=True)
-        )
-    ]
-    torch._dynamo.reset()
-    runner = ModelRunner(model, use_graphs=False, compile=True)
-    compiled = runner.choice_fn
-    assert compiled is not None
-    calls = []
-
-    def counted(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
-        calls.append(1)
-        return compiled(*args)
-
-    runner.choice_fn = counted
-    torch.manual_seed(3)
-    with torch.inference_mode():
-        state = BatchState(model, prompts, runner)
-        logits = torch.randn(2 * state.packed.num_targets, 8, 1025) * 3
-        logits[..., 1024] += 100  # MASK the likeliest everywhere: it must still never be chosen
-        logits = logits.to(torch.bfloat16)
-        tokens, confidence = state.choose(logits, 0)
-        runner.choice_fn = None
-        eager_tokens, eager_confidence = state.choose(logits, 0)
-    torch._dynamo.reset()
-    assert len(calls) == (1 if class_temperature == 0 else 0)
-    assert torch.equal(tokens, eager_tokens)
-    torch.testing.assert_close(confidence, eager_confidence, rtol=0, atol=1e-5)
-    assert not (tokens == 1024).any()  # MASK is never chosen
