@@ -230,6 +230,9 @@ async def run_server_arms(
             "omnivoice_denoise_device_seconds_total",
             "omnivoice_denoise_gap_seconds_total",
             "omnivoice_sidecar_wait_seconds_total",
+            "omnivoice_decode_codec_seconds_total",
+            "omnivoice_decode_postprocess_seconds_total",
+            "omnivoice_decode_send_seconds_total",
         )
     }
     out["forward"] = delta
@@ -251,6 +254,12 @@ async def run_server_arms(
         # Of those gaps, the sidecar waiting for work (before the first batch, or a starved
         # queue): the rest is the host preparing the next batch while the device idles.
         "wait_share_of_wall": share("omnivoice_sidecar_wait_seconds_total"),
+        # The finisher thread (decoding while the next batch denoises): near 1, it is what
+        # the denoising waits for; its parts say whether the codec or the host is the cost.
+        "decode_share_of_wall": share("omnivoice_decode_seconds_total"),
+        "codec_share_of_wall": share("omnivoice_decode_codec_seconds_total"),
+        "postprocess_share_of_wall": share("omnivoice_decode_postprocess_seconds_total"),
+        "send_share_of_wall": share("omnivoice_decode_send_seconds_total"),
         "mean_batch_items": round(
             delta["omnivoice_batch_size_sum"] / delta["omnivoice_batch_size_count"], 1
         )

@@ -39,7 +39,9 @@ class Engine(Protocol):
         self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None
     ) -> Sequence[object]: ...
 
-    def decode(self, denoised: Sequence[Any]) -> list[GenerationResult]: ...
+    def decode(
+        self, denoised: Sequence[Any], timings: dict[str, float] | None = None
+    ) -> list[GenerationResult]: ...
 
     def encode_voice(
         self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
@@ -71,7 +73,9 @@ class NullEngine:
                 on_step(step, num_step)
         return list(requests)
 
-    def decode(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    def decode(
+        self, requests: Sequence[GenerationRequest], timings: dict[str, float] | None = None
+    ) -> list[GenerationResult]:
         results = []
         for r in requests:
             if r.duration is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ StepCallback = Callable[[int, int], None]
 
 MIN_CHUNK_CHARS = 3
 CROSS_FADE_S = 0.3
+DECODE_STREAM_PRIORITY = -1  # CUDA: lower is sooner; the default stream is 0
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -105,7 +107,14 @@ class OmniVoice:
         # On a GPU the codec decodes on a stream of its own. On the denoising stream its kernels
         # would queue behind the next batch's steps, which the sidecar enqueues meanwhile, so a
         # batch's audio came out only when the next batch was denoised (docs/PERFORMANCE.md).
-        self.decode_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        # The stream has the higher priority: under load the denoising steps keep every SM busy,
+        # and at equal priority the codec's kernels waited for gaps between them, so decoding a
+        # batch outlasted denoising the next and the sidecar went without work (3b8dbe0's run).
+        self.decode_stream = (
+            torch.cuda.Stream(device, priority=DECODE_STREAM_PRIORITY)
+            if device.type == "cuda"
+            else None
+        )
 
     @property
     def sample_rate(self) -> int:
@@ -235,27 +244,41 @@ class OmniVoice:
             for i, (item, chunks) in enumerate(zip(items, texts))
         ]
 
-    def decode(self, denoised: Sequence[Denoised]) -> list[GenerationResult]:
+    def decode(
+        self, denoised: Sequence[Denoised], timings: dict[str, float] | None = None
+    ) -> list[GenerationResult]:
         """The other half: decode every chunk in one codec batch, then post-process each item.
 
         The sidecar runs it in a thread of its own, while the next batch denoises; on a GPU its
-        kernels run on `decode_stream`, after the denoising steps that made the tokens."""
+        kernels run on `decode_stream`, after the denoising steps that made the tokens. Adds the
+        host's seconds for each part to `timings`: the codec until its audio is on the host
+        (`codec_s`), then the post-processing (`postprocess_s`)."""
+        started = time.monotonic()
         flat = [t.to(self.device) for d in denoised for t in d.tokens]
         stream = self.decode_stream
         if stream is None:
-            return self._decode(denoised, flat)
-        for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
-            stream.wait_event(event)
-        for t in flat:  # made on the denoising stream: not reused before the decode is done
-            t.record_stream(stream)
-        with torch.cuda.stream(stream):
-            return self._decode(denoised, flat)
+            pieces = self._decode_chunks(flat)
+        else:
+            for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
+                stream.wait_event(event)
+            for t in flat:  # made on the denoising stream: not reused before the decode is done
+                t.record_stream(stream)
+            with torch.cuda.stream(stream):
+                pieces = self._decode_chunks(flat)
+        decoded = time.monotonic()
+        chunks = iter(pieces)
+        results = [
+            self._finish(d.item, d.tokens, [next(chunks) for _ in d.tokens]) for d in denoised
+        ]
+        if timings is not None:
+            timings["codec_s"] = timings.get("codec_s", 0.0) + decoded - started
+            timings["postprocess_s"] = (
+                timings.get("postprocess_s", 0.0) + time.monotonic() - decoded
+            )
+        return results
 
-    def _decode(
-        self, denoised: Sequence[Denoised], flat: list[torch.Tensor]
-    ) -> list[GenerationResult]:
-        decoded = iter(a.float().cpu().numpy() for a in self.codec.decode_many(flat))
-        return [self._finish(d.item, d.tokens, [next(decoded) for _ in d.tokens]) for d in denoised]
+    def _decode_chunks(self, flat: list[torch.Tensor]) -> list[np.ndarray]:
+        return [a.float().cpu().numpy() for a in self.codec.decode_many(flat)]
 
     def _normalise(self, req: GenerationRequest) -> _Item:
         if not req.text or not req.text.strip():

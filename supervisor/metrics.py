@@ -153,6 +153,22 @@ RUNTIME_COUNTERS = {
         "wall time sidecars spent decoding, post-processing and sending batches (alongside the next batch's denoising)",
         registry=REGISTRY,
     ),
+    # Of decode_seconds (the finisher thread): what keeps it busy.
+    "codec_s": Counter(
+        f"{PREFIX}_decode_codec_seconds",
+        "wall time of the codec decoding batches' tokens, until their audio was on the host",
+        registry=REGISTRY,
+    ),
+    "postprocess_s": Counter(
+        f"{PREFIX}_decode_postprocess_seconds",
+        "wall time post-processing decoded audio (silence removal, loudness, fades)",
+        registry=REGISTRY,
+    ),
+    "send_s": Counter(
+        f"{PREFIX}_decode_send_seconds",
+        "wall time checking, encoding and writing results to the supervisor",
+        registry=REGISTRY,
+    ),
 }
 # Quality checks (supervisor/speech/quality.py): per generation attempt, per retry, per chunk given up on.
 qa_check_failures = Counter(

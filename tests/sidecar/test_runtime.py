@@ -366,3 +366,18 @@ def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(
         assert len(alone.tokens) == len(together.tokens)
         for a, b in zip(alone.tokens, together.tokens):
             assert np.array_equal(a, b)
+
+
+def test_decode_reports_its_codec_and_post_processing_times(model: OmniVoice) -> None:
+    """`decode` adds the host's seconds for the codec and for the post-processing to a caller's
+    `timings`, accumulating over calls, and decodes the same audio with or without them."""
+    requests = [GenerationRequest(text="Time my decoding, please.", num_step=2, seed=5)]
+    plain = model.decode(model.denoise(requests))
+    timings: dict[str, float] = {}
+    timed = model.decode(model.denoise(requests), timings)
+    np.testing.assert_array_equal(timed[0].audio, plain[0].audio)
+    assert set(timings) == {"codec_s", "postprocess_s"}
+    assert timings["codec_s"] > 0 and timings["postprocess_s"] > 0
+    first = dict(timings)
+    model.decode(model.denoise(requests), timings)
+    assert all(timings[k] > first[k] for k in first)
