@@ -46,7 +46,8 @@ class _Pcm:
     def __init__(self, samples: np.ndarray, rate: int) -> None:
         self.samples = samples
         self.rate = rate
-        self._cumsq: np.ndarray | None = None  # built on the first rms() call
+        # Prefix sums of the squared samples, as far as an rms() call has needed them.
+        self._cumsq = np.zeros(1, np.int64)
 
     def __len__(self) -> int:
         # pydub: round(1000 * frames / rate) -- Python's round, so ties go to even.
@@ -80,13 +81,27 @@ class _Pcm:
         s, real_end, total = self._bounds(start_ms, end_ms)
         if total == 0:
             return 0
-        if self._cumsq is None:
-            # Squared-sample prefix sums in int64: exact, and equal to audioop's double
-            # accumulation for any window under ~2^23 samples (every window used here is).
-            sq = self.samples.astype(np.int64) ** 2
-            self._cumsq = np.concatenate([np.zeros(1, np.int64), np.cumsum(sq)])
-        ssq = float(self._cumsq[real_end] - self._cumsq[s])
+        cumsq = self._squares_upto(real_end)
+        ssq = float(cumsq[real_end] - cumsq[s])
         return int(math.sqrt(ssq / float(total)))
+
+    def _squares_upto(self, end: int) -> np.ndarray:
+        """Prefix sums of the squared samples through sample `end` (at least), extended by
+        doubling: finding an edge's silence reads only the clip's first chunks.
+
+        In int64 they are exact, and equal to audioop's double accumulation for any window
+        under ~2^23 samples (every window used here is)."""
+        have = len(self._cumsq) - 1
+        if end > have:
+            upto = min(len(self.samples), max(end, 2 * have))
+            sq = self.samples[have:upto].astype(np.int64)
+            np.multiply(sq, sq, out=sq)
+            cumsq = np.empty(upto + 1, np.int64)
+            cumsq[: have + 1] = self._cumsq
+            np.cumsum(sq, out=cumsq[have + 1 :])
+            cumsq[have + 1 :] += self._cumsq[-1]
+            self._cumsq = cumsq
+        return self._cumsq
 
     def window_rms(self, starts_ms: np.ndarray, width_ms: int) -> np.ndarray:
         """`rms(s, s + width_ms)` for many window starts at once, with the same arithmetic."""
@@ -97,10 +112,8 @@ class _Pcm:
         e = np.trunc(np.minimum(starts_ms + width_ms, length_ms) * ratio).astype(np.int64)
         real_end = np.maximum(s, np.minimum(e, len(self.samples)))
         total = np.where(real_end > s, e - s, 0)
-        if self._cumsq is None:
-            sq = self.samples.astype(np.int64) ** 2
-            self._cumsq = np.concatenate([np.zeros(1, np.int64), np.cumsum(sq)])
-        ssq = (self._cumsq[real_end] - self._cumsq[s]).astype(np.float64)
+        cumsq = self._squares_upto(int(real_end.max(initial=0)))
+        ssq = (cumsq[real_end] - cumsq[s]).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             rms = np.floor(np.sqrt(ssq / total.astype(np.float64)))
         return np.where(total > 0, rms, 0).astype(np.int64)
@@ -185,12 +198,31 @@ def _split_on_silence(
     return [pcm.slice(max(s, 0), min(e, seg_len)) for s, e in ranges]
 
 
+def _quiet_rms(thresh_dbfs: float) -> int:
+    """The largest integer rms whose `_dbfs` is below thresh_dbfs: comparing rms values with it
+    is the same test as comparing their dBFS, one value at a time, with thresh_dbfs."""
+    rms = int(10 ** (thresh_dbfs / 20) * _MAX_AMPLITUDE) + 1
+    while rms > 0 and _dbfs(rms) >= thresh_dbfs:
+        rms -= 1
+    while _dbfs(rms + 1) < thresh_dbfs:
+        rms += 1
+    return rms
+
+
 def _leading_silence_ms(pcm: _Pcm, thresh_dbfs: float, chunk_ms: int = 10) -> int:
-    """pydub.silence.detect_leading_silence: ms of leading chunks quieter than thresh_dbfs."""
-    trim = 0
+    """pydub.silence.detect_leading_silence: ms of leading chunks quieter than thresh_dbfs.
+
+    pydub measures one chunk at a time; here blocks of chunks at once, doubling, so a clip that
+    starts with sound reads only its first block."""
     seg_len = len(pcm)
-    while _dbfs(pcm.rms(trim, trim + chunk_ms)) < thresh_dbfs and trim < seg_len:
-        trim += chunk_ms
+    quiet = _quiet_rms(thresh_dbfs)
+    trim, block = 0, 32
+    while trim < seg_len:
+        starts = np.arange(trim, min(seg_len, trim + block * chunk_ms), chunk_ms)
+        loud = np.flatnonzero(pcm.window_rms(starts, chunk_ms) > quiet)
+        if loud.size:
+            return int(starts[loud[0]])
+        trim, block = int(starts[-1]) + chunk_ms, 2 * block
     return min(trim, seg_len)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from sidecar import audio
 from sidecar.audio import (
     cross_fade_chunks,
     fade_and_pad,
@@ -262,3 +263,53 @@ def test_long_reference_is_trimmed_without_transcript_and_warned_about_with_one(
         kept, _ = prepare_reference(x, SR, preprocess=True, has_ref_text=True)
     assert kept.size > 20 * SR and kept.size % 960 == 0
     assert any(">20s" in r.getMessage() for r in caplog.records)
+
+
+# --- the edge-silence scan, against pydub's chunk-at-a-time loop ------------------------------
+
+
+def _leading_silence_one_chunk_at_a_time(pcm: audio._Pcm, thresh_dbfs: float) -> int:
+    """pydub.silence.detect_leading_silence as pydub writes it: one 10 ms chunk per test."""
+    trim, seg_len = 0, len(pcm)
+    while audio._dbfs(pcm.rms(trim, trim + 10)) < thresh_dbfs and trim < seg_len:
+        trim += 10
+    return min(trim, seg_len)
+
+
+@pytest.mark.parametrize("thresh_dbfs", [-50.0, -40.0, -16.5])
+def test_the_quiet_rms_limit_is_the_dbfs_test(thresh_dbfs: float) -> None:
+    limit = audio._quiet_rms(thresh_dbfs)
+    for rms in range(max(0, limit - 50), limit + 50):
+        assert (rms <= limit) == (audio._dbfs(rms) < thresh_dbfs), rms
+
+
+@pytest.mark.parametrize("rate", [24000, 22050, 16000])
+def test_leading_silence_matches_the_chunk_at_a_time_scan(rate: int) -> None:
+    # Leading silences from none to longer than several doubling blocks (they begin at 0, 320,
+    # 960, 2240 and 4800 ms; sound starting in a block's first or last chunk), sound just above
+    # and below the threshold, clips of no whole number of chunks, and all-silent ones.
+    rng = np.random.default_rng(rate)
+    lead_ms = [0, 0.05, 0.3, 0.4, 9.9, 10.1, 83, 315, 325, 955, 965, 2245, 4795, 4805]
+    for case in range(120):
+        lead = int(float(rng.choice(lead_ms)) * rate / 1000)
+        level = float(rng.choice([0.0, 10 ** (-52 / 20), 10 ** (-49 / 20), 0.1]))
+        body = (rng.standard_normal(int(rng.integers(0, 40000))) * level).astype(np.float32)
+        quiet = (rng.standard_normal(lead) * 10 ** (-60 / 20)).astype(np.float32)
+        pcm = audio._Pcm(audio._to_int16(np.concatenate([quiet, body])), rate)
+        for thresh in (-50.0, -40.0):
+            want = _leading_silence_one_chunk_at_a_time(pcm, thresh)
+            assert audio._leading_silence_ms(pcm, thresh) == want, (case, lead, level, thresh)
+            # And on a fresh clip, whose squares are not yet summed by the scan above.
+            fresh = audio._Pcm(pcm.samples, rate)
+            assert audio._leading_silence_ms(fresh, thresh) == want
+
+
+def test_rms_over_prefix_sums_grown_in_steps_equals_one_pass() -> None:
+    rng = np.random.default_rng(1)
+    samples = rng.integers(-32768, 32767, 50000).astype(np.int16)
+    grown, whole = audio._Pcm(samples, SR), audio._Pcm(samples, SR)
+    whole.rms(0, len(whole))  # sums every square at once
+    for start in (0, 1, 5, 40, 300, 1000, 2080):
+        assert grown.rms(start, start + 10) == whole.rms(start, start + 10)
+    starts = np.arange(0, len(whole), 7)
+    np.testing.assert_array_equal(grown.window_rms(starts, 10), whole.window_rms(starts, 10))
