@@ -1,7 +1,5 @@
 """Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
 batch the decode (codec and post-processing), for batches of ~8 s auto-voice items. Also:
-- with a compiling runner, the scoring as eager PyTorch does it (`choose_eager_ms`) and how far
-  the compiled scoring agrees with it (`choice_tokens_equal`, `choice_confidence_max_diff`);
 - a whole step's three parts back to back (`step_ms`: less than their sum where the host
   queues the next launches while the GPU works);
 - on a GPU, whether a step runs free of host-device synchronisations (`step_free_of_syncs`),
