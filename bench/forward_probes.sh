@@ -2,11 +2,11 @@
 # The checks to make on one H200 before a harness run, in one `device` call (~4 minutes; carry .whl):
 #   bash bench/forward_probes.sh            # the step at 1, 8 and 64 items (bench/profile_step.py)
 #   bash bench/forward_probes.sh --kernels  # and the forward's kernels by kind at 64 items
-# The step probe reports, per batch size: the forward, the scoring compiled and eager
-# (`choose_ms`, `choose_eager_ms`) and how far they agree (`choice_tokens_equal`: below 0.9999
-# the fused scoring should not go into a committed run), the reveal, a whole step back to back,
-# whether a step runs free of host synchronisations, and where the batch's bucket has two graphs
-# (attention capped at 1,024 and at 4,096 tokens) whether they agree bit for bit.
+# The step probe reports, per batch size: the forward, the scoring, the reveal, a whole step
+# back to back, the decode, whether a step runs free of host synchronisations, and where the
+# batch's bucket has two graphs (attention capped at 1,024 and at 4,096 tokens) whether they
+# agree bit for bit. (A compiled scoring was probed and removed at 3b8dbe0:
+# bench/results/2026-12-01-fused-scoring.json.)
 # Results land in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
 # (bench/attention_options.py and Inductor's coordinate-descent tuning were probed at 0e654f6:
 # bench/results/2026-12-01-forward-probes.json.)
