@@ -3,6 +3,7 @@ batch the decode (codec and post-processing), for batches of ~8 s auto-voice ite
 - a whole step's three parts back to back (`step_ms`: less than their sum where the host
   queues the next launches while the GPU works);
 - on a GPU, whether a step runs free of host-device synchronisations (`step_free_of_syncs`),
+  and whether a whole batch does, from its requests to its last step (`batch_free_of_syncs`);
   and where the batch's bucket has a graph per attention cap, whether they agree bit for bit
   and each one's replay time.
 
@@ -57,6 +58,24 @@ def step_free_of_syncs(state: BatchState) -> bool:
         return False
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def batch_free_of_syncs(model: OmniVoice, size: int) -> bool:
+    """Whether a whole batch, from requests to its last step queued (`OmniVoice.denoise`: the
+    prompts, the uploads, every step, the batch's end), runs without making the host wait for
+    the GPU, so that the sidecar prepares the next batch while the device finishes this one."""
+    requests = [GenerationRequest(text=TEXT, seed=i) for i in range(size)]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        model.denoise(requests)
+        return True
+    except RuntimeError as exc:
+        print(f"a batch synchronises: {exc}", file=sys.stderr)
+        return False
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
 
 
 def attention_caps(model: OmniVoice, state: BatchState, sync) -> dict[str, object]:
@@ -138,7 +157,9 @@ def main() -> int:
                 for it in items
             ]
             decode = timeit(lambda denoised=denoised: model.decode(denoised), sync, repeats=3)
-            free_of_syncs = step_free_of_syncs(state) if args.device.startswith("cuda") else None
+            on_gpu = args.device.startswith("cuda")
+            free_of_syncs = step_free_of_syncs(state) if on_gpu else None
+            batch_free = batch_free_of_syncs(model, b) if on_gpu else None
             caps = attention_caps(model, state, sync) if model.runner is not None else {}
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {
@@ -152,6 +173,7 @@ def main() -> int:
             "decode_ms": round(decode * 1e3, 1),
             "audio_s": round(sum(it.target_len for it in items) / model.frame_rate, 1),
             "step_free_of_syncs": free_of_syncs,
+            "batch_free_of_syncs": batch_free,
             **caps,
         }
         if model.runner is not None:

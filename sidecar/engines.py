@@ -49,6 +49,8 @@ class Engine(Protocol):
 
     def stats(self) -> dict[str, float | int]: ...
 
+    def device_times(self) -> dict[str, float]: ...
+
 
 class NullEngine:
     """Silence of the estimated duration; no model, no torch."""
@@ -58,6 +60,9 @@ class NullEngine:
 
     def stats(self) -> dict[str, float | int]:
         return {}  # no forward passes to count
+
+    def device_times(self) -> dict[str, float]:
+        return {}
 
     def generate(
         self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None

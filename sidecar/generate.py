@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -128,6 +128,15 @@ def guided_log_probs(
     return log_probs
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`. On a GPU it is copied from pinned memory in the stream's order,
+    without the host waiting: a plain copy from pageable memory would first wait for all the
+    work already queued (a previous batch's last steps)."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 class BatchState:
     """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
 
@@ -141,47 +150,50 @@ class BatchState:
         self.model, self.prompts, self.mask_id = model, prompts, cfg.audio_mask_id
         packed = pack([(p.input_ids, p.audio_start, p.target_len) for p in prompts])
         self.packed = packed
-        self.input_ids = packed.input_ids.to(device)
-        self.audio_mask = packed.audio_mask.to(device)
-        self.positions = packed.positions.to(device)
-        self.cu_seqlens = packed.cu_seqlens.to(device)
-        self.head_index = packed.head_index.to(device)
+        # Every host tensor goes up through `upload`: the host prepares this batch while the
+        # device still runs the previous one's last steps.
+        upload = partial(to_device, device=device)
+        self.input_ids = upload(packed.input_ids)
+        self.audio_mask = upload(packed.audio_mask)
+        self.positions = upload(packed.positions)
+        self.cu_seqlens = upload(packed.cu_seqlens)
+        self.head_index = upload(packed.head_index)
         s = packed.num_targets
         self.cond_cols = self.head_index[:s]
         self.uncond_cols = self.head_index[s:]
         index, valid = padded_index(packed.target_offsets)
-        self.pad_index, self.pad_valid = index.to(device), valid.to(device)  # [B, Tmax]
+        self.pad_index, self.pad_valid = upload(index), upload(valid)  # [B, Tmax]
         # Everything a step indexes with is made here, once: a boolean mask, a repeat count or a
         # list made into a device tensor inside the loop would make the host wait for the GPU at
         # every step (a synchronisation), and the next step's launches would then start late.
         rows, cols = valid.nonzero(as_tuple=True)
-        self.valid_rows, self.valid_cols = rows.to(device), cols.to(device)  # row-major, as a mask
-        self.target_cols = index[rows, cols].to(device)  # each item's real columns, in order
+        self.valid_rows, self.valid_cols = upload(rows), upload(cols)  # row-major, as a mask
+        self.target_cols = upload(index[rows, cols])  # each item's real columns, in order
         self.tokens = torch.full(
             (cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device
         )
 
         def per_item(values: list[float]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.float32, device=device)
+            return upload(torch.tensor(values, dtype=torch.float32))
 
         # Each target column's item, and its column within that item (class-sampling noise).
         item = torch.repeat_interleave(
             torch.arange(len(prompts)), torch.tensor([p.target_len for p in prompts])
         )
-        self.target_item = item.to(device)
-        self.target_t = (
+        self.target_item = upload(item)
+        self.target_t = upload(
             torch.arange(s) - torch.tensor(packed.target_offsets[:-1], dtype=torch.long)[item]
-        ).to(device)
+        )
         self.guidance = per_item([p.guidance_scale for p in prompts])[self.target_item]
         self.class_temp = per_item([p.class_temperature for p in prompts])[self.target_item]
         self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
         self.position_noisy = self.position_temp > 0
         self.position_divisor = torch.where(self.position_noisy, self.position_temp, 1.0)
         self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
-        self.seed32 = torch.tensor(
-            [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts],
-            dtype=torch.long,
-            device=device,
+        self.seed32 = upload(
+            torch.tensor(
+                [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long
+            )
         )
         self.layer = torch.arange(cfg.num_codebooks, device=device).view(1, -1, 1)
         self.layer_penalty = self.layer * self.penalty  # [B, C, 1]
@@ -199,7 +211,7 @@ class BatchState:
         self.k = [
             [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
         ]
-        self.k_table = torch.tensor(self.k, dtype=torch.long).to(device)  # [steps, B]
+        self.k_table = upload(torch.tensor(self.k, dtype=torch.long))  # [steps, B]
         # Made once rather than at every step: each would be a launch of its own.
         self.sentinel = torch.full((1, cfg.num_codebooks), -float("inf"), device=device)
         self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)

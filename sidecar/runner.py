@@ -26,8 +26,10 @@ the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Fideli
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +73,7 @@ DEFAULT_BUCKETS = (
     65536,
 )
 Mark = torch.cuda.Event | float  # see ModelRunner._mark
+DEVICE_TIMES = ("forward_s", "batch_s", "gap_s")  # RunnerStats fields that `settle` adds to
 
 MAX_SEGMENTS = 2 * 64  # both rows of up to 64 items
 MAX_SEGMENT_LEN = 4096  # longest segment a graph attends over; longer segments run eagerly
@@ -89,17 +92,38 @@ class RunnerStats:
     padded_tokens: int = 0  # tokens computed, padding included
     real_tokens: int = 0
     useful_flops: float = 0.0  # 2 x real tokens x parameters + attention + head on targets
-    # Device time (CUDA events on a GPU, the host's clock elsewhere), added up at each batch's
-    # end: its forward passes; the batch from its first forward pass to the end of its last
-    # step; the gap before it since the previous batch's end (host preparation, or no work).
+    # Device time (CUDA events on a GPU, the host's clock elsewhere), added up once the device
+    # has finished each batch (ModelRunner.settle): its forward passes; the batch from its first
+    # forward pass to the end of its last step; the gap before it since the previous batch's
+    # end (host preparation, or no work).
     forward_s: float = 0.0
     batch_s: float = 0.0
     gap_s: float = 0.0
     capture_s: float = 0.0
     buckets: list[int] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, float | int]:
-        return {k: v for k, v in self.__dict__.items() if k != "buckets"}
+    def counts(self) -> dict[str, float | int]:
+        """The figures the host adds up as it queues the work (not the settled device times)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("buckets", *DEVICE_TIMES)}
+
+
+@dataclass
+class _EndedBatch:
+    timers: list[tuple[Mark, Mark]]  # its forward passes
+    end: Mark  # after its last step
+    after: Mark | None  # the previous batch's end
+
+
+def _reached(mark: Mark) -> bool:
+    """Whether the device has got past `mark` (without waiting for it)."""
+    return isinstance(mark, float) or mark.query()
+
+
+def _elapsed(start: Mark, end: Mark) -> float:
+    if isinstance(start, float) and isinstance(end, float):
+        return end - start
+    assert not isinstance(start, float) and not isinstance(end, float)
+    return start.elapsed_time(end) / 1000.0
 
 
 @dataclass
@@ -150,6 +174,12 @@ class ModelRunner:
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes
         self._last_batch_end: Mark | None = None
+        # Batches ended but not yet timed (`settle`), oldest first, and the device seconds
+        # settled since `settle` last returned them. The sidecar's finisher thread settles
+        # while the frame loop ends the next batch, hence the lock.
+        self._ended: collections.deque[_EndedBatch] = collections.deque()
+        self._unreported = dict.fromkeys(DEVICE_TIMES, 0.0)
+        self._settling = threading.Lock()
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
         self.hidden_out = torch.zeros(
@@ -280,20 +310,38 @@ class ModelRunner:
         return logits
 
     def end_batch(self) -> None:
-        """After a batch's last step: add its times to the stats (on a GPU this waits for the
-        device): its forward passes', the whole batch's, and the gap before it."""
+        """After a batch's last step has been queued: mark its end. Its times are read later
+        (`settle`), once the device has got there: waiting for that here would leave the device
+        idle while the host prepares the next batch."""
         if not self._timers:
             return
         end = self._mark()
-        if isinstance(end, torch.cuda.Event):
-            end.synchronize()
-        first = self._timers[0][0]
-        self.stats.forward_s += sum(self._elapsed(a, b) for a, b in self._timers)
-        self.stats.batch_s += self._elapsed(first, end)
-        if self._last_batch_end is not None:
-            self.stats.gap_s += self._elapsed(self._last_batch_end, first)
+        with self._settling:
+            self._ended.append(_EndedBatch(self._timers, end, self._last_batch_end))
+        self._timers = []
         self._last_batch_end = end
-        self._timers.clear()
+
+    def settle(self, wait: bool = False) -> dict[str, float]:
+        """Add the device times of the ended batches the device has finished (all of them,
+        waiting for the device, with `wait`) to the stats: their forward passes', each whole
+        batch's and the gap before it. Returns the seconds added since the last call, for the
+        caller to report: the sidecar's finisher calls it once a batch's audio is decoded."""
+        with self._settling:
+            while self._ended and (wait or _reached(self._ended[0].end)):
+                batch = self._ended.popleft()
+                if wait and not isinstance(batch.end, float):
+                    batch.end.synchronize()
+                first = batch.timers[0][0]
+                times = {
+                    "forward_s": sum(_elapsed(a, b) for a, b in batch.timers),
+                    "batch_s": _elapsed(first, batch.end),
+                    "gap_s": _elapsed(batch.after, first) if batch.after is not None else 0.0,
+                }
+                for key, seconds in times.items():
+                    setattr(self.stats, key, getattr(self.stats, key) + seconds)
+                    self._unreported[key] += seconds
+            added, self._unreported = self._unreported, dict.fromkeys(DEVICE_TIMES, 0.0)
+        return added
 
     def _mark(self) -> Mark:
         """A point in the device's timeline: an event recorded on the current stream on a GPU
@@ -303,13 +351,6 @@ class ModelRunner:
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
-
-    @staticmethod
-    def _elapsed(start: Mark, end: Mark) -> float:
-        if isinstance(start, torch.cuda.Event) and isinstance(end, torch.cuda.Event):
-            return start.elapsed_time(end) / 1000.0
-        assert isinstance(start, float) and isinstance(end, float)
-        return end - start
 
     def _forward(
         self,

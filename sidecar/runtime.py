@@ -126,8 +126,13 @@ class OmniVoice:
 
     def stats(self) -> dict[str, float | int]:
         """Cumulative forward-pass figures: passes, tokens (real and padded), useful FLOPs,
-        device seconds, CUDA-graph hits and misses."""
-        return self.runner.stats.as_dict()
+        CUDA-graph hits and misses (their device seconds: `device_times`)."""
+        return self.runner.stats.counts()
+
+    def device_times(self) -> dict[str, float]:
+        """Device seconds of the batches the device has finished since the last call (their
+        forward passes, the batches, the gaps before them), read without waiting for it."""
+        return self.runner.settle()
 
     @classmethod
     def load(

@@ -296,8 +296,9 @@ class Sidecar:
         denoise_started = time.monotonic()
         groups = self.denoise_entries(batch, entries, failed) if entries else []
         denoise_s = time.monotonic() - denoise_started
-        # The runtime's forward-pass counters (passes, tokens, useful FLOPs, device seconds,
-        # graph hits and misses) for this batch alone, so the supervisor can add them up.
+        # The runtime's forward-pass counters (passes, tokens, useful FLOPs, graph hits and
+        # misses) for this batch alone, so the supervisor can add them up; its device seconds
+        # follow once the finisher has decoded it.
         after = self.engine.stats() if self.engine is not None else {}
         # Host wall times: `denoise_s` here, `decode_s` in the finisher. Against the device time
         # of the forward passes they say where a batch's time went (docs/PERFORMANCE.md).
@@ -442,6 +443,11 @@ class Sidecar:
         self.send_errors(batch, failed)
         for group in groups:
             self.decode_group(batch, group, encoding, stats)
+        # The batch's device times, now that its audio is decoded (the device is past its
+        # steps): the frame loop did not wait for them, so the next batch started sooner.
+        assert self.engine is not None
+        for key, seconds in self.engine.device_times().items():
+            stats[f"runtime_{key}"] = seconds
         stats["decode_s"] = time.monotonic() - decode_started
         stats["wall_s"] = time.monotonic() - started
         stats.update(engines.memory_stats(self.device))

@@ -221,10 +221,11 @@ def test_rotary_tables_are_made_outside_the_compiled_stack(model: OmniVoiceModel
 
 
 def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel) -> None:
-    """generate_tokens ends each batch with ModelRunner.end_batch, which adds up the forward
-    passes' time, the batch's (first forward pass to the end of its last step, so at least its
-    passes) and the gap since the previous batch ended (here at least the pause between the two
-    calls). The host's clock on the CPU; CUDA events on a GPU, the same accounting."""
+    """generate_tokens ends each batch with ModelRunner.end_batch; `settle` then adds up the
+    forward passes' time, the batch's (first forward pass to the end of its last step, so at
+    least its passes) and the gap since the previous batch ended (here at least the pause
+    between the two calls), and returns what it added. The host's clock on the CPU, where every
+    batch is settled at once; CUDA events on a GPU (next test)."""
     runner = ModelRunner(model, use_graphs=False)
     prompts = [
         Prompt(ids, audio_start, target_len, num_step=4, seed=seed)
@@ -233,11 +234,76 @@ def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel
         )
     ]
     generate_tokens(model, prompts, runner=runner)
+    added = runner.settle()
     first = dataclasses.replace(runner.stats)
     assert first.forward_passes == 4 and 0 < first.forward_s <= first.batch_s
     assert first.gap_s == 0  # no batch before the first
+    assert added == {"forward_s": first.forward_s, "batch_s": first.batch_s, "gap_s": 0.0}
+    assert runner.settle() == dict.fromkeys(added, 0.0)  # reported once
     time.sleep(0.05)
     generate_tokens(model, prompts, runner=runner)
+    runner.settle()
     second = runner.stats
     assert second.gap_s >= 0.05
     assert second.batch_s - first.batch_s >= second.forward_s - first.forward_s > 0
+
+
+class FakeDevice:
+    """Stands in for the GPU's timeline (CI has no GPU): the runner's marks become events in
+    recording order, and the test says how far the device has got through them."""
+
+    def __init__(self) -> None:
+        self.events: list[FakeEvent] = []
+        self.reached = 0  # events before this index are done
+        self.waited = False
+
+    def mark(self) -> FakeEvent:
+        event = FakeEvent(self, len(self.events), time.perf_counter())
+        self.events.append(event)
+        return event
+
+
+@dataclasses.dataclass
+class FakeEvent:
+    device: FakeDevice
+    index: int
+    at: float
+
+    def query(self) -> bool:
+        return self.index < self.device.reached
+
+    def synchronize(self) -> None:
+        self.device.waited = True
+        self.device.reached = max(self.device.reached, self.index + 1)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1000.0
+
+
+def test_a_batch_is_timed_once_the_device_is_past_it_and_never_waited_for(
+    model: OmniVoiceModel,
+) -> None:
+    """On a GPU, ending a batch does not wait for the device (the host goes on to prepare the
+    next one); `settle` reads the batches the device has finished, oldest first, and with
+    `wait` the rest."""
+    runner = ModelRunner(model, use_graphs=False)
+    device = FakeDevice()
+    runner._mark = device.mark  # type: ignore[method-assign]
+    prompts = [Prompt(*prompts_of([(30, 10, 12)])[0], num_step=3, seed=1)]
+    generate_tokens(model, prompts, runner=runner)
+    first_end = len(device.events) - 1
+    generate_tokens(model, prompts, runner=runner)
+    assert not device.waited  # neither batch's end made the host wait
+    assert runner.settle() == {"forward_s": 0.0, "batch_s": 0.0, "gap_s": 0.0}
+    assert runner.stats.forward_s == 0  # the device has finished nothing yet
+
+    device.reached = first_end + 1  # through the first batch only
+    first = runner.settle()
+    assert 0 < first["forward_s"] <= first["batch_s"] and first["gap_s"] == 0
+    assert runner.stats.forward_s == first["forward_s"]
+    assert not device.waited
+
+    second = runner.settle(wait=True)
+    assert device.waited and 0 < second["forward_s"] <= second["batch_s"]
+    assert second["gap_s"] > 0  # from the first batch's end to the second's first pass
+    assert runner.stats.batch_s == first["batch_s"] + second["batch_s"]
