@@ -251,8 +251,10 @@ async def run_server_arms(
         # forward passes, scoring and reveals), and the denoising stream's gaps between batches.
         "batch_device_share_of_wall": share("omnivoice_denoise_device_seconds_total"),
         "gap_device_share_of_wall": share("omnivoice_denoise_gap_seconds_total"),
-        # Of those gaps, the sidecar waiting for work (before the first batch, or a starved
-        # queue): the rest is the host preparing the next batch while the device idles.
+        # The sidecar's frame loop waiting for its next batch (a starved queue, or one held
+        # back while two batches are in the sidecar). Since 3b8dbe0 the loop no longer waits
+        # for the device at a batch's end, so this wait can overlap the device's work; at
+        # 3b8dbe0 it could not, and the gap less this wait was the host preparing a batch.
         "wait_share_of_wall": share("omnivoice_sidecar_wait_seconds_total"),
         # The finisher thread (decoding while the next batch denoises): near 1, it is what
         # the denoising waits for; its parts say whether the codec or the host is the cost.

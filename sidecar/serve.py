@@ -306,8 +306,9 @@ class Sidecar:
             "items": len(message["items"]),
             "steps": self.steps,
             "denoise_s": denoise_s,
-            # Waiting for this batch to arrive: no work, so the device gap before it (the
-            # runtime's `gap_s`) less this is what preparing the batch cost.
+            # The frame loop waiting for this batch to arrive (no work queued behind the last
+            # one). The device may still have been finishing the last batch meanwhile: its
+            # idle time between batches is the runtime's `gap_s`.
             "wait_s": self.waited_s,
         }
         stats.update(
