@@ -318,6 +318,7 @@ class ModelRunner:
         end = self._mark()
         with self._settling:
             self._ended.append(_EndedBatch(self._timers, end, self._last_batch_end))
+            self._settle_reached(wait=False)  # those already finished, so the queue stays short
         self._timers = []
         self._last_batch_end = end
 
@@ -327,21 +328,25 @@ class ModelRunner:
         batch's and the gap before it. Returns the seconds added since the last call, for the
         caller to report: the sidecar's finisher calls it once a batch's audio is decoded."""
         with self._settling:
-            while self._ended and (wait or _reached(self._ended[0].end)):
-                batch = self._ended.popleft()
-                if wait and not isinstance(batch.end, float):
-                    batch.end.synchronize()
-                first = batch.timers[0][0]
-                times = {
-                    "forward_s": sum(_elapsed(a, b) for a, b in batch.timers),
-                    "batch_s": _elapsed(first, batch.end),
-                    "gap_s": _elapsed(batch.after, first) if batch.after is not None else 0.0,
-                }
-                for key, seconds in times.items():
-                    setattr(self.stats, key, getattr(self.stats, key) + seconds)
-                    self._unreported[key] += seconds
+            self._settle_reached(wait)
             added, self._unreported = self._unreported, dict.fromkeys(DEVICE_TIMES, 0.0)
         return added
+
+    def _settle_reached(self, wait: bool) -> None:
+        """`settle` without the report (the caller holds the lock)."""
+        while self._ended and (wait or _reached(self._ended[0].end)):
+            batch = self._ended.popleft()
+            if wait and not isinstance(batch.end, float):
+                batch.end.synchronize()
+            first = batch.timers[0][0]
+            times = {
+                "forward_s": sum(_elapsed(a, b) for a, b in batch.timers),
+                "batch_s": _elapsed(first, batch.end),
+                "gap_s": _elapsed(batch.after, first) if batch.after is not None else 0.0,
+            }
+            for key, seconds in times.items():
+                setattr(self.stats, key, getattr(self.stats, key) + seconds)
+                self._unreported[key] += seconds
 
     def _mark(self) -> Mark:
         """A point in the device's timeline: an event recorded on the current stream on a GPU
