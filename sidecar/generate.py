@@ -26,7 +26,7 @@ from sidecar.batch import pack, padded_index
 from sidecar.config import ModelConfig
 from sidecar.model import OmniVoiceModel
 
-if TYPE_CHECKING:  # the runner imports this module
+if TYPE_CHECKING:  # for annotations only
     from sidecar.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
@@ -102,30 +102,6 @@ def uniform_noise(
 
 def gumbel(u: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
-
-
-def guided_log_probs(
-    logits: torch.Tensor,
-    guidance: torch.Tensor,
-    mask_id: int,
-    any_guided: bool = True,
-    all_guided: bool = False,
-) -> torch.Tensor:
-    """The distribution each target position decides from ([S, C, V] float32, from [2S, C, V]
-    logits: cond target columns, then uncond ones): guided log-probabilities where the
-    position's guidance is not 0, conditional ones where it is, MASK forbidden. `any_guided` and
-    `all_guided` only skip work whose result the other case would not use."""
-    s = logits.shape[0] // 2
-    lc = torch.log_softmax(logits[:s].float(), dim=-1)
-    if any_guided:
-        lu = torch.log_softmax(logits[s:].float(), dim=-1)
-        g = guidance.view(-1, 1, 1)
-        guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
-        log_probs = guided if all_guided else torch.where(g != 0, guided, lc)
-    else:
-        log_probs = lc
-    log_probs[..., mask_id] = -float("inf")
-    return log_probs
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -233,10 +209,20 @@ class BatchState:
         return self.logits().float()
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """`guided_log_probs` for this batch's items ([S, C, V])."""
-        return guided_log_probs(
-            logits, self.guidance, self.mask_id, self.any_guided, self.all_guided
-        )
+        """The distribution each target position decides from ([S, C, V] float32, from [2S, C, V]
+        logits: cond target columns, then uncond ones): guided log-probabilities where the item's
+        guidance is not 0, conditional ones where it is, MASK forbidden."""
+        s = logits.shape[0] // 2
+        lc = torch.log_softmax(logits[:s].float(), dim=-1)
+        if self.any_guided:
+            lu = torch.log_softmax(logits[s:].float(), dim=-1)
+            g = self.guidance.view(-1, 1, 1)
+            guided = torch.log_softmax(lc + g * (lc - lu), dim=-1)
+            log_probs = guided if self.all_guided else torch.where(g != 0, guided, lc)
+        else:
+            log_probs = lc
+        log_probs[..., self.mask_id] = -float("inf")
+        return log_probs
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token and confidence per target position ([S, C] each), as the reference scores them."""
