@@ -43,6 +43,10 @@ class Engine(Protocol):
         self, denoised: Sequence[Any], timings: dict[str, float] | None = None
     ) -> list[GenerationResult]: ...
 
+    def wait_denoised(self, denoised: Sequence[Any]) -> None:
+        """Return once the device has run the steps that made these tokens."""
+        ...
+
     def encode_voice(
         self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
     ) -> VoicePrompt: ...
@@ -63,6 +67,9 @@ class NullEngine:
 
     def device_times(self) -> dict[str, float]:
         return {}
+
+    def wait_denoised(self, denoised: Sequence[Any]) -> None:
+        pass  # denoise ran on the host, to the end
 
     def generate(
         self, requests: Sequence[GenerationRequest], on_step: StepCallback | None = None

@@ -249,6 +249,12 @@ class OmniVoice:
             for i, (item, chunks) in enumerate(zip(items, texts))
         ]
 
+    def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
+        """Return once the device has run the steps that made these tokens (at once on the CPU,
+        where `denoise` ran them). Blocks only the calling thread: the sidecar's finisher."""
+        for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
+            event.synchronize()
+
     def decode(
         self, denoised: Sequence[Denoised], timings: dict[str, float] | None = None
     ) -> list[GenerationResult]:

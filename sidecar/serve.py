@@ -434,11 +434,17 @@ class Sidecar:
         started: float,
         stats: dict[str, float],
     ) -> None:
-        """In the finisher thread: decode each group, send every answer, then `done`.
+        """In the finisher thread: `denoised` once the device has made the tokens, then decode
+        each group, send every answer, then `done`.
 
         `decode_s` is the finisher's whole time on the batch; of it, the engine reports its codec
         and post-processing (`codec_s`, `postprocess_s`) and `send_s` is the checks, encoding
         and writing of the results. Under load they say what keeps the finisher busy."""
+        assert self.engine is not None
+        # Once the device is past the batch's steps, say so: the supervisor may then send a
+        # batch more, so that the device has the next-but-one ready while this one decodes.
+        self.engine.wait_denoised([p for group in groups for p in group.pending])
+        self.channel.send({"op": "denoised", "batch": batch})
         decode_started = time.monotonic()
         stats.update(codec_s=0.0, postprocess_s=0.0, send_s=0.0)
         self.send_errors(batch, failed)
@@ -446,7 +452,6 @@ class Sidecar:
             self.decode_group(batch, group, encoding, stats)
         # The batch's device times, now that its audio is decoded (the device is past its
         # steps): the frame loop did not wait for them, so the next batch started sooner.
-        assert self.engine is not None
         for key, seconds in self.engine.device_times().items():
             stats[f"runtime_{key}"] = seconds
         stats["decode_s"] = time.monotonic() - decode_started

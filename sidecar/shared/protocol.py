@@ -22,6 +22,7 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
     progress  (load stage)          encode_voice  (batch, PCM or a file)
     ready     (loaded and warm)     ping          (nonce)
     step      (per denoising step)  shutdown
+    denoised  (the device is past the batch's steps)
     result    (one per item)
     error     (one per failed item, or a load failure)
     encoded   (a voice prompt)       transcribe    (ASR sidecars: audio, the text read)
@@ -53,7 +54,7 @@ from typing import (
 
 import msgpack
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: `denoised`
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
 
@@ -63,6 +64,7 @@ class Op(str, enum.Enum):
     PROGRESS = "progress"
     READY = "ready"
     STEP = "step"
+    DENOISED = "denoised"
     RESULT = "result"
     ERROR = "error"
     ENCODED = "encoded"
@@ -82,6 +84,7 @@ FROM_SIDECAR = frozenset(
         Op.PROGRESS,
         Op.READY,
         Op.STEP,
+        Op.DENOISED,
         Op.RESULT,
         Op.ERROR,
         Op.ENCODED,
@@ -196,6 +199,13 @@ class Step(TypedDict):
     batch: int
     step: int
     of: int
+
+
+class Denoised(TypedDict):
+    """The device has run the batch's last step; its decoding starts (the finisher sends it)."""
+
+    op: Literal["denoised"]
+    batch: int
 
 
 # The names a result's `qa` may carry (metric labels come from this set only).
@@ -317,6 +327,7 @@ Message = (
     | Progress
     | Ready
     | Step
+    | Denoised
     | Result
     | Error
     | Encoded

@@ -17,7 +17,7 @@ was cancelled through another server.
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
 `Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
-bounded twice: by count (enough to fill two batches per usable sidecar), and by admitted audio,
+bounded twice: by count (enough to fill three batches per usable sidecar), and by admitted audio,
 of which job items may take at most `BULK_SHARE` of the admission limit, so that interactive
 requests are still admitted while a large job runs. An item is claimed in the store (queued ->
 running) only once its Synthesis has been admitted.
@@ -81,7 +81,9 @@ from supervisor.supervision.scheduler import Priority
 log = logging.getLogger("omnivoice.jobs")
 
 BULK_SHARE = 0.5  # most of the admission limit job items may hold
-WINDOW_BATCHES = 2  # items in flight: this many full batches per usable sidecar
+# Items in flight: this many full batches per usable sidecar, as many as a sidecar may hold
+# (Session.room_ahead: one denoising, one in its pipe, one decoding).
+WINDOW_BATCHES = 3
 TICK_S = 0.5
 SWEEP_EVERY_S = 60.0
 OUTLOOK_EVERY_S = 1.0

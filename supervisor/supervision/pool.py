@@ -216,23 +216,24 @@ class Pool:
                 session.ping()
 
     def dispatch_batches(self) -> None:
-        """Idle sidecars first, then a batch ahead for busy ones with one in flight.
+        """Idle sidecars first, then a batch ahead for busy ones with room (`Session.room_ahead`).
 
-        A task the poison rule isolated runs in an idle sidecar with nothing queued behind it
-        (the scheduler hands it out only when not `ahead`), so its kill is its own.
+        A batch ahead must be full or overdue; a third one, sent while the first only decodes,
+        must be full: under a light load it would only take a late request's place in a batch
+        formed later. A task the poison rule isolated runs in an idle sidecar with nothing queued
+        behind it (the scheduler hands it out only when not `ahead`), so its kill is its own.
         """
         if self.stopping:
             return
         held = [(slot, slot.session) for slot in self.slots if slot.session is not None]
         idle = [(slot, x) for slot, x in held if x.state is SidecarState.READY]
-        can_pipeline = [
-            x for x in held if x[1].state is SidecarState.BUSY and len(x[1].batches) < 2
-        ]
+        can_pipeline = [x for x in held if x[1].state is SidecarState.BUSY and x[1].room_ahead()]
         busy = [(slot, x) for slot, x in can_pipeline if not x.isolated]
+        busy.sort(key=lambda x: len(x[1].batches))  # a third batch only after every second
         for slot, session in idle + busy:
-            if (
-                batch := self.scheduler.next_batch(ahead=session.state is SidecarState.BUSY)
-            ) is None:
+            busy_now = session.state is SidecarState.BUSY
+            batch = self.scheduler.next_batch(ahead=busy_now, only_full=len(session.batches) >= 2)
+            if batch is None:
                 return
             for event in session.send_batch(batch):
                 self.apply(slot, event)

@@ -40,7 +40,7 @@ DRAIN_AFTER_EXIT_S = 2.0
 class SidecarState(str, enum.Enum):
     STARTING = "starting"  # exec'ed; loading until it sends `ready`
     READY = "ready"  # idle, can take a batch
-    BUSY = "busy"  # one or two batches in flight
+    BUSY = "busy"  # one to three batches in flight (Session.room_ahead)
     STOPPING = "stopping"  # asked to shut down, or killed; waiting for the exit
     DEAD = "dead"  # exited and reaped; its frames have all been read
 

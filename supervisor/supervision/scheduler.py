@@ -84,6 +84,7 @@ class Batch:
     tasks: list[Task]
     sent_at: float = 0.0
     started: bool = False  # a frame of it has been seen
+    denoised: bool = False  # the sidecar said the device is past its steps (`denoised`)
     audio_s: float = 0.0  # audio generated so far
 
     def task(self, task_id: str) -> Task | None:
@@ -294,8 +295,11 @@ class Scheduler:
                 else:
                     yield task
 
-    def next_batch(self, *, ahead: bool = False, now: float | None = None) -> Batch | None:
-        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch.
+    def next_batch(
+        self, *, ahead: bool = False, only_full: bool = False, now: float | None = None
+    ) -> Batch | None:
+        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch;
+        `only_full`: only a full one.
 
         A task the poison rule isolated (`alone`) never goes ahead: it waits for an idle sidecar,
         so that nothing else runs in the process that its kill may be blamed on.
@@ -324,6 +328,8 @@ class Scheduler:
         if not chosen:
             return None
         full = full or len(chosen) >= self.settings.max_batch_size
+        if only_full and not full:
+            return None
         if ahead and not full:
             waited_ms = (now - min(t.queued_at for t in chosen)) * 1000
             if waited_ms < self.settings.max_batch_latency_ms:

@@ -1,7 +1,7 @@
 """The conversation with one sidecar: what it holds, and what each of its frames means.
 
-A `Session` wraps one `SidecarProcess`. It owns the batches in flight (at most two: one
-running, one waiting in the pipe), matches every answer to its batch and task, keeps the ping
+A `Session` wraps one `SidecarProcess`. It owns the batches in flight (`room_ahead` says how
+many), matches every answer to its batch and task, keeps the ping
 nonce and the `ready` info, and drives the process's READY <-> BUSY states. It never touches
 the scheduler: `handle` turns each frame into typed events, and the pool acts on them. A frame
 that breaks the conversation (an answer for a task it does not hold, `done` with answers
@@ -35,6 +35,9 @@ from supervisor.supervision.scheduler import Batch, Task
 log = logging.getLogger("omnivoice.session")
 
 Clock = Callable[[], float]
+
+MAX_WAITING_FOR_DEVICE = 2  # batches sent and not yet denoised: one denoising, one in the pipe
+MAX_IN_FLIGHT = 3  # and one more decoding in the sidecar's finisher
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,15 @@ class Session:
     @property
     def tag(self) -> str:
         return self.process.tag
+
+    def room_ahead(self) -> bool:
+        """Whether a busy sidecar may be sent another batch: while fewer than two of its
+        batches wait for the device (one denoising, one in the pipe), and at most three in
+        all, the third once the first is past the device and only decodes and answers. So the
+        device has its next batch ready however long a batch takes to decode and send, and no
+        more is committed to one sidecar than that."""
+        waiting = sum(1 for batch in self.batches if not batch.denoised)
+        return waiting < MAX_WAITING_FOR_DEVICE and len(self.batches) < MAX_IN_FLIGHT
 
     @property
     def isolated(self) -> bool:
@@ -243,6 +255,14 @@ class Session:
             if held is None:
                 raise ProtocolError(f"step for batch {message['batch']}, which it does not hold")
             held.started = True
+            return []
+        if message["op"] == "denoised":
+            held = next((b for b in self.batches if b.id == message["batch"]), None)
+            if held is None:
+                raise ProtocolError(
+                    f"denoised for batch {message['batch']}, which it does not hold"
+                )
+            held.started = held.denoised = True
             return []
         if message["op"] in ("result", "encoded", "transcript"):
             batch, task = self.pending_task(message["batch"], message["id"])

@@ -94,6 +94,22 @@ def test_the_next_batch_denoises_while_the_first_decodes_and_answers_stay_in_ord
     assert sidecar.close() == 0
 
 
+def test_denoised_comes_before_the_batch_decodes_and_answers(sidecar: NullSidecar) -> None:
+    """`denoised` says the device is past a batch's steps, before its slow decode: the
+    supervisor sends a batch more on it, so it must not wait for the decode."""
+    sidecar.generate(1, ["Decode slowly. [[fault:decodeslow:1.5]]"])
+    sidecar.generate(2, ["Second batch."])
+    frames = [sidecar.read()]
+    while not (frames[-1]["op"] == "done" and frames[-1]["batch"] == 2):
+        frames.append(sidecar.read())
+    order = [(f["op"], f["batch"]) for f in frames]
+    assert order.count(("denoised", 1)) == order.count(("denoised", 2)) == 1
+    assert order.index(("step", 1)) < order.index(("denoised", 1)) < order.index(("result", 1))
+    assert order.index(("denoised", 2)) > order.index(("done", 1))  # the finisher, in order
+    assert order.index(("denoised", 2)) < order.index(("result", 2))
+    assert sidecar.close() == 0
+
+
 def test_a_failed_decode_is_retried_one_item_at_a_time(sidecar: NullSidecar) -> None:
     sidecar.generate(1, ["Fine.", "Broken codec. [[fault:decoderaise]]", "Also fine."])
     answers = {}

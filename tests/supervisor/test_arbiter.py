@@ -400,6 +400,94 @@ def test_an_isolated_task_waits_for_an_idle_sidecar() -> None:
     run(body())
 
 
+def sent_ids(session: Session) -> list[list[str]]:
+    return [[t.id for t in b.tasks] for b in session.batches]
+
+
+async def dispatched(a: Arbiter, advance_s: float = 0.0) -> None:
+    """Ticks enough for every batch the pool will send now (a tick sends one per sidecar)."""
+    await a.tick(advance_s)
+    for _ in range(3):
+        await a.tick()
+
+
+def test_a_third_batch_goes_once_the_first_is_denoised_and_only_if_full() -> None:
+    """Two batches wait for the device at most; a third is sent while the first decodes, so
+    the device never waits for a decode, but only a full one: an overdue partial batch would
+    take a late request's place."""
+
+    async def body() -> None:
+        # max_batch_latency_ms is 0 here: a partial batch is overdue as soon as it is queued.
+        a = await Arbiter(fake_settings(max_batch_size=2)).started()
+        a.scheduler.submit([item(i) for i in range(7)])
+        await dispatched(a)
+        session = a.session()
+        assert sent_ids(session) == [["item0", "item1"], ["item2", "item3"]]
+        await dispatched(a)  # no third while neither is past the device
+        assert len(session.batches) == 2
+        a.proc().frame({"op": "denoised", "batch": session.batches[0].id})
+        await dispatched(a)
+        assert sent_ids(session)[2] == ["item4", "item5"]
+        a.proc().frame({"op": "denoised", "batch": session.batches[1].id})
+        await dispatched(a)  # three in flight: nothing more, though item6 is overdue
+        assert len(session.batches) == 3
+        answer(a, session.batches[0])
+        await dispatched(a)  # the second is past the device too, but item6 alone is no full batch
+        assert sent_ids(session) == [["item2", "item3"], ["item4", "item5"]]
+        answer(a, session.batches[0])
+        await dispatched(a)  # the second batch ahead: full or overdue, as before
+        assert sent_ids(session) == [["item4", "item5"], ["item6"]]
+
+    run(body())
+
+
+def test_a_third_batch_is_never_partial() -> None:
+    async def body() -> None:
+        a = await Arbiter(fake_settings(max_batch_size=2)).started()
+        a.scheduler.submit([item(i) for i in range(5)])
+        await dispatched(a)
+        session = a.session()
+        a.proc().frame({"op": "denoised", "batch": session.batches[0].id})
+        await dispatched(a)
+        assert sent_ids(session) == [["item0", "item1"], ["item2", "item3"]]
+        answer(a, session.batches[0])
+        await dispatched(a)
+        assert sent_ids(session) == [["item2", "item3"], ["item4"]]
+
+    run(body())
+
+
+def test_a_denoised_frame_for_a_batch_it_does_not_hold_is_a_protocol_error() -> None:
+    async def body() -> None:
+        a = await Arbiter(fake_settings()).started()
+        a.scheduler.submit([item(0)])
+        await dispatched(a)
+        with pytest.raises(ProtocolError, match="denoised for batch 999"):
+            a.proc().frame({"op": "denoised", "batch": 999})
+
+    run(body())
+
+
+def test_a_killed_sidecar_requeues_all_three_batches_and_only_started_ones_count_as_run() -> None:
+    async def body() -> None:
+        a = await Arbiter(fake_settings(max_batch_size=1)).started()
+        futures = a.scheduler.submit([item(i) for i in range(3)])
+        await dispatched(a)
+        session = a.session()
+        a.proc().frame({"op": "denoised", "batch": session.batches[0].id})
+        await dispatched(a)
+        assert sent_ids(session) == [["item0"], ["item1"], ["item2"]]
+        a.proc().frame({"op": "step", "batch": session.batches[1].id, "step": 1, "of": 32})
+        a.proc().exit(-9)
+        await dispatched(a)
+        tasks = {t.id: t for t in a.scheduler.queues[Priority.INTERACTIVE]}
+        assert sorted(tasks) == ["item0", "item1", "item2"] and not any(f.done() for f in futures)
+        assert len(tasks["item0"].kills) == len(tasks["item1"].kills) == 1
+        assert tasks["item2"].kills == []  # it never started: not a suspect
+
+    run(body())
+
+
 def answer(a: Arbiter, batch: Any) -> None:
     for task in batch.tasks:
         a.proc().frame(

@@ -192,6 +192,33 @@ def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() 
     run(scenario())
 
 
+def test_a_third_batch_goes_to_the_sidecar_while_the_first_decodes() -> None:
+    """A real sidecar says `denoised` before its slow decode, and the pool sends a third
+    batch then, so the sidecar always has the next batch to denoise."""
+
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, max_batch_size=1)) as pool:
+            futures = pool.scheduler.submit(
+                [
+                    {"id": "a", "text": "Decode slowly. [[fault:decodeslow:2]]", "seed": 0},
+                    {"id": "b", "text": "Right behind it.", "seed": 1},
+                    {"id": "c", "text": "And the third.", "seed": 2},
+                ]
+            )
+            most = 0
+            while not futures[0].done():
+                session = pool.slots[0].session
+                assert session is not None
+                most = max(most, len(session.batches))
+                await asyncio.sleep(0.01)
+            results = await asyncio.gather(*futures)
+            assert [r["id"] for r in results] == ["a", "b", "c"]
+            assert most == 3, "the third batch was not sent while the first decoded"
+            assert not pool.slots[0].kills
+
+    run(scenario())
+
+
 def test_a_crash_in_the_next_batch_requeues_the_one_still_decoding(tmp_path: Path) -> None:
     slow, crash = tmp_path / "slow", tmp_path / "crash"
     slow.touch()

@@ -11,6 +11,7 @@ import time
 import psutil
 import pytest
 
+from sidecar.shared.protocol import PROTOCOL_VERSION
 from supervisor.supervision.gpu import CPU
 from supervisor.supervision.process import (
     TRANSITIONS,
@@ -67,7 +68,7 @@ def test_null_sidecar_frames_and_stderr_reach_the_parent(caplog: pytest.LogCaptu
         )
         await proc.start()
         await wait(lambda: any(f["op"] == "ready" for f in frames))
-        assert frames[0] == {"op": "hello", "pid": proc.pid, "protocol": 1}
+        assert frames[0] == {"op": "hello", "pid": proc.pid, "protocol": PROTOCOL_VERSION}
         with pytest.raises(RuntimeError, match="no transition"):
             proc.change_state(SidecarState.BUSY)  # it never went READY in the parent's eyes
         proc.stop(KillReason.SHUTDOWN, 5)  # STARTING: stopped at once

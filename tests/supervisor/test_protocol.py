@@ -57,6 +57,7 @@ MESSAGES = [
     },
     {"op": "done", "batch": 1, "stats": {"items": 2, "wall_s": 0.3}},
     {"op": "pong", "nonce": 4, "memory": {}},
+    {"op": "denoised", "batch": 1},
     {
         "op": "generate",
         "batch": 1,
@@ -105,6 +106,7 @@ BAD = [
     ({"op": "ping", "nonce": True}, "expected int"),
     ({"op": "ping", "nonce": 1.5}, "expected int"),
     ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
+    ({"op": "denoised", "batch": "1"}, "expected int"),
     (
         {"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"},
         "result.encoding: expected",

@@ -87,6 +87,19 @@ def test_ahead_of_time_only_full_or_overdue() -> None:
     run(scenario)
 
 
+def test_only_full_refuses_an_overdue_partial_batch() -> None:
+    async def scenario() -> None:
+        s = make(max_batch_size=2, max_batch_latency_ms=50)
+        s.submit([item("a")])
+        later = asyncio.get_running_loop().time() + 10
+        assert s.next_batch(ahead=True, only_full=True, now=later) is None  # overdue, not full
+        s.submit([item("b")])
+        full = s.next_batch(ahead=True, only_full=True)
+        assert full is not None and [t.id for t in full.tasks] == ["a", "b"]
+
+    run(scenario)
+
+
 def test_queue_bound_gives_overloaded_with_retry_after() -> None:
     async def scenario() -> None:
         s = make(max_queue_audio_s=5)
