@@ -268,18 +268,19 @@ class OmniVoice:
         flat = [t.to(self.device) for d in denoised for t in d.tokens]
         stream = self.decode_stream
         if stream is None:
-            pieces = self._decode_chunks(flat)
+            pieces, kept = self._to_host(flat, denoised)
         else:
             for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
                 stream.wait_event(event)
             for t in flat:  # made on the denoising stream: not reused before the decode is done
                 t.record_stream(stream)
             with torch.cuda.stream(stream):
-                pieces = self._decode_chunks(flat)
+                pieces, kept = self._to_host(flat, denoised)
         decoded = time.monotonic()
         chunks = iter(pieces)
         results = [
-            self._finish(d.item, d.tokens, [next(chunks) for _ in d.tokens]) for d in denoised
+            self._finish(d.item, tokens, [next(chunks) for _ in d.tokens])
+            for d, tokens in zip(denoised, kept)
         ]
         if timings is not None:
             timings["codec_s"] = timings.get("codec_s", 0.0) + decoded - started
@@ -288,8 +289,20 @@ class OmniVoice:
             )
         return results
 
-    def _decode_chunks(self, flat: list[torch.Tensor]) -> list[np.ndarray]:
-        return [a.float().cpu().numpy() for a in self.codec.decode_many(flat)]
+    def _to_host(
+        self, flat: list[torch.Tensor], denoised: Sequence[Denoised]
+    ) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+        """Every chunk's audio, and each item's tokens where it asked for them, on the host.
+        On a GPU the caller runs this on the decode stream: a copy made on the denoising stream
+        would wait for every step queued there since, the next batches' too."""
+        audio = [a.float().cpu().numpy() for a in self.codec.decode_many(flat)]
+        kept = [
+            [t.cpu().numpy().astype(np.int64) for t in d.tokens]
+            if d.item.request.return_tokens
+            else []
+            for d in denoised
+        ]
+        return audio, kept
 
     def _normalise(self, req: GenerationRequest) -> _Item:
         if not req.text or not req.text.strip():
@@ -406,9 +419,9 @@ class OmniVoice:
         return self._prompt(item, texts[ci], target_len, ref_text, ref_tokens, chunk=ci)
 
     def _finish(
-        self, item: _Item, tokens: list[torch.Tensor], pieces: list[np.ndarray]
+        self, item: _Item, tokens: list[np.ndarray], pieces: list[np.ndarray]
     ) -> GenerationResult:
-        """Join decoded chunks and post-process as the reference does."""
+        """Join decoded chunks and post-process as the reference does; `tokens`: those to return."""
         sr = self.sample_rate
         wav = (
             pieces[0] if not item.is_long else audio_ops.cross_fade_chunks(pieces, sr, CROSS_FADE_S)
@@ -417,9 +430,6 @@ class OmniVoice:
             wav = audio_ops.remove_silence(wav, sr, *OUTPUT_SILENCE_MS)
         wav = audio_ops.normalize_output_loudness(wav, item.ref_rms)
         wav = audio_ops.fade_and_pad(wav, sr)
-        kept = (
-            [t.cpu().numpy().astype(np.int64) for t in tokens] if item.request.return_tokens else []
-        )
         return GenerationResult(
-            audio=wav.astype(np.float32, copy=False), sample_rate=sr, tokens=kept, seed=item.seed
+            audio=wav.astype(np.float32, copy=False), sample_rate=sr, tokens=tokens, seed=item.seed
         )

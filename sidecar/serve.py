@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -193,6 +193,10 @@ class Sidecar:
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
         # Decodes and answers batches in order while the frame loop denoises the next one.
         self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
+        # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
+        # the finisher queues a batch's codec kernels at once, and the word does not wait for
+        # the decoding of the batches before it.
+        self.watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="watcher")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -318,7 +322,17 @@ class Sidecar:
                 if k != "capture_s"
             }
         )
-        self.finish(self.answer_batch, batch, message["encoding"], failed, groups, started, stats)
+        said = self.watcher.submit(self.say_denoised, batch, groups)
+        self.finish(
+            self.answer_batch, batch, message["encoding"], failed, groups, started, stats, said
+        )
+
+    def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
+        """In the watcher thread: `denoised` once the device has made the batch's tokens; the
+        supervisor may then send a batch more (its finisher's `done` waits for this)."""
+        assert self.engine is not None
+        self.engine.wait_denoised([p for group in groups for p in group.pending])
+        self.channel.send({"op": "denoised", "batch": batch})
 
     def finish(self, fn: Callable[..., None], *args: object) -> None:
         """Run fn in the finisher thread. An exception there is a bug that would leave a batch
@@ -344,6 +358,7 @@ class Sidecar:
     def drain(self) -> None:
         """Wait until every batch handed to the finisher has been answered."""
         self.finisher.submit(lambda: None).result()
+        self.watcher.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
         self.drain()  # answers stay in batch order; encodes are rare, so no overlap is lost
@@ -433,18 +448,15 @@ class Sidecar:
         groups: list[DenoisedGroup],
         started: float,
         stats: dict[str, float],
+        said: Future[None],
     ) -> None:
-        """In the finisher thread: `denoised` once the device has made the tokens, then decode
-        each group, send every answer, then `done`.
+        """In the finisher thread: decode each group, send every answer, then `done` (after
+        the watcher's `denoised`, which `said` waits for).
 
         `decode_s` is the finisher's whole time on the batch; of it, the engine reports its codec
         and post-processing (`codec_s`, `postprocess_s`) and `send_s` is the checks, encoding
         and writing of the results. Under load they say what keeps the finisher busy."""
         assert self.engine is not None
-        # Once the device is past the batch's steps, say so: the supervisor may then send a
-        # batch more, so that the device has the next-but-one ready while this one decodes.
-        self.engine.wait_denoised([p for group in groups for p in group.pending])
-        self.channel.send({"op": "denoised", "batch": batch})
         decode_started = time.monotonic()
         stats.update(codec_s=0.0, postprocess_s=0.0, send_s=0.0)
         self.send_errors(batch, failed)
@@ -457,6 +469,7 @@ class Sidecar:
         stats["decode_s"] = time.monotonic() - decode_started
         stats["wall_s"] = time.monotonic() - started
         stats.update(engines.memory_stats(self.device))
+        said.result()  # raises what the watcher met (a device error: the process then exits)
         self.channel.send({"op": "done", "batch": batch, "stats": stats})
 
     def decode_group(

@@ -3,9 +3,12 @@ fixture checkpoint, on the CPU."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -371,6 +374,57 @@ def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(
         assert len(alone.tokens) == len(together.tokens)
         for a, b in zip(alone.tokens, together.tokens):
             assert np.array_equal(a, b)
+
+
+def test_decode_copies_audio_and_tokens_to_the_host_on_the_decode_stream(
+    model: OmniVoice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU a copy to the host waits for everything queued before it on its stream. The
+    denoising stream holds the next batches' steps by then, so every copy of a decode (the audio,
+    and the tokens an item asked for back) must be made on the decode stream. There is no GPU
+    here: a fake stream stands in for it, and `torch.cuda.stream` and the tensors' `cpu` and
+    `record_stream` are patched to record where each copy is made."""
+    inside = [False]
+    copies: list[bool] = []
+
+    class FakeStream:
+        def wait_event(self, event: object) -> None:
+            pass
+
+    @contextlib.contextmanager
+    def on_stream(stream: object) -> Iterator[None]:
+        assert isinstance(stream, FakeStream)
+        inside[0] = True
+        try:
+            yield
+        finally:
+            inside[0] = False
+
+    real_cpu = torch.Tensor.cpu
+
+    def cpu(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        copies.append(inside[0])
+        return real_cpu(self, *args, **kwargs)
+
+    requests = [
+        GenerationRequest(text="Give my tokens back.", num_step=2, seed=1, return_tokens=True),
+        GenerationRequest(text="Only the audio.", num_step=2, seed=2),
+    ]
+    denoised = model.denoise(requests)
+    expected = model.decode(denoised)
+    monkeypatch.setattr(model, "decode_stream", FakeStream())
+    monkeypatch.setattr(torch.cuda, "stream", on_stream)
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)
+    monkeypatch.setattr(torch.Tensor, "cpu", cpu)
+    results = model.decode(denoised)
+    assert copies and all(copies), copies  # every copy to the host made on the decode stream
+    assert len(copies) == len(expected) + len(expected[0].tokens)  # the audio, and item 0's tokens
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got.audio, want.audio)
+        assert len(got.tokens) == len(want.tokens)
+        for a, b in zip(got.tokens, want.tokens):
+            np.testing.assert_array_equal(a, b)
+    assert results[0].tokens and not results[1].tokens
 
 
 def test_decode_reports_its_codec_and_post_processing_times(model: OmniVoice) -> None:
