@@ -5,7 +5,11 @@ batch the decode (codec and post-processing), for batches of ~8 s auto-voice ite
 - on a GPU, whether a step runs free of host-device synchronisations (`step_free_of_syncs`),
   and whether a whole batch does, from its requests to its last step (`batch_free_of_syncs`);
   and where the batch's bucket has a graph per attention cap, whether they agree bit for bit
-  and each one's replay time.
+  and each one's replay time;
+- on a GPU, the scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
+  the same logits: `choose_fused_ms`, `choice_tokens_equal` (the share of equal tokens),
+  `choice_confidence_max_diff`, and a whole step with it (`step_fused_ms`,
+  `step_fused_free_of_syncs`).
 
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
@@ -43,6 +47,30 @@ def timeit(fn, sync, repeats: int = 20) -> float:
         fn()
     sync()
     return (time.perf_counter() - start) / repeats
+
+
+def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
+    """The step's scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
+    the same logits: its time, the share of equal tokens, the largest confidence difference, and
+    a whole step with it (its time, and whether it stays free of synchronisations)."""
+    if state.any_class_sampling:
+        return {}
+    eager_tokens, eager_conf = state.choose(logits, 0)
+    state.fused_scoring = True
+    try:
+        choose = timeit(lambda: state.choose(logits, 0), sync)
+        tokens, conf = state.choose(logits, 0)
+        step = timeit(lambda: state.reveal(*state.choose(state.logits(), 0), 0), sync)
+        free = step_free_of_syncs(state)
+    finally:
+        state.fused_scoring = False
+    return {
+        "choose_fused_ms": round(choose * 1e3, 3),
+        "choice_tokens_equal": float((tokens == eager_tokens).float().mean()),
+        "choice_confidence_max_diff": float((conf - eager_conf).abs().max()),
+        "step_fused_ms": round(step * 1e3, 2),
+        "step_fused_free_of_syncs": free,
+    }
 
 
 def step_free_of_syncs(state: BatchState) -> bool:
@@ -161,6 +189,7 @@ def main() -> int:
             free_of_syncs = step_free_of_syncs(state) if on_gpu else None
             batch_free = batch_free_of_syncs(model, b) if on_gpu else None
             caps = attention_caps(model, state, sync) if model.runner is not None else {}
+            fused = fused_scoring(state, logits, sync) if on_gpu else {}
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {
             "batch": b,
@@ -175,6 +204,7 @@ def main() -> int:
             "step_free_of_syncs": free_of_syncs,
             "batch_free_of_syncs": batch_free,
             **caps,
+            **fused,
         }
         if model.runner is not None:
             row["graph_hits"], row["graph_misses"] = (

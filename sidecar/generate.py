@@ -182,6 +182,11 @@ class BatchState:
         self.any_guided = any(p.guidance_scale != 0 for p in prompts)
         self.all_guided = all(p.guidance_scale != 0 for p in prompts)
         self.any_class_sampling = any(p.class_temperature > 0 for p in prompts)
+        # The scoring in one Triton kernel (sidecar/scoring.py) where the runner asks for it;
+        # class sampling (top-k and noise) keeps the eager path.
+        self.fused_scoring = (
+            runner is not None and runner.fused_scoring and not self.any_class_sampling
+        )
         self.any_position_noise = any(p.position_temperature > 0 for p in prompts)
         self.num_steps = max(p.num_step for p in prompts)
         self.k = [
@@ -226,6 +231,10 @@ class BatchState:
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token and confidence per target position ([S, C] each), as the reference scores them."""
+        if self.fused_scoring:
+            from sidecar import scoring  # Triton: imported only where it runs
+
+            return scoring.choose(logits, self.guidance, self.mask_id, self.any_guided)
         log_probs = self.log_probs(logits)
         tokens = log_probs.argmax(dim=-1)
         if self.any_class_sampling:

@@ -149,6 +149,7 @@ class ModelRunner:
         use_graphs: bool | None = None,
         compile: bool = False,
         eager_rounding: bool = True,
+        fused_scoring: bool = False,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
@@ -170,6 +171,8 @@ class ModelRunner:
             model.hidden_packed, stack=self.stack_fn
         )
         self.eager_rounding = compile and eager_rounding
+        # Each step's scoring in one Triton kernel (sidecar/scoring.py), on a GPU only.
+        self.fused_scoring = fused_scoring and self.device.type == "cuda"
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes

@@ -144,12 +144,16 @@ class OmniVoice:
         cuda_graphs: bool = True,
         compile: bool | None = None,
         eager_rounding: bool = True,
+        fused_scoring: bool = False,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
         fuses the codec decoder's activations. `eager_rounding` keeps the compiled layer stack
-        rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost)."""
+        rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost).
+        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/scoring.py); off
+        until its tokens are measured against the eager scoring's on the GPU
+        (`bench/profile_step.py`: `choice_tokens_equal`)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -177,7 +181,11 @@ class OmniVoice:
             torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
         )
         runner = ModelRunner(
-            model, use_graphs=use_graphs, compile=compile, eager_rounding=eager_rounding
+            model,
+            use_graphs=use_graphs,
+            compile=compile,
+            eager_rounding=eager_rounding,
+            fused_scoring=fused_scoring,
         )
         if use_graphs:
             report("cuda_graphs")
