@@ -344,14 +344,20 @@ def packing(
     }
 
 
-def measure(checkpoint: Path, device: str, count: int, eager_rounding: bool) -> dict[str, Any]:
+def measure(
+    checkpoint: Path, device: str, count: int, eager_rounding: bool, fused_norm_rope: bool = False
+) -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
     torch.backends.cudnn.allow_tf32 = False
     ref32 = reference(checkpoint, device, torch.float32)
     states, extra = capture_states(ref32, count)
     ref16 = reference(checkpoint, device, torch.bfloat16)
     ours = Ours.load(
-        str(checkpoint), device=device, dtype="bfloat16", eager_rounding=eager_rounding
+        str(checkpoint),
+        device=device,
+        dtype="bfloat16",
+        eager_rounding=eager_rounding,
+        fused_norm_rope=fused_norm_rope,
     )
     tallies = {step: (Tally(), Tally()) for step in STEPS}
     discords = {step: Discord() for step in STEPS}
@@ -478,6 +484,11 @@ def main() -> int:
         "(Inductor's default), as before 2026-12-01",
     )
     ap.add_argument(
+        "--fused-norm-rope",
+        action="store_true",
+        help="attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py)",
+    )
+    ap.add_argument(
         "--checkpoints",
         default="plain,confident",
         help="which of the two to measure (a run cut short can be completed in parts)",
@@ -490,6 +501,7 @@ def main() -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "steps_measured": list(STEPS),
+        "fused_norm_rope": args.fused_norm_rope,
         "checkpoints": {},
     }
     for name in args.checkpoints.split(","):
@@ -498,7 +510,11 @@ def main() -> int:
             print(f"writing the {name} checkpoint to {path}", flush=True)
             make_checkpoint(path, args.size, seed=0, confident=name == "confident")
         result["checkpoints"][name] = measure(
-            path, args.device, args.items, eager_rounding=not args.no_eager_rounding
+            path,
+            args.device,
+            args.items,
+            eager_rounding=not args.no_eager_rounding,
+            fused_norm_rope=args.fused_norm_rope,
         )
         print(json.dumps({name: result["checkpoints"][name]}), flush=True)
     failures = verdict(result)

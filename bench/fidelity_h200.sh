@@ -15,7 +15,8 @@
 #   bash bench/fidelity_h200.sh finish COMMIT   # waits for the rest
 #
 # Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
-# the other results.
+# the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --fused-norm-rope: the
+# q/k kernel of sidecar/norm_rope.py, before it is used).
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -37,7 +38,7 @@ if [ "$what" = start ]; then
         done
         python3 bench/decode_overlap.py $work/plain --out $run/decode-overlap.json \
             > $run/decode-overlap.log 2>&1
-        python3 bench/fidelity.py --workdir $work --commit $commit --out $run/fidelity.json \
+        python3 bench/fidelity.py --workdir $work --commit $commit --out $run/fidelity.json ${FIDELITY_ARGS:-} \
             > $run/fidelity.log 2>&1
         if [ -n '${WHL_PEER:-}' ]; then
             python3 bench/peer_arm.py $work/plain --site /tmp/peersite --requests ${PEER_REQUESTS:-200} \

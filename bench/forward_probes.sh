@@ -2,11 +2,17 @@
 # The checks to make on one H200 before a harness run, in one `device` call (~4 minutes; carry .whl):
 #   bash bench/forward_probes.sh            # the step at 1, 8 and 64 items (bench/profile_step.py)
 #   bash bench/forward_probes.sh --kernels  # and the forward's kernels by kind at 64 items
+#   bash bench/forward_probes.sh --norm-rope  # and the step again with attention's q/k norm and
+#                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
+#                                           # its times, and its logits against the default's
+#                                           # (norm_rope_compare.log: bench/stack_check.py --compare)
 # The step probe reports, per batch size: the forward, the scoring, the reveal, a whole step
 # back to back, the decode, whether a step runs free of host synchronisations, and where the
 # batch's bucket has two graphs (attention capped at 1,024 and at 4,096 tokens) whether they
 # agree bit for bit. (A compiled scoring was probed and removed at 3b8dbe0:
 # bench/results/2026-12-01-fused-scoring.json.)
+# The step probe also times the step's scoring as one Triton kernel (sidecar/scoring.py) against
+# the eager scoring, with the share of equal tokens (`choice_tokens_equal`).
 # Results land in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
 # (bench/attention_options.py and Inductor's coordinate-descent tuning were probed at 0e654f6:
 # bench/results/2026-12-01-forward-probes.json.)
@@ -20,7 +26,17 @@ probe() {  # name seconds command...
     timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1
     echo "rc=$? in $((SECONDS - start)) s"; grep -v Warning "$OUT/$name.log" | tail -n 4
 }
-probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --out "$OUT/step.json"
+probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --out "$OUT/step.json" \
+    --save-logits /tmp/logits-default
+if [ "${1:-}" = --norm-rope ]; then
+    probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --fused-norm-rope \
+        --out "$OUT/norm_rope.json" --save-logits /tmp/logits-norm-rope
+    for b in 1 8 64; do
+        echo "batch $b"
+        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt /tmp/logits-norm-rope/logits-$b.pt
+    done > "$OUT/norm_rope_compare.log" 2>&1
+    cat "$OUT/norm_rope_compare.log"
+fi
 if [ "${1:-}" = --kernels ]; then
     probe kernels 150 python3 bench/profile_kernels.py /tmp/full --batch 64 --out "$OUT/kernels.json"
 fi

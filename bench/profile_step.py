@@ -14,7 +14,8 @@ batch the decode (codec and post-processing), for batches of ~8 s auto-voice ite
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
-compiler can be compared bit for bit with `bench/stack_check.py --compare`.
+compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--fused-norm-rope`
+runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py).
 """
 
 from __future__ import annotations
@@ -147,6 +148,11 @@ def main() -> int:
     ap.add_argument(
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
+    ap.add_argument(
+        "--fused-norm-rope",
+        action="store_true",
+        help="attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py)",
+    )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--save-logits", type=Path, metavar="DIR")
     args = ap.parse_args()
@@ -156,6 +162,7 @@ def main() -> int:
         dtype=args.dtype,
         cuda_graphs=not args.no_graphs,
         compile={"auto": None, "on": True, "off": False}[args.compile],
+        fused_norm_rope=args.fused_norm_rope,
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
@@ -193,6 +200,7 @@ def main() -> int:
         flops = useful_flops(model.model.cfg, state.packed.segment_lens, state.packed.num_targets)
         row = {
             "batch": b,
+            "fused_norm_rope": bool(model.runner is not None and model.runner.fused_norm_rope),
             "tokens": state.packed.num_tokens,
             "forward_ms": round(fwd * 1e3, 2),
             "choose_ms": round(choose * 1e3, 2),

@@ -52,7 +52,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.compare:
         a, b = (torch.load(p) for p in args.compare)
-        row = {"equal": bool(torch.equal(a, b)), "max_abs_diff": float((a - b).abs().max())}
+        row = {
+            "equal": bool(torch.equal(a, b)),
+            "max_abs_diff": float((a - b).abs().max()),
+            "share_equal": float((a == b).float().mean()),
+            "top1_agreement": float((a.argmax(-1) == b.argmax(-1)).float().mean()),
+        }
     else:
         compiled = logits(args.checkpoint, args.device, True, args.items)
         eager = logits(args.checkpoint, args.device, False, args.items)

@@ -52,6 +52,9 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+        # The packed path's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py); the
+        # runner turns it on, on a GPU in half precision, where the custom op is registered.
+        self.fused_norm_rope = False
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
@@ -91,12 +94,17 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x [N, hidden] holding many segments end to end; attention stays inside each segment."""
         shape = (x.shape[0], -1, self.head_dim)
-        q = self.q_norm(self.q_proj(x).view(shape))
-        k = self.k_norm(self.k_proj(x).view(shape))
         v = self.v_proj(x).view(shape)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if self.fused_norm_rope:
+            fused = torch.ops.omnivoice.norm_rope
+            q = fused(self.q_proj(x).view(shape), self.q_norm.weight, cos, sin, self.q_norm.eps)
+            k = fused(self.k_proj(x).view(shape), self.k_norm.weight, cos, sin, self.k_norm.eps)
+        else:
+            q = self.q_norm(self.q_proj(x).view(shape))
+            k = self.k_norm(self.k_proj(x).view(shape))
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         out = varlen_attention(q, k, v, cu_seqlens, max_seqlen, self.head_dim**-0.5)
         return self.o_proj(out.reshape(x.shape[0], -1))
 

@@ -150,6 +150,7 @@ class ModelRunner:
         compile: bool = False,
         eager_rounding: bool = True,
         fused_scoring: bool = False,
+        fused_norm_rope: bool = False,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
@@ -158,6 +159,13 @@ class ModelRunner:
         self.short_segment_len = short_segment_len
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
+        half = model.llm.embed_tokens.weight.dtype in (torch.float16, torch.bfloat16)
+        self.fused_norm_rope = fused_norm_rope and self.device.type == "cuda" and half
+        if self.fused_norm_rope:
+            import sidecar.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
+
+            for layer in model.llm.layers:
+                layer.self_attn.fused_norm_rope = True
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
         if compile:
             self.stack_fn = torch.compile(

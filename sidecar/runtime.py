@@ -145,6 +145,7 @@ class OmniVoice:
         compile: bool | None = None,
         eager_rounding: bool = True,
         fused_scoring: bool = False,
+        fused_norm_rope: bool = False,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
@@ -153,7 +154,9 @@ class OmniVoice:
         rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost).
         `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/scoring.py); off
         until its tokens are measured against the eager scoring's on the GPU
-        (`bench/profile_step.py`: `choice_tokens_equal`)."""
+        (`bench/profile_step.py`: `choice_tokens_equal`). `fused_norm_rope` makes attention's
+        q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py);
+        off until the fidelity run has accepted its rounding."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -186,6 +189,7 @@ class OmniVoice:
             compile=compile,
             eager_rounding=eager_rounding,
             fused_scoring=fused_scoring,
+            fused_norm_rope=fused_norm_rope,
         )
         if use_graphs:
             report("cuda_graphs")
