@@ -263,7 +263,7 @@ class OmniVoice:
 
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
         """Return once the device has run the steps that made these tokens (at once on the CPU,
-        where `denoise` ran them). Blocks only the calling thread: the sidecar's finisher."""
+        where `denoise` ran them). Blocks only the calling thread: the sidecar's watcher."""
         for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
             event.synchronize()
 
