@@ -50,6 +50,11 @@ def timeit(fn, sync, repeats: int = 20) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def whole_step(state: BatchState) -> None:
+    """One denoising step as the runtime runs it: forward, choose, reveal."""
+    state.reveal(*state.choose(state.logits(), 0), 0)
+
+
 def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
     """The step's scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
     the same logits: its time, the share of equal tokens, the largest confidence difference, and
@@ -61,7 +66,7 @@ def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
     try:
         choose = timeit(lambda: state.choose(logits, 0), sync)
         tokens, conf = state.choose(logits, 0)
-        step = timeit(lambda: state.reveal(*state.choose(state.logits(), 0), 0), sync)
+        step = timeit(lambda: whole_step(state), sync)
         free = step_free_of_syncs(state)
     finally:
         state.fused_scoring = False
@@ -74,19 +79,26 @@ def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
     }
 
 
-def step_free_of_syncs(state: BatchState) -> bool:
-    """Whether one whole denoising step (forward, choose, reveal) runs without making the host
-    wait for the GPU, so that the next step's launches queue up behind it."""
+def free_of_syncs(what: str, run) -> bool:
+    """Whether `run()` queues its work without making the host wait for the GPU (torch's sync
+    debug mode set to error around it); a synchronisation found is printed."""
+    torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        tokens, confidence = state.choose(state.forward(), 1)
-        state.reveal(tokens, confidence, 1)
+        run()
         return True
     except RuntimeError as exc:
-        print(f"a step synchronises: {exc}", file=sys.stderr)
+        print(f"{what} synchronises: {exc}", file=sys.stderr)
         return False
     finally:
         torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+
+
+def step_free_of_syncs(state: BatchState) -> bool:
+    """Whether one whole denoising step (forward, choose, reveal) runs without making the host
+    wait for the GPU, so that the next step's launches queue up behind it."""
+    return free_of_syncs("a step", lambda: state.reveal(*state.choose(state.forward(), 1), 1))
 
 
 def batch_free_of_syncs(model: OmniVoice, size: int) -> bool:
@@ -94,17 +106,7 @@ def batch_free_of_syncs(model: OmniVoice, size: int) -> bool:
     prompts, the uploads, every step, the batch's end), runs without making the host wait for
     the GPU, so that the sidecar prepares the next batch while the device finishes this one."""
     requests = [GenerationRequest(text=TEXT, seed=i) for i in range(size)]
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        model.denoise(requests)
-        return True
-    except RuntimeError as exc:
-        print(f"a batch synchronises: {exc}", file=sys.stderr)
-        return False
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-        torch.cuda.synchronize()
+    return free_of_syncs("a batch", lambda: model.denoise(requests))
 
 
 def attention_caps(model: OmniVoice, state: BatchState, sync) -> dict[str, object]:
@@ -181,9 +183,7 @@ def main() -> int:
             reveal = timeit(
                 lambda state=state, tokens=tokens, conf=conf: state.reveal(tokens, conf, 0), sync
             )
-            step = timeit(
-                lambda state=state: state.reveal(*state.choose(state.logits(), 0), 0), sync
-            )
+            step = timeit(lambda state=state: whole_step(state), sync)
             # Random codes of each item's length: decoding costs the same whatever they are.
             denoised = [
                 Denoised(

@@ -1,9 +1,10 @@
 """Attention's q and k: the per-head RMSNorm and the rotary embedding in one Triton kernel.
 
-In the compiled layer stack, Inductor makes one kernel each for q and k that reads every row a
-second time for its rotated half: 7.8 ms of a 75 ms forward pass at 64 items on an H200, for
-~2.6 ms of memory traffic (`bench/results/2026-12-01-forward-probes.json`). This kernel reads each
-head's row once, as its two halves, and writes it once.
+In the compiled layer stack, Inductor makes one kernel each for q and k: 7.8 ms of a 75 ms
+forward pass at 64 items on an H200, for ~2.6 ms of memory traffic
+(`bench/results/2026-12-01-forward-probes.json`); presumably each row is read a second time for
+its rotated half (not profiled). This kernel reads each head's row once, as its two halves, and
+writes it once.
 
 The arithmetic is `Attention.forward_packed`'s with eager rounding (the layer stack's
 `emulate_precision_casts`): the norm in float32, rounded to the model's dtype, times the weight,

@@ -86,6 +86,11 @@ class Denoised:
     ready: torch.cuda.Event | None = None  # on a GPU: recorded after the batch's last step
 
 
+def _ready_events(denoised: Sequence[Denoised]) -> list[torch.cuda.Event]:
+    """The distinct events recorded after the steps that made these tokens (none on the CPU)."""
+    return list({id(d.ready): d.ready for d in denoised if d.ready is not None}.values())
+
+
 class OmniVoice:
     """A loaded OmniVoice model (backbone, text tokenizer, codec) on one device."""
 
@@ -264,7 +269,7 @@ class OmniVoice:
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
         """Return once the device has run the steps that made these tokens (at once on the CPU,
         where `denoise` ran them). Blocks only the calling thread: the sidecar's watcher."""
-        for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
+        for event in _ready_events(denoised):
             event.synchronize()
 
     def decode(
@@ -282,7 +287,7 @@ class OmniVoice:
         if stream is None:
             pieces, kept = self._to_host(flat, denoised)
         else:
-            for event in {id(d.ready): d.ready for d in denoised if d.ready is not None}.values():
+            for event in _ready_events(denoised):
                 stream.wait_event(event)
             for t in flat:  # made on the denoising stream: not reused before the decode is done
                 t.record_stream(stream)

@@ -13,14 +13,9 @@ and the fidelity run's to accept.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from triton_interpreter import interpreted
 
 CASES = r"""
 import json, torch
@@ -64,21 +59,6 @@ print(json.dumps({
     "one_token": case(1, 8, torch.float32),
 }))
 """
-
-
-def interpreted(code: str, *args: str) -> Any:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_kernel_normalises_and_rotates_as_the_model_does() -> None:

@@ -9,14 +9,9 @@ shows (the speed, and the share of equal tokens under its exp, log and summation
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from triton_interpreter import interpreted
 
 # The eager scoring, `BatchState.log_probs` then argmax and max, is what the kernel must give.
 CASES = r"""
@@ -63,21 +58,6 @@ empty = scoring.choose(torch.zeros(0, C, V, dtype=torch.bfloat16), torch.zeros(0
 out["empty"] = [list(t.shape) for t in empty]
 print(json.dumps(out))
 """
-
-
-def interpreted(code: str, *args: str) -> Any:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_kernel_scores_as_the_eager_scoring_does() -> None:
