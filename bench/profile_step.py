@@ -7,7 +7,8 @@ batch the decode (codec and post-processing), for batches of ~8 s auto-voice ite
   and where the batch's bucket has a graph per attention cap, whether they agree bit for bit
   and each one's replay time;
 - on a GPU, the scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
-  the same logits: `choose_fused_ms`, `choice_tokens_equal` (the share of equal tokens),
+  the same logits: `choose_fused_ms`, `choice_tokens_equal` (the share of equal tokens; a
+  float32 mean, which a GPU can round to 0.99999994 when all are equal) and `choice_tokens_unequal`,
   `choice_confidence_max_diff`, and a whole step with it (`step_fused_ms`,
   `step_fused_free_of_syncs`).
 
@@ -73,6 +74,7 @@ def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
     return {
         "choose_fused_ms": round(choose * 1e3, 3),
         "choice_tokens_equal": float((tokens == eager_tokens).float().mean()),
+        "choice_tokens_unequal": int((tokens != eager_tokens).sum()),  # exact, unlike the mean
         "choice_confidence_max_diff": float((conf - eager_conf).abs().max()),
         "step_fused_ms": round(step * 1e3, 2),
         "step_fused_free_of_syncs": free,
@@ -165,6 +167,7 @@ def main() -> int:
         cuda_graphs=not args.no_graphs,
         compile={"auto": None, "on": True, "off": False}[args.compile],
         fused_norm_rope=args.fused_norm_rope,
+        fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []

@@ -149,7 +149,7 @@ class ModelRunner:
         use_graphs: bool | None = None,
         compile: bool = False,
         eager_rounding: bool = True,
-        fused_scoring: bool = False,
+        fused_scoring: bool = True,
         fused_norm_rope: bool = False,
     ) -> None:
         self.model = model

@@ -149,7 +149,7 @@ class OmniVoice:
         cuda_graphs: bool = True,
         compile: bool | None = None,
         eager_rounding: bool = True,
-        fused_scoring: bool = False,
+        fused_scoring: bool = True,
         fused_norm_rope: bool = False,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
@@ -157,9 +157,10 @@ class OmniVoice:
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
         fuses the codec decoder's activations. `eager_rounding` keeps the compiled layer stack
         rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost).
-        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/scoring.py); off
-        until its tokens are measured against the eager scoring's on the GPU
-        (`bench/profile_step.py`: `choice_tokens_equal`). `fused_norm_rope` makes attention's
+        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/scoring.py; the
+        CPU always scores eagerly): on an H200 its tokens equalled the eager scoring's and it took
+        a 64-item step's scoring from 3.05 to 0.93 ms (`bench/profile_step.py`,
+        `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
         q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py);
         off until the fidelity run has accepted its rounding."""
         if dtype not in DTYPES:
