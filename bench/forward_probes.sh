@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The checks to make on one H200 before a harness run, in one `device` call (~4 minutes; carry .whl):
 #   bash bench/forward_probes.sh            # the step at 1, 8 and 64 items (bench/profile_step.py)
-#   bash bench/forward_probes.sh --kernels  # and the forward's kernels by kind at 64 items
+#   bash bench/forward_probes.sh --kernels  # and the forward's kernels by kind at 64 items, its
+#                                           # device time by operator and input shapes (--ops),
+#                                           # and Inductor's generated code (in kernels.log)
 #   bash bench/forward_probes.sh --norm-rope  # and the step again with attention's q/k norm and
 #                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
 #                                           # its times, and its logits against the default's
 #                                           # (norm_rope_compare.log: bench/stack_check.py --compare)
+#   bash bench/forward_probes.sh --norm-rope --kernels  # both
 # The step probe reports, per batch size: the forward, the scoring, the reveal, a whole step
 # back to back, the decode, whether a step runs free of host synchronisations, and where the
 # batch's bucket has two graphs (attention capped at 1,024 and at 4,096 tokens) whether they
@@ -28,7 +31,7 @@ probe() {  # name seconds command...
 }
 probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --out "$OUT/step.json" \
     --save-logits /tmp/logits-default
-if [ "${1:-}" = --norm-rope ]; then
+if [[ " $* " == *" --norm-rope "* ]]; then
     probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --fused-norm-rope \
         --out "$OUT/norm_rope.json" --save-logits /tmp/logits-norm-rope
     for b in 1 8 64; do
@@ -37,7 +40,8 @@ if [ "${1:-}" = --norm-rope ]; then
     done > "$OUT/norm_rope_compare.log" 2>&1
     cat "$OUT/norm_rope_compare.log"
 fi
-if [ "${1:-}" = --kernels ]; then
-    probe kernels 150 python3 bench/profile_kernels.py /tmp/full --batch 64 --out "$OUT/kernels.json"
+if [[ " $* " == *" --kernels "* ]]; then
+    probe kernels 180 env TORCH_LOGS=output_code python3 bench/profile_kernels.py /tmp/full \
+        --batch 64 --ops --out "$OUT/kernels.json"
 fi
 exit 0

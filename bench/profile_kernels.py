@@ -8,6 +8,12 @@ kernel; the kernels are the ones a graph replays, so their device times are the 
 host-side gap (launches) is the eager wall time less the kernel sum; graphs remove most of it.
 The decode is profiled whole (codec and post-processing, as the sidecar runs it) and the codec
 alone twice, with its activations fused and eager, with the largest difference between the two.
+The forward is the runtime's (`BatchState.logits`: bf16 logits, which the scoring kernel reads
+as they are); until 2026-12-01 it was `BatchState.forward`, whose float32 upcast added an ATen
+copy (0.83 ms at 64 items) that the runtime no longer makes.
+
+`--ops` also attributes the forward's device time to the operators that launched it, with their
+input shapes (the profiler's `record_shapes`): which operator makes a copy, and of what.
 """
 
 from __future__ import annotations
@@ -73,6 +79,33 @@ def kernel_times(fn, repeats: int) -> tuple[dict[str, float], list[tuple[str, fl
     return dict(by_kind), top, wall * 1e3
 
 
+def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
+    """The operators whose own kernels took the most device time per call, with their input
+    shapes: where a copy or a conversion comes from."""
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, record_shapes=True) as prof:
+        for _ in range(repeats):
+            fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    rows = []
+    for avg in prof.key_averages(group_by_input_shape=True):
+        device_us = getattr(avg, "self_device_time_total", 0.0)
+        rows.append({
+            "op": avg.key,
+            "input_shapes": str(avg.input_shapes)[:200],
+            "calls": round(avg.count / repeats, 1),
+            "self_device_ms": round(device_us / 1e3 / repeats, 3),
+        })  # fmt: skip
+    rows.sort(key=lambda r: -r["self_device_ms"])
+    return rows[:top]
+
+
 def report(
     label: str, by_kind: dict[str, float], top: list[tuple[str, float]], wall_ms: float
 ) -> dict:
@@ -97,6 +130,9 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--batch", type=int, nargs="+", default=[64])
     ap.add_argument("--skip-forward", action="store_true")
+    ap.add_argument(
+        "--ops", action="store_true", help="the forward's device time by operator and shapes"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     model = OmniVoice.load(
@@ -145,7 +181,7 @@ def main() -> int:
             if args.skip_forward:
                 continue
             state = BatchState(model.model, prompts, model.runner)
-            by_kind, top, wall = kernel_times(state.forward, repeats=10)
+            by_kind, top, wall = kernel_times(state.logits, repeats=10)
             row = report(f"forward, {b} items", by_kind, top, wall)
             packed = state.packed
             attn = attention_flops(cfg, packed.segment_lens)
@@ -160,6 +196,10 @@ def main() -> int:
             if row["by_kind_ms"].get("attention"):
                 row["attention_tflops"] = round(attn / row["by_kind_ms"]["attention"] / 1e9, 1)
             out.append(row)
+            if args.ops:
+                ops = op_times(state.logits, repeats=3)
+                out.append({"what": f"forward, {b} items, by operator", "ops": ops})
+                print(json.dumps(out[-1]), flush=True)
     if args.out:
         args.out.write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -1,5 +1,7 @@
 """Where a batch's time goes: per denoising step the forward, scoring (choose) and reveal; per
-batch the decode (codec and post-processing), for batches of ~8 s auto-voice items. Also:
+batch the decode (codec and post-processing), for batches of ~8 s auto-voice items. The forward
+is the runtime's, to bf16 logits (`forward_ms`; until 2026-12-01 it included a float32 upcast
+that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 - a whole step's three parts back to back (`step_ms`: less than their sum where the host
   queues the next launches while the GPU works);
 - on a GPU, whether a step runs free of host-device synchronisations (`step_free_of_syncs`),
@@ -176,7 +178,7 @@ def main() -> int:
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
             state = BatchState(model.model, prompts, model.runner)
-            fwd = timeit(state.forward, sync)
+            fwd = timeit(state.logits, sync)  # bf16, as the runtime's step reads them
             logits = state.logits()
             if args.save_logits:
                 args.save_logits.mkdir(parents=True, exist_ok=True)
