@@ -7,13 +7,21 @@ unconditional segment per item, prompts built by the runtime itself), with rando
 backbone's shapes. Ways:
   varlen             the runtime's FlashAttention-2 varlen call, max_seqlen at the graph cap
                      (4096) and at the true longest segment;
+  cudnn ragged       cuDNN's attention over the same packed layout (`aten._cudnn_attention_forward`
+                     with the cumulative lengths: cuDNN's ragged, THD layout), max_seqlen at the
+                     graph cap and at the true longest segment, with 8 key/value heads as they
+                     are and with them repeated to 16; each also captured in a CUDA graph and
+                     replayed (`graph_equal`: the replay equals the eager call bit for bit), since
+                     the runtime's forward runs from graphs;
   grouped G, B       segments sorted by length and cut into G groups; each group gathered into a
                      dense [g, L, H, D] batch padded to its own longest segment, SDPA with a key
                      padding mask on backend B (cuDNN, efficient, flash), scattered back. The
                      gathers and scatters are timed with it.
 Each way reports milliseconds per layer, useful TFLOP/s (attention FLOPs of the real segments,
 as `sidecar.generate.attention_flops`) and its largest difference from varlen on real tokens.
-A way the installed PyTorch refuses is reported with its error. `--device cpu` checks the
+A way the installed PyTorch refuses is reported with its error. The result also lists the
+flash-attention implementations PyTorch has registered (`torch.nn.attention`, FA3/FA4 when a
+package provides them). `--device cpu` checks the
 grouping's arithmetic against the per-segment path on the CPU (math backend), no timings.
 """
 
@@ -98,6 +106,43 @@ class Grouped:
         return out
 
 
+def cudnn_ragged(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, cap: int, scale: float
+) -> torch.Tensor:
+    """cuDNN's attention over packed segments (the path PyTorch takes for jagged nested tensors)."""
+    return torch.ops.aten._cudnn_attention_forward(
+        q, k, v, None, cu, cu, cap, cap, False, scale=scale
+    )[0]
+
+
+def graph_equal(fn: Any) -> bool:
+    """Whether `fn` can be captured in a CUDA graph and its replay equals the eager call."""
+    want = fn()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm-up on a side stream, as capture asks
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return bool(torch.equal(out, want))
+
+
+def flash_impls() -> dict[str, Any]:
+    """The flash-attention implementations PyTorch lists, and the active one (if it can say)."""
+    attention = torch.nn.attention
+    found: dict[str, Any] = {}
+    for name in ("list_flash_attention_impls", "current_flash_attention_impl"):
+        fn = getattr(attention, name, None)
+        if fn is not None:
+            with contextlib.suppress(Exception):
+                found[name] = fn()
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
@@ -130,6 +175,17 @@ def main() -> int:
                         None,
                     )
                 )
+            groups_of_kv = heads // kv_heads
+            k16, v16 = (t.repeat_interleave(groups_of_kv, dim=1) for t in (k, v))
+            for cap in (MAX_SEGMENT_LEN, max(lens)):
+                for label, kk, vv in (("", k, v), (", k/v repeated", k16, v16)):
+                    ways.append(
+                        (
+                            f"cudnn ragged, max_seqlen {cap}{label}",
+                            lambda cap=cap, kk=kk, vv=vv: cudnn_ragged(q, kk, vv, cu, cap, scale),
+                            None,
+                        )
+                    )
         for groups in (1, 2, 4, 8, 16):
             grouped = Grouped(lens, groups, device)
             for name in ("cudnn", "efficient", "flash") if on_gpu else ("math",):
@@ -150,6 +206,8 @@ def main() -> int:
                         ms = timeit(fn, torch.cuda.synchronize) * 1e3
                         row["ms_per_layer"] = round(ms, 3)
                         row["useful_tflops"] = round(flops / ms / 1e9, 1)
+                        if label.startswith("cudnn ragged"):
+                            row["graph_equal"] = graph_equal(fn)
             except RuntimeError as exc:
                 row["error"] = str(exc).splitlines()[0][:200]
             rows.append(row)
@@ -162,6 +220,7 @@ def main() -> int:
         "longest_segment": max(lens),
         "gpu": torch.cuda.get_device_name(device) if on_gpu else "none (CPU check)",
         "torch": torch.__version__,
+        "flash_impls": flash_impls(),
         "rows": rows,
     }
     if args.out:

@@ -8,7 +8,16 @@
 #                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
 #                                           # its times, and its logits against the default's
 #                                           # (norm_rope_compare.log: bench/stack_check.py --compare)
-#   bash bench/forward_probes.sh --norm-rope --kernels  # both
+#   bash bench/forward_probes.sh --projections  # and the step again with each layer's q/k/v
+#                                           # and gate/up projections as one matrix product each
+#                                           # (OmniVoiceModel.fuse_projections): its times, and
+#                                           # whether its logits equal the default's bit for bit
+#                                           # (projections_compare.log)
+#   bash bench/forward_probes.sh --attention  # and attention alone over the mixed texts' packed
+#                                           # segments: FlashAttention-2 varlen, cuDNN's ragged
+#                                           # layout (and whether a CUDA graph takes it), dense
+#                                           # groups (bench/attention_options.py, ~1 minute)
+#   bash bench/forward_probes.sh --norm-rope --kernels --attention  # flags combine
 # The step probe reports, per batch size: the forward, the scoring, the reveal, a whole step
 # back to back, the decode, whether a step runs free of host synchronisations, and where the
 # batch's bucket has two graphs (attention capped at 1,024 and at 4,096 tokens) whether they
@@ -16,18 +25,22 @@
 # bench/results/2026-12-01-fused-scoring.json.)
 # The step probe also times the step's scoring as one Triton kernel (sidecar/scoring.py) against
 # the eager scoring, with the share of equal tokens (`choice_tokens_equal`).
-# Results land in $OUT as JSON, each log beside it; a probe that overruns its share is cut.
+# Results land in $OUT as JSON, the logs in $OUT/logs.tar.gz (the device tool brings back at
+# most 8 files); a probe that overruns its share is cut.
 # (bench/attention_options.py and Inductor's coordinate-descent tuning were probed at 0e654f6:
 # bench/results/2026-12-01-forward-probes.json.)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m sidecar.checkpoint /tmp/full --size full > /dev/null 2>&1 || exit 1
+logs=/tmp/probe-logs
+mkdir -p "$logs"
+trap 'tar -czf "$OUT/logs.tar.gz" -C "$logs" .' EXIT
 probe() {  # name seconds command...
     local name=$1 seconds=$2 start=$SECONDS; shift 2
     echo "== $name"
-    timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1
-    echo "rc=$? in $((SECONDS - start)) s"; grep -v Warning "$OUT/$name.log" | tail -n 4
+    timeout "$seconds" "$@" > "$logs/$name.log" 2>&1
+    echo "rc=$? in $((SECONDS - start)) s"; grep -v Warning "$logs/$name.log" | tail -n 4
 }
 probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 --out "$OUT/step.json" \
     --save-logits /tmp/logits-default
@@ -37,11 +50,25 @@ if [[ " $* " == *" --norm-rope "* ]]; then
     for b in 1 8 64; do
         echo "batch $b"
         python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt /tmp/logits-norm-rope/logits-$b.pt
-    done > "$OUT/norm_rope_compare.log" 2>&1
-    cat "$OUT/norm_rope_compare.log"
+    done > "$logs/norm_rope_compare.log" 2>&1
+    cat "$logs/norm_rope_compare.log"
+fi
+if [[ " $* " == *" --projections "* ]]; then
+    probe projections 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 \
+        --fused-projections --out "$OUT/projections.json" --save-logits /tmp/logits-projections
+    for b in 1 8 64; do
+        echo "batch $b"
+        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
+            /tmp/logits-projections/logits-$b.pt
+    done > "$logs/projections_compare.log" 2>&1
+    cat "$logs/projections_compare.log"
 fi
 if [[ " $* " == *" --kernels "* ]]; then
     probe kernels 180 env TORCH_LOGS=output_code python3 bench/profile_kernels.py /tmp/full \
         --batch 64 --ops --out "$OUT/kernels.json"
+fi
+if [[ " $* " == *" --attention "* ]]; then
+    probe attention 150 python3 bench/attention_options.py /tmp/full --items 56 \
+        --out "$OUT/attention.json"
 fi
 exit 0

@@ -18,7 +18,9 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
 compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--fused-norm-rope`
-runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py).
+runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py);
+`--fused-projections` each layer's q/k/v and gate/up projections as one matrix product each
+(`OmniVoiceModel.fuse_projections`).
 """
 
 from __future__ import annotations
@@ -159,6 +161,11 @@ def main() -> int:
         action="store_true",
         help="attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py)",
     )
+    ap.add_argument(
+        "--fused-projections",
+        action="store_true",
+        help="q/k/v and gate/up as one matrix product each (OmniVoiceModel.fuse_projections)",
+    )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--save-logits", type=Path, metavar="DIR")
     args = ap.parse_args()
@@ -169,6 +176,7 @@ def main() -> int:
         cuda_graphs=not args.no_graphs,
         compile={"auto": None, "on": True, "off": False}[args.compile],
         fused_norm_rope=args.fused_norm_rope,
+        fused_projections=args.fused_projections,
         fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
@@ -206,6 +214,7 @@ def main() -> int:
         row = {
             "batch": b,
             "fused_norm_rope": bool(model.runner is not None and model.runner.fused_norm_rope),
+            "fused_projections": bool(model.runner is not None and model.runner.fused_projections),
             "tokens": state.packed.num_tokens,
             "forward_ms": round(fwd * 1e3, 2),
             "choose_ms": round(choose * 1e3, 2),

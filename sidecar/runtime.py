@@ -151,6 +151,7 @@ class OmniVoice:
         eager_rounding: bool = True,
         fused_scoring: bool = True,
         fused_norm_rope: bool = False,
+        fused_projections: bool = False,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
@@ -162,7 +163,10 @@ class OmniVoice:
         a 64-item step's scoring from 3.05 to 0.93 ms (`bench/profile_step.py`,
         `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
         q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py);
-        off until the fidelity run has accepted its rounding."""
+        off until the fidelity run has accepted its rounding. `fused_projections` makes each
+        layer's q/k/v and gate/up projections one matrix product each, on a GPU in half
+        precision (`OmniVoiceModel.fuse_projections`); off until the GPU shows it bit-equal and
+        faster (`bash bench/forward_probes.sh --projections`)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -196,6 +200,7 @@ class OmniVoice:
             eager_rounding=eager_rounding,
             fused_scoring=fused_scoring,
             fused_norm_rope=fused_norm_rope,
+            fused_projections=fused_projections,
         )
         if use_graphs:
             report("cuda_graphs")
