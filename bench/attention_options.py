@@ -20,8 +20,12 @@ backbone's shapes. Ways:
 Each way reports milliseconds per layer, useful TFLOP/s (attention FLOPs of the real segments,
 as `sidecar.generate.attention_flops`) and its largest difference from varlen on real tokens.
 A way the installed PyTorch refuses is reported with its error. The result also lists the
-flash-attention implementations PyTorch has registered (`torch.nn.attention`, FA3/FA4 when a
-package provides them). `--device cpu` checks the
+flash-attention implementations PyTorch has registered (`torch.nn.attention`). With
+`--flash-impl FA4` (the `flash-attn-4` package importable: `bash bench/fa4_carry.sh`), the
+varlen ways run again after `torch.nn.attention.activate_flash_attention_impl("FA4")`, which
+routes the runtime's own call (`aten._flash_attention_forward`) to FlashAttention 4's Hopper
+kernel: their time, their largest difference from FlashAttention-2's output, and whether a CUDA
+graph takes them. `--device cpu` checks the
 grouping's arithmetic against the per-segment path on the CPU (math backend), no timings.
 """
 
@@ -131,6 +135,45 @@ def graph_equal(fn: Any) -> bool:
     return bool(torch.equal(out, want))
 
 
+def other_impl(
+    name: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    lens: list[int],
+    scale: float,
+    flops: int,
+    want: torch.Tensor,
+) -> list[dict[str, Any]]:
+    """The runtime's varlen call again, once PyTorch routes it to implementation `name`."""
+    rows: list[dict[str, Any]] = []
+    try:
+        torch.nn.attention.activate_flash_attention_impl(name)
+    except Exception as exc:  # a missing package, an unsupported card: reported, not fatal
+        rows.append({"way": f"varlen {name}", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        print(json.dumps(rows[-1]), flush=True)
+        return rows
+    for cap in (MAX_SEGMENT_LEN, max(lens)):
+        row: dict[str, Any] = {"way": f"varlen {name}, max_seqlen {cap}"}
+
+        def fn(cap: int = cap) -> torch.Tensor:
+            return varlen_attention(q, k, v, cu, cap, scale)
+
+        try:
+            got = fn()
+            row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
+            ms = timeit(fn, torch.cuda.synchronize) * 1e3
+            row["ms_per_layer"] = round(ms, 3)
+            row["useful_tflops"] = round(flops / ms / 1e9, 1)
+            row["graph_equal"] = graph_equal(fn)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def flash_impls() -> dict[str, Any]:
     """The flash-attention implementations PyTorch lists, and the active one (if it can say)."""
     attention = torch.nn.attention
@@ -148,6 +191,7 @@ def main() -> int:
     ap.add_argument("checkpoint")
     ap.add_argument("--items", type=int, default=56)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--flash-impl", help="run the varlen ways again with this implementation (FA4)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -206,12 +250,14 @@ def main() -> int:
                         ms = timeit(fn, torch.cuda.synchronize) * 1e3
                         row["ms_per_layer"] = round(ms, 3)
                         row["useful_tflops"] = round(flops / ms / 1e9, 1)
-                        if label.startswith("cudnn ragged"):
+                        if label.startswith(("cudnn ragged", "varlen ")):
                             row["graph_equal"] = graph_equal(fn)
             except RuntimeError as exc:
                 row["error"] = str(exc).splitlines()[0][:200]
             rows.append(row)
             print(json.dumps(row), flush=True)
+        if on_gpu and args.flash_impl:
+            rows.extend(other_impl(args.flash_impl, q, k, v, cu, lens, scale, flops, want))
     result = {
         "items": args.items,
         "segments": len(lens),
