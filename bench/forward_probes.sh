@@ -8,11 +8,11 @@
 #                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
 #                                           # its times, and its logits against the default's
 #                                           # (norm_rope_compare.log: bench/stack_check.py --compare)
-#   bash bench/forward_probes.sh --projections  # and the step again with each layer's q/k/v
-#                                           # and gate/up projections as one matrix product each
-#                                           # (OmniVoiceModel.fuse_projections): its times, and
-#                                           # whether its logits equal the default's bit for bit
-#                                           # (projections_compare.log)
+#   bash bench/forward_probes.sh --projections  # and the step again twice: each layer's q/k/v
+#                                           # projections as one matrix product, then q/k/v and
+#                                           # gate/up (OmniVoiceModel.fuse_projections): their
+#                                           # times, and whether their logits equal the default's
+#                                           # bit for bit (projections_compare.log)
 #   bash bench/forward_probes.sh --attention  # and attention alone over the mixed texts' packed
 #                                           # segments: FlashAttention-2 varlen, cuDNN's ragged
 #                                           # layout (and whether a CUDA graph takes it), dense
@@ -54,12 +54,17 @@ if [[ " $* " == *" --norm-rope "* ]]; then
     cat "$logs/norm_rope_compare.log"
 fi
 if [[ " $* " == *" --projections "* ]]; then
-    probe projections 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 \
-        --fused-projections --out "$OUT/projections.json" --save-logits /tmp/logits-projections
-    for b in 1 8 64; do
-        echo "batch $b"
-        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
-            /tmp/logits-projections/logits-$b.pt
+    probe qkv 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 \
+        --fused-projections --out "$OUT/qkv.json" --save-logits /tmp/logits-qkv
+    probe qkv_gate_up 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 \
+        --fused-projections --fused-gate-up --out "$OUT/qkv_gate_up.json" \
+        --save-logits /tmp/logits-qkv_gate_up
+    for variant in qkv qkv_gate_up; do
+        for b in 1 8 64; do
+            echo "$variant, batch $b"
+            python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
+                /tmp/logits-$variant/logits-$b.pt
+        done
     done > "$logs/projections_compare.log" 2>&1
     cat "$logs/projections_compare.log"
 fi

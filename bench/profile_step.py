@@ -19,8 +19,8 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
 compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--fused-norm-rope`
 runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py);
-`--fused-projections` each layer's q/k/v and gate/up projections as one matrix product each
-(`OmniVoiceModel.fuse_projections`).
+`--fused-projections` each layer's q/k/v projections as one matrix product, `--fused-gate-up` its
+gate/up projections (`OmniVoiceModel.fuse_projections`).
 """
 
 from __future__ import annotations
@@ -164,7 +164,12 @@ def main() -> int:
     ap.add_argument(
         "--fused-projections",
         action="store_true",
-        help="q/k/v and gate/up as one matrix product each (OmniVoiceModel.fuse_projections)",
+        help="q/k/v as one matrix product (OmniVoiceModel.fuse_projections)",
+    )
+    ap.add_argument(
+        "--fused-gate-up",
+        action="store_true",
+        help="gate/up as one matrix product (OmniVoiceModel.fuse_projections)",
     )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--save-logits", type=Path, metavar="DIR")
@@ -177,6 +182,7 @@ def main() -> int:
         compile={"auto": None, "on": True, "off": False}[args.compile],
         fused_norm_rope=args.fused_norm_rope,
         fused_projections=args.fused_projections,
+        fused_gate_up=args.fused_gate_up,
         fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)

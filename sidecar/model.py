@@ -234,15 +234,17 @@ class OmniVoiceModel(nn.Module):
         self.register_buffer("codebook_layer_offsets", offsets)
 
     @torch.no_grad()
-    def fuse_projections(self) -> None:
-        """Lay each layer's q, k and v weights end to end, and its gate and up weights, so that
-        the packed path makes one matrix product of each group (fewer, fuller kernels: what
-        counts for small batches). The separate weights become views of the joined ones, so
-        memory is not doubled and the unpacked path reads the same numbers."""
+    def fuse_projections(self, qkv: bool = True, gate_up: bool = True) -> None:
+        """Lay each layer's q, k and v weights end to end (`qkv`), and its gate and up weights
+        (`gate_up`), so that the packed path makes one matrix product of each group: fewer,
+        fuller kernels, which counts where a step is small. The separate weights become views of
+        the joined ones, so memory is not doubled and the unpacked path reads the same numbers."""
         for layer in self.llm.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            attn.qkv_weight = _joined(attn.q_proj, attn.k_proj, attn.v_proj)
-            mlp.gate_up_weight = _joined(mlp.gate_proj, mlp.up_proj)
+            if qkv and attn.qkv_weight is None:
+                attn.qkv_weight = _joined(attn.q_proj, attn.k_proj, attn.v_proj)
+            if gate_up and mlp.gate_up_weight is None:
+                mlp.gate_up_weight = _joined(mlp.gate_proj, mlp.up_proj)
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """Text positions take the text embedding of codebook row 0; audio positions the sum of

@@ -152,6 +152,7 @@ class ModelRunner:
         fused_scoring: bool = True,
         fused_norm_rope: bool = False,
         fused_projections: bool = False,
+        fused_gate_up: bool = False,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
@@ -161,10 +162,10 @@ class ModelRunner:
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
         half = model.llm.embed_tokens.weight.dtype in (torch.float16, torch.bfloat16)
-        # q/k/v and gate/up as one matrix product each (OmniVoiceModel.fuse_projections).
+        # q/k/v, and gate/up, as one matrix product each (OmniVoiceModel.fuse_projections).
         self.fused_projections = fused_projections and self.device.type == "cuda" and half
-        if self.fused_projections:
-            model.fuse_projections()
+        self.fused_gate_up = fused_gate_up and self.device.type == "cuda" and half
+        model.fuse_projections(qkv=self.fused_projections, gate_up=self.fused_gate_up)
         self.fused_norm_rope = fused_norm_rope and self.device.type == "cuda" and half
         if self.fused_norm_rope:
             import sidecar.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)

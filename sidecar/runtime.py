@@ -152,6 +152,7 @@ class OmniVoice:
         fused_scoring: bool = True,
         fused_norm_rope: bool = False,
         fused_projections: bool = False,
+        fused_gate_up: bool = False,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
@@ -164,9 +165,10 @@ class OmniVoice:
         `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
         q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py);
         off until the fidelity run has accepted its rounding. `fused_projections` makes each
-        layer's q/k/v and gate/up projections one matrix product each, on a GPU in half
-        precision (`OmniVoiceModel.fuse_projections`); off until the GPU shows it bit-equal and
-        faster (`bash bench/forward_probes.sh --projections`)."""
+        layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
+        on a GPU in half precision (`OmniVoiceModel.fuse_projections`; bit-equal in plain cuBLAS,
+        `bench/results/2026-12-01-joined-projections.json`); off until the compiled, graphed
+        step shows them faster (`bash bench/forward_probes.sh --projections`)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -201,6 +203,7 @@ class OmniVoice:
             fused_scoring=fused_scoring,
             fused_norm_rope=fused_norm_rope,
             fused_projections=fused_projections,
+            fused_gate_up=fused_gate_up,
         )
         if use_graphs:
             report("cuda_graphs")

@@ -77,7 +77,20 @@ def test_the_separate_weights_become_views_of_the_joined_ones(model: OmniVoiceMo
     assert torch.equal(mlp.gate_up_weight[-up.shape[0] :], up)
 
 
+def test_each_group_can_be_joined_alone(model: OmniVoiceModel) -> None:
+    packed = batch()
+    before = logits(model, packed)
+    model.fuse_projections(qkv=False, gate_up=True)
+    layer = model.llm.layers[0]
+    assert layer.self_attn.qkv_weight is None and layer.mlp.gate_up_weight is not None
+    assert torch.equal(logits(model, packed), before)
+    model.fuse_projections(qkv=True, gate_up=True)  # the joined gate/up stays as it was
+    assert layer.self_attn.qkv_weight is not None
+    assert torch.equal(logits(model, packed), before)
+
+
 def test_the_runner_joins_them_only_on_a_gpu_in_half_precision(model: OmniVoiceModel) -> None:
-    runner = ModelRunner(model, use_graphs=False, fused_projections=True)
-    assert not runner.fused_projections
-    assert model.llm.layers[0].self_attn.qkv_weight is None
+    runner = ModelRunner(model, use_graphs=False, fused_projections=True, fused_gate_up=True)
+    assert not runner.fused_projections and not runner.fused_gate_up
+    layer = model.llm.layers[0]
+    assert layer.self_attn.qkv_weight is None and layer.mlp.gate_up_weight is None
