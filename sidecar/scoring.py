@@ -15,8 +15,8 @@ PyTorch calls CUDA's `expf` and `logf`). So a confidence differs in its last bit
 where two were that close: `bench/profile_step.py` counts the unequal tokens on the GPU
 (`choice_tokens_unequal`). On an H200 there were none at 1, 8 and 64 items, the confidences
 within 5e-7, and the scoring at 64 items took 0.93 ms against 3.05
-(`bench/results/2026-12-01-step-2b90df7.json`); so it is on by default on a GPU
-(`OmniVoice.load(fused_scoring=True)`).
+(`bench/results/2026-12-01-step-2b90df7.json` and `-forward-probes-4dd9956.json`); so it is on
+by default on a GPU (`OmniVoice.load(fused_scoring=True)`).
 
 Without class sampling only (the default); with it the eager path runs (top-k and noise). The
 CPU tests run the kernel in Triton's interpreter (TRITON_INTERPRET=1).
