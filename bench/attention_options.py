@@ -7,12 +7,14 @@ unconditional segment per item, prompts built by the runtime itself), with rando
 backbone's shapes. Ways:
   varlen             the runtime's FlashAttention-2 varlen call, max_seqlen at the graph cap
                      (4096) and at the true longest segment;
-  cudnn ragged       cuDNN's attention over the same packed layout (`aten._cudnn_attention_forward`
-                     with the cumulative lengths: cuDNN's ragged, THD layout), max_seqlen at the
-                     graph cap and at the true longest segment, with 8 key/value heads as they
-                     are and with them repeated to 16; each also captured in a CUDA graph and
-                     replayed (`graph_equal`: the replay equals the eager call bit for bit), since
-                     the runtime's forward runs from graphs;
+  cudnn ragged       (with `--cudnn-ragged`) cuDNN's attention over the same packed layout
+                     (`aten._cudnn_attention_forward` with the cumulative lengths: cuDNN's ragged,
+                     THD layout), max_seqlen at the graph cap and at the true longest segment,
+                     with 8 key/value heads as they are and with them repeated to 16; each also
+                     captured in a CUDA graph and replayed (`graph_equal`: the replay equals the
+                     eager call bit for bit), since the runtime's forward runs from graphs. On an
+                     H200 with torch 2.11, ~70 ms a layer and no graph
+                     (bench/results/2026-12-01-attention-cudnn-ragged.json);
   grouped G, B       segments sorted by length and cut into G groups; each group gathered into a
                      dense [g, L, H, D] batch padded to its own longest segment, SDPA with a key
                      padding mask on backend B (cuDNN, efficient, flash), scattered back. The
@@ -25,8 +27,8 @@ flash-attention implementations PyTorch has registered (`torch.nn.attention`). W
 varlen ways run again after `torch.nn.attention.activate_flash_attention_impl("FA4")`, which
 routes the runtime's own call (`aten._flash_attention_forward`) to FlashAttention 4's Hopper
 kernel: their time, their largest difference from FlashAttention-2's output, and whether a CUDA
-graph takes them. `--device cpu` checks the
-grouping's arithmetic against the per-segment path on the CPU (math backend), no timings.
+graph takes them. `--device cpu` checks the grouping's arithmetic against the per-segment path
+on the CPU (math backend), no timings.
 """
 
 from __future__ import annotations
@@ -192,6 +194,7 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=56)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--flash-impl", help="run the varlen ways again with this implementation (FA4)")
+    ap.add_argument("--cudnn-ragged", action="store_true", help="also cuDNN's ragged layout")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -221,7 +224,7 @@ def main() -> int:
                 )
             groups_of_kv = heads // kv_heads
             k16, v16 = (t.repeat_interleave(groups_of_kv, dim=1) for t in (k, v))
-            for cap in (MAX_SEGMENT_LEN, max(lens)):
+            for cap in (MAX_SEGMENT_LEN, max(lens)) if args.cudnn_ragged else ():
                 for label, kk, vv in (("", k, v), (", k/v repeated", k16, v16)):
                     ways.append(
                         (
