@@ -171,6 +171,13 @@ def main() -> int:
         action="store_true",
         help="gate/up as one matrix product (OmniVoiceModel.fuse_projections)",
     )
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        nargs="+",
+        help="capture graphs for these token counts only (default: all of the runner's); they "
+        "must include the buckets the batches land in (graph_misses says if not)",
+    )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--save-logits", type=Path, metavar="DIR")
     args = ap.parse_args()
@@ -184,6 +191,7 @@ def main() -> int:
         fused_projections=args.fused_projections,
         fused_gate_up=args.fused_gate_up,
         fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
+        **({"buckets": args.buckets} if args.buckets else {}),
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
@@ -221,6 +229,7 @@ def main() -> int:
             "batch": b,
             "fused_norm_rope": bool(model.runner is not None and model.runner.fused_norm_rope),
             "fused_projections": bool(model.runner is not None and model.runner.fused_projections),
+            "fused_gate_up": bool(model.runner is not None and model.runner.fused_gate_up),
             "tokens": state.packed.num_tokens,
             "forward_ms": round(fwd * 1e3, 2),
             "choose_ms": round(choose * 1e3, 2),

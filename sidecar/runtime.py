@@ -30,7 +30,7 @@ from sidecar.generate import Prompt, generate_tokens
 from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
 from sidecar.model import OmniVoiceModel
 from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.runner import ModelRunner
+from sidecar.runner import DEFAULT_BUCKETS, ModelRunner
 from sidecar.shared.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.shared.errors import InvalidAudio, InvalidInput
 from sidecar.shared.languages import resolve_language
@@ -153,6 +153,7 @@ class OmniVoice:
         fused_norm_rope: bool = False,
         fused_projections: bool = False,
         fused_gate_up: bool = False,
+        buckets: Sequence[int] = DEFAULT_BUCKETS,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
@@ -168,7 +169,9 @@ class OmniVoice:
         layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
         on a GPU in half precision (`OmniVoiceModel.fuse_projections`; bit-equal in plain cuBLAS,
         `bench/results/2026-12-01-joined-projections.json`); off until the compiled, graphed
-        step shows them faster (`bash bench/forward_probes.sh --projections`)."""
+        step shows them faster (`bash bench/forward_probes.sh --projections`). `buckets`: the token
+        counts that get graphs (sidecar/runner.py); a bench that needs a few passes fewer, since
+        each graph costs start time."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -197,6 +200,7 @@ class OmniVoice:
         )
         runner = ModelRunner(
             model,
+            buckets=tuple(buckets),
             use_graphs=use_graphs,
             compile=compile,
             eager_rounding=eager_rounding,
