@@ -137,6 +137,34 @@ def graph_equal(fn: Any) -> bool:
     return bool(torch.equal(out, want))
 
 
+def measure(
+    label: str,
+    fn: Any,
+    want: torch.Tensor,
+    flops: int,
+    on_gpu: bool,
+    backend: SDPBackend | None = None,
+    graph: bool = False,
+) -> dict[str, Any]:
+    """One way's row: its largest difference from `want`; on a GPU its time, its useful rate and,
+    with `graph`, whether a CUDA graph takes it. A way that fails is reported with its error."""
+    row: dict[str, Any] = {"way": label}
+    try:
+        with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+            got = fn()
+            row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
+            if on_gpu:
+                ms = timeit(fn, torch.cuda.synchronize) * 1e3
+                row["ms_per_layer"] = round(ms, 3)
+                row["useful_tflops"] = round(flops / ms / 1e9, 1)
+                if graph:
+                    row["graph_equal"] = graph_equal(fn)
+    except Exception as exc:  # a refused or unsupported way: reported, not fatal
+        row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def other_impl(
     name: str,
     q: torch.Tensor,
@@ -149,31 +177,23 @@ def other_impl(
     want: torch.Tensor,
 ) -> list[dict[str, Any]]:
     """The runtime's varlen call again, once PyTorch routes it to implementation `name`."""
-    rows: list[dict[str, Any]] = []
     try:
         torch.nn.attention.activate_flash_attention_impl(name)
     except Exception as exc:  # a missing package, an unsupported card: reported, not fatal
-        rows.append({"way": f"varlen {name}", "error": f"{type(exc).__name__}: {exc}"[:300]})
-        print(json.dumps(rows[-1]), flush=True)
-        return rows
-    for cap in (MAX_SEGMENT_LEN, max(lens)):
-        row: dict[str, Any] = {"way": f"varlen {name}, max_seqlen {cap}"}
-
-        def fn(cap: int = cap) -> torch.Tensor:
-            return varlen_attention(q, k, v, cu, cap, scale)
-
-        try:
-            got = fn()
-            row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
-            ms = timeit(fn, torch.cuda.synchronize) * 1e3
-            row["ms_per_layer"] = round(ms, 3)
-            row["useful_tflops"] = round(flops / ms / 1e9, 1)
-            row["graph_equal"] = graph_equal(fn)
-        except Exception as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        rows.append(row)
+        row = {"way": f"varlen {name}", "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(json.dumps(row), flush=True)
-    return rows
+        return [row]
+    return [
+        measure(
+            f"varlen {name}, max_seqlen {cap}",
+            lambda cap=cap: varlen_attention(q, k, v, cu, cap, scale),
+            want,
+            flops,
+            on_gpu=True,
+            graph=True,
+        )
+        for cap in (MAX_SEGMENT_LEN, max(lens))
+    ]
 
 
 def flash_impls() -> dict[str, Any]:
@@ -212,7 +232,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     with torch.inference_mode():
         want = varlen_attention(q, k, v, cu, max(lens), scale)
-        ways: list[tuple[str, Any, SDPBackend | None]] = []
+        ways: list[tuple[str, Any, SDPBackend | None, bool]] = []  # label, fn, backend, graph
         if on_gpu:
             for cap in (MAX_SEGMENT_LEN, max(lens)):
                 ways.append(
@@ -220,6 +240,7 @@ def main() -> int:
                         f"varlen, max_seqlen {cap}",
                         lambda cap=cap: varlen_attention(q, k, v, cu, cap, scale),
                         None,
+                        False,
                     )
                 )
             groups_of_kv = heads // kv_heads
@@ -231,6 +252,7 @@ def main() -> int:
                             f"cudnn ragged, max_seqlen {cap}{label}",
                             lambda cap=cap, kk=kk, vv=vv: cudnn_ragged(q, kk, vv, cu, cap, scale),
                             None,
+                            True,
                         )
                     )
         for groups in (1, 2, 4, 8, 16):
@@ -241,24 +263,11 @@ def main() -> int:
                         f"grouped {groups}, {name}",
                         lambda g=grouped: g(q, k, v, scale),
                         BACKENDS[name],
+                        False,
                     )
                 )
-        for label, fn, backend in ways:
-            row: dict[str, Any] = {"way": label}
-            try:
-                with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
-                    got = fn()
-                    row["max_abs_diff"] = float((got.float() - want.float()).abs().max())
-                    if on_gpu:
-                        ms = timeit(fn, torch.cuda.synchronize) * 1e3
-                        row["ms_per_layer"] = round(ms, 3)
-                        row["useful_tflops"] = round(flops / ms / 1e9, 1)
-                        if label.startswith(("cudnn ragged", "varlen ")):
-                            row["graph_equal"] = graph_equal(fn)
-            except RuntimeError as exc:
-                row["error"] = str(exc).splitlines()[0][:200]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        for label, fn, backend, graph in ways:
+            rows.append(measure(label, fn, want, flops, on_gpu, backend, graph))
         if on_gpu and args.flash_impl:
             rows.extend(other_impl(args.flash_impl, q, k, v, cu, lens, scale, flops, want))
     result = {

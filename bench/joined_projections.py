@@ -18,22 +18,15 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from profile_step import timeit
 
 HIDDEN, Q_OUT, KV_OUT, MLP_OUT = 1024, 2048, 1024, 3072  # the backbone's projections
 TOKENS = (270, 540, 1080, 4320, 17280, 34560, 45875)
 
 
-def timed(fn, repeats: int = 50) -> float:
-    """Milliseconds per call, by CUDA events."""
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / repeats
+def ms(fn) -> float:
+    """Milliseconds per call, 50 back to back (`profile_step.timeit`)."""
+    return timeit(fn, torch.cuda.synchronize, repeats=50) * 1e3
 
 
 def compare(x: torch.Tensor, weights: list[torch.Tensor]) -> dict:
@@ -43,8 +36,8 @@ def compare(x: torch.Tensor, weights: list[torch.Tensor]) -> dict:
     return {
         "bit_equal": all(torch.equal(a, b) for a, b in zip(separate, together)),
         "max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(separate, together)),
-        "separate_ms": round(timed(lambda: [F.linear(x, w) for w in weights]), 4),
-        "joined_ms": round(timed(lambda: F.linear(x, joined)), 4),
+        "separate_ms": round(ms(lambda: [F.linear(x, w) for w in weights]), 4),
+        "joined_ms": round(ms(lambda: F.linear(x, joined)), 4),
     }
 
 

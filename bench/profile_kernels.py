@@ -82,17 +82,15 @@ def kernel_times(fn, repeats: int) -> tuple[dict[str, float], list[tuple[str, fl
 def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
     """The operators whose own kernels took the most device time per call, with their input
     shapes: where a copy or a conversion comes from."""
+    on_gpu = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    activities = [ProfilerActivity.CPU]
-    if torch.cuda.is_available():
-        activities.append(ProfilerActivity.CUDA)
+    sync()
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_gpu else [])]
     with profile(activities=activities, record_shapes=True) as prof:
         for _ in range(repeats):
             fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        sync()
     rows = []
     for avg in prof.key_averages(group_by_input_shape=True):
         device_us = getattr(avg, "self_device_time_total", 0.0)

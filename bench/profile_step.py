@@ -104,7 +104,7 @@ def free_of_syncs(what: str, run) -> bool:
 def step_free_of_syncs(state: BatchState) -> bool:
     """Whether one whole denoising step (forward, choose, reveal) runs without making the host
     wait for the GPU, so that the next step's launches queue up behind it."""
-    return free_of_syncs("a step", lambda: state.reveal(*state.choose(state.forward(), 1), 1))
+    return free_of_syncs("a step", lambda: whole_step(state))
 
 
 def batch_free_of_syncs(model: OmniVoice, size: int) -> bool:

@@ -162,11 +162,12 @@ class ModelRunner:
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
         half = model.llm.embed_tokens.weight.dtype in (torch.float16, torch.bfloat16)
+        gpu_half = self.device.type == "cuda" and half  # where the fused forms below apply
         # q/k/v, and gate/up, as one matrix product each (OmniVoiceModel.fuse_projections).
-        self.fused_projections = fused_projections and self.device.type == "cuda" and half
-        self.fused_gate_up = fused_gate_up and self.device.type == "cuda" and half
+        self.fused_projections = fused_projections and gpu_half
+        self.fused_gate_up = fused_gate_up and gpu_half
         model.fuse_projections(qkv=self.fused_projections, gate_up=self.fused_gate_up)
-        self.fused_norm_rope = fused_norm_rope and self.device.type == "cuda" and half
+        self.fused_norm_rope = fused_norm_rope and gpu_half
         if self.fused_norm_rope:
             import sidecar.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
 
