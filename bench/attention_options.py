@@ -176,14 +176,29 @@ def other_impl(
     flops: int,
     want: torch.Tensor,
 ) -> list[dict[str, Any]]:
-    """The runtime's varlen call again, once PyTorch routes it to implementation `name`."""
+    """The runtime's varlen call again, once PyTorch routes it to implementation `name`; for
+    FA4 also its own varlen function, called directly (PyTorch's shim may expect another
+    flash-attn-4 release than the one installed)."""
+    rows = []
+    if name == "FA4":
+        rows += [
+            measure(
+                f"varlen FA4 direct, max_seqlen {cap}",
+                lambda cap=cap: fa4_varlen(q, k, v, cu, cap, scale),
+                want,
+                flops,
+                on_gpu=True,
+                graph=True,
+            )
+            for cap in (MAX_SEGMENT_LEN, max(lens))
+        ]
     try:
         torch.nn.attention.activate_flash_attention_impl(name)
     except Exception as exc:  # a missing package, an unsupported card: reported, not fatal
         row = {"way": f"varlen {name}", "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(json.dumps(row), flush=True)
-        return [row]
-    return [
+        return [*rows, row]
+    return rows + [
         measure(
             f"varlen {name}, max_seqlen {cap}",
             lambda cap=cap: varlen_attention(q, k, v, cu, cap, scale),
@@ -194,6 +209,19 @@ def other_impl(
         )
         for cap in (MAX_SEGMENT_LEN, max(lens))
     ]
+
+
+def fa4_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, cap: int, scale: float
+) -> torch.Tensor:
+    """`flash_attn.cute.flash_attn_varlen_func` (flash-attn-4) over the packed segments."""
+    from flash_attn.cute import flash_attn_varlen_func  # only where the package is installed
+
+    out = flash_attn_varlen_func(
+        q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=cap, max_seqlen_k=cap,
+        softmax_scale=scale,
+    )  # fmt: skip
+    return out[0] if isinstance(out, tuple) else out
 
 
 def flash_impls() -> dict[str, Any]:

@@ -35,15 +35,19 @@ first)
     ls -la "$parts"
     ;;
 second)
-    cp .whl-fa4b/* "$parts/"
-    for first in "$parts"/*.part-aa; do
-        cat "${first%.part-aa}".part-* > "${first%.part-aa}"
-        rm "${first%.part-aa}".part-*
-    done
     pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir)
-    "${pip[@]}" --target /tmp/fa4site "$parts"/*.whl
+    if [[ ! -d /tmp/fa4site/flash_attn ]]; then  # not yet installed on this warm machine
+        cp .whl-fa4b/* "$parts/"
+        for first in "$parts"/*.part-aa; do
+            cat "${first%.part-aa}".part-* > "${first%.part-aa}"
+            rm "${first%.part-aa}".part-*
+        done
+        "${pip[@]}" --target /tmp/fa4site "$parts"/*.whl
+    fi
     "${pip[@]}" --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/fa4site:/tmp/site:$PWD PYTHONUNBUFFERED=1
+    # pip --target skips .pth files: nvidia-cutlass-dsl's adds its dsl_packages (`cutlass`).
+    export PYTHONPATH=/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages:/tmp/site:$PWD
+    export PYTHONUNBUFFERED=1
     python3 -c "import flash_attn.cute.interface as m; print('flash_attn.cute:', m.__file__)"
     python3 -m sidecar.checkpoint /tmp/full --size full > /dev/null 2>&1
     timeout 300 python3 bench/attention_options.py /tmp/full --items 56 --flash-impl FA4 \
