@@ -13,6 +13,12 @@
 #                                           # gate/up (OmniVoiceModel.fuse_projections): their
 #                                           # times, and whether their logits equal the default's
 #                                           # bit for bit (projections_compare.log)
+#   bash bench/forward_probes.sh --residual  # and the step again with each layer's projections
+#                                           # added onto a copy of the residual stream (the way
+#                                           # before sidecar/residual.py): its times, whether its
+#                                           # logits equal the default's bit for bit
+#                                           # (residual_compare.log), and its forward's kernels and
+#                                           # copies (residual_kernels.log)
 #   bash bench/forward_probes.sh --attention  # and attention alone over the mixed texts' packed
 #                                           # segments: FlashAttention-2 varlen, cuDNN's ragged
 #                                           # layout (and whether a CUDA graph takes it), dense
@@ -70,6 +76,19 @@ if [[ " $* " == *" --projections "* ]]; then
         done
     done > "$logs/projections_compare.log" 2>&1
     cat "$logs/projections_compare.log"
+fi
+if [[ " $* " == *" --residual "* ]]; then
+    probe residual 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \
+        --residual-copy --out "$OUT/residual.json" --save-logits /tmp/logits-residual
+    for b in 1 8 64; do
+        echo "batch $b"
+        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
+            /tmp/logits-residual/logits-$b.pt
+    done > "$logs/residual_compare.log" 2>&1
+    cat "$logs/residual_compare.log"
+    probe residual_kernels 180 python3 bench/profile_kernels.py /tmp/full --batch 64 --ops \
+        --residual-copy --out "$OUT/residual_kernels.json"
+    grep '"copies"' "$logs/residual_kernels.log" | cut -c1-1500
 fi
 if [[ " $* " == *" --kernels "* ]]; then
     probe kernels 180 env TORCH_LOGS=output_code python3 bench/profile_kernels.py /tmp/full \

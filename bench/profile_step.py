@@ -20,7 +20,9 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--fused-norm-rope`
 runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py);
 `--fused-projections` each layer's q/k/v projections as one matrix product, `--fused-gate-up` its
-gate/up projections (`OmniVoiceModel.fuse_projections`).
+gate/up projections (`OmniVoiceModel.fuse_projections`); `--residual-copy` adds each layer's
+projections onto a copy of the residual stream, as the compiled stack did before
+sidecar/residual.py.
 """
 
 from __future__ import annotations
@@ -172,6 +174,12 @@ def main() -> int:
         help="gate/up as one matrix product (OmniVoiceModel.fuse_projections)",
     )
     ap.add_argument(
+        "--residual-copy",
+        action="store_true",
+        help="each layer's projections added onto a copy of the residual (the runtime's way until "
+        "2026-12-02) rather than in place (sidecar/residual.py)",
+    )
+    ap.add_argument(
         "--buckets",
         type=int,
         nargs="+",
@@ -190,6 +198,7 @@ def main() -> int:
         fused_norm_rope=args.fused_norm_rope,
         fused_projections=args.fused_projections,
         fused_gate_up=args.fused_gate_up,
+        residual_in_place=not args.residual_copy,
         fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
         **({"buckets": args.buckets} if args.buckets else {}),
     )
@@ -230,6 +239,7 @@ def main() -> int:
             "fused_norm_rope": bool(model.runner is not None and model.runner.fused_norm_rope),
             "fused_projections": bool(model.runner is not None and model.runner.fused_projections),
             "fused_gate_up": bool(model.runner is not None and model.runner.fused_gate_up),
+            "residual_in_place": bool(model.runner is not None and model.runner.residual_in_place),
             "tokens": state.packed.num_tokens,
             "forward_ms": round(fwd * 1e3, 2),
             "choose_ms": round(choose * 1e3, 2),

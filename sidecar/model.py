@@ -18,6 +18,7 @@ from torch import nn
 
 from sidecar.attention import varlen_attention
 from sidecar.config import ModelConfig
+from sidecar.residual import add_product_
 
 
 class RMSNorm(nn.Module):
@@ -96,6 +97,17 @@ class Attention(nn.Module):
         max_seqlen: int,
     ) -> torch.Tensor:
         """x [N, hidden] holding many segments end to end; attention stays inside each segment."""
+        return self.o_proj(self.attend_packed(x, cos, sin, cu_seqlens, max_seqlen))
+
+    def attend_packed(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+    ) -> torch.Tensor:
+        """`forward_packed` up to the output projection: the heads' outputs [N, heads * dim]."""
         shape = (x.shape[0], -1, self.head_dim)
         if self.qkv_weight is None:
             q, k, v = (proj(x).view(shape) for proj in (self.q_proj, self.k_proj, self.v_proj))
@@ -116,7 +128,7 @@ class Attention(nn.Module):
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
         out = varlen_attention(q, k, v, cu_seqlens, max_seqlen, self.head_dim**-0.5)
-        return self.o_proj(out.reshape(x.shape[0], -1))
+        return out.reshape(x.shape[0], -1)
 
 
 class MLP(nn.Module):
@@ -134,10 +146,14 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
     def forward_packed(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.gated_packed(x))
+
+    def gated_packed(self, x: torch.Tensor) -> torch.Tensor:
+        """`forward_packed` up to the down projection: silu(gate) * up."""
         if self.gate_up_weight is None:
-            return self.forward(x)
+            return F.silu(self.gate_proj(x)) * self.up_proj(x)
         gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return F.silu(gate) * up
 
 
 class DecoderLayer(nn.Module):
@@ -147,6 +163,9 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
+        # The packed path adds its two projections onto the residual stream in place
+        # (sidecar/residual.py); the runner turns it on where the layers are compiled.
+        self.residual_in_place = False
 
     def forward(
         self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
@@ -162,10 +181,20 @@ class DecoderLayer(nn.Module):
         cu_seqlens: torch.Tensor,
         max_seqlen: int,
     ) -> torch.Tensor:
-        h = h + self.self_attn.forward_packed(
+        """h [N, hidden], packed. With `residual_in_place` h itself is updated and returned."""
+        if not self.residual_in_place:
+            h = h + self.self_attn.forward_packed(
+                self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen
+            )
+            return h + self.mlp.forward_packed(self.post_attention_layernorm(h))
+        attn = self.self_attn.attend_packed(
             self.input_layernorm(h), cos, sin, cu_seqlens, max_seqlen
         )
-        return h + self.mlp.forward_packed(self.post_attention_layernorm(h))
+        add_product_(h, attn, self.self_attn.o_proj.weight)
+        add_product_(
+            h, self.mlp.gated_packed(self.post_attention_layernorm(h)), self.mlp.down_proj.weight
+        )
+        return h
 
 
 class Backbone(nn.Module):

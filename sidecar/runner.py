@@ -153,6 +153,7 @@ class ModelRunner:
         fused_norm_rope: bool = False,
         fused_projections: bool = False,
         fused_gate_up: bool = False,
+        residual_in_place: bool = True,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
@@ -167,6 +168,13 @@ class ModelRunner:
         self.fused_projections = fused_projections and gpu_half
         self.fused_gate_up = fused_gate_up and gpu_half
         model.fuse_projections(qkv=self.fused_projections, gate_up=self.fused_gate_up)
+        # Compiled on a GPU in half precision, each projection onto the residual stream is one
+        # addmm (sidecar/residual.py): in place, the same bits without a copy of the stream.
+        # Elsewhere the layers keep adding as they round now (eager, and Inductor's CPU code in
+        # half precision: a product, then a sum), which the in-place addmm would change.
+        self.residual_in_place = residual_in_place and compile and gpu_half
+        for layer in model.llm.layers:
+            layer.residual_in_place = self.residual_in_place
         self.fused_norm_rope = fused_norm_rope and gpu_half
         if self.fused_norm_rope:
             import sidecar.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)

@@ -153,6 +153,7 @@ class OmniVoice:
         fused_norm_rope: bool = False,
         fused_projections: bool = False,
         fused_gate_up: bool = False,
+        residual_in_place: bool = True,
         buckets: Sequence[int] = DEFAULT_BUCKETS,
     ) -> OmniVoice:
         """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
@@ -168,8 +169,13 @@ class OmniVoice:
         off until the fidelity run has accepted its rounding. `fused_projections` makes each
         layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
         on a GPU in half precision (`OmniVoiceModel.fuse_projections`; bit-equal in plain cuBLAS,
-        `bench/results/2026-12-01-joined-projections.json`); off until the compiled, graphed
-        step shows them faster (`bash bench/forward_probes.sh --projections`). `buckets`: the token
+        `bench/results/2026-12-01-joined-projections.json`); off: in the compiled, graphed
+        step they were slower and not bit-equal
+        (`bench/results/2026-12-02-projections-step.json`). `residual_in_place` adds each
+        compiled layer's two projections onto the residual stream in place, on a GPU in half
+        precision (sidecar/residual.py): the same logits bit for bit on an H200, without the 56 copies of
+        the stream that took 1.9 ms of a 64-item forward pass
+        (`bench/results/2026-12-02-residual-in-place.json`). `buckets`: the token
         counts that get graphs (sidecar/runner.py); a bench that needs a few passes fewer, since
         each graph costs start time."""
         if dtype not in DTYPES:
@@ -208,6 +214,7 @@ class OmniVoice:
             fused_norm_rope=fused_norm_rope,
             fused_projections=fused_projections,
             fused_gate_up=fused_gate_up,
+            residual_in_place=residual_in_place,
         )
         if use_graphs:
             report("cuda_graphs")
