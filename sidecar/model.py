@@ -164,7 +164,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
         # The packed path adds its two projections onto the residual stream in place
-        # (sidecar/residual.py); the runner turns it on where the layers are compiled.
+        # (sidecar/residual.py); the runner turns it on where it compiles them for a GPU in
+        # half precision.
         self.residual_in_place = False
 
     def forward(
