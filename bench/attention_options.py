@@ -179,12 +179,12 @@ def other_impl(
     """The runtime's varlen call again, once PyTorch routes it to implementation `name`; for
     FA4 also its own varlen function, called directly (PyTorch's shim may expect another
     flash-attn-4 release than the one installed)."""
-    rows = []
-    if name == "FA4":
-        rows += [
+
+    def at_both_caps(label: str, attend: Any) -> list[dict[str, Any]]:
+        return [
             measure(
-                f"varlen FA4 direct, max_seqlen {cap}",
-                lambda cap=cap: fa4_varlen(q, k, v, cu, cap, scale),
+                f"{label}, max_seqlen {cap}",
+                lambda cap=cap: attend(q, k, v, cu, cap, scale),
                 want,
                 flops,
                 on_gpu=True,
@@ -192,23 +192,15 @@ def other_impl(
             )
             for cap in (MAX_SEGMENT_LEN, max(lens))
         ]
+
+    rows = at_both_caps("varlen FA4 direct", fa4_varlen) if name == "FA4" else []
     try:
         torch.nn.attention.activate_flash_attention_impl(name)
     except Exception as exc:  # a missing package, an unsupported card: reported, not fatal
         row = {"way": f"varlen {name}", "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(json.dumps(row), flush=True)
         return [*rows, row]
-    return rows + [
-        measure(
-            f"varlen {name}, max_seqlen {cap}",
-            lambda cap=cap: varlen_attention(q, k, v, cu, cap, scale),
-            want,
-            flops,
-            on_gpu=True,
-            graph=True,
-        )
-        for cap in (MAX_SEGMENT_LEN, max(lens))
-    ]
+    return rows + at_both_caps(f"varlen {name}", varlen_attention)
 
 
 def fa4_varlen(

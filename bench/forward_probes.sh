@@ -51,16 +51,23 @@ probe() {  # name seconds command...
     timeout "$seconds" "$@" > "$logs/$name.log" 2>&1
     echo "rc=$? in $((SECONDS - start)) s"; grep -v Warning "$logs/$name.log" | tail -n 4
 }
+compare() {  # log variant...: each variant's logits against the default's, at 1, 8 and 64 items
+    local log=$1 variant b; shift
+    for variant in "$@"; do
+        for b in 1 8 64; do
+            echo "$variant, batch $b"
+            python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
+                /tmp/logits-$variant/logits-$b.pt
+        done
+    done > "$logs/$log.log" 2>&1
+    cat "$logs/$log.log"
+}
 probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets --out "$OUT/step.json" \
     --save-logits /tmp/logits-default
 if [[ " $* " == *" --norm-rope "* ]]; then
     probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets --fused-norm-rope \
         --out "$OUT/norm_rope.json" --save-logits /tmp/logits-norm-rope
-    for b in 1 8 64; do
-        echo "batch $b"
-        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt /tmp/logits-norm-rope/logits-$b.pt
-    done > "$logs/norm_rope_compare.log" 2>&1
-    cat "$logs/norm_rope_compare.log"
+    compare norm_rope_compare norm-rope
 fi
 if [[ " $* " == *" --projections "* ]]; then
     probe qkv 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \
@@ -68,24 +75,12 @@ if [[ " $* " == *" --projections "* ]]; then
     probe qkv_gate_up 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \
         --fused-projections --fused-gate-up --out "$OUT/qkv_gate_up.json" \
         --save-logits /tmp/logits-qkv_gate_up
-    for variant in qkv qkv_gate_up; do
-        for b in 1 8 64; do
-            echo "$variant, batch $b"
-            python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
-                /tmp/logits-$variant/logits-$b.pt
-        done
-    done > "$logs/projections_compare.log" 2>&1
-    cat "$logs/projections_compare.log"
+    compare projections_compare qkv qkv_gate_up
 fi
 if [[ " $* " == *" --residual "* ]]; then
     probe residual 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \
         --residual-copy --out "$OUT/residual.json" --save-logits /tmp/logits-residual
-    for b in 1 8 64; do
-        echo "batch $b"
-        python3 bench/stack_check.py --compare /tmp/logits-default/logits-$b.pt \
-            /tmp/logits-residual/logits-$b.pt
-    done > "$logs/residual_compare.log" 2>&1
-    cat "$logs/residual_compare.log"
+    compare residual_compare residual
     probe residual_kernels 180 python3 bench/profile_kernels.py /tmp/full --batch 64 --ops \
         --residual-copy --out "$OUT/residual_kernels.json"
     grep '"copies"' "$logs/residual_kernels.log" | cut -c1-1500

@@ -15,7 +15,8 @@ copy (0.83 ms at 64 items) that the runtime no longer makes.
 `--ops` also attributes the forward's device time to the operators that launched it, with their
 input shapes (the profiler's `record_shapes`): which operator makes a copy, and of what; and
 each device-to-device copy (`Memcpy DtoD`, 1.9 ms of a forward at 64 items at 4dd9956, from no
-operator among the top ones) to the chain of operators and the Python lines that launched it.
+operator among the top ones) to the chain of operators (and Python lines, where the profiler
+records them) that launched it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -81,18 +83,25 @@ def kernel_times(fn, repeats: int) -> tuple[dict[str, float], list[tuple[str, fl
     return dict(by_kind), top, wall * 1e3
 
 
-def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
-    """The operators whose own kernels took the most device time per call, with their input
-    shapes: where a copy or a conversion comes from."""
+def profiled(fn, repeats: int, **options: Any) -> profile:
+    """`repeats` calls of fn under the profiler (host and, where there is one, GPU activity),
+    after one call outside it; `options` go to `torch.profiler.profile`."""
     on_gpu = torch.cuda.is_available()
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     fn()
     sync()
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_gpu else [])]
-    with profile(activities=activities, record_shapes=True) as prof:
+    with profile(activities=activities, **options) as prof:
         for _ in range(repeats):
             fn()
         sync()
+    return prof
+
+
+def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
+    """The operators whose own kernels took the most device time per call, with their input
+    shapes: where a copy or a conversion comes from."""
+    prof = profiled(fn, repeats, record_shapes=True)
     rows = []
     for avg in prof.key_averages(group_by_input_shape=True):
         device_us = getattr(avg, "self_device_time_total", 0.0)
@@ -109,14 +118,9 @@ def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
 def copy_sources(fn, repeats: int, top: int = 10) -> list[dict]:
     """Where the forward's memory copies come from: for each copy kernel ("Memcpy ..."), its
     device milliseconds per call, the operators above its launch (innermost first, with input
-    shapes) and the Python stack of the nearest one that has one."""
-    fn()
-    torch.cuda.synchronize()
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    with profile(activities=activities, record_shapes=True, with_stack=True) as prof:
-        for _ in range(repeats):
-            fn()
-        torch.cuda.synchronize()
+    shapes) and the Python stack of the nearest one that has one (none for copies launched
+    inside compiled code, such as the residual's at 4dd9956)."""
+    prof = profiled(fn, repeats, record_shapes=True, with_stack=True)
     found: dict[tuple, dict] = {}
     for ev in prof.events():
         copies = [k for k in getattr(ev, "kernels", []) if k.name.startswith("Memcpy")]
