@@ -7,7 +7,9 @@
 #   bash bench/forward_probes.sh --norm-rope  # and the step again with attention's q/k norm and
 #                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
 #                                           # its times, and its logits against the default's
-#                                           # (norm_rope_compare.log: bench/stack_check.py --compare)
+#                                           # (norm_rope_compare.log: bench/stack_check.py --compare);
+#                                           # first the kernel alone against Inductor's, tile by
+#                                           # tile (bench/norm_rope_probe.py)
 #   bash bench/forward_probes.sh --projections  # and the step again twice: each layer's q/k/v
 #                                           # projections as one matrix product, then q/k/v and
 #                                           # gate/up (OmniVoiceModel.fuse_projections): their
@@ -65,6 +67,7 @@ compare() {  # log variant...: each variant's logits against the default's, at 1
 probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets --out "$OUT/step.json" \
     --save-logits /tmp/logits-default
 if [[ " $* " == *" --norm-rope "* ]]; then
+    probe norm_rope_kernel 150 python3 bench/norm_rope_probe.py --out "$OUT/norm_rope_probe.json"
     probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets --fused-norm-rope \
         --out "$OUT/norm_rope.json" --save-logits /tmp/logits-norm-rope
     compare norm_rope_compare norm-rope

@@ -13,9 +13,15 @@ and the fidelity run's to accept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+import torch
+import triton
 from triton_interpreter import interpreted
+
+from sidecar import norm_rope
 
 CASES = r"""
 import json, torch
@@ -107,3 +113,42 @@ print(json.dumps({"max_abs": float((eager - fused).abs().max()),
 def test_the_models_forward_with_the_kernel_gives_the_eager_logits(checkpoint_dir: Path) -> None:
     out = interpreted(MODEL, str(checkpoint_dir))
     assert out["max_abs"] < 1e-4 * max(1.0, out["largest"]), out
+
+
+def _ptx(options: dict[str, object], constexprs: dict[str, object]) -> str:
+    """The kernel's PTX for an H200 (sm_90): Triton compiles for a GPU it does not have."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {name: "*bf16" for name in ("x", "weight", "cos", "sin", "out")}
+    signature |= {"rows": "i32", "heads": "i32", "eps": "fp32"}
+    signature |= dict.fromkeys(constexprs, "constexpr")
+    source = ASTSource(norm_rope._norm_rope_kernel, signature, constexprs)
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    return str(compiled.asm["ptx"])
+
+
+def test_the_op_compiles_the_kernel_without_contraction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With contraction (Triton's default), the compiler fuses a rounded product and the sum
+    after it into one bf16 FMA, which rounds once where eager rounds twice: on an H200 ~18 % of
+    the elements came out a unit off (bench/results/2026-12-02-norm-rope-probe.json). The op
+    must launch the kernel without it. What the op passes is caught here (no GPU runs it), then
+    the kernel is compiled for sm_90 with those options: no FMA may be left, where the same
+    compile with contraction has some (so this check can see them)."""
+    launches: list[dict[str, object]] = []
+
+    class Recorder:  # stands in for the kernel's launcher: there is no GPU to launch on
+        def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
+            return lambda *args, **kwargs: launches.append(kwargs)
+
+    monkeypatch.setattr(norm_rope, "_norm_rope_kernel", Recorder())
+    x = torch.zeros(3, 16, 128, dtype=torch.bfloat16)
+    tables = torch.zeros(3, 128, dtype=torch.bfloat16)
+    torch.ops.omnivoice.norm_rope(x, torch.ones(128, dtype=torch.bfloat16), tables, tables, 1e-6)
+    monkeypatch.undo()
+    (launch,) = launches
+    options = {key: launch.pop(key) for key in ("num_warps", "enable_fp_fusion")}
+    assert options["enable_fp_fusion"] is False, launch
+    ptx = _ptx(options, launch)
+    assert "fma." not in ptx and "mul.rn.bf16" in ptx
+    assert "fma.rn.bf16" in _ptx({**options, "enable_fp_fusion": True}, launch)
