@@ -11,9 +11,9 @@ make that hold on the GPU:
 
 - The kernel is compiled without floating-point contraction (`enable_fp_fusion=False`), as
   Inductor compiles its own kernels when it emulates eager rounding. With contraction, the
-  compiler turns a rounded product and the sum after it into one bf16 FMA that rounds once: at
-  `2b90df7` ~18 % of the elements came out a unit in the last place away from eager's
-  (`bench/norm_rope_probe.py --chains`, 2026-12-02). Inductor passes no such option to a
+  compiler turns a rounded product and the sum after it into one bf16 FMA that rounds once: on
+  an H200 ~18 % of the elements came out a unit in the last place away from eager's
+  (`bench/results/2026-12-02-norm-rope-probe.json`). Inductor passes no such option to a
   user's Triton kernel inside a compiled graph, so the op below is opaque to the compiler and
   launches the kernel itself.
 - The squares are summed as Inductor's kernel sums them: the whole row as one tile, one tl.sum.
