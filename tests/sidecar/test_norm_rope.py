@@ -152,3 +152,44 @@ def test_the_op_compiles_the_kernel_without_contraction(monkeypatch: pytest.Monk
     ptx = _ptx(options, launch)
     assert "fma." not in ptx and "mul.rn.bf16" in ptx
     assert "fma.rn.bf16" in _ptx({**options, "enable_fp_fusion": True}, launch)
+
+
+# The same forward pass through the compiled layer stack (Inductor's CPU backend, float32): the
+# op is opaque to the compiler, so the generated code must call it, and the logits must be the
+# unfused stack's up to float32 rounding.
+COMPILED = r"""
+import json, sys, torch
+from torch._inductor.utils import run_and_get_code
+import sidecar.norm_rope  # registers torch.ops.omnivoice.norm_rope
+from sidecar.generate import BatchState
+from sidecar.request import GenerationRequest
+from sidecar.runner import ModelRunner
+from sidecar.runtime import OmniVoice
+
+model = OmniVoice.load(sys.argv[1])
+requests = [GenerationRequest(text="The quiet harbour at dawn.", seed=1),
+            GenerationRequest(text="A second, longer sentence to pack beside it.", seed=2)]
+items = [model._normalise(r) for r in requests]
+prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+
+
+def logits(fused):
+    torch._dynamo.reset()
+    runner = ModelRunner(model.model, use_graphs=False, compile=True)
+    for layer in model.model.llm.layers:  # read when the stack is traced, at its first call
+        layer.self_attn.fused_norm_rope = fused
+    with torch.inference_mode():
+        return run_and_get_code(lambda: BatchState(model.model, prompts, runner).logits())
+
+
+(plain, _), (fused, code) = logits(False), logits(True)
+print(json.dumps({"max_abs": float((plain - fused).abs().max()),
+                  "largest": float(plain.abs().max()),
+                  "op_calls": "\n".join(code).count("torch.ops.omnivoice.norm_rope.default(")}))
+"""
+
+
+def test_the_compiled_stack_calls_the_op(checkpoint_dir: Path) -> None:
+    out = interpreted(COMPILED, str(checkpoint_dir))
+    assert out["op_calls"] >= 2, out  # q and k, in each graph the stack compiles to
+    assert out["max_abs"] < 1e-4 * max(1.0, out["largest"]), out
