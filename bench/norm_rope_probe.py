@@ -93,6 +93,14 @@ def inputs(tokens: int, seed: int) -> dict[str, Any]:
     }
 
 
+def through_op(x: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """q and k through the op, as the layer stack calls it (the module's tile, no contraction)."""
+    return tuple(
+        torch.ops.omnivoice.norm_rope(x[n], x[f"{n}_norm"].weight, x["cos"], x["sin"], EPS)
+        for n in "qk"
+    )
+
+
 def unequal(a: torch.Tensor, b: torch.Tensor) -> int:
     return int((a.view(torch.int16) != b.view(torch.int16)).sum())
 
@@ -134,11 +142,7 @@ def probe(tokens: int, args: argparse.Namespace, compiled: Callable[..., Any]) -
         "tokens": tokens,
         "inductor_ms": round(graph_ms(lambda: compiled(**x)), 4),
     }
-    # The op as the layer stack calls it, at the module's tile, without contraction.
-    for name, wanted in zip("qk", want, strict=True):
-        got = torch.ops.omnivoice.norm_rope(
-            x[name], x[f"{name}_norm"].weight, x["cos"], x["sin"], EPS
-        )
+    for name, got, wanted in zip("qk", through_op(x), want, strict=True):
         row[f"op_{name}_unequal"] = unequal(got, wanted)
     variants = [
         variant(x, want, rows, warps, fusion)
@@ -169,10 +173,7 @@ def chains(tokens: int, compiled: Callable[..., Any]) -> dict[str, Any]:
     """Unequal elements between the eager code, the compiled code, the kernel and the chains."""
     x = inputs(tokens, seed=tokens)
     results = {"eager": reference(**x), "compiled": compiled(**x)}
-    results["kernel"] = tuple(
-        torch.ops.omnivoice.norm_rope(x[n], x[f"{n}_norm"].weight, x["cos"], x["sin"], EPS)
-        for n in "qk"
-    )
+    results["kernel"] = through_op(x)
     fused = torch.empty_like(x["q"]), torch.empty_like(x["k"])
     for n, out in zip("qk", fused, strict=True):
         norm_rope.launch(x[n], x[f"{n}_norm"].weight, x["cos"], x["sin"], EPS, out, fp_fusion=True)

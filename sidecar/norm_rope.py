@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 # Head rows per program and warps: the fastest tile at 540, 4,320 and 34,560 tokens on an H200
-# (bench/results/2026-12-02-norm-rope-probe.json).
+# (bench/results/2026-12-02-norm-rope-probe.json, timed while the kernel still had contraction).
 ROWS_PER_PROGRAM = 8
 NUM_WARPS = 4
 

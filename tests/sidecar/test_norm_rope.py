@@ -83,7 +83,7 @@ def test_the_kernel_normalises_and_rotates_as_the_model_does() -> None:
 # The model's packed forward pass on the tiny checkpoint, with every layer's q/k going through
 # the kernel (the runner turns it on only on a GPU in half precision, so the layers' flags are
 # set here): in float32 its logits must be the eager path's up to float32 rounding.
-MODEL = r"""
+PROMPTS = r"""
 import json, sys, torch
 import sidecar.norm_rope  # registers torch.ops.omnivoice.norm_rope
 from sidecar.generate import BatchState
@@ -95,7 +95,10 @@ requests = [GenerationRequest(text="The quiet harbour at dawn.", seed=1),
             GenerationRequest(text="A second, longer sentence to pack beside it.", seed=2)]
 items = [model._normalise(r) for r in requests]
 prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
-
+"""  # the tiny checkpoint's model and two packed prompts, for both scripts below
+MODEL = (
+    PROMPTS
+    + r"""
 
 def logits(fused):
     for layer in model.model.llm.layers:
@@ -108,6 +111,7 @@ eager, fused = logits(False), logits(True)
 print(json.dumps({"max_abs": float((eager - fused).abs().max()),
                   "largest": float(eager.abs().max()), "equal": bool(torch.equal(eager, fused))}))
 """
+)
 
 
 def test_the_models_forward_with_the_kernel_gives_the_eager_logits(checkpoint_dir: Path) -> None:
@@ -157,20 +161,11 @@ def test_the_op_compiles_the_kernel_without_contraction(monkeypatch: pytest.Monk
 # The same forward pass through the compiled layer stack (Inductor's CPU backend, float32): the
 # op is opaque to the compiler, so the generated code must call it, and the logits must be the
 # unfused stack's up to float32 rounding.
-COMPILED = r"""
-import json, sys, torch
+COMPILED = (
+    PROMPTS
+    + r"""
 from torch._inductor.utils import run_and_get_code
-import sidecar.norm_rope  # registers torch.ops.omnivoice.norm_rope
-from sidecar.generate import BatchState
-from sidecar.request import GenerationRequest
 from sidecar.runner import ModelRunner
-from sidecar.runtime import OmniVoice
-
-model = OmniVoice.load(sys.argv[1])
-requests = [GenerationRequest(text="The quiet harbour at dawn.", seed=1),
-            GenerationRequest(text="A second, longer sentence to pack beside it.", seed=2)]
-items = [model._normalise(r) for r in requests]
-prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
 
 
 def logits(fused):
@@ -187,6 +182,7 @@ print(json.dumps({"max_abs": float((plain - fused).abs().max()),
                   "largest": float(plain.abs().max()),
                   "op_calls": "\n".join(code).count("torch.ops.omnivoice.norm_rope.default(")}))
 """
+)
 
 
 def test_the_compiled_stack_calls_the_op(checkpoint_dir: Path) -> None:
