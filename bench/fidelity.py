@@ -345,7 +345,7 @@ def packing(
 
 
 def measure(
-    checkpoint: Path, device: str, count: int, eager_rounding: bool, fused_norm_rope: bool = False
+    checkpoint: Path, device: str, count: int, eager_rounding: bool, fused_norm_rope: bool = True
 ) -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
     torch.backends.cudnn.allow_tf32 = False
@@ -484,9 +484,10 @@ def main() -> int:
         "(Inductor's default), as before 2026-12-01",
     )
     ap.add_argument(
-        "--fused-norm-rope",
+        "--unfused-norm-rope",
         action="store_true",
-        help="attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py)",
+        help="not the served path: attention's q/k norm and rotary compiled by Inductor, "
+        "without sidecar/norm_rope.py's kernel",
     )
     ap.add_argument(
         "--checkpoints",
@@ -501,7 +502,7 @@ def main() -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "steps_measured": list(STEPS),
-        "fused_norm_rope": args.fused_norm_rope,
+        "fused_norm_rope": not args.unfused_norm_rope,
         "checkpoints": {},
     }
     for name in args.checkpoints.split(","):
@@ -514,7 +515,7 @@ def main() -> int:
             args.device,
             args.items,
             eager_rounding=not args.no_eager_rounding,
-            fused_norm_rope=args.fused_norm_rope,
+            fused_norm_rope=not args.unfused_norm_rope,
         )
         print(json.dumps({name: result["checkpoints"][name]}), flush=True)
     failures = verdict(result)

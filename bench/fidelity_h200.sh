@@ -15,8 +15,8 @@
 #   bash bench/fidelity_h200.sh finish COMMIT   # waits for the rest
 #
 # Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
-# the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --fused-norm-rope: the
-# q/k kernel of sidecar/norm_rope.py, before it is used).
+# the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --unfused-norm-rope: the
+# q/k norm and rotary as before sidecar/norm_rope.py's kernel).
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run

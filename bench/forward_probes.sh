@@ -5,11 +5,12 @@
 #                                           # device time by operator and input shapes (--ops),
 #                                           # and Inductor's generated code (in kernels.log)
 #   bash bench/forward_probes.sh --norm-rope  # and the step again with attention's q/k norm and
-#                                           # rotary as one Triton kernel (sidecar/norm_rope.py):
-#                                           # its times, and its logits against the default's
-#                                           # (norm_rope_compare.log: bench/stack_check.py --compare);
-#                                           # first the kernel alone against Inductor's, tile by
-#                                           # tile (bench/norm_rope_probe.py)
+#                                           # rotary compiled by Inductor, as before the kernel of
+#                                           # sidecar/norm_rope.py (on by default): its times, and
+#                                           # its logits against the default's (norm_rope_compare.log:
+#                                           # bench/stack_check.py --compare); first the kernel
+#                                           # alone against Inductor's, tile by tile
+#                                           # (bench/norm_rope_probe.py)
 #   bash bench/forward_probes.sh --projections  # and the step again twice: each layer's q/k/v
 #                                           # projections as one matrix product, then q/k/v and
 #                                           # gate/up (OmniVoiceModel.fuse_projections): their
@@ -68,9 +69,9 @@ probe step 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets -
     --save-logits /tmp/logits-default
 if [[ " $* " == *" --norm-rope "* ]]; then
     probe norm_rope_kernel 150 python3 bench/norm_rope_probe.py --out "$OUT/norm_rope_probe.json"
-    probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets --fused-norm-rope \
-        --out "$OUT/norm_rope.json" --save-logits /tmp/logits-norm-rope
-    compare norm_rope_compare norm-rope
+    probe norm_rope 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \
+        --unfused-norm-rope --out "$OUT/norm_rope.json" --save-logits /tmp/logits-unfused-norm-rope
+    compare norm_rope_compare unfused-norm-rope
 fi
 if [[ " $* " == *" --projections "* ]]; then
     probe qkv 200 python3 bench/profile_step.py /tmp/full --batch 1 8 64 $buckets \

@@ -17,8 +17,8 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
-compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--fused-norm-rope`
-runs attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py);
+compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--unfused-norm-rope`
+leaves attention's q/k norm and rotary to the compiler (without sidecar/norm_rope.py's kernel);
 `--fused-projections` each layer's q/k/v projections as one matrix product, `--fused-gate-up` its
 gate/up projections (`OmniVoiceModel.fuse_projections`); `--residual-copy` adds each layer's
 projections onto a copy of the residual stream, as the compiled stack did before
@@ -159,9 +159,9 @@ def main() -> int:
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
     ap.add_argument(
-        "--fused-norm-rope",
+        "--unfused-norm-rope",
         action="store_true",
-        help="attention's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py)",
+        help="attention's q/k norm and rotary compiled by Inductor, not sidecar/norm_rope.py's kernel",
     )
     ap.add_argument(
         "--fused-projections",
@@ -195,7 +195,7 @@ def main() -> int:
         dtype=args.dtype,
         cuda_graphs=not args.no_graphs,
         compile={"auto": None, "on": True, "off": False}[args.compile],
-        fused_norm_rope=args.fused_norm_rope,
+        fused_norm_rope=not args.unfused_norm_rope,
         fused_projections=args.fused_projections,
         fused_gate_up=args.fused_gate_up,
         residual_in_place=not args.residual_copy,

@@ -150,7 +150,7 @@ class ModelRunner:
         compile: bool = False,
         eager_rounding: bool = True,
         fused_scoring: bool = True,
-        fused_norm_rope: bool = False,
+        fused_norm_rope: bool = True,
         fused_projections: bool = False,
         fused_gate_up: bool = False,
         residual_in_place: bool = True,
