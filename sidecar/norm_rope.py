@@ -33,8 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-# Head rows per program and warps: the fastest tile at 540, 4,320 and 34,560 tokens on an H200
-# (bench/results/2026-12-02-norm-rope-probe.json, timed while the kernel still had contraction).
+# Head rows per program and warps: the fastest tile at 540, 4,320 and 34,560 tokens on an H200,
+# with contraction and without (bench/results/2026-12-02-norm-rope-step.json, "kernel_alone").
 ROWS_PER_PROGRAM = 8
 NUM_WARPS = 4
 
