@@ -1,5 +1,7 @@
 """Attention's q/k norm and rotary: sidecar/norm_rope.py's kernel against the kernels Inductor
-makes for the same code in the compiled layer stack, alone on one GPU.
+makes for the same code compiled alone (dynamic shapes, eager rounding, as the layer stack is
+compiled), on one GPU. Its kernels need not lay a row out as the stack's do: whether the stack's
+logits change is `bench/forward_probes.sh --norm-rope`'s comparison.
 
 For each tile (head rows per program, warps), compiled with and without floating-point
 contraction (the op compiles without, as Inductor does when it emulates eager rounding), at each

@@ -1,8 +1,9 @@
 """Attention's q and k: the per-head RMSNorm and the rotary embedding in one Triton kernel.
 
 In the compiled layer stack, Inductor makes one kernel each for q and k (5.5 ms of a 71 ms
-forward pass at 64 items on an H200, for ~2.6 ms of memory traffic). This kernel reads each
-head's row and writes it once.
+forward pass at 64 items on an H200, for ~2.6 ms of memory traffic:
+`bench/results/2026-12-01-forward-probes-4dd9956.json`). This kernel reads each head's row from
+memory once and writes it once.
 
 The arithmetic is `Attention.forward_packed`'s with eager rounding (the layer stack's
 `emulate_precision_casts`): the norm in float32, rounded to the model's dtype, times the weight,

@@ -167,8 +167,8 @@ class OmniVoice:
         `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
         q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py):
         the same logits bit for bit on an H200 at 1, 8 and 64 items, and a 64-item forward pass
-        69.41 -> 68.22 ms (`bench/results/2026-12-02-norm-rope-step.json`). `fused_projections` makes each
-        layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
+        69.41 -> 68.22 ms (`bench/results/2026-12-02-norm-rope-step.json`). `fused_projections`
+        makes each layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
         on a GPU in half precision (`OmniVoiceModel.fuse_projections`; bit-equal in plain cuBLAS,
         `bench/results/2026-12-01-joined-projections.json`); off: in the compiled, graphed
         step they were slower and not bit-equal
