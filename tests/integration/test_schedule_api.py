@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -163,17 +164,38 @@ def submit_with(server: LiveServer, job_items: list[dict[str, Any]], **fields: A
 def test_two_jobs_submitted_in_the_wrong_order_finish_in_deadline_order(
     server: LiveServer,
 ) -> None:
-    late = submit_with(server, items(6), deadline=at(3600))
-    early = submit_with(server, items(2), deadline=at(1800))
+    """The early job comes while the late one runs. How much of the late one may finish first is
+    what the runner had handed out when the early one came: its window. The sidecar is stopped
+    (SIGSTOP, far inside the heartbeat deadline) while the early job is submitted, so no item
+    finishes meanwhile and that window holds still to be counted; without the stop, an item
+    finishing during the POST let the runner hand out one more, and the count raced."""
+    late = submit_with(server, items(12), deadline=at(3600))
+    wait_job(server, late["id"], lambda j: any(i["started_at"] for i in j["items"]), 120,
+             "the later job's first item to start")  # fmt: skip
+    (sidecar,) = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
+    os.kill(sidecar, signal.SIGSTOP)
+    try:
+        # Stopped, the sidecar finishes nothing: the runner fills its window and hands out no more.
+        wait_job(server, late["id"], lambda j: in_flight(j) == WINDOW_BATCHES, 30,
+                 "the runner's window to fill")  # fmt: skip
+        early = submit_with(server, items(2), deadline=at(1800))
+        handed_out = sum(bool(i["started_at"]) for i in job(server, late["id"])["items"])
+    finally:
+        os.kill(sidecar, signal.SIGCONT)
+    assert handed_out < 12  # some of the late job was still queued when the early one came
     late_done = wait_job(server, late["id"], ended, 180, "the job with the later deadline")
     early_done = job(server, early["id"])
     assert early_done["state"] == "completed" and late_done["state"] == "completed"
     early_end = max(item["finished_at"] for item in early_done["items"])
     late_end = max(item["finished_at"] for item in late_done["items"])
     assert early_end < late_end
-    # Of the later job, only what the runner had handed out before the early one came ran first:
-    # its window, WINDOW_BATCHES batches of one item (the sidecar may hold that many).
-    assert sum(item["finished_at"] < early_end for item in late_done["items"]) <= WINDOW_BATCHES
+    # In arrival order, the whole late job would run first; in deadline order, its window alone.
+    assert sum(item["finished_at"] < early_end for item in late_done["items"]) <= handed_out
+
+
+def in_flight(body: dict[str, Any]) -> int:
+    """A job's items handed out to run and not yet finished."""
+    return sum(bool(i["started_at"]) and not i["finished_at"] for i in body["items"])
 
 
 def metric(server: LiveServer, name: str) -> float | None:
