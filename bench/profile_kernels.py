@@ -168,6 +168,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--batch", type=int, nargs="+", default=[64])
     ap.add_argument("--skip-forward", action="store_true")
+    ap.add_argument("--skip-decode", action="store_true", help="the forward alone")
     ap.add_argument(
         "--ops", action="store_true", help="the forward's device time by operator and shapes"
     )
@@ -200,33 +201,36 @@ def main() -> int:
                 )
                 for it in items
             ]
-            by_kind, top, wall = kernel_times(
-                lambda denoised=denoised: model.decode(denoised), repeats=2
-            )
-            row = report(f"decode, {b} items", by_kind, top, wall)
-            row.update(
-                batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1)
-            )
-            out.append(row)
-            codes = [d.tokens[0].to(args.device) for d in denoised]
-            for label, codec in (("fused", model.codec), ("eager", eager_codec)):
+            if not args.skip_decode:
                 by_kind, top, wall = kernel_times(
-                    lambda codec=codec, codes=codes: codec.decode_many(codes), repeats=2
+                    lambda denoised=denoised: model.decode(denoised), repeats=2
                 )
+                row = report(f"decode, {b} items", by_kind, top, wall)
+                row.update(
+                    batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1)
+                )
+                out.append(row)
+                codes = [d.tokens[0].to(args.device) for d in denoised]
+                for label, codec in (("fused", model.codec), ("eager", eager_codec)):
+                    by_kind, top, wall = kernel_times(
+                        lambda codec=codec, codes=codes: codec.decode_many(codes), repeats=2
+                    )
+                    out.append(
+                        report(
+                            f"codec decode_many, {b} items, activations {label}", by_kind, top, wall
+                        )
+                    )
+                fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
+                diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))
+                peak = max(float(e.abs().max()) for e in eager)
                 out.append(
-                    report(f"codec decode_many, {b} items, activations {label}", by_kind, top, wall)
+                    {
+                        "what": f"fused vs eager activations, {b} items",
+                        "max_abs_diff": diff,
+                        "max_abs_eager": peak,
+                    }
                 )
-            fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
-            diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))
-            peak = max(float(e.abs().max()) for e in eager)
-            out.append(
-                {
-                    "what": f"fused vs eager activations, {b} items",
-                    "max_abs_diff": diff,
-                    "max_abs_eager": peak,
-                }
-            )
-            print(json.dumps(out[-1]), flush=True)
+                print(json.dumps(out[-1]), flush=True)
             if args.skip_forward:
                 continue
             state = BatchState(model.model, prompts, model.runner)
