@@ -162,6 +162,42 @@ def report(
     return row
 
 
+def profile_decode(
+    model: OmniVoice, eager_codec: Any, items: list[Any], device: str
+) -> list[dict[str, Any]]:
+    """The decode of `items` (random tokens) whole, then the codec alone with its activations
+    fused and eager, and the largest difference between the two."""
+    denoised = [
+        Denoised(it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))])
+        for it in items
+    ]
+    by_kind, top, wall = kernel_times(lambda: model.decode(denoised), repeats=2)
+    row = report(f"decode, {len(items)} items", by_kind, top, wall)
+    row.update(
+        batch=len(items),
+        audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1),
+    )
+    rows = [row]
+    codes = [d.tokens[0].to(device) for d in denoised]
+    for label, codec in (("fused", model.codec), ("eager", eager_codec)):
+        by_kind, top, wall = kernel_times(lambda codec=codec: codec.decode_many(codes), repeats=2)
+        rows.append(
+            report(
+                f"codec decode_many, {len(items)} items, activations {label}", by_kind, top, wall
+            )
+        )
+    fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
+    rows.append(
+        {
+            "what": f"fused vs eager activations, {len(items)} items",
+            "max_abs_diff": max(float((a - e).abs().max()) for a, e in zip(fused, eager)),
+            "max_abs_eager": max(float(e.abs().max()) for e in eager),
+        }
+    )
+    print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
@@ -188,49 +224,19 @@ def main() -> int:
         compile=True,
         residual_in_place=not args.residual_copy,
     )
-    eager_codec = load_codec(Path(args.checkpoint) / "audio_tokenizer", device=args.device)
+    eager_codec = (
+        None
+        if args.skip_decode
+        else load_codec(Path(args.checkpoint) / "audio_tokenizer", device=args.device)
+    )
     cfg = model.model.cfg
     out = []
     for b in args.batch:
         items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
         prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
-            denoised = [
-                Denoised(
-                    it, [torch.randint(0, model.mask_id, (model.num_codebooks, it.target_len))]
-                )
-                for it in items
-            ]
             if not args.skip_decode:
-                by_kind, top, wall = kernel_times(
-                    lambda denoised=denoised: model.decode(denoised), repeats=2
-                )
-                row = report(f"decode, {b} items", by_kind, top, wall)
-                row.update(
-                    batch=b, audio_s=round(sum(it.target_len for it in items) / model.frame_rate, 1)
-                )
-                out.append(row)
-                codes = [d.tokens[0].to(args.device) for d in denoised]
-                for label, codec in (("fused", model.codec), ("eager", eager_codec)):
-                    by_kind, top, wall = kernel_times(
-                        lambda codec=codec, codes=codes: codec.decode_many(codes), repeats=2
-                    )
-                    out.append(
-                        report(
-                            f"codec decode_many, {b} items, activations {label}", by_kind, top, wall
-                        )
-                    )
-                fused, eager = model.codec.decode_many(codes), eager_codec.decode_many(codes)
-                diff = max(float((a - e).abs().max()) for a, e in zip(fused, eager))
-                peak = max(float(e.abs().max()) for e in eager)
-                out.append(
-                    {
-                        "what": f"fused vs eager activations, {b} items",
-                        "max_abs_diff": diff,
-                        "max_abs_eager": peak,
-                    }
-                )
-                print(json.dumps(out[-1]), flush=True)
+                out += profile_decode(model, eager_codec, items, args.device)
             if args.skip_forward:
                 continue
             state = BatchState(model.model, prompts, model.runner)

@@ -176,10 +176,11 @@ def test_two_jobs_submitted_in_the_wrong_order_finish_in_deadline_order(
     os.kill(sidecar, signal.SIGSTOP)
     try:
         # Stopped, the sidecar finishes nothing: the runner fills its window and hands out no more.
-        wait_job(server, late["id"], lambda j: in_flight(j) == WINDOW_BATCHES, 30,
+        wait_job(server, late["id"], lambda j: j["progress"]["running"] == WINDOW_BATCHES, 30,
                  "the runner's window to fill")  # fmt: skip
         early = submit_with(server, items(2), deadline=at(1800))
-        handed_out = sum(bool(i["started_at"]) for i in job(server, late["id"])["items"])
+        progress = job(server, late["id"])["progress"]
+        handed_out = progress["total"] - progress["queued"]
     finally:
         os.kill(sidecar, signal.SIGCONT)
     assert handed_out < 12  # some of the late job was still queued when the early one came
@@ -191,11 +192,6 @@ def test_two_jobs_submitted_in_the_wrong_order_finish_in_deadline_order(
     assert early_end < late_end
     # In arrival order, the whole late job would run first; in deadline order, its window alone.
     assert sum(item["finished_at"] < early_end for item in late_done["items"]) <= handed_out
-
-
-def in_flight(body: dict[str, Any]) -> int:
-    """A job's items handed out to run and not yet finished."""
-    return sum(bool(i["started_at"]) and not i["finished_at"] for i in body["items"])
 
 
 def metric(server: LiveServer, name: str) -> float | None:
