@@ -1,8 +1,9 @@
 """`--model` checked before the port opens: what can be known without loading it (no torch here).
 
-A local directory must hold the checkpoint's files; a Hugging Face id must be in the cache when
-HF_HUB_OFFLINE forbids a download. What only loading can tell (a corrupt file, a download that
-fails online) is still the sidecar's to report.
+A local directory must hold the checkpoint's files. A Hugging Face id is fine when the cache
+holds its files; otherwise, offline (HF_HUB_OFFLINE) it cannot work, and online the hub is asked
+whether it exists and holds them (supervision/hub_check.py). What only loading can tell (a
+corrupt file, a download cut short) is still the sidecar's to report.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from sidecar.shared import layout
 from supervisor.settings import Settings
+from supervisor.supervision.hub_check import hub_problem
 
 WHAT_TO_DO = (
     "give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id "
@@ -26,17 +28,20 @@ def model_problem(settings: Settings) -> str | None:
     problem = layout.local_problem(source)
     if problem:
         return f"--model: {problem}; {WHAT_TO_DO}"
-    if not Path(source).expanduser().exists() and layout.hub_offline() and not _cached(source):
+    if Path(source).expanduser().exists() or _cached(source):
+        return None
+    if layout.hub_offline():
         return (
             f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
             f"download it first (hf download {source}) or give a checkpoint directory "
             "(--model /path/to/checkpoint)"
         )
-    return None
+    problem = hub_problem(source)
+    return f"--model: {problem}" if problem else None
 
 
 def _cached(repo_id: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache  # only offline: no network, no torch
+    from huggingface_hub import try_to_load_from_cache  # the cache alone: no network, no torch
 
     found = [try_to_load_from_cache(repo_id, name) for name in layout.REQUIRED_FILES]
     return all(isinstance(path, str) for path in found)  # a path; None or a sentinel otherwise

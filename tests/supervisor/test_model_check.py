@@ -1,20 +1,28 @@
 """`serve` checks --model before its port opens: one line saying what to do, a prompt exit 2.
 
 Issue 19.3: a model that could not be loaded was reported late, once per sidecar attempt, and
-the server answered 503 for 30 s before exiting. These run the real command line.
+the server answered 503 for 30 s before exiting. Issue 37.1: the same online, for a Hugging Face
+id the hub does not have (a local stand-in for the hub answers). These run the real command line.
 """
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
+from sidecar.shared import layout
 from supervisor.settings import Settings
 from supervisor.supervision.model_check import model_problem
 
@@ -74,8 +82,81 @@ def test_no_model_at_all_says_what_to_give_and_not_the_benchmark_engine() -> Non
     )
 
 
-def test_a_hub_id_online_is_left_to_the_sidecar(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Online, only a download can tell; nothing is refused up front (no network is touched here)."""
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    assert model_problem(Settings(model="k2-fsa/OmniVoice")) is None
+class StandInHub(http.server.BaseHTTPRequestHandler):
+    """The hub's model-info route (GET /api/models/OWNER/NAME...): 404 for an unknown id, as the
+    hub answers; `owner/half` exists but lacks the audio tokenizer's weights. Every request is
+    counted, so a test can tell that the hub was asked."""
+
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        StandInHub.asked.append(self.path)
+        if self.path.startswith("/api/models/owner/half"):
+            files = [
+                name
+                for name in layout.REQUIRED_FILES
+                if name != "audio_tokenizer/model.safetensors"
+            ]
+            body = json.dumps({"id": "owner/half", "siblings": [{"rfilename": f} for f in files]})
+            self.send_response(200)
+        else:
+            body = json.dumps({"error": "Repository not found"})
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StandInHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def online(hub: str, tmp_path: Path) -> dict[str, str]:
+    """HF_HUB_OFFLINE unset (serve() merges into os.environ, so it is blanked: "" reads as online)."""
+    return {"HF_ENDPOINT": hub, "HF_HUB_OFFLINE": "", "HF_HOME": str(tmp_path)}
+
+
+def test_an_unknown_hub_id_online_fails_before_the_port_opens(hub: str, tmp_path: Path) -> None:
+    """Issue 37.1: the hub's 404 is one line and status 2, at once, and the port never opened."""
+    port = free_port()
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "serve", "--port", str(port),
+         "--model", "k2-fsa/NoSuchModel"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **online(hub, tmp_path)},
+    )  # fmt: skip
+    took = time.monotonic() - began
+    line = one_line(done)
+    assert "'k2-fsa/NoSuchModel' is not a model on " + hub in line, line
+    assert any(path.startswith("/api/models/k2-fsa/NoSuchModel") for path in StandInHub.asked)
+    assert "Uvicorn running" not in done.stdout + done.stderr and took < 15, took
+    with socket.socket() as sock:  # nothing listens there: it never opened
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_hub_repository_without_the_checkpoint_files(hub: str, tmp_path: Path) -> None:
+    line = one_line(serve("--model", "owner/half", env=online(hub, tmp_path)))
+    assert "'owner/half' on " + hub + " is not an OmniVoice checkpoint" in line, line
+    assert "missing audio_tokenizer/model.safetensors" in line, line
+
+
+def test_a_hub_that_cannot_be_reached(tmp_path: Path) -> None:
+    line = one_line(
+        serve("--model", "owner/any", env=online(f"http://127.0.0.1:{free_port()}", tmp_path))
+    )
+    assert "cannot be reached" in line and "HF_HUB_OFFLINE=1" in line, line
+
+
+def test_the_benchmark_engine_needs_no_model() -> None:
     assert model_problem(Settings(engine="null")) is None
