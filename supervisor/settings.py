@@ -33,6 +33,8 @@ from sidecar.shared.thresholds import Thresholds
 from supervisor.speech.formats import FORMATS
 
 ENV_PREFIX = "OMNIVOICE_"
+# An --allowed-hosts entry: *, a name or IPv4 (or *.domain), or an IPv6 in brackets; a port or not.
+ALLOWED_HOST = r"\*|(\*\.)?[A-Za-z0-9_.-]+(:\d+)?|\[[0-9A-Fa-f:.]+\](:\d+)?"
 
 
 class SettingsError(ValueError):
@@ -128,6 +130,13 @@ class Settings:
         metavar="KEY",
         env=("OMNIVOICE_API_KEY",),
     )
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "a name the Host header may carry (any port; `name:port` for one port, `*.example.com` "
+        "for its subdomains, `*` for any); repeatable (env: comma-separated). Default: the "
+        "loopback names when --host is a loopback address, else any: set it on a wider address",
+        metavar="HOST",
+    )
     api_key_file: str | None = setting(
         None,
         "also read API keys from this file, one a line (keeps them out of the process list)",
@@ -208,6 +217,11 @@ class Settings:
     )
     body_timeout_s: float = setting(
         60.0, "close a connection that sends nothing of its request body for this long"
+    )
+    body_deadline_s: float = setting(
+        60.0,
+        "answer 408 and close a connection whose request body is not complete this long after "
+        "its headers, however steadily it trickles",
     )
     max_upload_mb: float = setting(
         10.0,
@@ -422,8 +436,10 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
-            raise SettingsError("--header-timeout-s and --body-timeout-s must be greater than 0")
+        if min(self.header_timeout_s, self.body_timeout_s, self.body_deadline_s) <= 0:
+            raise SettingsError(
+                "--header-timeout-s, --body-timeout-s and --body-deadline-s must be greater than 0"
+            )
         try:
             Thresholds.from_spec(self.qa_thresholds)
         except ValueError as exc:
@@ -452,8 +468,15 @@ class Settings:
             # An empty key would let `Authorization: Bearer ` in.
             raise SettingsError(
                 "an API key (--api-key, OMNIVOICE_API_KEYS, --api-key-file) "
-                "must not be empty or blank"
+                "must not be empty or blank (a comma-separated list has no empty parts; "
+                "unset the variable to run without keys)"
             )
+        for host in self.allowed_hosts:
+            if not re.fullmatch(ALLOWED_HOST, host):
+                raise SettingsError(
+                    f"--allowed-hosts (OMNIVOICE_ALLOWED_HOSTS): {host!r} is not a host name, "
+                    "an IP ([::1] in brackets), name:port, *.domain or *"
+                )
         if self.test_faults and not is_loopback(self.host):
             raise SettingsError(
                 "--test-faults lets clients crash sidecars: it is refused unless "
@@ -883,6 +906,10 @@ IGNORED: tuple[Ignored, ...] = (
 )
 
 
+# Settings whose variable keeps its blank parts, so that the checks refuse them.
+BLANKS_REFUSED = frozenset({"api_keys"})
+
+
 def _parse_env(f: dataclasses.Field, kind: Any, raw: str, name: str | None = None) -> Any:  # type: ignore[type-arg]
     name = name or env_of(f)
     raw = f.metadata.get("values", {}).get(raw, raw)
@@ -894,7 +921,10 @@ def _parse_env(f: dataclasses.Field, kind: Any, raw: str, name: str | None = Non
             return False
         raise SettingsError(f"{name} must be true or false, got {raw!r}")
     if kind == tuple[str, ...]:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
+        parts = tuple(part.strip() for part in raw.split(","))
+        if f.name in BLANKS_REFUSED:  # ", ," must not read as "no key at all": an open server
+            return parts
+        return tuple(part for part in parts if part)
     scalar = _scalar_type(kind)
     if scalar is str:
         return raw if raw or kind is str else None

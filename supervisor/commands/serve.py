@@ -197,7 +197,9 @@ async def serve(settings: Settings) -> int:
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
-        http=ReadDeadlines.configured(settings.header_timeout_s, settings.body_timeout_s),
+        http=ReadDeadlines.configured(
+            settings.header_timeout_s, settings.body_timeout_s, settings.body_deadline_s
+        ),
     )
     server = Server(config, settings, app, notifier)
     if settings.pid_file:

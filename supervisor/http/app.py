@@ -1,7 +1,8 @@
 """create_app(settings): the route table, the middleware order, and the lifespan running the pool.
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
-it has one); request metrics come next, so that they count refusals too; then authentication;
+it has one); request metrics come next, so that they count refusals too; then the checks of the
+request's head (its Host, its framing: supervisor/http/edge.py); then authentication;
 then the body limits; then the routes. Each route that takes a body has its own limit: a JSON
 body 64 KiB and 16 bytes per input character allowed, an upload --max-upload-mb and 1 MiB for
 the form around it.
@@ -28,6 +29,7 @@ from supervisor import metrics
 from supervisor.database import Database, is_postgres
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http.auth import BearerAuth
+from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
 from supervisor.http.routes import captioned, console, jobs, lexicons, ops, speech, voices
 from supervisor.http.routes.speech import CLIENT_CLOSED
@@ -202,6 +204,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         routes=routes,
         middleware=[
             Middleware(metrics.RequestMetrics, routes=routes),
+            Middleware(EdgeChecks, allowed=allowed_hosts(settings)),
             Middleware(BearerAuth, keys=settings.api_keys),
             Middleware(BodyLimit, limits=limits),
         ],

@@ -19,6 +19,7 @@ from supervisor.errors import InvalidRequest, ServerError, Unauthorized
 OPEN_PATHS = frozenset({"/health", "/ready", "/", "/console"})
 OPEN_PREFIX = "/console/"  # the console's script and style sheet
 AUTHENTICATED_KEY = "omnivoice.authenticated"
+FOREIGN_HOST = "omnivoice.foreign_host"  # set by EdgeChecks: a probe path under a Host not allowed
 
 
 def is_open(path: str) -> bool:
@@ -43,7 +44,10 @@ class BearerAuth:
             )
             await reply(duplicate, scope, receive, send)
             return
-        scope[AUTHENTICATED_KEY] = not self.keys or self.valid(headers[0] if headers else b"")
+        # Under a Host not allowed, the open paths show their open view, key or none.
+        scope[AUTHENTICATED_KEY] = not scope.get(FOREIGN_HOST) and (
+            not self.keys or self.valid(headers[0] if headers else b"")
+        )
         if scope[AUTHENTICATED_KEY] or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return

@@ -45,7 +45,7 @@ def test_flag_beats_environment_beats_default() -> None:
 
 def test_api_keys_repeat_as_flags_and_split_on_commas_in_the_environment() -> None:
     assert parse(["--engine", "null", "--api-key", "a", "--api-key", "b"]).api_keys == ("a", "b")
-    assert parse(["--engine", "null"], {"OMNIVOICE_API_KEYS": "x, y,"}).api_keys == ("x", "y")
+    assert parse(["--engine", "null"], {"OMNIVOICE_API_KEYS": "x, y"}).api_keys == ("x", "y")
     assert parse(["--engine", "null", "--api-key", "z"], {"OMNIVOICE_API_KEYS": "x"}).api_keys == (
         "z",
     )
@@ -75,6 +75,13 @@ def test_booleans_and_optionals_from_the_environment() -> None:
         (["--engine", "null", "--qa-thresholds", "max_gap=3"], {}, "--qa-thresholds"),
         (["--engine", "null"], {"OMNIVOICE_QA_THRESHOLDS": "min_rms_db=6"}, "0 or below"),
         (["--engine", "null", "--qa-retries", "-1"], {}, "must not be negative"),
+        # Blank keys from the environment: an open server is never what ", ," meant.
+        (["--engine", "null"], {"OMNIVOICE_API_KEYS": ", ,"}, "must not be empty or blank"),
+        (["--engine", "null"], {"OMNIVOICE_API_KEYS": ""}, "must not be empty or blank"),
+        (["--engine", "null"], {"OMNIVOICE_API_KEYS": "sk-a,,sk-b"}, "must not be empty"),
+        (["--engine", "null"], {"OMNIVOICE_API_KEY": " "}, "must not be empty or blank"),
+        (["--engine", "null", "--allowed-hosts", "a b"], {}, "--allowed-hosts"),
+        (["--engine", "null", "--body-deadline-s", "0"], {}, "--body-deadline-s"),
     ],
 )
 def test_bad_values_name_the_setting(

@@ -63,12 +63,16 @@ class ClientGone(Exception):
 
 
 async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
-    """The body as JSON (read by `parse`, in a worker thread). Multipart is a 415 (the forms are
-    other routes); undecodable, or text that is not valid Unicode, is a 400."""
+    """The body as JSON (read by `parse`, in a worker thread). Any other Content-Type is a 415:
+    text/plain, a form or none at all is what a page on another site can send without asking,
+    so a server without keys must not read those. Undecodable, or text that is not valid
+    Unicode, is a 400."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type.startswith("multipart/"):
+    if content_type != "application/json":
         raise UnsupportedMedia(
-            f"this route takes a JSON body (Content-Type: application/json), not {content_type}"
+            "this route takes a JSON body: send Content-Type: application/json (curl: --json, "
+            f"or -H 'Content-Type: application/json' with -d), not {content_type or 'none'}",
+            param="Content-Type",
         )
     body = await request.body()
     try:

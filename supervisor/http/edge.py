@@ -1,0 +1,83 @@
+"""Checks on a request's head before anything reads it: the Host it names, and its framing.
+
+- `Host` must be one of the allowed hosts (--allowed-hosts; by default the loopback names when
+  the server listens on loopback, else any). A page on another site that rebinds its own name
+  to 127.0.0.1 sends its own name as Host, so a keyless server on loopback stays closed to it.
+  `/health` and `/ready` answer whatever the Host (a kubelet probe sends the pod's IP), but only
+  with their open view: the details stay behind an allowed Host and a valid key.
+- `Content-Length` together with `Transfer-Encoding` is a 400 and the connection is closed: the
+  two frame the body differently, and a proxy in front may have read the other one (request
+  smuggling). uvicorn's h11 alone reads the chunks and keeps the connection.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from supervisor.errors import InvalidRequest
+from supervisor.http.auth import FOREIGN_HOST, reply
+from supervisor.settings import Settings, is_loopback
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+PROBE_PATHS = frozenset({"/health", "/ready"})
+
+
+def allowed_hosts(settings: Settings) -> tuple[str, ...]:
+    """The hosts this server answers to: the setting, else what its listening address implies."""
+    if settings.allowed_hosts:
+        return tuple(host.lower() for host in settings.allowed_hosts)
+    return LOOPBACK_NAMES if is_loopback(settings.host) else ("*",)
+
+
+def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a Host header value matches an entry: `*`, `name:port` exactly, `*.domain` for
+    its subdomains, or a name (or IP) with any port."""
+    host = host.lower()
+    if host.startswith("["):
+        name = host[: host.find("]") + 1]
+    else:
+        before, _, port = host.rpartition(":")
+        name = before if before and port.isdigit() else host
+    name = name.rstrip(".")
+    for entry in allowed:
+        if entry in ("*", host, name):
+            return True
+        if entry.startswith("*.") and name.endswith(entry[1:]):
+            return True
+    return False
+
+
+class EdgeChecks:
+    """ASGI middleware: refuse a Host not allowed and a body framed two ways, before auth."""
+
+    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        names = [name for name, _ in scope["headers"]]
+        if b"content-length" in names and b"transfer-encoding" in names:
+            error = InvalidRequest(
+                "send Content-Length or Transfer-Encoding, not both: the body's length is "
+                "ambiguous, and the connection is closed",
+                param="Transfer-Encoding",
+            )
+            await reply(error, scope, receive, send, {"Connection": "close"})
+            return
+        hosts = [value for name, value in scope["headers"] if name == b"host"]
+        host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
+        if not host_allowed(host, self.allowed):
+            if scope["path"] not in PROBE_PATHS:
+                error = InvalidRequest(
+                    f"this server does not answer to the Host {host!r}: call it by one of "
+                    f"{', '.join(self.allowed)}, or add the name to --allowed-hosts",
+                    param="Host",
+                )
+                error.code = "host_not_allowed"
+                await reply(error, scope, receive, send)
+                return
+            scope[FOREIGN_HOST] = True
+        await self.app(scope, receive, send)

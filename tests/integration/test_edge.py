@@ -1,0 +1,193 @@
+"""The edge (issue 36): what a request's head and body must be before anything reads them.
+
+Blank keys from the environment, a body that trickles, a body framed two ways, a JSON route sent
+another content type, a Host the server does not answer to, invalid UTF-8 in any field, a full
+disk: each against a real server process, the framing and the trickle over raw sockets.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live
+
+BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
+DEADLINE_S = 3  # the module server's --body-deadline-s
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    # The gap between two reads is generous, so only the body's whole deadline can cut it off.
+    flags = ("--body-deadline-s", str(DEADLINE_S), "--body-timeout-s", "60")
+    with live(tmp_path_factory.mktemp("edge"), *flags) as running:
+        yield running
+
+
+def address(server: LiveServer) -> tuple[str, int]:
+    host, port = server.url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (fails after BOUND_S)."""
+    sock.settimeout(BOUND_S)
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+# ---------------------------------------------------------------- keys from every source
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("OMNIVOICE_API_KEYS", ", ,"), ("OMNIVOICE_API_KEYS", ""), ("OMNIVOICE_API_KEYS", "sk-a,,sk-b"),
+    ("OMNIVOICE_API_KEY", " "),
+])  # fmt: skip
+def test_blank_keys_in_the_environment_do_not_start_an_open_server(
+    variable: str, value: str, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null",
+            "--port", str(free_port()), "--data-dir", str(tmp_path)]  # fmt: skip
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_API_KEY")}
+    result = subprocess.run(argv, cwd=REPO_ROOT, env={**environ, variable: value},
+                            capture_output=True, text=True, timeout=BOUND_S)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "must not be empty or blank" in lines[0], result.stderr
+
+
+# ---------------------------------------------------------------- the body's deadline
+
+
+def test_a_body_sent_a_byte_a_second_is_cut_off_at_its_deadline(server: LiveServer) -> None:
+    with socket.create_connection(address(server)) as sock:
+        sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n".encode())  # fmt: skip
+        start = time.monotonic()
+        sock.settimeout(0.5)  # a byte every half second: never a gap, never the end either
+        answer = b""
+        while time.monotonic() - start < BOUND_S:
+            try:
+                sock.sendall(b" ")
+                answer = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            break
+        answer += read_until_closed(sock)
+    took = time.monotonic() - start
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert b"connection: close" in answer.lower() and b"request_body_timeout" in answer
+    assert DEADLINE_S - 0.5 <= took < BOUND_S
+    assert "its whole request body did not arrive within 3 s" in server.log.read_text()
+
+
+# ---------------------------------------------------------------- framing
+
+
+def test_content_length_with_transfer_encoding_is_a_400_and_the_connection_closes(
+    server: LiveServer,
+) -> None:
+    body = b'{"input": "Hi", "response_format": "wav"}'
+    chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    with socket.create_connection(address(server)) as sock:
+        sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: 5\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n".encode() + chunked)  # fmt: skip
+        answer = read_until_closed(sock)  # returns only once the server has closed
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 400 ") and b"connection: close" in head, answer
+    assert b'"param":"Transfer-Encoding"' in answer.replace(b" ", b"")
+
+
+# ---------------------------------------------------------------- content types
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_json_routes_refuse_other_content_types(
+    server: LiveServer, content_type: str | None
+) -> None:
+    """What a page on another site can send without a preflight is never read as JSON."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    body = b'{"input": "Hi", "response_format": "wav", "items": [{"input": "Hi"}]}'
+    for method, path in (("POST", "/v1/audio/speech"), ("POST", "/v1/audio/speech/captioned"),
+                         ("POST", "/v1/jobs"), ("PUT", "/v1/audio/lexicons/names")):  # fmt: skip
+        answer = server.request(method, path, content=body, headers=headers)
+        assert answer.status_code == 415, (path, answer.text)
+        assert answer.json()["error"]["code"] == "unsupported_media_type"
+    sent = server.request(
+        "POST", "/v1/audio/speech", json={"input": "Hi", "response_format": "wav"}
+    )
+    assert sent.status_code == 200
+
+
+# ---------------------------------------------------------------- Host
+
+
+def test_only_the_allowed_hosts_are_answered(server: LiveServer) -> None:
+    _, port = address(server)
+    for host in (
+        "localhost",
+        f"localhost:{port}",
+        f"127.0.0.1:{port}",
+        f"[::1]:{port}",
+        "LOCALHOST.",
+    ):
+        assert server.request("GET", "/v1/models", headers={"Host": host}).status_code == 200, host
+    for host in (
+        "evil.example",
+        f"evil.example:{port}",
+        "127.0.0.1.evil.example",
+        "localhost.evil",
+    ):
+        answer = server.request("GET", "/v1/models", headers={"Host": host})
+        assert answer.status_code == 400, host
+        assert answer.json()["error"] | {"message": ""} == {
+            "message": "", "type": "invalid_request_error", "param": "Host", "code": "host_not_allowed"
+        }  # fmt: skip
+    # The probes answer any Host (a kubelet sends the pod's IP), with their open view only.
+    for path in ("/health", "/ready"):
+        probe = server.request("GET", path, headers={"Host": "10.1.2.3:9194"})
+        assert probe.status_code == 200, probe.text
+    assert (
+        "settings" not in server.request("GET", "/health", headers={"Host": "evil.example"}).json()
+    )
+    assert "settings" in server.request("GET", "/health").json()
+    assert httpx.get(server.url + "/console", timeout=10).status_code == 200
+
+
+def test_on_a_wider_address_any_host_is_answered_unless_allowed_hosts_says(tmp_path: Path) -> None:
+    (tmp_path / "any").mkdir()
+    (tmp_path / "named").mkdir()
+    with live(tmp_path / "any", "--host", "0.0.0.0") as server:
+        assert (
+            server.request("GET", "/v1/models", headers={"Host": "tts.example"}).status_code == 200
+        )
+    with live(
+        tmp_path / "named",
+        "--host",
+        "0.0.0.0",
+        "--allowed-hosts",
+        "tts.example",
+        "--allowed-hosts",
+        "127.0.0.1",
+    ) as server:
+        assert (
+            server.request("GET", "/v1/models", headers={"Host": "tts.example:80"}).status_code
+            == 200
+        )
+        assert (
+            server.request("GET", "/v1/models", headers={"Host": "other.example"}).status_code
+            == 400
+        )
+        assert server.request("GET", "/v1/models", headers=AUTH).status_code == 200
