@@ -2,7 +2,8 @@
 
 Its data directory is `DIR/.synth-server` (the job store and the log, `server.log`), so a run
 that is interrupted leaves its jobs there and the next run's server takes them up again. The
-server gets SIGTERM when the run ends (it drains), and also if the synth process dies without a
+server gets SIGTERM when the run ends (it drains: the job items a sidecar has begun finish and
+are written, the rest go back to the queue untouched, so nothing is made twice), and also if the synth process dies without a
 chance to say so (the kernel sends it: PR_SET_PDEATHSIG). OMNIVOICE_* variables apply to it as
 to any `serve`.
 """

@@ -105,6 +105,9 @@ class Server(uvicorn.Server):
             f"draining (up to {self.settings.drain_s:g} s): {self.service_state().status}"
         )
         svc = self.services()
+        runner = getattr(self.app.state, "jobs", None)
+        if runner is not None:  # at once: job items no sidecar has begun go back before one does
+            runner.wake()
         if svc is not None:
             await svc.pool.stop(self.settings.drain_s)
         self.should_exit = True

@@ -513,6 +513,9 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
             f"synth: {run.progress.done} written in all; run the same command again to resume",
             file=log,
         )
+        if embedded is not None:
+            print("synth: stopping the server: the items it has begun are finished and kept for "
+                  "the next run (its drain, --drain-s)", file=log, flush=True)  # fmt: skip
         return EXIT_INCOMPLETE
     finally:
         if embedded is not None:

@@ -345,17 +345,19 @@ class PgJobStore:
             )
         )
 
-    def release(self, key: Key) -> str | None:
-        """running (ours) -> queued, or -> cancelled if its job was cancelled. The new state."""
+    def release(self, key: Key, counted: bool = True) -> str | None:
+        """running (ours) -> queued, or -> cancelled if its job was cancelled. The new state.
+        counted=False: its claim is not counted as an attempt (a drain handed it back)."""
         job_id, n = key
         row = self.db.run(
             lambda conn: conn.execute(
                 "UPDATE items i SET state = CASE WHEN j.cancelled_at IS NULL THEN 'queued' "
                 "ELSE 'cancelled' END, finished_at = CASE WHEN j.cancelled_at IS NULL THEN NULL "
-                "ELSE %s END, lease_owner = NULL, lease_until = NULL FROM jobs j "
+                "ELSE %s END, attempts = GREATEST(i.attempts - %s, 0), lease_owner = NULL, "
+                "lease_until = NULL FROM jobs j "
                 "WHERE j.id = i.job_id AND i.job_id = %s AND i.n = %s AND i.state = 'running' "
                 "AND i.lease_owner = %s RETURNING i.state",
-                (time.time(), job_id, n, self.db.owner),
+                (time.time(), 0 if counted else 1, job_id, n, self.db.owner),
             ).fetchone()
         )
         return None if row is None else str(row["state"])

@@ -2,7 +2,8 @@
 
 One asyncio task, woken by a new job or a finished item, and every half second. Each pass it:
 
-    releases everything it runs, if the server is draining (the items run again after the restart)
+    if the server is draining: starts nothing, and hands back (to `queued`, no attempt counted)
+    every item no sidecar has begun; those begun finish within the drain and are written
     puts back items whose lease ran out (PostgreSQL: a server died or lost the database)
     removes jobs past their retention (once a minute)
     refreshes each job's estimated finish (once a second; supervisor/jobs/outlook.py), and warms up
@@ -176,7 +177,7 @@ class JobRunner:
             self._wakeup.clear()
             try:
                 if self.svc.pool.draining:
-                    self.close_all()
+                    self.hand_back_unbegun()
                     continue
                 await asyncio.to_thread(self.store.expire)
                 await self.record_unrecorded()
@@ -240,11 +241,13 @@ class JobRunner:
             self.storage_error = None
 
     async def record(self, key: Key, error: ServerError | None) -> None:
-        """End an item: failed with error, or released (None). If the store refuses the write,
-        keep the end to write again next pass."""
+        """End an item: failed with error, or released (None; while the server drains or stops,
+        its attempt is not counted: it goes back untouched or cut short by the stop). If the
+        store refuses the write, keep the end to write again next pass."""
         try:
             if error is None:
-                await asyncio.to_thread(self.store.release, key)
+                counted = not (self.svc.pool.draining or self._stopping)
+                await asyncio.to_thread(self.store.release, key, counted)
             else:
                 await asyncio.to_thread(self.store.fail, key, error)
         except STORAGE_ERRORS as exc:
@@ -532,6 +535,14 @@ class JobRunner:
         ending = [task for key, task in self.item_tasks.items() if key[0] == job_id]
         if ending:
             await asyncio.wait(ending, timeout=wait_s)
+
+    def hand_back_unbegun(self) -> None:
+        """Draining: close what no sidecar has begun (its item goes back to `queued`, its attempt
+        not counted); what has begun goes on, so that nothing is made twice."""
+        waiting = self.svc.scheduler.waiting()
+        for synthesis in list(self.generating.values()):
+            if not synthesis.begun(waiting):
+                synthesis.close()
 
     def close_all(self) -> None:
         """Close every synthesis in flight; their items go back to the queue."""

@@ -12,7 +12,8 @@ An item's states, and who moves it:
     queued  --claim (runner)-->    running
     running --finish (runner)-->   done
     running --fail (runner)-->     failed
-    running --release (runner)-->  queued, or cancelled if its job was cancelled meanwhile
+    running --release (runner)-->  queued, or cancelled if its job was cancelled meanwhile (an
+                                   item a drain hands back: its attempt not counted)
     queued  --cancel (DELETE)-->   cancelled
 
 Only the runner moves an item out of `running`, and every move is a conditional UPDATE on the
@@ -600,8 +601,9 @@ class JobStore:
                 (time.time(), json.dumps(error_record(error)), qa, 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
             ).rowcount)  # fmt: skip
 
-    def release(self, key: tuple[str, int]) -> str | None:
-        """running -> queued (it will run again), or -> cancelled if its job was cancelled. The new state."""
+    def release(self, key: tuple[str, int], counted: bool = True) -> str | None:
+        """running -> queued (it will run again), or -> cancelled if its job was cancelled. The new
+        state. counted=False: its claim is not counted as an attempt (a drain handed it back)."""
         job_id, n = key
         now = time.time()
         with self.transaction() as db:
@@ -614,8 +616,9 @@ class JobStore:
                 else "queued"
             )
             changed = db.execute(
-                "UPDATE items SET state = ?, finished_at = ? WHERE job_id = ? AND n = ? AND state = 'running'",
-                (state, now if state == "cancelled" else None, job_id, n)).rowcount  # fmt: skip
+                "UPDATE items SET state = ?, finished_at = ?, attempts = MAX(attempts - ?, 0) "
+                "WHERE job_id = ? AND n = ? AND state = 'running'",
+                (state, now if state == "cancelled" else None, 0 if counted else 1, job_id, n)).rowcount  # fmt: skip
         return state if changed else None
 
     def recover(self) -> tuple[int, int]:

@@ -146,6 +146,7 @@ class Synthesis:
         self.chunks = self.plan(chunk_s)
         self.mode = "none" if len(self.chunks) == 1 else request.chunk_mode
         self.futures: list[asyncio.Future[Any]] = []
+        self.scheduled: list[asyncio.Future[Any]] = []  # the generation tasks' own, of `futures`
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
@@ -287,7 +288,13 @@ class Synthesis:
         item = self.item(index, prompt, return_tokens, attempt)
         [future] = self.scheduler.submit([item], self.priority, self.reservation)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
+        self.scheduled.append(future)
         return future
+
+    def begun(self, waiting: set[asyncio.Future[Any]]) -> bool:
+        """Whether a sidecar has taken (or finished) any of its tasks; `waiting`: the
+        scheduler's tasks no sidecar has taken (`Scheduler.waiting`)."""
+        return any(future not in waiting for future in self.scheduled)
 
     async def attempts(self, pending: asyncio.Future[Any], index: int,
                        prompt: VoicePayload | None, return_tokens: bool) -> dict[str, Any]:  # fmt: skip

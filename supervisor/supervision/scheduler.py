@@ -398,6 +398,10 @@ class Scheduler:
         for task in batch.pending():
             self.reject(task, error)
 
+    def waiting(self) -> set[asyncio.Future[Any]]:
+        """The futures of the tasks no sidecar has taken yet."""
+        return {task.future for task in self._queued()}
+
     def fail_queued(self, error: ServerError) -> None:
         """End every task still waiting for a sidecar (shutdown, or no device left)."""
         for task in list(self._queued()):

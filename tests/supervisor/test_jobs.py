@@ -144,6 +144,18 @@ def test_each_move_happens_once(store: JobStore) -> None:
     assert job is not None and job["state"] == "failed" and job["finished_at"] is not None
 
 
+def test_an_item_a_drain_hands_back_keeps_its_attempts(store: JobStore) -> None:
+    """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
+    job_id, _ = store.create(new_items(1), "sha")
+    key = (job_id, 0)
+    store.claim([key])
+    assert store.release(key) == "queued"  # counted: a sidecar lost it, say
+    store.claim([key])
+    assert store.release(key, counted=False) == "queued"
+    job = store.job(job_id)
+    assert job is not None and job["items"][0]["attempts"] == 1
+
+
 def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(
     store: JobStore,
 ) -> None:

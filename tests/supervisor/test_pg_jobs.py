@@ -120,6 +120,21 @@ def test_two_servers_claiming_at_once_never_share_an_item(
     assert view is not None and all(i["attempts"] == 1 for i in view["items"])
 
 
+def test_an_item_a_drain_hands_back_keeps_its_attempts(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
+    a = stores("a")
+    job_id, _ = a.create(items(1), "d")
+    key = (job_id, 0)
+    a.claim([key])
+    assert a.release(key) == "queued"  # counted: a sidecar lost it, say
+    a.claim([key])
+    assert a.release(key, counted=False) == "queued"
+    item = a.item(job_id, 0)
+    assert item is not None and item["attempts"] == 1
+
+
 def test_an_expired_lease_lets_another_server_finish_the_item_exactly_once(
     stores: Callable[[str], PgJobStore],
 ) -> None:
