@@ -170,6 +170,11 @@ class Settings:
     max_input_chars: int = setting(
         4096, "longest speech 'input' (and 'instructions') accepted, in characters; longer is a 400"
     )
+    max_request_audio_s: float = setting(
+        600.0,
+        "longest answer one speech request or job item may make, in seconds of estimated audio "
+        "with every pause counted; longer is a 400 (audio_too_long)",
+    )
     chunk_s: float = setting(
         15.0,
         "long input is split into chunks of about this many seconds of estimated audio (input up to twice this stays whole)",
@@ -436,6 +441,8 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 0 < self.max_request_audio_s <= 86_400:
+            raise SettingsError("--max-request-audio-s must be more than 0 and at most 86400")
         if min(self.header_timeout_s, self.body_timeout_s, self.body_deadline_s) <= 0:
             raise SettingsError(
                 "--header-timeout-s, --body-timeout-s and --body-deadline-s must be greater than 0"

@@ -2,7 +2,8 @@
 (`deadline`), and where to say it ended (`callback_url`); and the RFC 3339 times the API shows.
 
 Times must be RFC 3339 with an offset (`2026-12-01T06:00:00Z`, `...+01:00`): a time without one
-would mean whatever zone the server runs in. `deadline` must come after `not_before`. A deadline
+would mean whatever zone the server runs in, and within years 1 to 9999 once in UTC (what can be
+shown again). `deadline` must come after `not_before`. A deadline
 already past is accepted (the job is at risk at once): a client replaying its submission with the
 same Idempotency-Key after the deadline must get its job back, not a 400.
 """
@@ -10,6 +11,7 @@ same Idempotency-Key after the deadline must get its job back, not a 400.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,9 @@ from typing import Any
 from supervisor.errors import InvalidRequest
 from supervisor.jobs.callbacks import check_url
 
+# The times a datetime can show in UTC, to the millisecond: what the API accepts and renders.
+EARLIEST = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc).timestamp()
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc).timestamp()
 FIELDS = frozenset({"not_before", "deadline", "callback_url"})
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -45,16 +50,26 @@ def parse_time(value: Any, param: str) -> float:
     try:
         # fromisoformat takes no more than microseconds: nanoseconds are cut, not refused.
         text = re.sub(r"(\.\d{6})\d+", r"\1", value.upper().replace("Z", "+00:00"))
-        return dt.datetime.fromisoformat(text).timestamp()
-    except ValueError as exc:  # the right shape, not a real time: 2026-02-30, 25:00
+        seconds = dt.datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError) as exc:  # the right shape, not a real time: 2026-02-30
         raise InvalidRequest(f"'{param}' is not a valid time: {exc}; got {value!r}.",
                              param=param) from None  # fmt: skip
+    if not EARLIEST <= seconds <= LATEST:  # 9999-12-31T23:59:59-14:00 is in the year 10000
+        raise InvalidRequest(
+            f"'{param}' must be a time from 0001-01-01 to 9999-12-31 in UTC, which the API can "
+            f"show again; got {value!r}.",
+            param=param,
+        )
+    return seconds
 
 
 def rfc3339(seconds: float | None) -> str | None:
-    """Unix seconds as RFC 3339 in UTC, to the millisecond; None stays None."""
-    if seconds is None:
+    """Unix seconds as RFC 3339 in UTC, to the millisecond; None stays None. A time outside the
+    range (a row stored before times were checked on the way in) is shown as the nearest one
+    inside it, so that no stored value can break a read."""
+    if seconds is None or math.isnan(seconds):
         return None
+    seconds = min(LATEST, max(EARLIEST, seconds))
     when = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

@@ -18,8 +18,9 @@ one voice prompt each other: in `concurrent` mode the first chunk of each voice 
 chunks in it. Silence asked for (SSML breaks, dialogue pauses) is zeros stitched onto the
 chunks' audio; with `captions` each chunk's spoken samples are timed in `segments`.
 
-The whole request's estimated audio is reserved when it is admitted, so a request is refused
-(429) at once or not at all. The next chunk is submitted before the current piece is handed
+The whole request's estimated audio, its pauses included, is checked against the limits
+(`cost`: a 400 if it is more than one request may make) and reserved when it is admitted, so a
+request is refused (429) at once or not at all. The next chunk is submitted before the current piece is handed
 on, so encoding and sending one piece overlaps the generation of the next. `close` cancels
 whatever is still queued or running (the client went away, or a chunk failed) and gives back
 the unused reservation.
@@ -42,7 +43,7 @@ from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import Item, TokenArray, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
-from supervisor.speech import chunking, quality
+from supervisor.speech import chunking, cost, quality
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
@@ -150,9 +151,12 @@ class Synthesis:
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
-        self.reservation = scheduler.reserve(
-            sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
-        )
+        spoken = sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
+        silence = sum(part.lead_s + part.pause_s for part in self.parts)
+        self.cost = cost.Cost(cost.chars(self.text), len(self.chunks), spoken, silence)
+        cost.check(self.cost, scheduler.settings, scheduler.capacity)
+        # The pauses are admitted too: the answer holds them as it holds speech.
+        self.reservation = scheduler.reserve(self.cost.audio_s)
 
     def plan(self, chunk_s: float) -> list[str]:
         """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk
@@ -181,7 +185,7 @@ class Synthesis:
                     Part(
                         span.voice,
                         voice,
-                        self.request.speed * span.speed,
+                        cost.span_speed(self.request, span.speed),
                         span.language or self.request.language,
                         read.lead_s if not self.parts else 0.0,
                         span.pause_s if j == len(texts) - 1 else 0.0,
@@ -210,7 +214,7 @@ class Synthesis:
         ):  # by words, unless the request gave seconds
             return chunking.split_words(span.text, words)
         prompt = voice.prompt
-        speed = r.speed * span.speed
+        speed = cost.span_speed(r, span.speed)
         total_s = chunking.estimate_s(
             span.text,
             prompt["ref_text"] if prompt else None,

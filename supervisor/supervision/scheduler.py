@@ -290,7 +290,7 @@ class Scheduler:
         for priority in Priority:
             queue = self.queues[priority]
             for task in list(queue):
-                if task.done:  # cancelled by its caller while it waited
+                if task.done:  # ended while it waited (its cancellation not yet settled)
                     queue.remove(task)
                 else:
                     yield task
@@ -351,7 +351,9 @@ class Scheduler:
         if not task.done:
             task.future.set_exception(error)
 
-    def _settle(self, task: Task, _done: asyncio.Future[Any]) -> None:
+    def _settle(self, task: Task, done: asyncio.Future[Any]) -> None:
+        if done.cancelled() and task in self.queues[task.priority]:  # timed out, or abandoned
+            self.queues[task.priority].remove(task)  # (in a batch, its result is dropped instead)
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)

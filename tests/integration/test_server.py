@@ -113,7 +113,7 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
 
 
 def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
-    server = start_server("--max-queue-audio-s", "5")
+    server = start_server("--max-queue-audio-s", "10")
     health = server.get("/health").json()
     [sidecar] = health["sidecars"]
     assert (health["status"], sidecar["id"], sidecar["device"], sidecar["state"]) == (
@@ -137,17 +137,26 @@ def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
     bad = server.speak("Hi.", model="whisper-1")
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "model"
 
-    # One slow request (~8 s of audio) fills the 5 s queue; even a short one behind it is refused
-    # with Retry-After. (A queue below its limit admits any request, however long.)
-    slow = threading.Thread(
-        target=lambda: server.speak("Slow and steady wins the race, " * 4 + "[[fault:slow:3]]")
-    )
-    slow.start()
-    server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the slow request to be admitted")
+    # A request of more audio (~17 s) than the whole queue admits (10 s) is refused as such.
+    whole = server.speak("Slow and steady wins the race, " * 9)
+    assert whole.status_code == 400 and whole.json()["error"]["code"] == "audio_too_long"
+    # Two slow requests (~6.6 s of audio each) fill the 10 s queue; even a short one behind them
+    # is refused with Retry-After. (A queue below its limit admits any request it could hold.)
+    slow = [
+        threading.Thread(
+            target=lambda: server.speak("Slow and steady wins the race, " * 3 + "[[fault:slow:3]]")
+        )
+        for _ in range(2)
+    ]
+    slow[0].start()
+    server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the first slow request")
+    slow[1].start()
+    server.wait_health(lambda b: b["queue"]["tasks"] == 2, 10, "the second slow request")
     refused = server.speak("Hi.")
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
-    slow.join(60)
+    for thread in slow:
+        thread.join(60)
 
 
 def test_sigterm_finishes_work_in_flight_then_exits_cleanly(start_server: Any) -> None:

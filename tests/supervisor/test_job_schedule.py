@@ -40,6 +40,25 @@ def test_times_are_shown_in_utc_to_the_millisecond() -> None:
     assert rfc3339(None) is None
 
 
+@pytest.mark.parametrize(
+    "value", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59.9999Z"]
+)
+def test_a_time_that_is_not_in_years_1_to_9999_in_utc_is_a_400(value: str) -> None:
+    """It could be stored, but not shown again: refused on the way in."""
+    with pytest.raises(InvalidRequest) as raised:
+        parse_time(value, "not_before")
+    assert raised.value.status == 400 and raised.value.param == "not_before"
+    assert parse_time("9999-12-31T23:59:59+00:00", "deadline") > SIX_UTC
+
+
+def test_a_stored_time_past_the_range_is_shown_as_the_nearest_in_it() -> None:
+    """Rows stored before times were checked on the way in still render."""
+    year_10000 = 253402351199.0  # 9999-12-31T23:59:59-14:00, as once stored
+    assert rfc3339(year_10000) == rfc3339(1e300) == "9999-12-31T23:59:59.998Z"
+    assert rfc3339(-1e300) == "0001-01-01T00:00:00.000Z"
+    assert rfc3339(float("nan")) is None
+
+
 def test_a_deadline_must_come_after_not_before() -> None:
     body = {"not_before": "2026-12-01T06:00:00Z", "deadline": "2026-12-01T06:00:00Z"}
     with pytest.raises(InvalidRequest) as raised:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from synthesis_driver import drive
 
+from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.text import script
@@ -90,6 +91,29 @@ def test_other_languages_num2words_knows_get_their_numbers_spelled() -> None:
 
 def test_a_language_no_library_knows_is_left_alone() -> None:
     assert normalize("Tha 5 cait ann.", "gd") == "Tha 5 cait ann."
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [("1" + "0" * 400, "en"), ("1" + "0" * 301, "es"), ("9" * 300, "ja"), ("1" * 400 + "%", "en"),
+     ("$" + "1" * 400, "en"), ("1" * 400 + "st", "en"), ("5" * 40, "ru")],
+)  # fmt: skip
+def test_a_number_the_normaliser_cannot_spell_is_a_400_naming_the_input(
+    text: str, language: str
+) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        normalize(f"Count {text} now.", language)
+    error = raised.value
+    assert error.status == 400 and error.param == "input" and error.code == "unreadable_number"
+    assert "cannot be spelled out" in error.message and len(error.message) < 200
+
+
+@pytest.mark.parametrize("how", ["cardinal", "ordinal", "date"])
+def test_say_as_a_number_past_the_normaliser_is_a_400(how: str) -> None:
+    document = f'<speak><say-as interpret-as="{how}">{"1" + "0" * 400}</say-as></speak>'
+    with pytest.raises(InvalidRequest) as raised:
+        schemas.speech_request({"input": document}, Settings(engine="null"))
+    assert raised.value.code == "unreadable_number" and raised.value.param == "input"
 
 
 def sent_texts(settings: Settings, **fields: Any) -> list[str]:

@@ -194,6 +194,30 @@ def test_cancelled_callers_leave_the_books() -> None:
     run(scenario)
 
 
+def test_a_cancelled_task_leaves_the_queue_and_one_in_a_batch_is_dropped() -> None:
+    """A timed-out or abandoned request's queued tasks leave the queue at once (not when a batch
+    is next formed); one already in a batch gets its answer dropped, its batch-mates theirs."""
+
+    async def scenario() -> None:
+        s = make(max_batch_size=2)
+        running = s.submit([item("mine"), item("other")])
+        batch = s.next_batch()
+        assert batch is not None and len(batch.tasks) == 2
+        queued = s.submit([item("later 1"), item("later 2")])
+        assert s.depth()["queued"] == 2
+        for future in (running[0], *queued):
+            future.cancel()
+        await asyncio.sleep(0)
+        assert not any(s.queues.values()) and s.depth()["queued"] == 0
+        for task in batch.tasks:
+            s.resolve(task, {"id": task.id})
+        assert await running[1] == {"id": "other"} and running[0].cancelled()
+        await asyncio.sleep(0)  # the done callbacks run
+        assert s.admitted_audio_s == 0 and await s.wait_until_idle(1)
+
+    run(scenario)
+
+
 def test_fail_queued_ends_everything_waiting() -> None:
     async def scenario() -> None:
         s = make()

@@ -14,7 +14,7 @@ import pytest
 from sidecar.shared.protocol import TokenArray
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor import metrics
-from supervisor.errors import Overloaded, ServerError, TaskFailed, Unavailable
+from supervisor.errors import InvalidRequest, Overloaded, ServerError, TaskFailed, Unavailable
 from supervisor.settings import Settings
 from supervisor.speech import quality, schemas
 from supervisor.speech.synthesis import Synthesis, Voice
@@ -227,16 +227,21 @@ def test_closing_early_cancels_queued_chunks_and_frees_the_queue() -> None:
 def test_the_whole_request_is_admitted_or_refused_at_once() -> None:
     async def scenario() -> None:
         scheduler = Scheduler(Settings(engine="null", max_queue_audio_s=60))
-        held = Synthesis(
-            scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0
-        )  # ~120 s: fits an empty queue
+        # ~70 s: more than the whole queue admits, so never admitted, even into an empty queue
+        with pytest.raises(InvalidRequest) as refused:
+            Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)
+        assert refused.value.code == "audio_too_long" and scheduler.admitted_audio_s == 0
+        held = [
+            Synthesis(scheduler, request(), Voice(), chunk_s=5.0) for _ in range(2)
+        ]  # ~35 s each
         before = scheduler.admitted_audio_s
         with pytest.raises(Overloaded):
-            Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)  # the queue is full
+            Synthesis(scheduler, request(), Voice(), chunk_s=5.0)  # the queue is full
         assert (
             scheduler.admitted_audio_s == before
         )  # none of the refused one's chunks were admitted
-        held.close()
+        for synthesis in held:
+            synthesis.close()
         assert scheduler.admitted_audio_s == 0
         reserved = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
         assert (

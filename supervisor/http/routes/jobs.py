@@ -9,7 +9,8 @@
     DELETE /v1/jobs/{id}                   cancel: queued items end cancelled; finished results stay
 
 Each item is checked exactly as the speech route checks a request (the same fields, the same
-messages, `param` prefixed with `items[n].`), and its voice must exist, so a job that is
+messages, `param` prefixed with `items[n].`), its text is read as it will be read (SSML, lexicon,
+normalisation) and its cost checked (`supervisor.speech.cost`), and its voice must exist, so a job that is
 accepted will not fail on a typo hours later. The job is committed to the store (the data
 directory, or PostgreSQL) before the 202 goes out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
 the first time (`Idempotent-Replayed: true`); with a different body, 409.
@@ -36,7 +37,8 @@ from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.store import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
-from supervisor.speech import formats, schemas
+from supervisor.speech import cost, formats, schemas
+from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice
 
 CAPTION_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
@@ -116,7 +118,10 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     param="stream_format",
                 )
             resolve_voice(speech, svc.voices)
-            svc.lexicons.for_request(speech)
+            # Read as it will be read when it runs: a number the normaliser cannot spell, or a
+            # text or audio past its limits, is a 400 now, not a failed item later.
+            read = script.read(speech, svc.settings, svc.lexicons.for_request(speech))
+            cost.check(cost.estimate(read, speech), svc.settings, svc.scheduler.capacity)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)

@@ -19,6 +19,7 @@ import cn2an
 from num2words import CONVERTER_CLASSES, num2words
 
 from sidecar.shared.text import contains_cjk
+from supervisor.errors import InvalidRequest
 from supervisor.speech.text.rules import (
     CURRENCY_CODES,
     CURRENCY_SYMBOLS,
@@ -71,8 +72,31 @@ def normalize(text: str, language: str | None) -> str:
     return _Normalizer(lang, rules).run(text)
 
 
-def _words(value: Decimal | int, lang: str, to: str = "cardinal") -> str:
-    return str(num2words(value, lang=lang, to=to))
+# What num2words raises for a number it cannot spell: past its largest name (10^300 in English,
+# less in some languages), or a form its language lacks.
+_UNSPELLABLE = (ArithmeticError, KeyError, IndexError, ValueError, NotImplementedError)
+
+
+def unreadable(number: object, lang: str) -> InvalidRequest:
+    """The 400 for a number the normaliser cannot read aloud (the `param` is the request's text)."""
+    shown = str(number)
+    shown = shown if len(shown) <= 24 else f"{shown[:12]}…({len(shown)} characters)"
+    error = InvalidRequest(
+        f"the number {shown} cannot be spelled out in {lang!r}; write it in words, or in "
+        "smaller parts",
+        param="input",
+    )
+    error.code = "unreadable_number"
+    return error
+
+
+def spell(value: Decimal | int | str, lang: str, to: str = "cardinal") -> str:
+    """num2words (a string: its digits), with a number it cannot read a 400 rather than whatever
+    it raises."""
+    try:
+        return str(num2words(int(value) if isinstance(value, str) else value, lang=lang, to=to))
+    except _UNSPELLABLE:
+        raise unreadable(value, lang) from None
 
 
 def _parse(digits: str, decimal: str, group: str) -> Decimal | None:
@@ -91,20 +115,20 @@ def _number_pattern(decimal: str, group: str) -> str:
 
 
 def _numbers(text: str, lang: str, decimal: str, group: str, minus: str = "minus") -> str:
-    def spell(m: re.Match[str]) -> str:
+    def say(m: re.Match[str]) -> str:
         value = _parse(m.group(2), decimal, group) if m.group(2).count(decimal) <= 1 else None
         if value is None:
             value = _parse(m.group(2), ".", "")
         if value is None:
             return m.group(0)
         sign = minus + " " if m.group(1) else ""
-        said = _words(value, lang)
+        said = spell(value, lang)
         if lang == "es" and decimal in m.group(2):
             said = said.replace(" punto ", " coma ")  # "3,5": Spain reads the comma it wrote
         return sign + said
 
     return re.sub(
-        rf"(?<![\w.,])([-−](?=\d))?({_number_pattern(decimal, group)})(?![\w])", spell, text
+        rf"(?<![\w.,])([-−](?=\d))?({_number_pattern(decimal, group)})(?![\w])", say, text
     )
 
 
@@ -134,7 +158,7 @@ class _Normalizer:
         """A number of things: "one euro", "zwei Euro"."""
         if value == 1:
             return f"{self.rules.one} {singular}"
-        return f"{_words(value, self.lang)} {plural}"
+        return f"{spell(value, self.lang)} {plural}"
 
     # ------------------------------------------------------------------ rules
 
@@ -145,15 +169,15 @@ class _Normalizer:
 
     def day(self, day: int, article: str = "") -> str:
         if self.lang == "en":
-            return _words(day, "en", "ordinal")
+            return spell(day, "en", "ordinal")
         if self.lang == "de":
-            return _words(day, "de", "ordinal") + (article or "r")
+            return spell(day, "de", "ordinal") + (article or "r")
         if self.lang == "fr" and day == 1:
             return "premier"
-        return _words(day, self.lang)
+        return spell(day, self.lang)
 
     def year(self, year: int) -> str:
-        return _words(year, self.lang, "year" if self.lang == "en" else "cardinal")
+        return spell(year, self.lang, "year" if self.lang == "en" else "cardinal")
 
     def date(self, year: int, month: int, day: int) -> str | None:
         if not (1 <= month <= 12 and 1 <= day <= 31):
@@ -195,9 +219,9 @@ class _Normalizer:
         return text
 
     def times(self, text: str) -> str:
-        def spell(m: re.Match[str]) -> str:
+        def say(m: re.Match[str]) -> str:
             hours, minutes, meridiem = int(m.group(1)), int(m.group(2)), (m.group(3) or "").strip()
-            h, mm = _words(hours, self.lang), _words(minutes, self.lang)
+            h, mm = spell(hours, self.lang), spell(minutes, self.lang)
             if self.lang == "en":
                 said = h + (
                     " o'clock"
@@ -219,7 +243,7 @@ class _Normalizer:
 
         separator = "[:h]" if self.lang == "fr" else ":"
         meridiem = r"(\s?(?:[aApP]\.[mM]\.|[aApP][mM]\b))?" if self.lang == "en" else "()"
-        return re.sub(rf"\b([01]?\d|2[0-3]){separator}([0-5]\d)\b{meridiem}", spell, text)
+        return re.sub(rf"\b([01]?\d|2[0-3]){separator}([0-5]\d)\b{meridiem}", say, text)
 
     def money(self, code: str, digits: str) -> str | None:
         value = self.value(digits)
@@ -248,7 +272,7 @@ class _Normalizer:
     def units(self, text: str) -> str:
         symbols = "|".join(re.escape(s) for s in sorted(self.rules.units, key=len, reverse=True))
 
-        def spell(m: re.Match[str]) -> str:
+        def say(m: re.Match[str]) -> str:
             value = self.value(m.group(2))
             if value is None:
                 return m.group(0)
@@ -259,14 +283,14 @@ class _Normalizer:
             spoken = _numbers(m.group(2), self.lang, self.rules.decimal, self.rules.group)
             return f"{sign}{spoken} {plural}"
 
-        return re.sub(rf"(?<![\w.,])([-−])?({self.number}) ?({symbols})(?![\w/])", spell, text)
+        return re.sub(rf"(?<![\w.,])([-−])?({self.number}) ?({symbols})(?![\w/])", say, text)
 
     def ordinals(self, text: str) -> str:
         if self.lang == "de":
 
             def german(m: re.Match[str]) -> str:
                 ending = _DE_ARTICLES[m.group(1).lower()]
-                return f"{m.group(1)} {_words(int(m.group(2)), 'de', 'ordinal')}{ending} "
+                return f"{m.group(1)} {spell(m.group(2), 'de', 'ordinal')}{ending} "
 
             articles = "|".join(_DE_ARTICLES)
             return re.sub(rf"\b({articles}) (\d+)\. (?=\w)", german, text, flags=re.IGNORECASE)
@@ -274,7 +298,7 @@ class _Normalizer:
         if suffix is None:
             return text
         return re.sub(
-            rf"\b(\d+){suffix}(?!\w)", lambda m: _words(int(m.group(1)), self.lang, "ordinal"), text
+            rf"\b(\d+){suffix}(?!\w)", lambda m: spell(m.group(1), self.lang, "ordinal"), text
         )
 
 

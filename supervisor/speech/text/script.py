@@ -1,5 +1,6 @@
 """A speech request's text as the spans the model reads: a dialogue script or SSML parsed,
-the lexicon applied, then normalised if asked."""
+the lexicon applied, then normalised if asked; a text that grew past its limit on the way is a
+400 (`cost.check_text`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from dataclasses import replace
 
 from supervisor.settings import Settings
+from supervisor.speech import cost
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.text import dialogue, ssml
@@ -41,6 +43,14 @@ def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = N
         language = span.language or request.language
         voice = span.voice or request.voice
         applies = lexicon is not None and lexicon.applies_to(language, voice)
-        text = lexicon.apply(span.text) if lexicon and applies else span.text
-        spans.append(replace(span, text=normalize(text, language) if wanted else text))
-    return replace(script, spans=tuple(spans))
+        spans.append(
+            replace(span, text=lexicon.apply(span.text) if lexicon and applies else span.text)
+        )
+    # Checked before normalising too: a lexicon's expansion is refused before it is worked on.
+    cost.check_text(replace(script, spans=tuple(spans)), settings)
+    if wanted:
+        spans = [replace(span, text=normalize(span.text, span.language or request.language))
+                 for span in spans]  # fmt: skip
+    read = replace(script, spans=tuple(spans))
+    cost.check_text(read, settings)
+    return read

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SPEED_RANGE = (0.25, 4.0)  # the model's reading speeds: a request's `speed`, times any <prosody>
+
+
+def clamp_speed(speed: float) -> float:
+    """A speed within SPEED_RANGE, however rates were multiplied to reach it."""
+    return min(SPEED_RANGE[1], max(SPEED_RANGE[0], speed))
+
 
 @dataclass(frozen=True)
 class Span:

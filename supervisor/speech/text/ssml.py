@@ -2,7 +2,8 @@
 
 Elements: `<break time="500ms"|strength=…/>` (silence stitched between chunks: the model cannot
 make it), `<sub alias=…>`, `<say-as interpret-as="characters|cardinal|ordinal|date|telephone">`,
-`<prosody rate=…>` (times the request's `speed`), `<voice name=…>` (a saved or named voice),
+`<prosody rate=…>` (times the request's `speed`, nested rates too, the product kept within
+0.25 to 4), `<voice name=…>` (a saved or named voice),
 `<lang xml:lang=…>`. Anything else, an attribute they do not take, or a document that is not
 well-formed is a 400 naming it: markup is never read aloud. defusedxml refuses DTDs and
 entities, so a document cannot expand itself or read files.
@@ -21,8 +22,8 @@ from num2words import num2words
 
 from sidecar.shared.languages import resolve_language
 from supervisor.errors import InvalidRequest
-from supervisor.speech.text.normalize import language_of, normalize
-from supervisor.speech.text.spans import Script, Span
+from supervisor.speech.text.normalize import _UNSPELLABLE, language_of, normalize, spell, unreadable
+from supervisor.speech.text.spans import SPEED_RANGE, Script, Span, clamp_speed
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 MAX_BREAK_S = 10.0
@@ -35,7 +36,7 @@ BREAK_STRENGTHS = {
     "x-strong": 1.0,
 }
 RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5, "default": 1.0}
-SPEED_RANGE = (0.25, 4.0)
+MAX_DIGITS = 4000  # below Python's own limit on converting digits to an int (4300)
 INTERPRETATIONS = ("characters", "cardinal", "ordinal", "date", "telephone")
 # Each element and the attributes it takes.
 ELEMENTS: dict[str, frozenset[str]] = {
@@ -135,7 +136,9 @@ class _Reader:
                 raise _error("<voice> needs a name: a saved voice, an OpenAI voice name or 'auto'")
             context = replace(context, voice=name)
         if tag == "prosody":
-            context = replace(context, speed=context.speed * _rate(node.attrib.get("rate")))
+            # Nested rates multiply, within the model's range (four of 25 % are still 0.25).
+            rate = clamp_speed(context.speed * _rate(node.attrib.get("rate")))
+            context = replace(context, speed=rate)
         self.add(node.text, context)
         for child in node:
             self.element(child, context)
@@ -230,10 +233,14 @@ def say_as(how: str, text: str, language: str) -> str:
             raise _error(f'<say-as interpret-as="ordinal"> needs a whole number, not {text!r}')
         if language == "zh":
             return "第" + str(cn2an.an2cn(digits))
+        if len(digits) > MAX_DIGITS:
+            raise unreadable(digits, language)
         try:
             return str(num2words(int(digits), lang=language, to="ordinal"))
         except NotImplementedError:
-            return str(num2words(int(digits), lang="en", to="ordinal"))
+            return spell(int(digits), "en", "ordinal")
+        except _UNSPELLABLE:
+            raise unreadable(digits, language) from None
     # telephone: digit by digit, a pause (a comma) between the groups as written
     groups = [g for g in re.split(r"[^\d+]+", text) if g]
     return ", ".join(" ".join(_digit(ch, language) for ch in group) for group in groups)
@@ -246,5 +253,5 @@ def _digit(ch: str, language: str) -> str:
         return str(cn2an.an2cn(ch))
     try:
         return str(num2words(int(ch), lang=language))
-    except NotImplementedError:
+    except _UNSPELLABLE:
         return ch
