@@ -99,6 +99,15 @@ MIGRATIONS = [
     CREATE INDEX jobs_callbacks_pending ON jobs (callback_state)
         WHERE callback_state = 'pending';
     """,
+    # 3: owners (issue 36): what was stored before is the default owner's (supervisor.tenants),
+    # and an idempotency key is stored as "<owner> <key>" (store.scoped_key).
+    """
+    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+    UPDATE jobs SET idempotency_key = 'default ' || idempotency_key
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX jobs_by_owner ON jobs (owner, seq);
+    ALTER TABLE voices ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+    """,
 ]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from sidecar.shared.thresholds import Thresholds
 from supervisor.speech.formats import FORMATS
+from supervisor.tenants import KeyFile, Tenancy, parse_key_file
 
 ENV_PREFIX = "OMNIVOICE_"
 # An --allowed-hosts entry: *, a name or IPv4 (or *.domain), or an IPv6 in brackets; a port or not.
@@ -139,7 +140,8 @@ class Settings:
     )
     api_key_file: str | None = setting(
         None,
-        "also read API keys from this file, one a line (keeps them out of the process list)",
+        "also read API keys from this file, one a line, with their names, admin keys, "
+        "callback secrets and shared voices (docs/DEPLOYMENT.md); keeps them out of ps",
         metavar="FILE",
     )
     data_dir: str = setting(
@@ -403,6 +405,11 @@ class Settings:
         "most bytes the result cache keeps on disk, least recently used out first (0: no cache)",
         metavar="BYTES",
     )
+    cache_shared: bool = setting(
+        False,
+        "one result cache for every API key (default: each key's owner has its own, so a key "
+        "never learns from a hit what another key synthesised)",
+    )
     test_faults: bool = setting(
         False,
         "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
@@ -469,8 +476,10 @@ class Settings:
             raise SettingsError(
                 f"--log-run-id must be a plain folder name (not 'latest'), got {self.log_run_id!r}"
             )
-        if self.api_key_file:
-            object.__setattr__(self, "api_keys", self.api_keys + read_key_file(self.api_key_file))
+        key_file = read_key_file(self.api_key_file) if self.api_key_file else KeyFile()
+        object.__setattr__(self, "api_keys", tuple(dict.fromkeys(self.api_keys + key_file.keys)))
+        # Not a setting of its own: what the keys may do, for the routes, the runner and callbacks
+        object.__setattr__(self, "_tenancy", Tenancy.of(self.api_keys, key_file))
         if any(not key.strip() for key in self.api_keys):
             # An empty key would let `Authorization: Bearer ` in.
             raise SettingsError(
@@ -510,6 +519,12 @@ class Settings:
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
                 "(--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)"
             )
+
+    @property
+    def tenancy(self) -> Tenancy:
+        """Every key's tenant, and the shared voices (supervisor.tenants)."""
+        found: Tenancy = self.__dict__["_tenancy"]
+        return found
 
     @property
     def max_frame_bytes(self) -> int:
@@ -689,19 +704,18 @@ def _shown_default(default: Any) -> str:
     return f"; default: {default}"
 
 
-def read_key_file(path: str) -> tuple[str, ...]:
-    """API keys, one a line; blank lines and `#` comments are skipped."""
+def read_key_file(path: str) -> KeyFile:
+    """The key file's keys, their names and options, and the shared voices (supervisor.tenants)."""
     try:
-        lines = Path(path).expanduser().read_text().splitlines()
+        text = Path(path).expanduser().read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(
             f"--api-key-file (OMNIVOICE_API_KEY_FILE) cannot be read: {exc}"
         ) from None
-    stripped = (line.strip() for line in lines)
-    keys = tuple(line for line in stripped if line and not line.startswith("#"))
-    if not keys:
-        raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) {path} holds no key")
-    return keys
+    try:
+        return parse_key_file(text)
+    except ValueError as exc:
+        raise SettingsError(f"--api-key-file (OMNIVOICE_API_KEY_FILE) {path}: {exc}") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -205,7 +205,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         middleware=[
             Middleware(metrics.RequestMetrics, routes=routes),
             Middleware(EdgeChecks, allowed=allowed_hosts(settings)),
-            Middleware(BearerAuth, keys=settings.api_keys),
+            Middleware(BearerAuth, tenancy=settings.tenancy),
             Middleware(BodyLimit, limits=limits),
         ],
         exception_handlers={

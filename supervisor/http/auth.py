@@ -1,7 +1,9 @@
 """Bearer API keys. Only OPEN_PATHS and the console's assets are served without one.
 
-On an open path the middleware still notes, in the scope (AUTHENTICATED_KEY), whether the
-caller sent a valid key: `/health` shows its details (paths, pids, settings) only to such a
+A valid key's tenant (supervisor.tenants: its owner id, whether it is an admin) goes into the
+scope (TENANT) for the routes to scope what they show; on a server without keys every request
+is tenants.OPEN. On an open path the middleware still notes, in the scope (AUTHENTICATED_KEY),
+whether the caller sent a valid key: `/health` shows its details (paths, pids, settings) only to such a
 caller. More than one `Authorization` header is a 400 on every path: which one a proxy and this
 server each read is not something to leave to chance.
 """
@@ -10,16 +12,19 @@ from __future__ import annotations
 
 import hmac
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.errors import InvalidRequest, ServerError, Unauthorized
+from supervisor.tenants import OPEN, Tenancy, Tenant
 
 # "/" and "/console" are the web console's page: it holds no data and asks for a key itself
 OPEN_PATHS = frozenset({"/health", "/ready", "/", "/console"})
 OPEN_PREFIX = "/console/"  # the console's script and style sheet
 AUTHENTICATED_KEY = "omnivoice.authenticated"
 FOREIGN_HOST = "omnivoice.foreign_host"  # set by EdgeChecks: a probe path under a Host not allowed
+TENANT = "omnivoice.tenant"
 
 
 def is_open(path: str) -> bool:
@@ -29,9 +34,9 @@ def is_open(path: str) -> bool:
 class BearerAuth:
     """ASGI middleware: a request to a closed path needs `Authorization: Bearer <one of the keys>`."""
 
-    def __init__(self, app: ASGIApp, keys: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, tenancy: Tenancy) -> None:
         self.app = app
-        self.keys = [key.encode() for key in keys]
+        self.tenants = [(key.encode(), one) for key, one in tenancy.by_key.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,11 +49,12 @@ class BearerAuth:
             )
             await reply(duplicate, scope, receive, send)
             return
-        # Under a Host not allowed, the open paths show their open view, key or none.
-        scope[AUTHENTICATED_KEY] = not scope.get(FOREIGN_HOST) and (
-            not self.keys or self.valid(headers[0] if headers else b"")
-        )
-        if scope[AUTHENTICATED_KEY] or is_open(scope["path"]):
+        found = OPEN if not self.tenants else self.tenant(headers[0] if headers else b"")
+        if scope.get(FOREIGN_HOST):  # the open paths show their open view, key or none
+            found = None
+        scope[AUTHENTICATED_KEY] = found is not None
+        scope[TENANT] = found
+        if found is not None or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         error = Unauthorized(
@@ -56,11 +62,22 @@ class BearerAuth:
         )
         await reply(error, scope, receive, send, {"WWW-Authenticate": "Bearer"})
 
-    def valid(self, header: bytes) -> bool:
+    def tenant(self, header: bytes) -> Tenant | None:
+        """The tenant of the header's key; None if it names none."""
         scheme, _, token = header.partition(b" ")
         # compare_digest against every key, so the time taken does not tell which one nearly matched
-        matches = [hmac.compare_digest(token.strip(), key) for key in self.keys]
-        return scheme.lower() == b"bearer" and any(matches)
+        matches = [hmac.compare_digest(token.strip(), key) for key, _ in self.tenants]
+        if scheme.lower() != b"bearer" or not any(matches):
+            return None
+        return self.tenants[matches.index(True)][1]
+
+
+def tenant(request: Request) -> Tenant:
+    """The tenant a request on a closed path is made for (the middleware let it in)."""
+    found: Tenant | None = request.scope.get(TENANT)
+    if found is None:  # an open path, without a key: it shows nobody's things
+        raise Unauthorized("a valid API key is required: send it as 'Authorization: Bearer <key>'")
+    return found
 
 
 async def reply(error: ServerError, scope: Scope, receive: Receive, send: Send,

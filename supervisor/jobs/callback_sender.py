@@ -94,7 +94,7 @@ class CallbackSender:
         body = json.dumps(job, separators=(",", ":")).encode()
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: signature(self.settings.callback_secret, int(time.time()), body),
+            SIGNATURE_HEADER: signature(self.secret(due.owner), int(time.time()), body),
         }
         status: int | None = None
         error: str | None = None
@@ -120,6 +120,13 @@ class CallbackSender:
                      due.job_id, attempts, error, wait_s)  # fmt: skip
         await asyncio.to_thread(
             self.store.callback_attempted, due.job_id, status, error, state, next_at
+        )
+
+    def secret(self, owner: str) -> str:
+        """The key a job's callback is signed with: its owner's (the key file's
+        `callback-secret=`), else --callback-secret."""
+        return (
+            self.settings.tenancy.for_owner(owner).callback_secret or self.settings.callback_secret
         )
 
     async def close(self) -> None:

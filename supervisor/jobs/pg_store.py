@@ -40,14 +40,17 @@ from supervisor.jobs.store import (
     error_record,
     item_view,
     job_view,
+    scoped_key,
 )
 from supervisor.jobs.timeline import Pending, item_audio_s
+from supervisor.tenants import DEFAULT_OWNER
 
 Key = tuple[str, int]
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one leases go by
 # How long a server's claim on sending a callback lasts: longer than an attempt may take
 # (--callback-timeout-s, 10 s by default), so the callback is never sent by two at once.
 CALLBACK_CLAIM_S = 120.0
+OWNED = "(%s::text IS NULL OR owner = %s)"  # as store.OWNED
 KEYS = "(job_id, n) IN (SELECT * FROM unnest(%(jobs)s::text[], %(ns)s::int[]))"
 
 
@@ -83,13 +86,15 @@ class PgJobStore:
         body_sha256: str,
         idempotency_key: str | None = None,
         schedule: JobSchedule | None = None,
+        owner: str = DEFAULT_OWNER,
     ) -> tuple[str, bool]:
         """As JobStore.create. Two servers given one new key at once: the second insert fails on
         the key's uniqueness and answers the first one's job."""
+        stored_key = None if idempotency_key is None else scoped_key(owner, idempotency_key)
 
         def existing(conn: Connection) -> str | None:
             row = conn.execute(
-                "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = %s", (idempotency_key,)
+                "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = %s", (stored_key,)
             ).fetchone()
             if row is None:
                 return None
@@ -104,10 +109,11 @@ class PgJobStore:
             when = schedule or JobSchedule()
             conn.execute(
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
-                "deadline, callback_url, callback_state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (job_id, idempotency_key, body_sha256, time.time(), when.not_before,
+                "deadline, callback_url, callback_state, owner) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (job_id, stored_key, body_sha256, time.time(), when.not_before,
                  when.deadline, when.callback_url,
-                 None if when.callback_url is None else "pending"),
+                 None if when.callback_url is None else "pending", owner),
             )  # fmt: skip
             with conn.cursor() as cur:
                 cur.executemany(
@@ -128,9 +134,13 @@ class PgJobStore:
             assert found is not None  # the row that violated the key
             return found, False
 
-    def job(self, job_id: str, with_items: bool = True) -> dict[str, Any] | None:
+    def job(
+        self, job_id: str, with_items: bool = True, owner: str | None = None
+    ) -> dict[str, Any] | None:
         def read(conn: Connection) -> dict[str, Any] | None:
-            row = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT * FROM jobs WHERE id = %s AND {OWNED}", (job_id, owner, owner)
+            ).fetchone()
             if row is None:
                 return None
             view = self._view(conn, row)
@@ -144,17 +154,20 @@ class PgJobStore:
         return self.db.run(read)
 
     def list(
-        self, limit: int, after: str | None = None
+        self, limit: int, after: str | None = None, owner: str | None = None
     ) -> tuple[builtins.list[dict[str, Any]], bool]:
         def read(conn: Connection) -> tuple[builtins.list[dict[str, Any]], bool]:
             seq = 2**63 - 1
             if after is not None:
-                anchor = conn.execute("SELECT seq FROM jobs WHERE id = %s", (after,)).fetchone()
+                anchor = conn.execute(
+                    f"SELECT seq FROM jobs WHERE id = %s AND {OWNED}", (after, owner, owner)
+                ).fetchone()
                 if anchor is None:
                     return [], False
                 seq = anchor["seq"]
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE seq < %s ORDER BY seq DESC LIMIT %s", (seq, limit + 1)
+                f"SELECT * FROM jobs WHERE seq < %s AND {OWNED} ORDER BY seq DESC LIMIT %s",
+                (seq, owner, owner, limit + 1),
             ).fetchall()
             return [self._view(conn, row) for row in rows[:limit]], len(rows) > limit
 
@@ -167,10 +180,13 @@ class PgJobStore:
             row, ([r["state"], r["count"], r["attempted"], r["last_end"]] for r in progress)
         )
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, owner: str | None = None) -> bool:
         def cancel(conn: Connection) -> bool:
             now = time.time()
-            if conn.execute("SELECT 1 FROM jobs WHERE id = %s", (job_id,)).fetchone() is None:
+            found = conn.execute(
+                f"SELECT 1 FROM jobs WHERE id = %s AND {OWNED}", (job_id, owner, owner)
+            ).fetchone()
+            if found is None:
                 return False
             # A job whose every item has ended is left as it is: there is nothing to cancel.
             conn.execute(
@@ -187,10 +203,12 @@ class PgJobStore:
 
         return self.db.run(cancel)
 
-    def item(self, job_id: str, n: int) -> dict[str, Any] | None:
+    def item(self, job_id: str, n: int, owner: str | None = None) -> dict[str, Any] | None:
         row = self.db.run(
             lambda conn: conn.execute(
-                "SELECT * FROM items WHERE job_id = %s AND n = %s", (job_id, n)
+                "SELECT i.* FROM items i JOIN jobs j ON j.id = i.job_id "
+                f"WHERE i.job_id = %s AND i.n = %s AND {OWNED}",
+                (job_id, n, owner, owner),
             ).fetchone()
         )
         return None if row is None else item_view(job_id, row)
@@ -221,7 +239,7 @@ class PgJobStore:
         now = time.time() if now is None else now
         rows = self.db.run(
             lambda conn: conn.execute(
-                "SELECT i.job_id, i.n, i.request, i.format, i.attempts FROM items i "
+                "SELECT i.job_id, i.n, i.request, i.format, i.attempts, j.owner FROM items i "
                 "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' "
                 "AND (j.not_before IS NULL OR j.not_before <= %s) "
                 "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n "
@@ -409,12 +427,15 @@ class PgJobStore:
                 "(SELECT id FROM jobs j WHERE callback_state = 'pending' "
                 "AND (callback_next_at IS NULL OR callback_next_at <= %(now)s) AND NOT EXISTS "
                 f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) "
-                "FOR UPDATE SKIP LOCKED) RETURNING id, seq, callback_url, callback_attempts",
+                "FOR UPDATE SKIP LOCKED) RETURNING id, seq, callback_url, callback_attempts, owner",
                 {"now": now, "claim": CALLBACK_CLAIM_S},
             ).fetchall()
         )
         rows.sort(key=lambda r: r["seq"])
-        return [CallbackDue(r["id"], r["callback_url"], r["callback_attempts"]) for r in rows]
+        return [
+            CallbackDue(r["id"], r["callback_url"], r["callback_attempts"], r["owner"])
+            for r in rows
+        ]
 
     def callback_attempted(
         self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None

@@ -53,6 +53,7 @@ from typing import Any
 from supervisor.errors import Conflict, QualityFailed, ServerError
 from supervisor.jobs.schedule import JobSchedule, rfc3339
 from supervisor.jobs.timeline import Pending, item_audio_s
+from supervisor.tenants import DEFAULT_OWNER
 
 DB_NAME = "jobs.sqlite3"
 LOCK_NAME = "jobs.lock"
@@ -101,8 +102,11 @@ ADDED_COLUMNS = (
     ("jobs", "callback_next_at", "REAL"),  # no attempt before this (the backoff)
     ("items", "est_audio_s", "REAL"),  # estimated audio, for the job's estimated finish
     ("items", "qa", "TEXT"),  # the quality checks' verdict (JSON); NULL: none recorded
+    ("jobs", "owner", f"TEXT NOT NULL DEFAULT '{DEFAULT_OWNER}'"),  # supervisor.tenants
 )
 UNFINISHED = "('queued', 'running')"
+# A query limited to one owner's jobs, or (NULL: an admin) to none; takes the owner twice.
+OWNED = "(? IS NULL OR owner = ?)"
 
 
 class StoreLocked(RuntimeError):
@@ -130,6 +134,7 @@ class CallbackDue:
     job_id: str
     url: str
     attempts: int  # made so far
+    owner: str = DEFAULT_OWNER  # whose secret signs it
 
 
 @dataclass(frozen=True)
@@ -141,17 +146,23 @@ class Claimed:
     request: dict[str, Any]
     format: str
     attempts: int
+    owner: str = DEFAULT_OWNER  # the job's: whose voices and cache entries it uses
 
     @classmethod
     def from_row(cls, row: Any) -> Claimed:
-        """From a row of `job_id, n, request, format, attempts` (either store's)."""
-        return cls(
-            row["job_id"], row["n"], json.loads(row["request"]), row["format"], row["attempts"]
-        )
+        """From a row of `job_id, n, request, format, attempts, owner` (either store's)."""
+        return cls(row["job_id"], row["n"], json.loads(row["request"]), row["format"],
+                   row["attempts"], row["owner"])  # fmt: skip
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_id, self.n)
+
+
+def scoped_key(owner: str, idempotency_key: str) -> str:
+    """An Idempotency-Key as stored: one owner's key never finds another owner's job. (An owner
+    id has no space; the key follows the first one.)"""
+    return f"{owner} {idempotency_key}"
 
 
 def body_digest(body: Any) -> str:
@@ -301,12 +312,17 @@ class JobStore:
         self._migrate()
 
     def _migrate(self) -> None:
-        """Add the columns an older database lacks, and estimate the unfinished items' audio."""
+        """Add the columns an older database lacks, and estimate the unfinished items' audio.
+        Jobs stored before owners existed are the default owner's, and so are their keys."""
         with self.transaction() as db:
             for table, column, declaration in ADDED_COLUMNS:
                 have = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                    if (table, column) == ("jobs", "owner"):
+                        db.execute("UPDATE jobs SET idempotency_key = ? || idempotency_key "
+                                   "WHERE idempotency_key IS NOT NULL", (scoped_key(DEFAULT_OWNER, ""),))  # fmt: skip
+            db.execute("CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, seq)")
             rows = db.execute(
                 "SELECT job_id, n, request FROM items "
                 f"WHERE est_audio_s IS NULL AND state IN {UNFINISHED}"
@@ -344,16 +360,17 @@ class JobStore:
         body_sha256: str,
         idempotency_key: str | None = None,
         schedule: JobSchedule | None = None,
+        owner: str = DEFAULT_OWNER,
     ) -> tuple[str, bool]:
-        """Store a job; (its id, True). With a key already used for the same body: (that job, False).
-
-        The same key with a different body raises Conflict.
+        """Store `owner`'s job; (its id, True). With a key the owner already used for the same
+        body: (that job, False). The same key with a different body raises Conflict.
         """
         now = time.time()
+        stored_key = None if idempotency_key is None else scoped_key(owner, idempotency_key)
         with self.transaction() as db:
-            if idempotency_key is not None:
+            if stored_key is not None:
                 row = db.execute(
-                    "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (idempotency_key,)
+                    "SELECT id, body_sha256 FROM jobs WHERE idempotency_key = ?", (stored_key,)
                 ).fetchone()
                 if row is not None:
                     if row["body_sha256"] != body_sha256:
@@ -367,9 +384,9 @@ class JobStore:
             when = schedule or JobSchedule()
             db.execute(
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
-                "deadline, callback_url, callback_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, idempotency_key, body_sha256, now, when.not_before, when.deadline,
-                 when.callback_url, None if when.callback_url is None else "pending"),
+                "deadline, callback_url, callback_state, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, stored_key, body_sha256, now, when.not_before, when.deadline,
+                 when.callback_url, None if when.callback_url is None else "pending", owner),
             )  # fmt: skip
             db.executemany(
                 "INSERT INTO items (job_id, n, client_id, request, format, state, est_audio_s) "
@@ -382,10 +399,15 @@ class JobStore:
             )  # fmt: skip
         return job_id, True
 
-    def job(self, job_id: str, with_items: bool = True) -> dict[str, Any] | None:
-        """The job as the API shows it, or None."""
+    def job(
+        self, job_id: str, with_items: bool = True, owner: str | None = None
+    ) -> dict[str, Any] | None:
+        """The job as the API shows it, or None (also when `owner` is given and not its own)."""
         with self.lock:
-            row = self.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = self.db.execute(
+                f"SELECT * FROM jobs WHERE id = ? AND {OWNED}",
+                (job_id, owner, owner),
+            ).fetchone()
             if row is None:
                 return None
             view = self._view(row)
@@ -396,17 +418,23 @@ class JobStore:
                 view["items"] = [item_view(job_id, item) for item in items]
         return view
 
-    def list(self, limit: int, after: str | None = None) -> tuple[list[dict[str, Any]], bool]:
-        """Jobs newest first, without their items: (a page of at most `limit`, whether more follow)."""
+    def list(
+        self, limit: int, after: str | None = None, owner: str | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Jobs newest first, without their items: (a page of at most `limit`, whether more
+        follow); only `owner`'s, when given."""
         with self.lock:
             seq = 2**63 - 1
             if after is not None:
-                anchor = self.db.execute("SELECT seq FROM jobs WHERE id = ?", (after,)).fetchone()
+                anchor = self.db.execute(
+                    f"SELECT seq FROM jobs WHERE id = ? AND {OWNED}", (after, owner, owner)
+                ).fetchone()
                 if anchor is None:
                     return [], False
                 seq = anchor["seq"]
             rows = self.db.execute(
-                "SELECT * FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?", (seq, limit + 1)
+                f"SELECT * FROM jobs WHERE seq < ? AND {OWNED} ORDER BY seq DESC LIMIT ?",
+                (seq, owner, owner, limit + 1),
             ).fetchall()
             return [self._view(row) for row in rows[:limit]], len(rows) > limit
 
@@ -414,11 +442,14 @@ class JobStore:
         """A job's fields and progress (the lock is held)."""
         return job_view(row, self.db.execute(PROGRESS_SQL.replace("%s", "?"), (row["id"],)))
 
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a job: its queued items end `cancelled`; running ones are the runner's to stop. False: no such job."""
+    def cancel(self, job_id: str, owner: str | None = None) -> bool:
+        """Cancel a job: its queued items end `cancelled`; running ones are the runner's to stop.
+        False: no such job (of `owner`'s, when given)."""
         now = time.time()
         with self.transaction() as db:
-            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+            found = db.execute(f"SELECT 1 FROM jobs WHERE id = ? AND {OWNED}",
+                               (job_id, owner, owner)).fetchone()  # fmt: skip
+            if found is None:
                 return False
             # A job whose every item has ended is left as it is: there is nothing to cancel.
             db.execute("UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
@@ -429,10 +460,13 @@ class JobStore:
             )
         return True
 
-    def item(self, job_id: str, n: int) -> dict[str, Any] | None:
+    def item(self, job_id: str, n: int, owner: str | None = None) -> dict[str, Any] | None:
+        """Item n of a job (of `owner`'s, when given), or None."""
         with self.lock:
             row = self.db.execute(
-                "SELECT * FROM items WHERE job_id = ? AND n = ?", (job_id, n)
+                "SELECT i.* FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.job_id = ? "
+                f"AND i.n = ? AND {OWNED}",
+                (job_id, n, owner, owner),
             ).fetchone()
         return None if row is None else item_view(job_id, row)
 
@@ -480,7 +514,7 @@ class JobStore:
         now = time.time() if now is None else now
         with self.lock:
             rows = self.db.execute(
-                "SELECT i.job_id, i.n, i.request, i.format, i.attempts "
+                "SELECT i.job_id, i.n, i.request, i.format, i.attempts, j.owner "
                 "FROM items i JOIN jobs j ON j.id = i.job_id "
                 "WHERE i.state = 'queued' AND (j.not_before IS NULL OR j.not_before <= ?) "
                 "ORDER BY j.deadline IS NULL, j.deadline, j.seq, i.n LIMIT ?",
@@ -518,14 +552,17 @@ class JobStore:
         """Jobs that have ended (no item queued or running) whose callback is due by `now`."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT id, callback_url, callback_attempts FROM jobs j "
+                "SELECT id, callback_url, callback_attempts, owner FROM jobs j "
                 "WHERE callback_state = 'pending' "
                 "AND (callback_next_at IS NULL OR callback_next_at <= ?) AND NOT EXISTS "
                 f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) "
                 "ORDER BY seq",
                 (now,),
             ).fetchall()
-        return [CallbackDue(r["id"], r["callback_url"], r["callback_attempts"]) for r in rows]
+        return [
+            CallbackDue(r["id"], r["callback_url"], r["callback_attempts"], r["owner"])
+            for r in rows
+        ]
 
     def callback_attempted(
         self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None

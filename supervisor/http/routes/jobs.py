@@ -14,6 +14,9 @@ normalisation) and its cost checked (`supervisor.speech.cost`), and its voice mu
 accepted will not fail on a typo hours later. The job is committed to the store (the data
 directory, or PostgreSQL) before the 202 goes out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
 the first time (`Idempotent-Replayed: true`); with a different body, 409.
+
+A job is its API key's (supervisor.tenants): another key's request finds no such job (404),
+and an Idempotency-Key is the key's own. An admin key finds every job.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
+from supervisor.http.auth import tenant
 from supervisor.http.routes import services
 from supervisor.http.routes.speech import read_json
 from supervisor.jobs import body as job_body
@@ -146,7 +150,9 @@ async def create_job(request: Request) -> JSONResponse:
     # 10,000 items take a while to check: off the event loop
     items, when, digest = await asyncio.to_thread(job_items, body, request)
     try:
-        job_id, created = await asyncio.to_thread(jobs.store.create, items, digest, key, when)
+        job_id, created = await asyncio.to_thread(
+            jobs.store.create, items, digest, key, when, tenant(request).owner
+        )
     except (OSError, sqlite3.OperationalError) as exc:
         if not out_of_space(exc):
             raise
@@ -170,7 +176,7 @@ async def list_jobs(request: Request) -> JSONResponse:
         )
     jobs = runner(request)
     page, has_more = await asyncio.to_thread(
-        jobs.store.list, int(raw), request.query_params.get("after")
+        jobs.store.list, int(raw), request.query_params.get("after"), tenant(request).scope
     )
     page = [jobs.with_outlook(job) for job in page]
     return JSONResponse({
@@ -201,21 +207,30 @@ CANCEL_WAIT_S = 10.0
 async def get_job(request: Request) -> JSONResponse:
     job_id = request.path_params["job_id"]
     jobs = runner(request)
-    job = await asyncio.to_thread(jobs.store.job, job_id)
+    job = await asyncio.to_thread(jobs.store.job, job_id, True, tenant(request).scope)
     if job is None:
         raise no_job(job_id)
     return JSONResponse(jobs.with_outlook(job))
 
 
-async def item_audio(request: Request) -> Response:
-    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
+async def owned_item(request: Request, jobs: JobRunner, job_id: str, raw: str) -> dict[str, Any]:
+    """Item `raw` of a job of the request's key; 404 for no such job, or no such item."""
+    owner = tenant(request).scope
     # Only ASCII digits that fit SQLite's integers can name an item ("²" and 10**30 cannot).
     index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
-    item = await asyncio.to_thread(jobs.store.item, job_id, index) if index is not None else None
+    item = None
+    if index is not None:
+        item = await asyncio.to_thread(jobs.store.item, job_id, index, owner)
     if item is None:
-        if await asyncio.to_thread(jobs.store.job, job_id, False) is None:
+        if await asyncio.to_thread(jobs.store.job, job_id, False, owner) is None:
             raise no_job(job_id)
         raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
+    return item
+
+
+async def item_audio(request: Request) -> Response:
+    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
+    item = await owned_item(request, jobs, job_id, raw)
     if item["state"] != "done":
         why = NO_AUDIO_YET[item["state"]]
         error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {why}", param="n")
@@ -235,12 +250,7 @@ async def item_captions(request: Request) -> Response:
     """`captions.srt` or `captions.vtt` of an item that asked for captions, once it is done."""
     jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
     kind = request.url.path.rsplit(".", 1)[1]
-    index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
-    item = await asyncio.to_thread(jobs.store.item, job_id, index) if index is not None else None
-    if item is None:
-        if await asyncio.to_thread(jobs.store.job, job_id, False) is None:
-            raise no_job(job_id)
-        raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
+    item = await owned_item(request, jobs, job_id, raw)
     if item["state"] != "done":
         error = Conflict(
             f"Item {raw} of job {job_id} is {item['state']}; its captions exist once it is done.",
@@ -264,7 +274,7 @@ async def item_captions(request: Request) -> Response:
 
 async def cancel_job(request: Request) -> JSONResponse:
     jobs, job_id = runner(request), request.path_params["job_id"]
-    if not await asyncio.to_thread(jobs.store.cancel, job_id):
+    if not await asyncio.to_thread(jobs.store.cancel, job_id, tenant(request).scope):
         raise no_job(job_id)
     await jobs.cancel_job(job_id, CANCEL_WAIT_S)
     jobs.wake()  # its callback, if it has one

@@ -1,0 +1,159 @@
+"""API keys as tenants against one real server, once with each job store (SQLite, then a real
+PostgreSQL): alice and bob each see only their own jobs, voices and lexicons; the admin key sees
+all; a shared voice is everyone's to use; the result cache and idempotency keys are per key; and
+alice's callbacks are signed with her own secret, checked by a real receiver.
+
+The null engine (no model) makes the audio: ownership is the supervisor's, not the model's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from job_helpers import ended
+from live_server import LiveServer, live
+
+ALICE, BOB, ADMIN = "sk-alice", "sk-bob", "sk-ops"
+ALICE_SECRET, SERVER_SECRET = "whsec-alice", "whsec-server"
+KEY_FILE = f"""# tenants
+{ALICE} name=alice callback-secret={ALICE_SECRET}
+{BOB} name=bob
+{ADMIN} name=ops admin
+shared-voices: narrator
+"""
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A webhook receiver that keeps every callback it got (and answers 200)."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    store = (
+        "sqlite"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_cluster").new_database()
+    )
+    folder = tmp_path_factory.mktemp("tenancy")
+    (folder / "keys").write_text(KEY_FILE)
+    flags = ("--api-key-file", str(folder / "keys"), "--store", store, "--callback-allow",
+             "127.0.0.1", "--callback-secret", SERVER_SECRET, "--callback-backoff-s", "0.2")  # fmt: skip
+    with live(folder, *flags) as running:
+        yield running
+
+
+def call(server: LiveServer, key: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}", **kw.pop("headers", {})}
+    return server.request(method, path, auth=False, headers=headers, **kw)
+
+
+def submit(server: LiveServer, key: str, text: str, **fields: Any) -> httpx.Response:
+    item = {"id": "a", "input": text, "response_format": "wav", "seed": 7}
+    headers = fields.pop("headers", {})
+    return call(server, key, "POST", "/v1/jobs", json={"items": [item], **fields}, headers=headers)
+
+
+def wait_ended(server: LiveServer, key: str, job_id: str) -> dict[str, Any]:
+    for _ in range(600):
+        body: dict[str, Any] = call(server, key, "GET", f"/v1/jobs/{job_id}").json()
+        if ended(body) and (body["callback"] is None or body["callback"]["state"] != "pending"):
+            return body
+        threading.Event().wait(0.1)
+    raise AssertionError(f"job {job_id} did not end: {body}")
+
+
+def test_another_keys_job_is_not_found_and_the_admin_sees_every_job(server: LiveServer) -> None:
+    created = submit(server, ALICE, "Alice's own words.", headers={"Idempotency-Key": "night-1"})
+    assert created.status_code == 202, created.text
+    job_id = created.json()["id"]
+    assert wait_ended(server, ALICE, job_id)["state"] == "completed"
+    mine = [f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/items/0/audio"]
+    for path in mine:
+        assert call(server, ALICE, "GET", path).status_code == 200
+        assert call(server, ADMIN, "GET", path).status_code == 200
+        other = call(server, BOB, "GET", path)
+        assert other.status_code == 404 and other.json()["error"]["code"] == "job_not_found", path
+    assert call(server, BOB, "GET", f"/v1/jobs/{job_id}/items/0/captions.srt").status_code == 404
+    assert call(server, BOB, "DELETE", f"/v1/jobs/{job_id}").status_code == 404
+    listed = {key: [j["id"] for j in call(server, key, "GET", "/v1/jobs?limit=100").json()["data"]]
+              for key in (ALICE, BOB, ADMIN)}  # fmt: skip
+    assert job_id in listed[ALICE] and job_id in listed[ADMIN] and job_id not in listed[BOB]
+    assert call(server, BOB, "GET", f"/v1/jobs?after={job_id}").json()["data"] == []
+
+    # The same Idempotency-Key and body: alice's is replayed to her, never to bob.
+    again = submit(server, ALICE, "Alice's own words.", headers={"Idempotency-Key": "night-1"})
+    assert again.json()["id"] == job_id and again.headers["Idempotent-Replayed"] == "true"
+    bobs = submit(server, BOB, "Alice's own words.", headers={"Idempotency-Key": "night-1"})
+    assert bobs.status_code == 202 and bobs.json()["id"] != job_id
+    assert "idempotent-replayed" not in bobs.headers
+    assert call(server, BOB, "GET", f"/v1/jobs/{bobs.json()['id']}").status_code == 200
+
+
+def signed_with(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """The receiver's check: X-OmniVoice-Signature is t=<unix>,v1=HMAC-SHA256(secret, "<t>.<body>")."""
+    fields = dict(part.split("=", 1) for part in headers["x-omnivoice-signature"].split(","))
+    expected = hmac.new(secret.encode(), f"{fields['t']}.".encode() + body, hashlib.sha256)
+    return hmac.compare_digest(expected.hexdigest(), fields["v1"])
+
+
+def test_each_keys_callbacks_are_signed_with_its_own_secret(
+    server: LiveServer, receiver: Receiver
+) -> None:
+    alices = submit(server, ALICE, "Called back.", callback_url=receiver.url).json()["id"]
+    bobs = submit(server, BOB, "Called back.", callback_url=receiver.url).json()["id"]
+    for key, job_id in ((ALICE, alices), (BOB, bobs)):
+        assert wait_ended(server, key, job_id)["callback"]["state"] == "delivered"
+    got = {body_id: (headers, body) for headers, body in receiver.got
+           for body_id in [httpx.Response(200, content=body).json()["id"]]}  # fmt: skip
+    alice_headers, alice_body = got[alices]
+    assert signed_with(ALICE_SECRET, alice_headers, alice_body)
+    assert not signed_with(SERVER_SECRET, alice_headers, alice_body)  # nobody else's secret
+    bob_headers, bob_body = got[bobs]
+    assert signed_with(SERVER_SECRET, bob_headers, bob_body)  # bob has none: the server's
+    assert not signed_with(ALICE_SECRET, bob_headers, bob_body)
+
+
+def test_the_key_file_is_the_servers_and_its_keys_are_not_shown(server: LiveServer) -> None:
+    health = call(server, ADMIN, "GET", "/health").json()
+    assert health["settings"]["api_keys"] == 4  # the three of the file and live()'s own
+    assert ALICE_SECRET not in str(health) and ALICE not in str(health)
