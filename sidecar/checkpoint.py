@@ -579,10 +579,10 @@ def make_checkpoint(
     tokenizer, tok_config = build_tokenizer(real_vocab=size == "full")
     tokenizer.save(str(out / "tokenizer.json"))
     _write_json(out / "tokenizer_config.json", tok_config)
-    _give_umask_modes(out)
+    give_umask_modes(out)
 
 
-def _give_umask_modes(out: Path) -> None:
+def give_umask_modes(out: Path) -> None:
     """safetensors writes through a private temporary file (mode 0600); give every file the mode
     a plain open() would (0644 under the usual umask), so a service user can read the weights."""
     umask = os.umask(0)

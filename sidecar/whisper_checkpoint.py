@@ -52,6 +52,11 @@ def make_whisper_checkpoint(out: Path, seed: int = 0) -> None:
         WhisperProcessor,
         WhisperTokenizer,
     )
+    from transformers.utils import logging as transformers_logging
+
+    from sidecar.checkpoint import give_umask_modes
+
+    transformers_logging.disable_progress_bar()  # "Writing model shards" for one tiny file
 
     tok = _tokenizer()
     ids: dict[str, int] = {token: tok.token_to_id(token) for token in SPECIAL}  # type: ignore[misc]
@@ -80,3 +85,4 @@ def make_whisper_checkpoint(out: Path, seed: int = 0) -> None:
         task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
         no_timestamps_token_id=ids["<|notimestamps|>"],
     ).save_pretrained(out)
+    give_umask_modes(out)  # the weights too, not safetensors' private 0600

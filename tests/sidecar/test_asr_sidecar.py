@@ -138,10 +138,19 @@ def test_undecodable_audio_and_generate_frames_are_refused_per_item(asr: Asr) ->
 def test_make_checkpoint_kind_whisper_writes_what_transformers_loads(tmp_path: Path) -> None:
     out = tmp_path / "whisper"
     command = [sys.executable, "-m", "supervisor", "make-checkpoint", str(out), "--kind", "whisper"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["sh", "-c", 'umask 022 && exec "$@"', "sh", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors",
                                                "generation_config.json", "tokenizer.json"}  # fmt: skip
+    # Issue 37.5: the weights follow the umask like the rest (not safetensors' 0600), and the
+    # command says one line, no progress bar.
+    assert {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}["model.safetensors"] == 0o644
+    assert "Writing" not in done.stderr + done.stdout and len(done.stdout.splitlines()) == 1
     from transformers import AutoConfig
 
     assert AutoConfig.from_pretrained(out).model_type == "whisper"
