@@ -49,6 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from supervisor.commands import logs
+    from supervisor.commands.port_check import port_problem
     from supervisor.commands.serve import serve
     from supervisor.settings import Settings, SettingsError
     from supervisor.supervision.model_check import model_problem
@@ -59,7 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, OSError) as exc:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
-    problem = model_problem(settings)
+    problem = model_problem(settings) or port_problem(settings.host, settings.port)
     if problem:  # said once, before the port opens, instead of by every sidecar that tries
         print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
         return 2

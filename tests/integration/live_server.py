@@ -108,7 +108,9 @@ def start(log_dir: Path, argv: list[str]) -> tuple[LiveServer, list[int]]:
                 "the server to be ready",
             )
         except AssertionError:
-            lost = proc.poll() is not None and "address already in use" in log.read_text()
+            said = log.read_text()  # serve's own check, or uvicorn's if the port went meanwhile
+            in_use = "is in use on" in said or "address already in use" in said
+            lost = proc.poll() is not None and in_use
             if not lost or attempt == BIND_ATTEMPTS:
                 stop(proc)
                 raise

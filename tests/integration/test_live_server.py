@@ -25,4 +25,4 @@ def test_a_server_whose_port_was_taken_meanwhile_starts_again_on_another(
             assert not server.url.endswith(f":{lost}")
             assert server.request("GET", "/health").json()["status"] == "ok"
         first = (tmp_path / f"server-{lost}.log").read_text()
-        assert "address already in use" in first
+        assert f"port {lost} is in use on 127.0.0.1" in first
