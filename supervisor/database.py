@@ -7,11 +7,13 @@ version is a script applied in one transaction with its number written to `schem
 `Database.run(work)` runs `work(connection)` in one transaction. The pool checks a connection
 before lending it, so one cut by the network or `pg_terminate_backend` is replaced; work that may
 safely run again (`retry=True`) gets a second connection when the first breaks mid-way. A
-database that cannot be reached raises StoreUnavailable, which the API answers with a 503.
+database that cannot be reached raises StoreUnavailable, which the API answers with a 503; a
+database whose disk is full raises OSError(ENOSPC), as a full data directory does (a 507).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable
 from typing import TypeVar
@@ -174,6 +176,9 @@ class Database:
                     return work(conn)
             except psycopg_pool.PoolTimeout as exc:
                 raise unavailable(exc) from None
+            except psycopg.errors.DiskFull as exc:  # the database's disk: as a full data directory
+                why = str(exc).strip().splitlines()[0]
+                raise OSError(errno.ENOSPC, f"the database's disk is full ({why})") from None
             except psycopg.OperationalError as exc:
                 if attempt == 2 or not retry:
                     raise unavailable(exc) from None

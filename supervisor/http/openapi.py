@@ -366,6 +366,9 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                 "attempts": {"type": "integer"}, "last_status": {"type": ["integer", "null"]},
                 "last_error": nullable_string}},
             "warm_up": {"type": ["object", "null"]},
+            "waiting_for_space": {"type": ["object", "null"], "properties": {
+                "since": {"type": "number"}, "needed_bytes": {"type": "integer"},
+                "error": {"type": "string"}}},
         }},
         "JobList": {"type": "object", "required": ["object", "data", "has_more"], "properties": {
             "object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import time
 import uuid
 from typing import Any
@@ -40,6 +41,7 @@ from supervisor.jobs.store import (
     error_record,
     item_view,
     job_view,
+    out_of_space,
     scoped_key,
 )
 from supervisor.jobs.timeline import Pending, item_audio_s
@@ -66,6 +68,10 @@ def reused_key(idempotency_key: str, job_id: str) -> Conflict:
     )
     error.code = "idempotency_key_reused"
     return error
+
+
+class RolledBack(Exception):
+    """Raised inside a transaction to roll back what it wrote (`room_for`'s probe)."""
 
 
 class PgJobStore:
@@ -379,6 +385,33 @@ class PgJobStore:
             ).fetchone()
         )
         return None if row is None else str(row["state"])
+
+    def release_reserve(self) -> bool:
+        """Nothing to free: the database server's disk is its own."""
+        return False
+
+    def room_for(self, nbytes: int) -> bool:
+        """Whether a result of nbytes fits in `results` again: written for one queued item (whose
+        row cannot have a result yet) and rolled back. True with no queued item: none to run."""
+        probe = os.urandom(nbytes)  # random: neither compressed nor stored inline
+
+        def write(conn: Connection) -> bool:
+            row = conn.execute(
+                "INSERT INTO results (job_id, n, data) SELECT job_id, n, %s FROM items "
+                "WHERE state = 'queued' LIMIT 1 RETURNING job_id",
+                (probe,),
+            ).fetchone()
+            raise RolledBack(row is not None)
+
+        try:
+            self.db.run(write)
+        except RolledBack:
+            return True
+        except OSError as exc:  # Database.run: DiskFull is ENOSPC
+            if not out_of_space(exc):
+                raise
+            return False
+        raise AssertionError("unreachable")
 
     def expire(self) -> int:
         """Running items whose lease ran out -> queued (or cancelled); how many."""

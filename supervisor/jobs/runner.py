@@ -37,12 +37,15 @@ How an item ends:
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
 
-A full disk: a result that cannot be written ends its item `failed`, saying so (the temporary
-file is removed); a database that cannot be reached puts the item back in the queue instead.
-When the store itself cannot record an item's end, the end is kept here and written again each
-pass until the store takes it; meanwhile no item starts, and the condition is logged once (not a
-traceback per pass), and once more when it is over. New jobs get a 507 (a full disk) or a 503
-(a database that cannot be reached).
+A full disk (supervisor/jobs/space.py): a result that cannot be written for want of space puts
+its item back in the queue (its attempt counted; after `SPACE_ATTEMPTS` it fails with
+`insufficient_storage`), the temporary file removed, and the runner waits for space: no item
+starts until a probe finds room, then they run again by themselves. Another write error fails
+the item, saying so; a database that cannot be reached puts the item back in the queue. When the
+store itself cannot record an item's end, the end is kept here and written again each pass until
+the store takes it; meanwhile no item starts, and the condition is logged once (not a traceback
+per pass), and once more when it is over. New jobs get a 507 (a full disk) or a 503 (a database
+that cannot be reached).
 """
 
 from __future__ import annotations
@@ -68,8 +71,9 @@ from supervisor.errors import (
 )
 from supervisor.jobs.callback_sender import CallbackSender
 from supervisor.jobs.outlook import Outlook
+from supervisor.jobs.space import SpaceWait, refused_item_end
 from supervisor.jobs.storage import JobStorage, StoreUnavailable
-from supervisor.jobs.store import Claimed
+from supervisor.jobs.store import Claimed, out_of_space
 from supervisor.services import Services
 from supervisor.speech import delivery, result_cache, schemas
 from supervisor.speech.result_cache import CachedResult
@@ -111,6 +115,7 @@ class JobRunner:
         # released (None). Written again each pass.
         self.unrecorded: dict[Key, ServerError | None] = {}
         self.storage_error: str | None = None
+        self.space = SpaceWait()  # a full disk refused a result: no item starts until it has room
         self.tasks: set[asyncio.Task[None]] = set()
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self._wakeup = asyncio.Event()
@@ -155,6 +160,8 @@ class JobRunner:
             and time.time() < not_before
         )
         job["warm_up"] = self.warm_up_report() if warming else None
+        unfinished = job["state"] in ("queued", "running")
+        job["waiting_for_space"] = self.space.report() if unfinished else None
         return self.outlook.annotate(job)
 
     def warm_up_report(self) -> dict[str, Any]:
@@ -194,7 +201,8 @@ class JobRunner:
                     await self.outlook.refresh()
                     await self.warm_for_schedule()
                 await self.callbacks.dispatch()
-                await self.start_items()
+                if await self.space.over(self.store):
+                    await self.start_items()
             except asyncio.CancelledError:
                 raise
             except STORAGE_ERRORS as exc:  # the storage, not a bug: one line, no traceback
@@ -251,6 +259,10 @@ class JobRunner:
             else:
                 await asyncio.to_thread(self.store.fail, key, error)
         except STORAGE_ERRORS as exc:
+            # A full disk: the reserve freed makes room for the end (once).
+            if out_of_space(exc) and await asyncio.to_thread(self.store.release_reserve):
+                self.space.refused(0, exc)
+                return await self.record(key, error)
             self.storage_failed(exc)
             self.unrecorded[key] = error
             return
@@ -476,7 +488,7 @@ class JobRunner:
                 item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
             )
             return
-        if name is not None and self.svc.results is not None:
+        if name is not None and self.svc.results is not None and not self.space.waiting:
             rate = delivery.profile(synthesis.request).rate(item.format, pieces[0]["sample_rate"])
             meta = {"format": item.format, "sample_rate": rate, "seed": synthesis.seed,
                     "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
@@ -500,7 +512,11 @@ class JobRunner:
         beside: dict[str, bytes] | None = None,
         qa: dict[str, Any] | None = None,
     ) -> None:
-        """Write a result and end its item `done`; a disk that refuses it fails the item."""
+        """Write a result and end its item `done`; a full disk puts it back in the queue."""
+        if self.space.waiting:  # the reserve's room is for recording items' ends: no write now
+            log.info("jobs: item %s/%d goes back to the queue: waiting for space", *item.key)
+            await self.record(item.key, None)
+            return
         try:
             stored = await asyncio.to_thread(
                 self.store.finish, item.key, item.format, data, seed, audio_s, beside, qa
@@ -512,10 +528,17 @@ class JobRunner:
             log.error("jobs: item %s/%d: storing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
             await self.record(item.key, None)
-        except (
-            OSError,
-            sqlite3.Error,
-        ) as exc:  # disk full, data directory gone: it fails, saying so
+        except (OSError, sqlite3.Error) as exc:
+            if out_of_space(
+                exc
+            ):  # back to the queue (or failed after its attempts); wait for space
+                self.space.refused(len(data) + sum(map(len, (beside or {}).values())), exc)
+                end = refused_item_end(item.attempts, exc)
+                log.info("jobs: item %s/%d: the disk is full: %s", item.job_id, item.n,
+                         "back to the queue" if end is None else "failed")  # fmt: skip
+                await self.record(item.key, end)
+                return
+            # The data directory gone, say: it fails, saying so.
             log.error("jobs: item %s/%d: writing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
             await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))

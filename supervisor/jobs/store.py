@@ -6,6 +6,7 @@ below, so a field added to the API is added once (and a column to each store's s
 
     <data dir>/jobs.sqlite3            jobs and items (WAL mode, synchronous=FULL)
     <data dir>/jobs/<job id>/<n>.<fmt> the result of item n, once it is done
+    <data dir>/jobs.reserve            room kept for recording items' ends on a full disk (`space`)
 
 An item's states, and who moves it:
 
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.errors import Conflict, QualityFailed, ServerError
+from supervisor.jobs import space
 from supervisor.jobs.schedule import JobSchedule, rfc3339
 from supervisor.jobs.timeline import Pending, item_audio_s
 from supervisor.tenants import DEFAULT_OWNER
@@ -296,6 +298,7 @@ class JobStore:
             self._lock_file.close()
             path = self.data_dir / DB_NAME
             raise StoreCorrupt(f"the job database {path} is damaged: {exc}") from None
+        space.keep_reserve(self.data_dir)  # none on a disk already full: made once there is room
 
     def _open(self) -> None:
         """Check the file, then set it up; a damaged one raises sqlite3.DatabaseError."""
@@ -505,6 +508,14 @@ class JobStore:
         finally:
             os.close(directory)
 
+    def release_reserve(self) -> bool:
+        """Free the reserve file (`space`), so that SQLite can record items' ends on a full disk."""
+        return space.drop_reserve(self.data_dir)
+
+    def room_for(self, nbytes: int) -> bool:
+        """Whether the reserve and a result of nbytes fit in the data directory again."""
+        return space.room_in(self.data_dir, nbytes)
+
     # ------------------------------------------------------------ the runner's moves
     # (`list` below is the builtin: in this class the name is the method above)
 
@@ -617,13 +628,18 @@ class JobStore:
             ).fetchone()
             if row is None or row["state"] != "running":
                 return False
-            for extension, content in (beside or {}).items():
-                self._write_result(self.result_path(job_id, n, extension), content)
-            self._write_result(self.result_path(job_id, n, fmt), data)
-            self.db.execute(
-                "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "
-                "qa = ? WHERE job_id = ? AND n = ? AND state = 'running'",
-                (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None, job_id, n))  # fmt: skip
+            written = [self.result_path(job_id, n, ext) for ext in [*(beside or {}), fmt]]
+            try:
+                for path, content in zip(written, [*(beside or {}).values(), data]):
+                    self._write_result(path, content)
+                self.db.execute(
+                    "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "
+                    "qa = ? WHERE job_id = ? AND n = ? AND state = 'running'",
+                    (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None, job_id, n))  # fmt: skip
+            except BaseException:  # not done: its files would hold space (and `recover` finish it)
+                for path in written:
+                    path.unlink(missing_ok=True)
+                raise
         return True
 
     def fail(self, key: tuple[str, int], error: ServerError, claimed: bool = True) -> bool:

@@ -22,8 +22,8 @@ MODELS_CREATED = (
 
 async def health(request: Request) -> JSONResponse:
     """Overall status and one entry per sidecar (see DESIGN, Contracts in detail), and the job
-    store's kind and state (ok, corrupt, or unavailable while it refuses writes or cannot be
-    reached). Without a valid key (on a server that has keys): states and counts only, no
+    store's kind and state (ok, corrupt, unavailable while it refuses writes or cannot be
+    reached, or waiting_for_space while a full disk holds items back). Without a valid key (on a server that has keys): states and counts only, no
     pids, paths or settings."""
     svc = services(request)
     body = svc.pool.health()
@@ -31,6 +31,8 @@ async def health(request: Request) -> JSONResponse:
     runner = request.app.state.jobs
     if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
         jobs.update(state="unavailable", error=runner.storage_error)
+    elif runner is not None and runner.space.waiting:  # a full disk refused a result
+        jobs.update(state="waiting_for_space", waiting_for_space=runner.space.report())
     body["jobs"] = jobs
     if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
         body["asr"] = svc.asr_pool.health()["sidecars"]

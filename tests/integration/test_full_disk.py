@@ -1,0 +1,110 @@
+"""A full disk never strands a job (issue 35): on a real, small tmpfs, for both stores.
+
+The SQLite store's data directory, or the PostgreSQL tablespace that holds its `results`, is a
+tmpfs of a few MiB, mostly taken by a filler file, so that a job of 30 items fills it part way.
+The job then waits for space with no item left `running`, says so in its object and in
+`/health`, and finishes by itself once the filler is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from job_helpers import ended, submit, wait_job
+from live_server import live
+
+BOUND_S = 120.0
+DISK = "8m"
+LEFT_FREE = 700 * 1024  # room for some results, not for all 30
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[Path]:
+    """A tmpfs of DISK, at a path PostgreSQL's user (nobody) can reach (not under pytest's
+    tmp_path, which only root may enter)."""
+    mount = Path(tempfile.mkdtemp(prefix="omnivoice-disk-"))
+    mount.chmod(0o755)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+        mount.rmdir()
+
+
+def leave_free(disk: Path, nbytes: int) -> Path:
+    """A filler file taking all of the disk's free space but nbytes."""
+    filler = disk / "filler"
+    stat = os.statvfs(disk)
+    with filler.open("wb") as out:
+        out.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - nbytes))
+    return filler
+
+
+def results_on(disk: Path, url: str) -> None:
+    """Move the PostgreSQL store's `results` (uncompressed) into a tablespace on `disk`."""
+    place = disk / "tablespace"
+    place.mkdir()
+    shutil.chown(place, "nobody")  # the test cluster runs as nobody (tests/pg_cluster.py)
+    name = "tiny_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLESPACE {name} LOCATION '{place}'")
+        conn.execute(f"ALTER TABLE results SET TABLESPACE {name}")
+        conn.execute("ALTER TABLE results ALTER COLUMN data SET STORAGE EXTERNAL")
+
+
+def items(count: int) -> list[dict[str, Any]]:
+    return [{"input": f"Item {i} of a job on a small disk.", "response_format": "wav"}
+            for i in range(count)]  # fmt: skip
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path, tmpfs: Path
+) -> None:
+    flags: tuple[str, ...] = ()
+    if store == "sqlite":  # live() puts the data directory at tmp_path/"data"
+        (tmp_path / "data").symlink_to(tmpfs)
+    else:
+        url = request.getfixturevalue("pg_cluster").new_database()
+        flags = ("--store", url)
+    with live(tmp_path, "--max-batch-size", "4", *flags) as server:
+        if store == "postgresql":
+            results_on(tmpfs, url)
+        filler = leave_free(tmpfs, LEFT_FREE)
+        job = submit(server, items(30))
+        held = wait_job(server, job["id"],
+                        lambda b: b["waiting_for_space"] is not None and b["progress"]["running"] == 0,
+                        BOUND_S, "the job to wait for space with nothing running")  # fmt: skip
+        assert held["state"] == "running" and held["progress"]["failed"] == 0, held["progress"]
+        assert 0 < held["progress"]["done"] < 30 and held["progress"]["queued"] > 0
+        waiting = held["waiting_for_space"]
+        assert waiting["needed_bytes"] > 0 and any(
+            words in waiting["error"] for words in ("No space left", "disk is full")
+        ), waiting
+        # The items that met the full disk are queued again with their attempt counted.
+        assert any(i["state"] == "queued" and i["attempts"] >= 1 for i in held["items"])
+        health = server.health()["jobs"]
+        assert health["state"] == "waiting_for_space", health
+        assert health["waiting_for_space"]["needed_bytes"] == waiting["needed_bytes"]
+
+        filler.unlink()
+        body = wait_job(server, job["id"], ended, BOUND_S, "the job to finish once space is back")
+        assert [i["state"] for i in body["items"]] == ["done"] * 30
+        assert body["waiting_for_space"] is None
+        assert server.health()["jobs"]["state"] == "ok"
+        assert not list(tmpfs.rglob("*.tmp"))
+        log = server.log.read_text()
+    assert "Traceback" not in log and log.count("waiting for space; no item starts") == 1

@@ -1,0 +1,77 @@
+"""Waiting for space (supervisor/jobs/space.py): the SQLite store's reserve and probe on a real,
+full tmpfs, and how an item whose result a full disk refused ends."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from supervisor.errors import InsufficientStorage
+from supervisor.jobs import space
+from supervisor.jobs.store import JobStore, NewItem
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Fill the filesystem to its last byte."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as out:
+        for block in (65536, 4096, 1):
+            try:
+                while True:
+                    out.write(b"\0" * block)
+            except OSError:
+                pass
+    return filler
+
+
+def test_the_reserve_records_ends_on_a_full_disk_and_the_probe_sees_space_return(
+    disk: Path,
+) -> None:
+    store = JobStore(disk)
+    try:
+        assert (disk / space.RESERVE_NAME).stat().st_size == space.RESERVE_BYTES
+        job_id, _ = store.create(
+            [NewItem({"input": f"item {i}"}, None, "wav") for i in range(3)], "sha"
+        )
+        claimed = store.claim([item.key for item in store.queued(3)])
+        filler = fill(disk)
+        assert not store.room_for(1024)
+        assert store.release_reserve() and not store.release_reserve()
+        # With the reserve's room, both ends are recorded on the otherwise full disk.
+        store.release((job_id, 0))
+        store.fail((job_id, 1), InsufficientStorage("full"))
+        states = [item["state"] for item in store.job(job_id)["items"]]  # type: ignore[index]
+        assert len(claimed) == 3 and states == ["queued", "failed", "running"]
+        assert not store.room_for(1024)  # the reserve cannot be made again yet
+        filler.unlink()
+        assert store.room_for(100 * 1024)
+        assert (disk / space.RESERVE_NAME).stat().st_size == space.RESERVE_BYTES
+        assert not list(disk.glob("*.tmp"))
+    finally:
+        store.close()
+
+
+def test_an_item_refused_for_space_goes_back_until_its_last_attempt() -> None:
+    full = OSError(28, "No space left on device")
+    assert space.refused_item_end(1, full) is None
+    assert space.refused_item_end(space.SPACE_ATTEMPTS - 1, full) is None
+    end = space.refused_item_end(space.SPACE_ATTEMPTS, full)
+    assert isinstance(end, InsufficientStorage) and end.code == "insufficient_storage"
+    assert f"after {space.SPACE_ATTEMPTS} attempts" in end.message
