@@ -145,6 +145,7 @@ class FlagFormatter(argparse.HelpFormatter):
 
 
 def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from supervisor.commands.serve_help import add_help_flags
     from supervisor.settings import Settings
 
     p = sub.add_parser(
@@ -153,10 +154,12 @@ def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run the HTTP server and its sidecars (`start` is the same command)",
         formatter_class=FlagFormatter,
         usage="%(prog)s --model DIR_OR_HF_ID [--host HOST] [--port PORT] [--devices auto|cpu|0,1] "
-        "[--api-key KEY ...] [--data-dir DIR] [more flags below]",
+        "[--api-key KEY ...] [--data-dir DIR] [more flags: --help, --help-all]",
         description="Every flag can also be set with the OMNIVOICE_* variable shown; a flag wins over the variable. "
         "Flags and variables of omnivoice-triton-server and OmniVoice-Studio are accepted too (docs/MIGRATING.md).",
+        add_help=False,
     )
+    add_help_flags(p)  # --help: the flags most runs need; --help-all: every one
     Settings.add_arguments(p)
     p.set_defaults(func=cmd_serve)
 
