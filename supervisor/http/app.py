@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,6 +45,7 @@ from supervisor.speech.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.pg_voices import PgVoiceStore
 from supervisor.speech.voices import PromptCache, Voices, VoiceStore
+from supervisor.storage_errors import is_storage_failure, storage_error
 from supervisor.supervision import gpu
 from supervisor.supervision.asr import AsrPool, asr_devices
 from supervisor.supervision.gpu import Device
@@ -60,6 +62,9 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
         error: ServerError = from_http_status(exc.status_code, exc.detail)
     elif isinstance(exc, ServerError):
         error = exc
+    elif is_storage_failure(exc):  # a full or failing disk, on whatever route met it
+        log.error("%s %s: the server's storage failed: %s", request.method, request.url.path, exc)
+        error = storage_error(exc, "the request could not be stored")
     elif isinstance(exc, StoreUnavailable):  # jobs with a stopped database; speech carries on
         error = Unavailable(f"jobs are unavailable: {exc}. Speech requests still work.",
                             retry_after_s=STORE_RETRY_S)  # fmt: skip
@@ -213,6 +218,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             StoreUnavailable: render_error,
             HTTPException: render_error,
             ClientDisconnect: client_gone,
+            # answered here, not re-raised by the outermost handler: a full disk is a 507
+            OSError: render_error,
+            sqlite3.Error: render_error,
             Exception: render_error,
         },
         lifespan=lifespan,

@@ -8,9 +8,13 @@
 - `Content-Length` together with `Transfer-Encoding` is a 400 and the connection is closed: the
   two frame the body differently, and a proxy in front may have read the other one (request
   smuggling). uvicorn's h11 alone reads the chunks and keeps the connection.
+- The path and the query, once percent-decoded, must be UTF-8: uvicorn and Starlette would put
+  U+FFFD for each bad byte, and a name or a cursor would be other text than the client sent.
 """
 
 from __future__ import annotations
+
+from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -47,8 +51,17 @@ def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
+def valid_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class EdgeChecks:
-    """ASGI middleware: refuse a Host not allowed and a body framed two ways, before auth."""
+    """ASGI middleware: refuse a body framed two ways, a path or query that is not UTF-8, and a
+    Host not allowed, before auth."""
 
     def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
         self.app = app
@@ -58,26 +71,50 @@ class EdgeChecks:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        names = [name for name, _ in scope["headers"]]
-        if b"content-length" in names and b"transfer-encoding" in names:
-            error = InvalidRequest(
-                "send Content-Length or Transfer-Encoding, not both: the body's length is "
-                "ambiguous, and the connection is closed",
-                param="Transfer-Encoding",
-            )
-            await reply(error, scope, receive, send, {"Connection": "close"})
+        framing = framing_error(scope)
+        if framing is not None:
+            await reply(framing, scope, receive, send, {"Connection": "close"})
             return
+        error = text_error(scope) or self.host_error(scope)
+        if error is not None:
+            await reply(error, scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def host_error(self, scope: Scope) -> InvalidRequest | None:
+        """A 400 for a Host not allowed; a probe path passes, marked to show its open view."""
         hosts = [value for name, value in scope["headers"] if name == b"host"]
         host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
-        if not host_allowed(host, self.allowed):
-            if scope["path"] not in PROBE_PATHS:
-                error = InvalidRequest(
-                    f"this server does not answer to the Host {host!r}: call it by one of "
-                    f"{', '.join(self.allowed)}, or add the name to --allowed-hosts",
-                    param="Host",
-                )
-                error.code = "host_not_allowed"
-                await reply(error, scope, receive, send)
-                return
+        if host_allowed(host, self.allowed):
+            return None
+        if scope["path"] in PROBE_PATHS:
             scope[FOREIGN_HOST] = True
-        await self.app(scope, receive, send)
+            return None
+        error = InvalidRequest(
+            f"this server does not answer to the Host {host!r}: call it by one of "
+            f"{', '.join(self.allowed)}, or add the name to --allowed-hosts",
+            param="Host",
+        )
+        error.code = "host_not_allowed"
+        return error
+
+
+def framing_error(scope: Scope) -> InvalidRequest | None:
+    names = [name for name, _ in scope["headers"]]
+    if b"content-length" in names and b"transfer-encoding" in names:
+        return InvalidRequest(
+            "send Content-Length or Transfer-Encoding, not both: the body's length is "
+            "ambiguous, and the connection is closed",
+            param="Transfer-Encoding",
+        )
+    return None
+
+
+def text_error(scope: Scope) -> InvalidRequest | None:
+    for part, raw in (("path", scope.get("raw_path") or b""), ("query", scope["query_string"])):
+        if not valid_utf8(unquote_to_bytes(raw.replace(b"+", b" "))):
+            error = InvalidRequest(f"the request's {part} is not valid UTF-8 once decoded",
+                                   param=part)  # fmt: skip
+            error.code = "invalid_text"
+            return error
+    return None

@@ -26,6 +26,7 @@ ERRORS: dict[int, str] = {
     500: "generation failed (the message says why)",
     503: "starting, draining, or no device left; retry after Retry-After seconds",
     504: "not done within the request's request_timeout_s (or the server's --request-timeout-s)",
+    507: "the server's storage is full or failing; retry after Retry-After seconds",
 }
 
 
@@ -194,7 +195,7 @@ def document(settings: Settings) -> dict[str, Any]:
                           "model": {"type": "string"}, "script_hint": {"type": "string"}},
                          ["name"])}}},
                      "responses": {"201": _json("Voice", "the saved voice"),
-                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 422, 429, 503)}}},
+                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 422, 429, 503, 507)}}},
         },
         "/v1/audio/voices/{name}": {
             "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
@@ -215,7 +216,7 @@ def document(settings: Settings) -> dict[str, Any]:
                                         "additionalProperties": {"type": "string", "minLength": 1,
                                                                  "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
                     "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
-                                  **{str(s): _error(s) for s in (400, 401, 413, 415)}}},
+                                  **{str(s): _error(s) for s in (400, 401, 413, 415, 507)}}},
             "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
         },
         "/v1/jobs": {
@@ -230,7 +231,7 @@ def document(settings: Settings) -> dict[str, Any]:
                              "deadline": {"type": "string", "format": "date-time"},
                              "callback_url": {"type": "string", "format": "uri"}}}}}},
                      "responses": {"202": _json("Job", "the job, committed to disk"),
-                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503)}}},
+                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503, 507)}}},
             "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",
                     "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
                                    {"name": "after", "in": "query", "schema": {"type": "string"}}],

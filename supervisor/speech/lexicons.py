@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.shared.text import contains_cjk
-from supervisor.errors import InvalidRequest, NotFound, ServerError
+from supervisor.errors import InvalidRequest, NotFound
 from supervisor.speech import schemas
+from supervisor.storage_errors import storage_error
 
 log = logging.getLogger("omnivoice.lexicons")
 SUFFIX = ".json"
@@ -196,7 +197,7 @@ class LexiconStore:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-            raise ServerError(f"the lexicon could not be saved: {exc.strerror or exc}") from None
+            raise storage_error(exc, "the lexicon could not be saved") from None
 
     def delete(self, name: str) -> None:
         with self.lock:

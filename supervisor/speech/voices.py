@@ -33,10 +33,11 @@ import msgpack
 from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import FROM_SIDECAR, ProtocolError, VoicePayload, validate
 from supervisor import metrics
-from supervisor.errors import Conflict, InvalidRequest, ServerError
+from supervisor.errors import Conflict, InvalidRequest
 from supervisor.speech import schemas
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Voice, VoiceResolver
+from supervisor.storage_errors import storage_error
 
 log = logging.getLogger("omnivoice.voices")
 
@@ -190,7 +191,7 @@ class VoiceStore:
             ) from None
         except OSError as exc:
             log.error("cannot save voice %r in %s: %s", name, self.directory, exc)
-            raise ServerError(f"the voice could not be saved: {exc.strerror or exc}") from None
+            raise storage_error(exc, "the voice could not be saved") from None
         self.voices[name] = saved
         log.info("saved voice %r (%s)", name, saved.type)
         return saved
@@ -203,7 +204,7 @@ class VoiceStore:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise ServerError(f"the voice could not be deleted: {exc.strerror or exc}") from None
+            raise storage_error(exc, "the voice could not be deleted") from None
         self._sync_directory()
         del self.voices[name]
         log.info("deleted voice %r", name)

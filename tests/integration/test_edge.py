@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live
+from live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live, tone_wav
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 DEADLINE_S = 3  # the module server's --body-deadline-s
@@ -191,3 +191,132 @@ def test_on_a_wider_address_any_host_is_answered_unless_allowed_hosts_says(tmp_p
             == 400
         )
         assert server.request("GET", "/v1/models", headers=AUTH).status_code == 200
+
+
+# ---------------------------------------------------------------- invalid UTF-8
+
+
+def multipart(
+    fields: dict[str, bytes], file_key: str | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """A multipart body by hand (a client library would encode the text itself)."""
+    parts = [b'--b\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k.encode(), v)
+             for k, v in fields.items()]  # fmt: skip
+    if file_key:
+        parts.append(b'--b\r\nContent-Disposition: form-data; name="%s"; filename="a.wav"\r\n'
+                     b"Content-Type: audio/wav\r\n\r\n%s\r\n" % (file_key.encode(), tone_wav(1.0)))  # fmt: skip
+    return b"".join(parts) + b"--b--\r\n", {"Content-Type": "multipart/form-data; boundary=b"}
+
+
+BAD = b"caf\xe9 \xff"  # Latin-1 bytes sent as UTF-8: Starlette read them as Latin-1 text
+
+
+@pytest.mark.parametrize(("path", "fields", "file_key", "param"), [
+    ("/v1/audio/voices", {"name": b"v1", "type": b"audio_sample", "transcript": BAD}, "audio_sample", "transcript"),
+    ("/v1/audio/voices", {"name": BAD, "type": b"audio_sample"}, "audio_sample", "name"),
+    ("/v1/audio/clone", {"input": BAD, "transcript": b"Hello."}, "file", "input"),
+    ("/v1/audio/clone", {"input": b"Hi.", "transcript": BAD}, "file", "transcript"),
+    ("/v1/audio/design", {"input": BAD, "instructions": b"female"}, None, "input"),
+    ("/v1/audio/design", {"input": b"Hi.", "instructions": BAD}, None, "instructions"),
+])  # fmt: skip
+def test_invalid_utf8_in_a_form_field_is_a_400_naming_it(
+    server: LiveServer, path: str, fields: dict[str, bytes], file_key: str | None, param: str
+) -> None:
+    body, headers = multipart(fields, file_key)
+    answer = server.request("POST", path, content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] | {"message": ""} == {
+        "message": "", "type": "invalid_request_error", "param": param, "code": "invalid_text"
+    }  # fmt: skip
+
+
+def test_invalid_utf8_anywhere_else_is_a_400(server: LiveServer) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    design = server.request(
+        "POST", "/v1/audio/design", content=b"input=caf%E9&instructions=female", headers=form
+    )
+    assert design.status_code == 400 and design.json()["error"]["param"] == "input", design.text
+    as_json = {"Content-Type": "application/json"}
+    for method, path, body in (
+        ("POST", "/v1/audio/speech", b'{"input": "' + BAD + b'"}'),
+        ("POST", "/v1/audio/speech/captioned", b'{"input": "' + BAD + b'"}'),
+        ("POST", "/v1/jobs", b'{"items": [{"input": "' + BAD + b'"}]}'),
+        (
+            "PUT",
+            "/v1/audio/lexicons/names",
+            b'{"language": "en", "entries": {"' + BAD + b'": "x"}}',
+        ),
+    ):
+        answer = server.request(method, path, content=body, headers=as_json)
+        assert answer.status_code == 400, (path, answer.text)
+    for path, param in (("/v1/audio/lexicons/caf%E9", "path"), ("/v1/jobs?after=caf%E9", "query"),
+                        ("/v1/audio/voices/%FF", "path")):  # fmt: skip
+        answer = server.request("GET", path)
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
+    # Valid UTF-8 in a form still passes.
+    body, headers = multipart({"input": "Café, über.".encode(), "instructions": b"female"})
+    assert (
+        server.request("POST", "/v1/audio/design", content=body, headers=headers).status_code == 200
+    )
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs as the data directory: a disk that really fills up (as test_hardening's)."""
+    mount = tmp_path / "data"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as out:
+        for block in (65536, 4096, 1):
+            try:
+                while True:
+                    out.write(b"\0" * block)
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_full_disk_is_a_507_on_every_route_that_writes(tmp_path: Path, tiny_disk: Path) -> None:
+    lexicon = {"language": "en", "entries": {"OmniVoice": "omni voice"}}
+    with live(tmp_path) as server:
+        filler = fill(tiny_disk)
+        body, headers = multipart(
+            {"name": b"full", "type": b"audio_sample", "transcript": b"Hi."}, "audio_sample"
+        )
+        refused = {
+            "lexicon": server.request("PUT", "/v1/audio/lexicons/names", json=lexicon),
+            "voice": server.request("POST", "/v1/audio/voices", content=body, headers=headers),
+            "job": server.request(
+                "POST", "/v1/jobs", json={"items": [{"input": "x" * 2000}] * 200}
+            ),
+        }
+        for route, answer in refused.items():
+            assert answer.status_code == 507, (route, answer.text)
+            assert (
+                answer.json()["error"]["code"] == "insufficient_storage"
+                and "Retry-After" in answer.headers
+            )
+        # Speech writes nothing it cannot do without: the cache's write fails quietly.
+        speech = server.request(
+            "POST", "/v1/audio/speech", json={"input": "Still here.", "seed": 3}
+        )
+        assert speech.status_code == 200, speech.text
+        filler.unlink()
+        assert server.request("PUT", "/v1/audio/lexicons/names", json=lexicon).status_code == 201
+        assert server.request("GET", "/v1/audio/voices/full").status_code == 404
+        log = server.log.read_text()
+    assert "Traceback" not in log

@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 from starlette.datastructures import UploadFile
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -34,6 +33,7 @@ from supervisor.errors import (
     Unprocessable,
     UnsupportedMedia,
 )
+from supervisor.http.forms import parse_form
 from supervisor.http.routes import services
 from supervisor.http.routes.speech import (
     CLIENT_CLOSED,
@@ -113,12 +113,8 @@ async def read_form(request: Request, svc: Services, allowed: frozenset[str], *,
         raise UnsupportedMedia(
             f"this route takes a form ({' or '.join(kinds)}), not {content_type or 'a body without a Content-Type'}"
         )
-    try:
-        form = await request.form(
-            max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=max_part_size
-        )
-    except HTTPException as exc:
-        raise InvalidRequest(f"The form could not be parsed: {exc.detail}") from None
+    form = await parse_form(request, multipart=content_type == "multipart/form-data", max_files=1,
+                            max_fields=MAX_FORM_FIELDS, max_part_size=max_part_size)  # fmt: skip
     try:
         fields: dict[str, str] = {}
         file: bytes | None = None
