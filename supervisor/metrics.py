@@ -217,6 +217,16 @@ result_cache_bytes = Gauge(
     "bytes the result cache holds on disk (at most --cache-max-bytes)",
     registry=REGISTRY,
 )
+single_flight_waiting = Gauge(
+    f"{PREFIX}_single_flight_waiting",
+    "reproducible speech requests waiting for an identical one in flight (the same cache key)",
+    registry=REGISTRY,
+)
+single_flight_shared = Counter(
+    f"{PREFIX}_single_flight_shared",
+    "reproducible speech requests answered with an identical one's audio (nothing generated)",
+    registry=REGISTRY,
+)
 gpu_memory_peak = Gauge(
     f"{PREFIX}_gpu_memory_peak_bytes",
     "largest GPU memory a sidecar's allocator has held (as last reported)",

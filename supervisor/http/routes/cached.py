@@ -15,10 +15,12 @@ from supervisor.services import Services
 from supervisor.speech import formats, instructions, quality, result_cache
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Voice, usage
 
 HEADER = "X-Cache"
 _writing: set[asyncio.Task[None]] = set()  # puts in flight, held so they are not collected
+FLIGHTS = Flights()  # identical reproducible requests in flight, made once
 
 
 async def find(
@@ -51,14 +53,19 @@ def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
                     headers=headers)  # fmt: skip
 
 
-def keep(svc: Services, name: str, data: bytes, meta: dict[str, Any]) -> None:
-    """Store an answer in a worker thread, without holding it up (put never raises)."""
+def keep(svc: Services, name: str, data: bytes, meta: dict[str, Any], flight: Flight) -> None:
+    """Answer the requests waiting on `flight` with this answer, and store it in a worker
+    thread without holding it up (put never raises); the flight ends once it is stored."""
+    entry = CachedResult(data, meta)
+    flight.land(entry)
     cache = svc.results
     if cache is None:
+        flight.release()
         return
-    task = asyncio.ensure_future(asyncio.to_thread(cache.put, name, CachedResult(data, meta)))
+    task = asyncio.ensure_future(asyncio.to_thread(cache.put, name, entry))
     _writing.add(task)
     task.add_done_callback(_writing.discard)
+    task.add_done_callback(lambda _: flight.release())
 
 
 async def recorded(

@@ -49,6 +49,7 @@ from supervisor.services import Services
 from supervisor.speech import delivery, formats, instructions, quality, schemas
 from supervisor.speech.delivery import Profile
 from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.single_flight import Flight
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
@@ -147,12 +148,15 @@ class SynthesisStream(StreamingResponse):
     ) -> None:
         super().__init__(content, media_type=media_type, headers=headers)
         self.synthesis = synthesis
+        self.on_end: Callable[[], None] | None = None  # called last, however it ended
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             self.synthesis.close()
+            if self.on_end is not None:
+                self.on_end()
 
 
 async def _encode(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -208,16 +212,43 @@ async def _passing(
 
 
 async def respond(request: Request, svc: Services, speech: SpeechRequest, voice: Voice) -> Response:
-    """Admit the request, wait for its first audio, and answer as its formats ask. A reproducible
-    request is answered from the result cache when it is there, and kept in it when not."""
+    """Answer a request. A reproducible one is answered from the result cache when it is there,
+    or with the audio of an identical one in flight once that is done (single_flight.py);
+    else it is made, and kept."""
     name, hit = await cached.find(svc, speech, voice)
     if hit is not None:
         return cached.replay(speech, hit)
+    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+    if name is None:
+        return await _make(request, svc, speech, voice, deadline, None)
+    while (ahead := cached.FLIGHTS.flying(name)) is not None:
+        try:
+            shared = await until_disconnected(request, deadline(ahead.result()))
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        if shared is not None:
+            return cached.replay(speech, shared)
+    flight = cached.FLIGHTS.lead(name)
+    try:
+        response = await _make(request, svc, speech, voice, deadline, flight)
+    except BaseException:
+        flight.land(None)
+        raise
+    if isinstance(response, SynthesisStream):  # it lands with its audio once all of it went out
+        response.on_end = lambda: flight.land(None)
+    else:  # it landed with its audio already, if it had any to share
+        flight.land(None)
+    return response
+
+
+async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: Voice,
+                deadline: Deadline, flight: Flight | None) -> Response:  # fmt: skip
+    """Admit the request, wait for its first audio, and answer as its formats ask; a
+    reproducible answer (`flight` given) is shared with its waiters and kept."""
     voices = voice_resolver(speech, svc.voices)
     text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
                           text=text, asr=svc.asr)  # fmt: skip
-    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -247,13 +278,13 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
 
     def keep(data: bytes) -> None:
         # Only audio that passed its checks is kept: a failed answer is asked for again.
-        if name is not None and synthesis.verdict.passed:
+        if flight is not None and synthesis.verdict.passed:
             meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
                     "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
                     "qa": synthesis.verdict.header()}  # fmt: skip
-            cached.keep(svc, name, data, meta)
+            cached.keep(svc, flight.key, data, meta, flight)
 
-    if name is not None:
+    if flight is not None:
         headers[cached.HEADER] = "miss"
     if wanted.loudness is not None:
         # Loudness is measured over the whole output: every chunk first, then one file.
@@ -272,7 +303,7 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
                                    "text/event-stream", headers)  # fmt: skip
         return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
     body = _audio_body(first, rest, fmt, wanted)
-    if name is not None:
+    if flight is not None:
         body = cached.recorded(body, keep)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"

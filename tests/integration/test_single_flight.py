@@ -1,0 +1,126 @@
+"""Single flight (issue 36): identical reproducible requests in flight are made once.
+
+The sidecar is SIGSTOPped while the requests arrive, so that they are all in flight at once
+whatever the machine's load; what was generated is read from the server's own counters
+(`omnivoice_batch_size_sum`: tasks sent to sidecars), not from timing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import re
+import signal
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from live_server import KEY, LiveServer, live
+
+BOUND_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live(tmp_path_factory.mktemp("flight")) as running:
+        yield running
+
+
+def counters(server: LiveServer) -> dict[str, float]:
+    wanted = {"omnivoice_batch_size_sum": "tasks", "omnivoice_single_flight_waiting": "waiting",
+              "omnivoice_single_flight_shared_total": "shared", 'omnivoice_queue_depth{stage="unfinished"}': "queue"}  # fmt: skip
+    out = dict.fromkeys(wanted.values(), 0.0)
+    for line in server.request("GET", "/metrics").text.splitlines():
+        match = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? ([0-9.e+]+)", line)
+        if match is None:
+            continue
+        name = match[1] if match[1] in wanted else f"{match[1]}{match[2] or ''}"
+        if name in wanted:
+            out[wanted[name]] += float(match[3])
+    return out
+
+
+def wait_until(server: LiveServer, name: str, value: float) -> None:
+    start = time.monotonic()
+    while counters(server)[name] != value:
+        assert time.monotonic() - start < BOUND_S, (
+            f"{name} never reached {value}: {counters(server)}"
+        )
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def stopped_sidecar(server: LiveServer) -> Iterator[None]:
+    pid = server.health()["sidecars"][0]["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def speech(text: str) -> dict[str, object]:
+    return {"input": text, "seed": 7, "response_format": "wav"}
+
+
+def post(server: LiveServer, body: dict[str, object]) -> httpx.Response:
+    return server.request("POST", "/v1/audio/speech", json=body, timeout=BOUND_S)
+
+
+def test_ten_identical_seeded_requests_make_one_generation(server: LiveServer) -> None:
+    body = speech("Ten of us asked for the same thing at the same moment.")
+    before = counters(server)
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        with stopped_sidecar(server):
+            first = pool.submit(post, server, body)
+            wait_until(server, "queue", before["queue"] + 1)  # the first leads: its task is in
+            rest = [pool.submit(post, server, body) for _ in range(9)]
+            wait_until(server, "waiting", 9)  # the nine wait for it, nothing of theirs queued
+            assert counters(server)["queue"] == before["queue"] + 1
+        answers = [first.result(), *(f.result() for f in rest)]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert len({a.content for a in answers}) == 1
+    assert [a.headers["X-Cache"] for a in answers] == ["miss"] + ["hit"] * 9
+    after = counters(server)
+    assert after["tasks"] - before["tasks"] == 1 and after["shared"] - before["shared"] == 9
+    assert after["waiting"] == 0
+
+
+def test_a_leader_that_leaves_hands_the_work_to_a_waiter(server: LiveServer) -> None:
+    """The leader's client disconnects while the sidecar is stopped: the waiters do not hang and
+    do not inherit its end; one of them makes the audio and the others share it."""
+    body = speech("The first of us gave up; the others still wanted it.")
+    raw = httpx.Request("POST", server.url + "/v1/audio/speech", json=body,
+                        headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
+    head = "POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in raw.headers.items() if k.lower() != "host"
+    )
+    before = counters(server)
+    host, port = server.url.removeprefix("http://").split(":")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with stopped_sidecar(server):
+            leader = socket.create_connection((host, int(port)))
+            leader.sendall(head.encode() + b"\r\n" + raw.read())
+            wait_until(server, "queue", before["queue"] + 1)
+            rest = [pool.submit(post, server, body) for _ in range(8)]
+            wait_until(server, "waiting", 8)
+            leader.close()  # the leader's client leaves: a waiter leads, the other seven wait on
+            wait_until(server, "waiting", 7)
+        answers = [f.result() for f in rest]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert sorted(a.headers["X-Cache"] for a in answers) == ["hit"] * 7 + ["miss"]
+    assert counters(server)["shared"] - before["shared"] == 7
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_unseeded_and_different_requests_are_not_held_back(server: LiveServer) -> None:
+    """Only identical reproducible requests share: the others are each made."""
+    before = counters(server)
+    bodies = [speech("One."), speech("Two."), {"input": "One.", "response_format": "wav"}]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda b: post(server, b), bodies))
+    assert all(a.status_code == 200 for a in answers)
+    assert counters(server)["tasks"] - before["tasks"] == 3
