@@ -377,9 +377,10 @@ class Settings:
     )
     callback_allow: tuple[str, ...] = setting(
         (),
-        "a host (name or IP) a job's callback_url may point at; repeatable (env: comma-separated). "
-        "None: jobs may not name a callback",
-        metavar="HOST",
+        "where a job's callback_url may point: HOST (a name or IP; its scheme's default port "
+        "only, 80 or 443), HOST:PORT (that port) or HOST:* (any port); repeatable (env: "
+        "comma-separated). None: jobs may not name a callback",
+        metavar="HOST[:PORT]",
     )
     callback_secret: str = setting(
         "",
@@ -393,7 +394,17 @@ class Settings:
     callback_backoff_s: float = setting(
         2.0, "wait before a callback's second attempt; doubles after each, to at most 10 minutes"
     )
-    callback_timeout_s: float = setting(10.0, "how long one callback attempt may take")
+    callback_timeout_s: float = setting(
+        10.0,
+        "deadline of one callback attempt, the whole exchange: connecting, sending, the answer's "
+        "status and headers (its body is never read)",
+    )
+    callback_host_concurrency: int = setting(
+        4,
+        "most callbacks sent at once to one receiver host (all its ports); others wait for a "
+        "slot, which is not an attempt",
+    )
+    callback_concurrency: int = setting(64, "most callbacks sent at once in all")
     cache_dir: str = setting(
         "",
         "result cache of reproducible answers (a seed given; every job item) "
@@ -445,6 +456,8 @@ class Settings:
             "max_restarts",
             "max_input_chars",
             "max_job_items",
+            "callback_host_concurrency",
+            "callback_concurrency",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be at least 1")
@@ -514,11 +527,23 @@ class Settings:
             )
         if self.callback_timeout_s <= 0:
             raise SettingsError("--callback-timeout-s must be greater than 0")
+        self.check_callback_allow()
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError(
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "
                 "(--model /path/to/checkpoint) or a Hugging Face id (--model k2-fsa/OmniVoice)"
             )
+
+    def check_callback_allow(self) -> None:
+        if not self.callback_allow:
+            return
+        from supervisor.jobs.callbacks import allowed_entry  # httpx: only when there is a list
+
+        for entry in self.callback_allow:
+            try:
+                allowed_entry(entry)
+            except ValueError as exc:
+                raise SettingsError(f"--callback-allow (OMNIVOICE_CALLBACK_ALLOW): {exc}") from None
 
     @property
     def tenancy(self) -> Tenancy:

@@ -2,12 +2,14 @@
 
 Driven by the job runner's pass: once a job has ended (completed,
 failed, or cancelled, with no item still running) its summary, the job object without items, is
-POSTed. A 2xx answer delivers it, and it is never sent again; anything else (another status, a
-refused connection, a timeout) is recorded on the job and tried again after a backoff that
-doubles from --callback-backoff-s up to MAX_BACKOFF_S, at most --callback-attempts times, then
-the callback ends `failed`. Each attempt is recorded in the job store before the next one, so
-a restart carries on where it was; only a crash between a receiver's 2xx and that record sends
-it once more. Redirects are not followed: they could lead off the allow-list.
+POSTed (supervisor/jobs/callback_exchange.py bounds the exchange and the slots it waits for).
+A 2xx answer delivers it, and it is never sent again; anything else (another status, a refused
+connection, the deadline passing, a URL the allow-list no longer admits, any error at all) is
+recorded on the job and tried again after a backoff that doubles from --callback-backoff-s up
+to MAX_BACKOFF_S, at most --callback-attempts times, then the callback ends `failed`. Each
+attempt is recorded in the job store before the next one, so a restart carries on where it
+was; only a crash between a receiver's 2xx and that record sends it once more. Redirects are
+not followed: they could lead off the allow-list.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
-from supervisor.jobs.callbacks import SIGNATURE_HEADER, signature
+from supervisor.errors import InvalidRequest
+from supervisor.jobs import callback_exchange
+from supervisor.jobs.callbacks import (
+    SIGNATURE_HEADER,
+    check_url,
+    receiver_host,
+    signature,
+)
 from supervisor.jobs.storage import JobStorage
 from supervisor.jobs.store import CallbackDue
 from supervisor.settings import Settings
@@ -54,24 +61,33 @@ class CallbackSender:
         self.summary = summary
         self.sending: dict[str, asyncio.Task[None]] = {}
         self.held: dict[str, float] = {}  # job id -> time.monotonic() it may be sent again
-        self.client = httpx.AsyncClient(
-            timeout=settings.callback_timeout_s,
-            follow_redirects=False,
-            trust_env=False,  # no proxy from the environment: the allow-list is the whole story
+        self.client = callback_exchange.client(settings.callback_timeout_s)
+        self.slots = callback_exchange.Slots(
+            settings.callback_host_concurrency, settings.callback_concurrency
         )
 
     async def dispatch(self) -> None:
-        """Start sending each callback that is due and not being sent."""
+        """Start sending each callback that is due, not being sent, and has a free slot; give the
+        others back to the store (with PostgreSQL another server may take them)."""
         now = time.monotonic()
         self.held = {job_id: until for job_id, until in self.held.items() if until > now}
+        waiting: list[str] = []
         for due in await asyncio.to_thread(self.store.callbacks_due, time.time()):
-            if due.job_id not in self.sending and due.job_id not in self.held:
-                task = asyncio.create_task(self.attempt(due), name=f"callback-{due.job_id}")
-                self.sending[due.job_id] = task
-                task.add_done_callback(functools.partial(self.forget, due.job_id))
+            if due.job_id in self.sending or due.job_id in self.held:
+                continue
+            host = receiver_host(due.url)
+            if not self.slots.take(host):
+                waiting.append(due.job_id)
+                continue
+            task = asyncio.create_task(self.attempt(due), name=f"callback-{due.job_id}")
+            self.sending[due.job_id] = task
+            task.add_done_callback(functools.partial(self.forget, due.job_id, host))
+        if waiting:
+            await asyncio.to_thread(self.store.callbacks_release, waiting, time.time())
 
-    def forget(self, job_id: str, _task: asyncio.Task[None]) -> None:
+    def forget(self, job_id: str, host: str, _task: asyncio.Task[None]) -> None:
         self.sending.pop(job_id, None)
+        self.slots.give_back(host)
 
     async def attempt(self, due: CallbackDue) -> None:
         """One attempt; if it cannot be made or recorded, the callback is held back for a while
@@ -89,22 +105,34 @@ class CallbackSender:
         job = await asyncio.to_thread(self.store.job, due.job_id, False)
         if job is None:  # removed meanwhile
             return
+        status, error = await self.exchange(due.url, job, self.secret(due.owner))
+        await self.record(due, status, error)
+
+    async def exchange(
+        self, url: str, job: dict[str, Any], secret: str
+    ) -> tuple[int | None, str | None]:
+        """One attempt: the answer's status (None without one) and what went wrong (None: it
+        was delivered). Every failure is an error here, whatever its type."""
         job = self.summary(job)
         job.pop("callback", None)  # the delivery's own record: not part of the summary
         body = json.dumps(job, separators=(",", ":")).encode()
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: signature(self.secret(due.owner), int(time.time()), body),
+            SIGNATURE_HEADER: signature(secret, int(time.time()), body),
         }
-        status: int | None = None
-        error: str | None = None
+        deadline_s = self.settings.callback_timeout_s
         try:
-            answer = await self.client.post(due.url, content=body, headers=headers)
-            status = answer.status_code
-            if not 200 <= status < 300:
-                error = f"HTTP {status}"
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+            check_url(url, self.settings.callback_allow)  # the allow-list of this run
+            status = await callback_exchange.post(self.client, url, body, headers, deadline_s)
+        except InvalidRequest as exc:
+            return None, exc.message[:ERROR_CHARS]
+        except asyncio.TimeoutError:
+            return None, f"no answer within --callback-timeout-s ({deadline_s:g} s)"
+        except Exception as exc:  # any failure of the exchange is a failed attempt
+            return None, (f"{type(exc).__name__}: {exc}".rstrip(": "))[:ERROR_CHARS]
+        return status, None if 200 <= status < 300 else f"HTTP {status}"
+
+    async def record(self, due: CallbackDue, status: int | None, error: str | None) -> None:
         attempts = due.attempts + 1
         if error is None:
             state, next_at = "delivered", None

@@ -1,65 +1,157 @@
 """Job callbacks: which addresses a job may name, and how a callback is signed.
 
-A callback goes only to a host on `--callback-allow` (the URL's host name or IP literal, compared
-without case), so a client cannot make the server send requests to an address of its choosing
-(its own metadata service, a database on the loopback). With no allow-list, no job may name one.
+A callback goes only to a host and port on `--callback-allow`, so a client cannot make the
+server send requests to an address of its choosing (its own metadata service, a database on the
+loopback). An entry is `HOST` (that host on the scheme's default port only: 80 for http, 443 for
+https), `HOST:PORT` (that port, either scheme) or `HOST:*` (any port); hosts are names or IP
+literals (`[::1]` for IPv6), compared without case. With no allow-list, no job may name one.
+
+A URL is checked as it will be sent: it is read by the sender's own parser (httpx) and by the
+standard library's, and refused unless both read the same scheme, host and port with no
+credentials; control characters and whitespace anywhere are refused before either reads it
+(httpx would refuse some only at send time, and read others differently).
 
 The signature follows the common webhook scheme: `X-OmniVoice-Signature: t=<unix seconds>,v1=<hex
-HMAC-SHA256 of "<t>.<body>">` with `--callback-secret` as the key. The receiver recomputes it
-over the raw body and refuses a `t` too far from its clock, so a captured callback cannot be
+HMAC-SHA256 of "<t>.<body>">` keyed with the job's owner's secret (CallbackSender.secret). The receiver recomputes
+it over the raw body and refuses a `t` too far from its clock, so a captured callback cannot be
 replayed later.
-
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import unicodedata
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from supervisor.errors import InvalidRequest
 
 SIGNATURE_HEADER = "X-OmniVoice-Signature"
 MAX_URL_CHARS = 2048
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One `--callback-allow` entry: a host, and its port (None: the scheme's default only)."""
+
+    host: str
+    port: int | None
+    any_port: bool = False
+
+    def admits(self, host: str, port: int, scheme: str) -> bool:
+        if host != self.host:
+            return False
+        return self.any_port or port == (DEFAULT_PORTS[scheme] if self.port is None else self.port)
+
+
+def allowed_entry(entry: str) -> Allowed:
+    """An allow-list entry read; ValueError saying why it cannot be one."""
+    text = entry.strip()
+    any_port = text.endswith(":*")
+    hostport = text[:-2] if any_port else text
+    try:
+        # A scheme without a default port, so that an explicit :80 stays explicit.
+        url = httpx.URL(f"x-allow://{hostport}/")
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"{entry!r} is not HOST, HOST:PORT or HOST:*: {exc}") from None
+    if not url.raw_host or url.userinfo or url.path != "/" or url.query or url.fragment:
+        raise ValueError(f"{entry!r} is not HOST, HOST:PORT or HOST:* (HOST a name or IP)")
+    if any_port and url.port is not None:
+        raise ValueError(f"{entry!r} names a port and '*'")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise ValueError(f"{entry!r} has a port out of range")
+    return Allowed(url.raw_host.decode("ascii").lower(), url.port, any_port)
+
+
+@functools.lru_cache(maxsize=8)
+def allowed_entries(allow: tuple[str, ...]) -> tuple[Allowed, ...]:
+    return tuple(allowed_entry(entry) for entry in allow)
+
+
+def invalid(message: str) -> InvalidRequest:
+    return InvalidRequest(message, param="callback_url")
 
 
 def refused(message: str) -> InvalidRequest:
-    error = InvalidRequest(message, param="callback_url")
+    error = invalid(message)
     error.code = "callback_not_allowed"
     return error
+
+
+def unsafe_char(url: str) -> tuple[int, str] | None:
+    """The first control, format or whitespace character of `url` (C0, DEL, C1, zero-width...)."""
+    for position, char in enumerate(url):
+        if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
+            return position, char
+    return None
+
+
+def as_sent(url: str) -> httpx.URL:
+    """The URL as the sender reads it, if the standard library reads the same scheme, host and
+    port with no credentials; InvalidRequest otherwise."""
+    try:
+        sent = httpx.URL(url)
+        split = urllib.parse.urlsplit(url)
+        split_port = split.port
+    except (httpx.InvalidURL, ValueError) as exc:  # bad port, `[127.0.0.1]`, ...
+        raise invalid(f"'callback_url' is not a valid URL ({exc}): {url!r}.") from None
+    if sent.scheme not in DEFAULT_PORTS or not sent.raw_host:
+        raise invalid(f"'callback_url' must be an http or https URL with a host; got {url!r}.")
+    if sent.userinfo or split.username is not None or split.password is not None:
+        raise invalid("'callback_url' must not carry credentials: callbacks are signed "
+                      "(X-OmniVoice-Signature) instead.")  # fmt: skip
+    if not (split.hostname or "").isascii():
+        raise invalid("'callback_url' must name its host in ASCII (an international name in its "
+                      f"xn-- form); got {split.hostname!r}.")  # fmt: skip
+    default = DEFAULT_PORTS[sent.scheme]
+    ours = (split.scheme.lower(), split.hostname, split_port or default)
+    theirs = (sent.scheme, sent.raw_host.decode("ascii").lower(), sent.port or default)
+    if ours != theirs:
+        raise invalid(f"'callback_url' is ambiguous: it reads as host {theirs[1]!r} port "
+                      f"{theirs[2]} and as host {ours[1]!r} port {ours[2]}; got {url!r}.")  # fmt: skip
+    return sent
 
 
 def check_url(url: Any, allow: tuple[str, ...]) -> str:
     """The URL if a callback may go there; InvalidRequest (400) saying why not."""
     if not isinstance(url, str) or not 0 < len(url) <= MAX_URL_CHARS:
-        raise InvalidRequest(
-            f"'callback_url' must be an http or https URL of at most {MAX_URL_CHARS} characters.",
-            param="callback_url",
+        raise invalid(
+            f"'callback_url' must be an http or https URL of at most {MAX_URL_CHARS} characters."
         )
-    parts = urllib.parse.urlsplit(url)
-    try:
-        parts.port  # noqa: B018 (a port out of range or not a number raises here)
-    except ValueError:
-        raise InvalidRequest(f"'callback_url' has an invalid port: {url!r}.",
-                             param="callback_url") from None  # fmt: skip
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidRequest(
-            f"'callback_url' must be an http or https URL with a host; got {url!r}.",
-            param="callback_url",
-        )
-    if parts.username is not None or parts.password is not None:
-        raise InvalidRequest("'callback_url' must not carry credentials: callbacks are signed "
-                             "(X-OmniVoice-Signature) instead.", param="callback_url")  # fmt: skip
+    found = unsafe_char(url)
+    if found is not None:
+        raise invalid(f"'callback_url' must not contain whitespace or control characters; "
+                      f"found U+{ord(found[1]):04X} at position {found[0]}.")  # fmt: skip
+    sent = as_sent(url)
     if not allow:
         raise refused(
             "This server sends no callbacks: it was started without --callback-allow. "
             "Leave out 'callback_url', or ask its operator to allow your host."
         )
-    if parts.hostname.lower() not in {host.lower() for host in allow}:
-        raise refused(f"Callbacks may not go to {parts.hostname!r}: it is not on this server's "
+    host, port = sent.raw_host.decode("ascii").lower(), sent.port or DEFAULT_PORTS[sent.scheme]
+    entries = allowed_entries(allow)
+    if not any(entry.admits(host, port, sent.scheme) for entry in entries):
+        if any(entry.host == host for entry in entries):
+            raise refused(f"Callbacks may not go to port {port} of {host!r}: that port is not on "
+                          "this server's --callback-allow list (a bare host allows its scheme's "
+                          f"default port only; HOST:PORT allows another).")  # fmt: skip
+        raise refused(f"Callbacks may not go to {host!r}: it is not on this server's "
                       "--callback-allow list.")  # fmt: skip
     return url
+
+
+def receiver_host(url: str) -> str:
+    """The host a callback goes to, as the sender connects to it ('' for a URL it cannot read)."""
+    try:
+        return httpx.URL(url).raw_host.decode("ascii").lower()
+    except (httpx.InvalidURL, UnicodeDecodeError):
+        return ""
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:

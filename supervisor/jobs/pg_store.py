@@ -470,6 +470,17 @@ class PgJobStore:
             for r in rows
         ]
 
+    def callbacks_release(self, job_ids: builtins.list[str], now: float) -> None:
+        """Give back callbacks taken by `callbacks_due` but not started (no free slot): due
+        again at `now`, to whichever server has a slot first."""
+        self.db.run(
+            lambda conn: conn.execute(
+                "UPDATE jobs SET callback_next_at = %s "
+                "WHERE id = ANY(%s) AND callback_state = 'pending'",
+                (now, job_ids),
+            )
+        )
+
     def callback_attempted(
         self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None
     ) -> None:

@@ -575,6 +575,9 @@ class JobStore:
             for r in rows
         ]
 
+    def callbacks_release(self, job_ids: builtins.list[str], now: float) -> None:
+        """Nothing to give back: with one server, `callbacks_due` takes nothing."""
+
     def callback_attempted(
         self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None
     ) -> None:

@@ -25,7 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
+from callback_receivers import Receiver as RawReceiver
+from callback_receivers import close, gzip_answer, serve
 from job_helpers import ended, job, submit, wait_job
 from live_server import KEY, LiveServer, live
 
@@ -43,15 +46,16 @@ class Receiver(http.server.ThreadingHTTPServer):
     """A webhook receiver: answers each POST with the next status of `answers` (then 200), and
     keeps every request it got."""
 
-    def __init__(self, answers: list[int]) -> None:
+    def __init__(self, answers: list[int], host: str = "127.0.0.1") -> None:
         self.answers = list(answers)
         self.got: list[tuple[int, dict[str, str], bytes]] = []  # (answered, headers, body)
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+        super().__init__((host, 0), ReceiverHandler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hooks/job"
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/hooks/job"
 
     def accepted(self) -> list[tuple[dict[str, str], bytes]]:
         with self.lock:
@@ -85,20 +89,36 @@ def receiver() -> Iterator[Receiver]:
     server.server_close()
 
 
+@pytest.fixture(scope="module")
+def pinned() -> Iterator[Receiver]:
+    """A receiver on 127.0.0.3 whose port alone the module's server allows."""
+    server = Receiver([], host="127.0.0.3")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def server(
-    request: pytest.FixtureRequest, checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    checkpoint_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    pinned: Receiver,
 ) -> Iterator[LiveServer]:
     """The module's server, once per job store: the tests using it run against both. No result
     cache: these jobs repeat one sentence, and items answered from the cache would finish at
-    once, out of the order under test."""
+    once, out of the order under test. Callbacks may go to any port of 127.0.0.1, to 127.0.0.2
+    on its default ports, and to `pinned`'s port of 127.0.0.3."""
     store = (
         "sqlite"
         if request.param == "sqlite"
         else request.getfixturevalue("pg_cluster").new_database()
     )
-    flags = ("--max-batch-size", "1", "--callback-allow", "127.0.0.1", "--callback-secret", SECRET,
-             "--callback-backoff-s", "0.3", "--cache-max-bytes", "0", "--store", store)  # fmt: skip
+    allow = ("127.0.0.1:*", "127.0.0.2", f"127.0.0.3:{pinned.server_address[1]}")
+    flags = ("--max-batch-size", "1", *(f"--callback-allow={host}" for host in allow),
+             "--callback-secret", SECRET, "--callback-backoff-s", "0.3", "--cache-max-bytes", "0",
+             "--store", store)  # fmt: skip
     with live(tmp_path_factory.mktemp("schedule"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -128,6 +148,17 @@ def test_bad_schedule_fields_are_400s_naming_the_field(server: LiveServer) -> No
         ({"callback_url": "http://10.0.0.1/hook"}, "callback_url", "callback_not_allowed"),
         ({"callback_url": "http://localhost/hook"}, "callback_url", "callback_not_allowed"),
         ({"callback_url": "file:///etc/passwd"}, "callback_url", "invalid_request"),
+        ({"callback_url": "http://127.0.0.2:8080/hook"}, "callback_url", "callback_not_allowed"),
+        ({"callback_url": "http://127.0.0.3:1/hook"}, "callback_url", "callback_not_allowed"),
+        ({"callback_url": "http://[127.0.0.1]/hook"}, "callback_url", "invalid_request"),
+        ({"callback_url": " http://127.0.0.1:9/hook"}, "callback_url", "invalid_request"),
+        ({"callback_url": "http://127.0.0.1:9/a\tb"}, "callback_url", "invalid_request"),
+        (
+            {"callback_url": "http://127.0.0.1:9/\r\nX-Injected: 1"},
+            "callback_url",
+            "invalid_request",
+        ),
+        ({"callback_url": "http://127.0.0.1:9/\x00"}, "callback_url", "invalid_request"),
         ({"start_at": at(60)}, "start_at", "invalid_request"),
     ]
     before = len(server.request("GET", "/v1/jobs?limit=100").json()["data"])
@@ -267,6 +298,47 @@ def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: 
     ((headers, body),) = receiver.accepted()
     verify(headers, body)
     assert json.loads(body)["state"] == "cancelled"
+
+
+def test_a_host_on_the_allow_list_with_a_port_gets_callbacks_on_that_port_only(
+    server: LiveServer, pinned: Receiver
+) -> None:
+    port = pinned.server_address[1]
+    refused = post(server, {"items": items(1), "callback_url": f"http://127.0.0.3:{port + 1}/h"})
+    assert refused.status_code == 400 and "port" in refused.json()["error"]["message"]
+    created = submit_with(server, items(1), callback_url=pinned.url)
+    wait_job(server, created["id"], lambda j: j["callback"]["state"] != "pending", 120,
+             "the callback to the allowed port")  # fmt: skip
+    assert job(server, created["id"])["callback"]["state"] == "delivered"
+    assert any(json.loads(body)["id"] == created["id"] for _, body in pinned.accepted())
+
+
+def test_a_gzip_answer_of_a_gibibyte_leaves_the_servers_memory_alone(server: LiveServer) -> None:
+    """The receiver answers 200 with 1 MiB of gzip that inflates to 1 GiB: the callback is
+    delivered, and the server's resident memory (psutil, sampled every 10 ms from the submission
+    to the delivery) stays within 64 MiB of where it was; reading and inflating it takes 2 GiB."""
+    receiver = serve(RawReceiver("127.0.0.1", gzip_answer()))
+    process, peak, done = psutil.Process(server.proc.pid), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], process.memory_info().rss)
+
+    before = process.memory_info().rss
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        created = submit_with(server, items(1), callback_url=receiver.url())
+        finished = wait_job(server, created["id"], lambda j: j["callback"]["state"] != "pending",
+                            120, "the gzip-answered callback")  # fmt: skip
+    finally:
+        done.set()
+        sampler.join()
+        close(receiver)
+    assert finished["callback"] == {"state": "delivered", "attempts": 1, "last_status": 200,
+                                    "last_error": None}  # fmt: skip
+    print(f"resident memory grew {(peak[0] - before) / 2**20:.1f} MiB at most")
+    assert peak[0] - before < 64 * 2**20, f"grew {(peak[0] - before) / 2**20:.1f} MiB"
 
 
 def exec_start(unit: str, instance: str, state_dir: Path) -> list[str]:

@@ -67,7 +67,7 @@ def test_the_backoff_doubles_up_to_its_cap() -> None:
 def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
     store: JobStore, receiver: Any
 ) -> None:
-    settings = Settings(engine="null", callback_allow=("127.0.0.1",), callback_secret="s",
+    settings = Settings(engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s",
                         callback_backoff_s=0.5)  # fmt: skip
     job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
 
@@ -100,7 +100,7 @@ def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
     """The store's write fails as on a full disk (the real full disk, a tmpfs, is in
     tests/integration/test_hardening.py); here the failure is injected into the store method."""
     receiver.answers.clear()
-    settings = Settings(engine="null", callback_allow=("127.0.0.1",), callback_secret="s")
+    settings = Settings(engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s")
     job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
 
     def disk_full(*_args: Any) -> None:

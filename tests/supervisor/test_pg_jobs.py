@@ -317,3 +317,23 @@ def test_a_due_callback_is_taken_by_one_server_and_by_another_if_it_dies(
     assert (due.job_id, due.attempts) == (job_id, 0)
     b.callback_attempted(job_id, 200, None, "delivered", None)
     assert a.callbacks_due(now + 3600) == [] and b.callbacks_due(now + 3600) == []
+
+
+def test_a_due_callback_given_back_for_want_of_a_slot_is_due_at_once_to_every_server(
+    stores: Callable[[str], PgJobStore],
+) -> None:
+    """A server whose slots for the receiver's host are all busy gives the callback back
+    (callbacks_release) rather than holding its claim: another server takes it in its next pass,
+    and the attempt count is untouched (waiting is not an attempt)."""
+    a, b = stores("a"), stores("b")
+    job_id, _ = a.create(items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/"))
+    a.cancel(job_id)
+    now = time.time()
+    assert [due.job_id for due in a.callbacks_due(now)] == [job_id]
+    assert b.callbacks_due(now) == []  # a's claim
+    a.callbacks_release([job_id], now)
+    (due,) = b.callbacks_due(now)
+    assert (due.job_id, due.attempts) == (job_id, 0)
+    b.callback_attempted(job_id, 200, None, "delivered", None)
+    a.callbacks_release([job_id], now)  # no longer pending: no change
+    assert a.callbacks_due(now + 3600) == [] and b.callbacks_due(now + 3600) == []
