@@ -77,7 +77,7 @@ def server(
     folder = tmp_path_factory.mktemp("tenancy")
     (folder / "keys").write_text(KEY_FILE)
     flags = ("--api-key-file", str(folder / "keys"), "--store", store, "--callback-allow",
-             "127.0.0.1", "--callback-secret", SERVER_SECRET, "--callback-backoff-s", "0.2")  # fmt: skip
+             "127.0.0.1:*", "--callback-secret", SERVER_SECRET, "--callback-backoff-s", "0.2")  # fmt: skip
     with live(folder, *flags) as running:
         yield running
 
