@@ -105,25 +105,21 @@ class CallbackSender:
         job = await asyncio.to_thread(self.store.job, due.job_id, False)
         if job is None:  # removed meanwhile
             return
-        status, error = await self.exchange(due.url, job, self.secret(due.owner))
+        status, error = await self.exchange(due, job)
         await self.record(due, status, error)
 
     async def exchange(
-        self, url: str, job: dict[str, Any], secret: str
+        self, due: CallbackDue, job: dict[str, Any]
     ) -> tuple[int | None, str | None]:
         """One attempt: the answer's status (None without one) and what went wrong (None: it
-        was delivered). Every failure is an error here, whatever its type."""
-        job = self.summary(job)
-        job.pop("callback", None)  # the delivery's own record: not part of the summary
-        body = json.dumps(job, separators=(",", ":")).encode()
-        headers = {
-            "Content-Type": "application/json",
-            SIGNATURE_HEADER: signature(secret, int(time.time()), body),
-        }
+        was delivered). Every failure is an error here, whatever its type: one that comes back
+        at each attempt (a URL the sender refuses, a summary that cannot be made) ends `failed`
+        after the last, not held back again and again."""
         deadline_s = self.settings.callback_timeout_s
         try:
-            check_url(url, self.settings.callback_allow)  # the allow-list of this run
-            status = await callback_exchange.post(self.client, url, body, headers, deadline_s)
+            check_url(due.url, self.settings.callback_allow)  # the allow-list of this run
+            body, headers = self.signed(job, self.secret(due.owner))
+            status = await callback_exchange.post(self.client, due.url, body, headers, deadline_s)
         except InvalidRequest as exc:
             return None, exc.message[:ERROR_CHARS]
         except asyncio.TimeoutError:
@@ -131,6 +127,16 @@ class CallbackSender:
         except Exception as exc:  # any failure of the exchange is a failed attempt
             return None, (f"{type(exc).__name__}: {exc}".rstrip(": "))[:ERROR_CHARS]
         return status, None if 200 <= status < 300 else f"HTTP {status}"
+
+    def signed(self, job: dict[str, Any], secret: str) -> tuple[bytes, dict[str, str]]:
+        """The body (the job's summary) and its headers, signed now."""
+        job = self.summary(job)
+        job.pop("callback", None)  # the delivery's own record: not part of the summary
+        body = json.dumps(job, separators=(",", ":")).encode()
+        return body, {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: signature(secret, int(time.time()), body),
+        }
 
     async def record(self, due: CallbackDue, status: int | None, error: str | None) -> None:
         attempts = due.attempts + 1

@@ -193,3 +193,31 @@ def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
     assert "callback_url" in record["last_error"] or "may not go" in record["last_error"]
     lines = [r for r in caplog.records if r.name == "omnivoice.callbacks"]
     assert len(lines) == 2 and not any(r.exc_info for r in lines)
+
+
+def test_a_summary_that_cannot_be_made_is_a_counted_attempt_then_failed(
+    store: JobStore, receivers: list[Receiver], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error of no family the sender expects (here the summary raising) is an attempt like
+    any other: the receiver gets nothing, and the callback ends `failed`, one line per attempt."""
+    receiver = serve(Receiver("127.0.0.1", OK))
+    receivers.append(receiver)
+    job_id = ended_job(store, receiver.url())
+
+    def broken(_job: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("no summary today")
+
+    async def scenario() -> None:
+        sender = CallbackSender(settings(callback_attempts=2), store, broken)
+        try:
+            await run_until(sender, lambda: callback(store, job_id)["state"] != "pending", 30,
+                            "the unsummarised callback")  # fmt: skip
+        finally:
+            await sender.close()
+
+    with caplog.at_level(logging.INFO, logger="omnivoice.callbacks"):
+        asyncio.run(scenario())
+    assert callback(store, job_id) == {"state": "failed", "attempts": 2, "last_status": None,
+                                       "last_error": "ValueError: no summary today"}  # fmt: skip
+    lines = [r for r in caplog.records if r.name == "omnivoice.callbacks"]
+    assert len(lines) == 2 and not any(r.exc_info for r in lines) and receiver.requests == 0
