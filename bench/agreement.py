@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import workloads
 
-from sidecar.request import GenerationRequest, VoicePrompt
-from sidecar.runtime import OmniVoice as Ours
+from sidecar.runtime.omnivoice import OmniVoice as Ours
+from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 EAGER = "--eager" in sys.argv  # our side without CUDA graphs and torch.compile

@@ -20,7 +20,7 @@ backbone's shapes. Ways:
                      padding mask on backend B (cuDNN, efficient, flash), scattered back. The
                      gathers and scatters are timed with it.
 Each way reports milliseconds per layer, useful TFLOP/s (attention FLOPs of the real segments,
-as `sidecar.generate.attention_flops`) and its largest difference from varlen on real tokens.
+as `sidecar.runtime.generate.attention_flops`) and its largest difference from varlen on real tokens.
 A way the installed PyTorch refuses is reported with its error. The result also lists the
 flash-attention implementations PyTorch has registered (`torch.nn.attention`). With
 `--flash-impl FA4` (the `flash-attn-4` package importable: `bash bench/fa4_carry.sh`), the
@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workloads
 from profile_step import timeit
 
-from sidecar.attention import varlen_attention
-from sidecar.runner import MAX_SEGMENT_LEN
+from sidecar.runtime.attention import varlen_attention
+from sidecar.runtime.runner import MAX_SEGMENT_LEN
 
 BACKENDS = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -65,9 +65,9 @@ BACKENDS = {
 def segment_lens(checkpoint: str, items: int) -> tuple[list[int], tuple[int, int, int]]:
     """The packed segment lengths of `items` mixed texts (auto voice, up to 60 words each), and
     the backbone's (query heads, key/value heads, head size)."""
-    from sidecar.batch import pack
-    from sidecar.request import GenerationRequest
-    from sidecar.runtime import OmniVoice
+    from sidecar.runtime.batch import pack
+    from sidecar.runtime.omnivoice import OmniVoice
+    from sidecar.runtime.request import GenerationRequest
 
     model = OmniVoice.load(checkpoint, device="cpu", dtype="float32", compile=False)
     texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime_speed import EIGHT_SECONDS
 
-from sidecar.request import GenerationRequest
-from sidecar.runtime import OmniVoice
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ second)
     export PYTHONPATH=/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages:/tmp/site:$PWD
     export PYTHONUNBUFFERED=1
     python3 -c "import flash_attn.cute.interface as m; print('flash_attn.cute:', m.__file__)"
-    python3 -m sidecar.checkpoint /tmp/full --size full > /dev/null 2>&1
+    python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
     timeout 300 python3 bench/attention_options.py /tmp/full --items 56 --flash-impl FA4 \
         --out "$OUT/attention.json" 2>&1 | grep -v Warning | grep -v 'o = F.scaled'
     ;;

@@ -13,7 +13,7 @@ each of them:
 2. gives each kept state to (a) the reference in float32, (b) the reference in bf16 and (c) our
    runtime in bf16 exactly as the sidecar loads it (packed segments, FlashAttention varlen,
    torch.compile, CUDA graphs), and scores every arm's logits with the same decision code
-   (`sidecar.generate.BatchState`: guidance, MASK forbidden, per-item top-k reveal);
+   (`sidecar.runtime.generate.BatchState`: guidance, MASK forbidden, per-item top-k reveal);
 3. per step, for (b) and (c) against (a): `kl` = mean KL(a || x) of the guided distribution of
    every still-masked position, `top1` = share of the positions (a) reveals at this step that x
    also reveals with the same token, `max_abs_logit_diff` over every target logit;
@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import workloads
 
-from sidecar.checkpoint import make_checkpoint
-from sidecar.generate import BatchState, Prompt
-from sidecar.request import GenerationRequest, VoicePrompt
-from sidecar.runtime import OmniVoice as Ours
+from sidecar.devtools.checkpoint import make_checkpoint
+from sidecar.runtime.generate import BatchState, Prompt
+from sidecar.runtime.omnivoice import OmniVoice as Ours
+from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 NUM_STEP = 32
@@ -487,7 +487,7 @@ def main() -> int:
         "--unfused-norm-rope",
         action="store_true",
         help="not the served path: attention's q/k norm and rotary compiled by Inductor, "
-        "without sidecar/norm_rope.py's kernel",
+        "without sidecar/runtime/kernels/norm_rope.py's kernel",
     )
     ap.add_argument(
         "--checkpoints",

@@ -16,7 +16,7 @@
 #
 # Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
 # the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --unfused-norm-rope: the
-# q/k norm and rotary as before sidecar/norm_rope.py's kernel).
+# q/k norm and rotary as before sidecar/runtime/kernels/norm_rope.py's kernel).
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -30,8 +30,8 @@ if [ "$what" = start ]; then
     "${pip[@]}" --target /tmp/refsite "${WHL_REF:-.whl-ref}"/*.whl || exit 1
     if [ -n "${WHL_PEER:-}" ]; then "${pip[@]}" --target /tmp/peersite "$WHL_PEER"/*.whl || exit 1; fi
     setsid nohup bash -c "
-        python3 -m sidecar.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
-        python3 -m sidecar.checkpoint $work/confident --size full --confident >> $run/checkpoint.log 2>&1
+        python3 -m sidecar.devtools.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
+        python3 -m sidecar.devtools.checkpoint $work/confident --size full --confident >> $run/checkpoint.log 2>&1
         for rounding in '' --no-eager-rounding; do
             python3 bench/runtime_speed.py $work/plain \$rounding \
                 --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1

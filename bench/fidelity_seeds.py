@@ -17,7 +17,7 @@ import torch._inductor.config as icfg
 sys.path.insert(0, "bench")
 import fidelity as F
 
-from sidecar.checkpoint import make_checkpoint
+from sidecar.devtools.checkpoint import make_checkpoint
 
 F.STEPS = (0, 8)
 dev = "cuda:0"

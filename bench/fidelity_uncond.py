@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, "bench")
 import fidelity as F
 
-import sidecar.attention as att
+import sidecar.runtime.attention as att
 
 F.STEPS = (0, 8)
 ck = Path(sys.argv[1])

@@ -18,10 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar import audio
-from sidecar.checks import run_checks
-from sidecar.runtime import OUTPUT_SILENCE_MS
-from sidecar.serve import audio_to_wire
+from sidecar.audio import processing as audio
+from sidecar.audio.checks import run_checks
+from sidecar.runtime.omnivoice import OUTPUT_SILENCE_MS
+from sidecar.serve.wire import audio_to_wire
 from sidecar.shared.protocol import encode_frame
 from sidecar.shared.thresholds import Thresholds
 

@@ -6,7 +6,7 @@
 #                                           # and Inductor's generated code (in kernels.log)
 #   bash bench/forward_probes.sh --norm-rope  # and the step again with attention's q/k norm and
 #                                           # rotary compiled by Inductor, as before the kernel of
-#                                           # sidecar/norm_rope.py (on by default): its times, and
+#                                           # sidecar/runtime/kernels/norm_rope.py (on by default): its times, and
 #                                           # its logits against the default's (norm_rope_compare.log:
 #                                           # bench/stack_check.py --compare); first the kernel
 #                                           # alone against Inductor's, tile by tile
@@ -18,7 +18,7 @@
 #                                           # bit for bit (projections_compare.log)
 #   bash bench/forward_probes.sh --residual  # and the step again with each layer's projections
 #                                           # added onto a copy of the residual stream (the way
-#                                           # before sidecar/residual.py): its times, whether its
+#                                           # before sidecar/runtime/residual.py): its times, whether its
 #                                           # logits equal the default's bit for bit
 #                                           # (residual_compare.log), and its forward's kernels and
 #                                           # copies (residual_kernels.log)
@@ -32,7 +32,7 @@
 # batch's bucket has two graphs (attention capped at 1,024 and at 4,096 tokens) whether they
 # agree bit for bit. (A compiled scoring was probed and removed at 3b8dbe0:
 # bench/results/2026-12-01-fused-scoring.json.)
-# The step probe also times the step's scoring as one Triton kernel (sidecar/scoring.py) against
+# The step probe also times the step's scoring as one Triton kernel (sidecar/runtime/kernels/scoring.py) against
 # the eager scoring, with the share of equal tokens (`choice_tokens_equal`).
 # Results land in $OUT as JSON, the logs in $OUT/logs.tar.gz (the device tool brings back at
 # most 8 files); a probe that overruns its share is cut.
@@ -41,7 +41,7 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m sidecar.checkpoint /tmp/full --size full > /dev/null 2>&1 || exit 1
+python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1 || exit 1
 # Batches of 1, 8 and 64 of profile_step's 540-token item land in these buckets, whatever the
 # others: capturing only them saves most of each run's ~30-70 s of graph capture.
 buckets="--buckets 768 5120 36864"

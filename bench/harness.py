@@ -336,7 +336,14 @@ def main() -> int:
     if args.make_checkpoint:
         log("making the full checkpoint")
         subprocess.run(
-            [sys.executable, "-m", "sidecar.checkpoint", args.checkpoint, "--size", "full"],
+            [
+                sys.executable,
+                "-m",
+                "sidecar.devtools.checkpoint",
+                args.checkpoint,
+                "--size",
+                "full",
+            ],
             cwd=ROOT,
             check=True,
         )

@@ -1,4 +1,4 @@
-"""Attention's q/k norm and rotary: sidecar/norm_rope.py's kernel against the kernels Inductor
+"""Attention's q/k norm and rotary: sidecar/runtime/kernels/norm_rope.py's kernel against the kernels Inductor
 makes for the same code compiled alone (dynamic shapes, eager rounding, as the layer stack is
 compiled), on one GPU. Its kernels need not lay a row out as the stack's do: whether the stack's
 logits change is `bench/forward_probes.sh --norm-rope`'s comparison.
@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from sidecar import norm_rope
-from sidecar.model import RMSNorm, rotate_half
+from sidecar.runtime.kernels import norm_rope
+from sidecar.runtime.model import RMSNorm, rotate_half
 
 HEADS, KV_HEADS, HEAD_DIM, EPS, THETA = 16, 8, 128, 1e-6, 1e6
 

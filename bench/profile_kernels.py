@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profile_step import TEXT
 
-from sidecar.codec import load_codec
-from sidecar.generate import BatchState, attention_flops, useful_flops
-from sidecar.request import GenerationRequest
-from sidecar.runtime import Denoised, OmniVoice
+from sidecar.runtime.codec import load_codec
+from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
+from sidecar.runtime.omnivoice import Denoised, OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
 # first: Inductor names a kernel after the operations it fuses, and the q/k norm and rotary
@@ -212,7 +212,7 @@ def main() -> int:
         "--residual-copy",
         action="store_true",
         help="each layer's projections added onto a copy of the residual (the runtime's way until "
-        "2026-12-02) rather than in place (sidecar/residual.py)",
+        "2026-12-02) rather than in place (sidecar/runtime/residual.py)",
     )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

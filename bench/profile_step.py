@@ -8,7 +8,7 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
   and whether a whole batch does, from its requests to its last step (`batch_free_of_syncs`);
   and where the batch's bucket has a graph per attention cap, whether they agree bit for bit
   and each one's replay time;
-- on a GPU, the scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
+- on a GPU, the scoring as one Triton kernel (sidecar/runtime/kernels/scoring.py) against the eager scoring on
   the same logits: `choose_fused_ms`, `choice_tokens_equal` (the share of equal tokens; a
   float32 mean, which a GPU can round to 0.99999994 when all are equal) and `choice_tokens_unequal`,
   `choice_confidence_max_diff`, and a whole step with it (`step_fused_ms`,
@@ -18,11 +18,11 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
 compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--unfused-norm-rope`
-leaves attention's q/k norm and rotary to the compiler (without sidecar/norm_rope.py's kernel);
+leaves attention's q/k norm and rotary to the compiler (without sidecar/runtime/kernels/norm_rope.py's kernel);
 `--fused-projections` each layer's q/k/v projections as one matrix product, `--fused-gate-up` its
 gate/up projections (`OmniVoiceModel.fuse_projections`); `--residual-copy` adds each layer's
 projections onto a copy of the residual stream, as the compiled stack did before
-sidecar/residual.py.
+sidecar/runtime/residual.py.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime_speed import EIGHT_SECONDS
 
-from sidecar.generate import BatchState, useful_flops
-from sidecar.request import GenerationRequest
-from sidecar.runtime import Denoised, OmniVoice
+from sidecar.runtime.generate import BatchState, useful_flops
+from sidecar.runtime.omnivoice import Denoised, OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 TEXT = EIGHT_SECONDS
 
@@ -63,7 +63,7 @@ def whole_step(state: BatchState) -> None:
 
 
 def fused_scoring(state: BatchState, logits: torch.Tensor, sync) -> dict:
-    """The step's scoring as one Triton kernel (sidecar/scoring.py) against the eager scoring on
+    """The step's scoring as one Triton kernel (sidecar/runtime/kernels/scoring.py) against the eager scoring on
     the same logits: its time, the share of equal tokens, the largest confidence difference, and
     a whole step with it (its time, and whether it stays free of synchronisations)."""
     if state.any_class_sampling:
@@ -161,7 +161,7 @@ def main() -> int:
     ap.add_argument(
         "--unfused-norm-rope",
         action="store_true",
-        help="attention's q/k norm and rotary compiled by Inductor, not sidecar/norm_rope.py's kernel",
+        help="attention's q/k norm and rotary compiled by Inductor, not sidecar/runtime/kernels/norm_rope.py's kernel",
     )
     ap.add_argument(
         "--fused-projections",
@@ -177,7 +177,7 @@ def main() -> int:
         "--residual-copy",
         action="store_true",
         help="each layer's projections added onto a copy of the residual (the runtime's way until "
-        "2026-12-02) rather than in place (sidecar/residual.py)",
+        "2026-12-02) rather than in place (sidecar/runtime/residual.py)",
     )
     ap.add_argument(
         "--buckets",

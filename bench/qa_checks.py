@@ -3,10 +3,10 @@
     python bench/qa_checks.py --model CHECKPOINT [--steps 8] [--seeds 3] [--asr-model WHISPER]
 
 Generates a few texts (English sentences, a Mandarin one) through the sidecar's engine, then
-runs sidecar/checks.py on each result as it is and as each output test fault spoils it
-(sidecar/faults.py: nan, silence, runaway, length), and prints, per case, the range of every
+runs sidecar/audio/checks.py on each result as it is and as each output test fault spoils it
+(sidecar/devtools/faults.py: nan, silence, runaway, length), and prints, per case, the range of every
 check's value and how many results failed it. With --asr-model it also transcribes each clean
-result (sidecar/asr.py) and prints the round trip's `wer` and `divergent_run` and the time a
+result (sidecar/audio/asr.py) and prints the round trip's `wer` and `divergent_run` and the time a
 transcription took. The figures in docs/RELIABILITY.md come from it.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar import engines
-from sidecar.checks import run_checks
-from sidecar.faults import Fault, Faults
-from sidecar.request import GenerationRequest
+from sidecar.audio.checks import run_checks
+from sidecar.audio.wer import compare
+from sidecar.devtools.faults import Fault, Faults
+from sidecar.runtime.request import GenerationRequest
+from sidecar.serve import engines
 from sidecar.shared.thresholds import Thresholds
-from sidecar.wer import compare
 
 TEXTS = [
     "The 6:15 to Brighton is delayed by ten minutes.",
@@ -49,7 +49,7 @@ def main() -> None:
     engine = engines.load_engine("omnivoice", args.model, args.device, dtype, lambda _: None)
     faults = Faults(True, lambda _: None, 1 << 20)
     if args.asr_model:
-        from sidecar.asr import Transcriber
+        from sidecar.audio.asr import Transcriber
 
         started = time.monotonic()
         transcriber = Transcriber(args.asr_model, args.device, dtype)

@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.request import GenerationRequest
-from sidecar.runtime import OmniVoice
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 SHORT = "The quick brown fox jumps over the lazy dog near the river bank."
 EIGHT_SECONDS = (

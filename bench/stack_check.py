@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profile_step import TEXT
 
-from sidecar.generate import BatchState
-from sidecar.request import GenerationRequest
-from sidecar.runtime import OmniVoice
+from sidecar.runtime.generate import BatchState
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 
 def logits(checkpoint: str, device: str, compile: bool, items: int) -> torch.Tensor:

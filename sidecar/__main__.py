@@ -31,7 +31,7 @@ def main() -> int:
 
     write_frame(wfile, {"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
 
-    from sidecar.serve import main as serve
+    from sidecar.serve.main import main as serve
 
     return serve(sys.argv[1:], rfile, wfile)
 

@@ -16,7 +16,7 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
-    from sidecar.parity import main as parity_main
+    from sidecar.devtools.parity import main as parity_main
 
     return parity_main(args.fixtures, args.device)
 
@@ -31,11 +31,11 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
             print("make-checkpoint: --confident shapes the OmniVoice audio head; not with --kind "
                   "whisper", file=sys.stderr)  # fmt: skip
             return 2
-        from sidecar.whisper_checkpoint import make_whisper_checkpoint
+        from sidecar.devtools.whisper_checkpoint import make_whisper_checkpoint
 
         make_whisper_checkpoint(args.out, seed=args.seed)
     else:
-        from sidecar.checkpoint import make_checkpoint
+        from sidecar.devtools.checkpoint import make_checkpoint
 
         make_checkpoint(args.out, size=args.size, seed=args.seed, confident=args.confident)
     confident = "confident " if args.confident else ""

@@ -343,7 +343,7 @@ class Settings:
         aliases=("--default-num-step",),
         env=("OMNIVOICE_DEFAULT_NUM_STEP",),
     )
-    # --- quality checks (sidecar/checks.py; docs/RELIABILITY.md says what each one catches)
+    # --- quality checks (sidecar/audio/checks.py; docs/RELIABILITY.md says what each one catches)
     qa_retries: int = setting(
         2,
         "regenerate a chunk failing a check (another seed), at most N times",
@@ -423,7 +423,7 @@ class Settings:
     )
     test_faults: bool = setting(
         False,
-        "TEST ONLY: sidecars honour fault markers (sidecar/faults.py) and SIGUSR2 wedges the event loop; never in "
+        "TEST ONLY: sidecars honour fault markers (sidecar/devtools/faults.py) and SIGUSR2 wedges the event loop; never in "
         "production, and refused unless --host is a loopback address",
     )
     test_fault_dir: str = setting(

@@ -57,7 +57,7 @@ def pg_url(pg_cluster: Cluster) -> str:
 @pytest.fixture(scope="session")
 def whisper_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Whisper (`make-checkpoint --kind whisper`), for the ASR sidecar."""
-    from sidecar.whisper_checkpoint import make_whisper_checkpoint
+    from sidecar.devtools.whisper_checkpoint import make_whisper_checkpoint
 
     out = tmp_path_factory.mktemp("whisper")
     make_whisper_checkpoint(out)

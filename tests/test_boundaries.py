@@ -72,7 +72,14 @@ def test_serve_command_parses_without_torch() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["sidecar.serve", "sidecar.__main__", "sidecar.engines", "sidecar.faults"]
+    "module",
+    [
+        "sidecar.serve.main",
+        "sidecar.serve.loop",
+        "sidecar.__main__",
+        "sidecar.serve.engines",
+        "sidecar.devtools.faults",
+    ],
 )
 def test_sidecar_never_imports_the_http_stack(module: str) -> None:
     loaded = modules_after(f"import {module}")

@@ -217,13 +217,13 @@ QA_CHECKS = (
     "trailing_silence",
     "internal_silence",
     "speech_rate",
-    "wer",  # the ASR round trip (sidecar/wer.py)
+    "wer",  # the ASR round trip (sidecar/audio/wer.py)
     "divergent_run",
 )
 
 
 class QaCheck(TypedDict):
-    """One quality check of an item's audio (sidecar/checks.py)."""
+    """One quality check of an item's audio (sidecar/audio/checks.py)."""
 
     passed: bool
     value: float

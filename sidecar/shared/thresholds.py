@@ -1,4 +1,4 @@
-"""The quality checks' thresholds (sidecar/checks.py), with their defaults.
+"""The quality checks' thresholds (sidecar/audio/checks.py), with their defaults.
 
 Standard library only: the supervisor validates `--qa-thresholds` with it at startup and hands
 the same text to each sidecar. The text names only what differs from the defaults:

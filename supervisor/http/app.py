@@ -129,7 +129,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
         )  # fmt: skip
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
-        if settings.test_faults:  # fault tokens are honoured only in here (sidecar/faults.py)
+        if (
+            settings.test_faults
+        ):  # fault tokens are honoured only in here (sidecar/devtools/faults.py)
             Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
         collector = metrics.watch(pool, app.state.services.asr_pool)
         if not settings.api_keys:

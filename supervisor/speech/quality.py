@@ -1,7 +1,7 @@
 """Quality verdicts in the supervisor: which checks a result failed, the seed of a retry, and
 the summary a speech answer or a job item carries.
 
-The sidecar measures every item (sidecar/checks.py) and puts the checks in its `result` frame.
+The sidecar measures every item (sidecar/audio/checks.py) and puts the checks in its `result` frame.
 `Synthesis` generates a chunk that failed any of them again, with a seed derived from the
 chunk's seed and the attempt, up to --qa-retries times. What a request then carries:
 

@@ -28,7 +28,7 @@ from harness import (
     wait_for,
 )
 
-from sidecar.faults import LOAD_ENV
+from sidecar.devtools.faults import LOAD_ENV
 from supervisor.errors import InvalidRequest, PoisonRequest, TaskFailed, Unavailable
 
 BOUND_S = 120.0  # every request of a scenario ends within this, respawns included

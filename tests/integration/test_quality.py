@@ -1,5 +1,5 @@
 """Quality checks and retries end to end: a real server, a real sidecar on the tiny checkpoint,
-and output faults (sidecar/faults.py) that spoil chosen items' audio for their first N attempts
+and output faults (sidecar/devtools/faults.py) that spoil chosen items' audio for their first N attempts
 or for good. Each spoiled item is retried and passes, or ends failed with its `qa` reason; a
 speech answer says which in X-OmniVoice-QA; nothing bad is reported as good."""
 

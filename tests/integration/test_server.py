@@ -20,7 +20,7 @@ import pytest
 from harness import SPAWN_S, assert_gone
 from live_server import AUTH, KEY, REPO_ROOT, free_port
 
-from sidecar.faults import LOAD_ENV
+from sidecar.devtools.faults import LOAD_ENV
 
 
 class Server:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from sidecar.audio.wer import words
 from sidecar.shared.protocol import FROM_SIDECAR, read_frame, write_frame
-from sidecar.wer import words
 
 READ = "Please stand clear of the closing doors."
 

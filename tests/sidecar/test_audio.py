@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from sidecar import audio
-from sidecar.audio import (
+from sidecar.audio import processing as audio
+from sidecar.audio.processing import (
     cross_fade_chunks,
     fade_and_pad,
     normalize_output_loudness,
@@ -254,12 +254,12 @@ def test_reference_at_other_rate_is_resampled_and_frame_aligned():
 def test_long_reference_is_trimmed_without_transcript_and_warned_about_with_one(caplog):
     unit = np.concatenate([_tone(0.8), _silence(0.3)])
     x = np.tile(unit, 23)  # 25.3 s; the 300 ms pauses survive silence removal
-    with caplog.at_level(logging.WARNING, logger="sidecar.audio"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.audio.processing"):
         trimmed, _ = prepare_reference(x, SR, preprocess=True, has_ref_text=False)
     assert trimmed.size <= 15 * SR and trimmed.size % 960 == 0
     assert not caplog.records
 
-    with caplog.at_level(logging.WARNING, logger="sidecar.audio"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.audio.processing"):
         kept, _ = prepare_reference(x, SR, preprocess=True, has_ref_text=True)
     assert kept.size > 20 * SR and kept.size % 960 == 0
     assert any(">20s" in r.getMessage() for r in caplog.records)

@@ -1,11 +1,11 @@
-"""Packing arithmetic (sidecar/batch.py), table-driven: segments, positions, head columns."""
+"""Packing arithmetic (sidecar/runtime/batch.py), table-driven: segments, positions, head columns."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sidecar.batch import pack, padded_index
+from sidecar.runtime.batch import pack, padded_index
 
 MASK = 1024
 

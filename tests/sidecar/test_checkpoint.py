@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from sidecar.checkpoint import OMNIVOICE_TOKENS, build_tokenizer, make_checkpoint
-from sidecar.codec import load_codec
-from sidecar.loader import load_model
+from sidecar.devtools.checkpoint import OMNIVOICE_TOKENS, build_tokenizer, make_checkpoint
+from sidecar.runtime.codec import load_codec
+from sidecar.runtime.loader import load_model
 
 FILES = (
     "config.json",
@@ -112,7 +112,7 @@ def test_tokenizer_has_the_special_tokens(tiny: Path) -> None:
 
 
 def test_runtime_loader_accepts_it(tiny: Path) -> None:
-    from sidecar.loader import load_model, load_tokenizer
+    from sidecar.runtime.loader import load_model, load_tokenizer
 
     load_tokenizer(tiny)
     model = load_model(tiny, "cpu", torch.float32)

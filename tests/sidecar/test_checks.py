@@ -1,12 +1,12 @@
-"""The sidecar's quality checks (sidecar/checks.py) on synthetic signals whose faults are known."""
+"""The sidecar's quality checks (sidecar/audio/checks.py) on synthetic signals whose faults are known."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sidecar.checks import run_checks, speech_units
-from sidecar.faults import Fault, Faults
+from sidecar.audio.checks import run_checks, speech_units
+from sidecar.devtools.faults import Fault, Faults
 from sidecar.shared.thresholds import Thresholds
 
 RATE = 24000

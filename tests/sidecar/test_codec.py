@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sidecar.codec import Codec, load_codec
+from sidecar.runtime.codec import Codec, load_codec
 from sidecar.shared.errors import CheckpointError
 
 SR = 24000
@@ -217,7 +217,7 @@ _REFERENCE_SCRIPT = r"""
 import importlib.machinery, json, sys, types
 from pathlib import Path
 import numpy as np, torch
-from sidecar.resample import resample_tensor
+from sidecar.audio.resample import resample_tensor
 
 fn = types.ModuleType("torchaudio.functional")
 fn.resample = lambda x, orig, new: resample_tensor(x, orig, new)
@@ -232,7 +232,7 @@ try:
 except Exception as exc:
     print(json.dumps({"skip": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
-from sidecar.codec import load_codec
+from sidecar.runtime.codec import load_codec
 
 src, npz = Path(sys.argv[1]), sys.argv[2]
 ours = load_codec(src)
@@ -315,7 +315,7 @@ def live_codec(checkpoint_dir: Path) -> Codec:
 
 def test_padding_changes_only_the_last_frames(live_codec: Codec) -> None:
     """Keeps TAIL_FRAMES / TAIL_CONTEXT_FRAMES honest: what padding reaches, and what context fixes."""
-    from sidecar.codec import TAIL_CONTEXT_FRAMES, TAIL_FRAMES
+    from sidecar.runtime.codec import TAIL_CONTEXT_FRAMES, TAIL_FRAMES
 
     codes = torch.randint(0, 1024, (1, 8, 120), generator=torch.Generator().manual_seed(1))
     hop = live_codec.hop_length

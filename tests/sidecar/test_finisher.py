@@ -1,4 +1,4 @@
-"""sidecar/serve.py's finisher: a batch decodes and answers in a thread while the next one denoises.
+"""sidecar/serve/loop.py's finisher: a batch decodes and answers in a thread while the next one denoises.
 
 A real sidecar process (the null engine, `--test-faults`) on real pipes. Decode faults stand in
 for a slow or failing codec, which the null engine does not have.

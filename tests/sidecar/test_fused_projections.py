@@ -12,11 +12,11 @@ import pytest
 import torch
 from test_packing import logits, prompts
 
-from sidecar.batch import PackedBatch, pack
-from sidecar.checkpoint import make_checkpoint
-from sidecar.loader import load_model
-from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
+from sidecar.devtools.checkpoint import make_checkpoint
+from sidecar.runtime.batch import PackedBatch, pack
+from sidecar.runtime.loader import load_model
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.runner import ModelRunner
 
 
 @pytest.fixture

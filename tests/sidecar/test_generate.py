@@ -1,4 +1,4 @@
-"""The batched scoring and unmasking (sidecar/generate.py) against a plain per-item version of
+"""The batched scoring and unmasking (sidecar/runtime/generate.py) against a plain per-item version of
 the reference algorithm, on random logits, with every setting differing between items."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from sidecar.config import ModelConfig
-from sidecar.generate import (
+from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.generate import (
     COUNTER_STRIDE,
     NOISE_CLASS,
     NOISE_POSITION,
@@ -19,7 +19,7 @@ from sidecar.generate import (
     gumbel,
     uniform_noise,
 )
-from sidecar.model import OmniVoiceModel
+from sidecar.runtime.model import OmniVoiceModel
 
 MASK = 1024
 CFG = ModelConfig(

@@ -1,4 +1,4 @@
-"""sidecar/norm_rope.py: attention's q/k norm and rotary as one Triton kernel, against the
+"""sidecar/runtime/kernels/norm_rope.py: attention's q/k norm and rotary as one Triton kernel, against the
 model's own eager code (`RMSNorm`, then q * cos + rotate_half(q) * sin).
 
 There is no GPU here: the kernel runs in Triton's interpreter (TRITON_INTERPRET=1), in an
@@ -21,12 +21,12 @@ import torch
 import triton
 from triton_interpreter import interpreted
 
-from sidecar import norm_rope
+from sidecar.runtime.kernels import norm_rope
 
 CASES = r"""
 import json, torch
-from sidecar import norm_rope
-from sidecar.model import RMSNorm, rotate_half
+from sidecar.runtime.kernels import norm_rope
+from sidecar.runtime.model import RMSNorm, rotate_half
 
 torch.manual_seed(0)
 D = 128
@@ -85,10 +85,10 @@ def test_the_kernel_normalises_and_rotates_as_the_model_does() -> None:
 # set here): in float32 its logits must be the eager path's up to float32 rounding.
 PROMPTS = r"""
 import json, sys, torch
-import sidecar.norm_rope  # registers torch.ops.omnivoice.norm_rope
-from sidecar.generate import BatchState
-from sidecar.request import GenerationRequest
-from sidecar.runtime import OmniVoice
+import sidecar.runtime.kernels.norm_rope  # registers torch.ops.omnivoice.norm_rope
+from sidecar.runtime.generate import BatchState
+from sidecar.runtime.request import GenerationRequest
+from sidecar.runtime.omnivoice import OmniVoice
 
 model = OmniVoice.load(sys.argv[1])
 requests = [GenerationRequest(text="The quiet harbour at dawn.", seed=1),
@@ -165,7 +165,7 @@ COMPILED = (
     PROMPTS
     + r"""
 from torch._inductor.utils import run_and_get_code
-from sidecar.runner import ModelRunner
+from sidecar.runtime.runner import ModelRunner
 
 
 def logits(fused):

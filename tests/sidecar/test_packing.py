@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from sidecar.batch import PackedBatch, pack
-from sidecar.checkpoint import make_checkpoint
-from sidecar.loader import load_model
-from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
+from sidecar.devtools.checkpoint import make_checkpoint
+from sidecar.runtime.batch import PackedBatch, pack
+from sidecar.runtime.loader import load_model
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.runner import ModelRunner
 
 MASK = 1024
 # (text length, reference audio length, target length): auto voice, clone, long, short.

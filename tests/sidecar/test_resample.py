@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sidecar.resample import resample, resample_tensor
+from sidecar.audio.resample import resample, resample_tensor
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_bad_arguments_are_rejected():
 
 
 def test_kernel_is_cached_and_usable_with_autograd():
-    from sidecar import resample as mod
+    from sidecar.audio import resample as mod
 
     with torch.inference_mode():
         resample_tensor(torch.zeros(100), 24000, 22050)

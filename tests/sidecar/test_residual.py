@@ -1,5 +1,5 @@
 """Each compiled layer's two projections added onto the residual stream in place
-(sidecar/residual.py). Compiled, `residual + x @ w.T` is one addmm that first copies the residual
+(sidecar/runtime/residual.py). Compiled, `residual + x @ w.T` is one addmm that first copies the residual
 into a new buffer; the custom op makes the same product add onto the residual's own buffer. On
 the CPU (Inductor's CPU backend) the compiled stack's hidden states must stay the same bit for
 bit and the generated code call the op; on an H200 `bash bench/forward_probes.sh --residual`
@@ -11,9 +11,9 @@ import pytest
 import torch
 from test_runner import CFG, batch_of, forward_args
 
-from sidecar.model import OmniVoiceModel
-from sidecar.residual import add_product_
-from sidecar.runner import ModelRunner
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.residual import add_product_
+from sidecar.runtime.runner import ModelRunner
 
 
 @pytest.fixture

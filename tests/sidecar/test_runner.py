@@ -11,11 +11,11 @@ import time
 import pytest
 import torch
 
-from sidecar.batch import PackedBatch, pack
-from sidecar.config import ModelConfig
-from sidecar.generate import Prompt, generate_tokens
-from sidecar.model import OmniVoiceModel
-from sidecar.runner import ModelRunner
+from sidecar.runtime.batch import PackedBatch, pack
+from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.generate import Prompt, generate_tokens
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.runner import ModelRunner
 
 CFG = ModelConfig(
     num_codebooks=8,

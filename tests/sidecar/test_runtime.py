@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from sidecar import runtime
-from sidecar.request import GenerationRequest, VoicePrompt
-from sidecar.runtime import OmniVoice
+from sidecar.runtime import omnivoice as runtime
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.request import GenerationRequest, VoicePrompt
 from sidecar.shared.errors import CheckpointError, InvalidAudio, InvalidInput, InvalidInstruct
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}

@@ -1,4 +1,4 @@
-"""sidecar/scoring.py: a step's scoring as one Triton kernel, against the eager scoring.
+"""sidecar/runtime/kernels/scoring.py: a step's scoring as one Triton kernel, against the eager scoring.
 
 There is no GPU here: the kernel runs in Triton's interpreter (TRITON_INTERPRET=1), which
 executes the same kernel code on the CPU with NumPy. The variable has to be set before Triton
@@ -16,8 +16,8 @@ from triton_interpreter import interpreted
 # The eager scoring, `BatchState.log_probs` then argmax and max, is what the kernel must give.
 CASES = r"""
 import json, types, torch
-from sidecar import scoring
-from sidecar.generate import BatchState
+from sidecar.runtime.kernels import scoring
+from sidecar.runtime.generate import BatchState
 
 torch.manual_seed(0)
 S, C, V, MASK = 3, 8, 1025, 1024  # the real vocabulary: a block of 2048 lanes, 1023 outside
@@ -81,9 +81,9 @@ def test_the_kernel_scores_as_the_eager_scoring_does() -> None:
 # bit for bit; without it, the kernel's must be too (the tiny model's logits have no near ties).
 GENERATE = r"""
 import json, sys, torch
-from sidecar.generate import generate_tokens
-from sidecar.runtime import OmniVoice
-from sidecar.request import GenerationRequest
+from sidecar.runtime.generate import generate_tokens
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.request import GenerationRequest
 
 model = OmniVoice.load(sys.argv[1])
 requests = [

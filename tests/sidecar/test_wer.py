@@ -1,10 +1,10 @@
-"""The round-trip comparison (sidecar/wer.py): word error rate and the longest diverging run."""
+"""The round-trip comparison (sidecar/audio/wer.py): word error rate and the longest diverging run."""
 
 from __future__ import annotations
 
 import pytest
 
-from sidecar.wer import compare, words
+from sidecar.audio.wer import compare, words
 
 READ = "The harbour was quiet that morning, and nobody else was there."  # 11 words
 

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from harness import fast_settings, is_ready, process, run, running_pool, wait_for
 
-from sidecar.faults import LOAD_ENV
+from sidecar.devtools.faults import LOAD_ENV
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool

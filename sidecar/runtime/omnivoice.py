@@ -24,13 +24,19 @@ import numpy as np
 import tokenizers
 import torch
 
-from sidecar import audio as audio_ops
-from sidecar.codec import Codec, load_codec
-from sidecar.generate import Prompt, generate_tokens
-from sidecar.loader import DTYPES, check_layout, load_model, load_tokenizer, resolve_checkpoint
-from sidecar.model import OmniVoiceModel
-from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.runner import DEFAULT_BUCKETS, ModelRunner
+from sidecar.audio import processing as audio_ops
+from sidecar.runtime.codec import Codec, load_codec
+from sidecar.runtime.generate import Prompt, generate_tokens
+from sidecar.runtime.loader import (
+    DTYPES,
+    check_layout,
+    load_model,
+    load_tokenizer,
+    resolve_checkpoint,
+)
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.runtime.runner import DEFAULT_BUCKETS, ModelRunner
 from sidecar.shared.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.shared.errors import InvalidAudio, InvalidInput
 from sidecar.shared.languages import resolve_language
@@ -160,12 +166,12 @@ class OmniVoice:
         (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
         half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
         fuses the codec decoder's activations. `eager_rounding` keeps the compiled layer stack
-        rounding as eager PyTorch does (see sidecar/runner.py; False only to measure its cost).
-        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/scoring.py; the
+        rounding as eager PyTorch does (see sidecar/runtime/runner.py; False only to measure its cost).
+        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/runtime/kernels/scoring.py; the
         CPU always scores eagerly): on an H200 its tokens equalled the eager scoring's and it took
         a 64-item step's scoring from 3.05 to 0.93 ms (`bench/profile_step.py`,
         `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
-        q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/norm_rope.py):
+        q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/runtime/kernels/norm_rope.py):
         the same logits bit for bit on an H200 at 1, 8 and 64 items, and a 64-item forward pass
         69.41 -> 68.22 ms (`bench/results/2026-12-02-norm-rope-step.json`). `fused_projections`
         makes each layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
@@ -174,10 +180,10 @@ class OmniVoice:
         step they were slower and not bit-equal
         (`bench/results/2026-12-02-projections-step.json`). `residual_in_place` adds each
         compiled layer's two projections onto the residual stream in place, on a GPU in half
-        precision (sidecar/residual.py): the same logits bit for bit on an H200, without the 56 copies of
+        precision (sidecar/runtime/residual.py): the same logits bit for bit on an H200, without the 56 copies of
         the stream that took 1.9 ms of a 64-item forward pass
         (`bench/results/2026-12-02-residual-in-place.json`). `buckets`: the token
-        counts that get graphs (sidecar/runner.py); a bench that needs a few passes fewer, since
+        counts that get graphs (sidecar/runtime/runner.py); a bench that needs a few passes fewer, since
         each graph costs start time."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sidecar.resample import resample
+from sidecar.audio.resample import resample
 
 WINDOW_S = 30
 

@@ -86,7 +86,7 @@ class Parity:
     @property
     def runtime(self) -> Any:
         if self._runtime is None:
-            from sidecar.runtime import OmniVoice
+            from sidecar.runtime.omnivoice import OmniVoice
 
             self._runtime = OmniVoice.load(
                 str(self.fixtures / "checkpoint"), device=self.device, dtype="float32"
@@ -157,7 +157,7 @@ class Parity:
         equal(tokenize_text(self.runtime.tokenizer, c["text"]), c["ids"], "ids")
 
     def check_schedules(self, c: dict[str, Any]) -> None:
-        from sidecar.generate import unmask_schedule
+        from sidecar.runtime.generate import unmask_schedule
 
         equal(
             unmask_schedule(c["target_len"] * 8, c["num_step"], c["t_shift"]), c["counts"], "counts"
@@ -173,7 +173,7 @@ class Parity:
         same_tokens(prompt.tokens, self.arrays[c["tokens"]], "tokens")
 
     def check_generate(self, c: dict[str, Any]) -> None:
-        from sidecar.request import GenerationRequest, VoicePrompt
+        from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
         kwargs = dict(c["kwargs"])
         kwargs.update(c.get("deterministic") or DETERMINISTIC)
@@ -222,8 +222,8 @@ class Parity:
                 same_audio(result.audio, self.arrays[want[key]], f"item {i} {key}")
 
     def audio_cases(self) -> list[tuple[str, Callable[[], None]]]:
-        from sidecar import audio
-        from sidecar.resample import resample
+        from sidecar.audio import processing as audio
+        from sidecar.audio.resample import resample
 
         a, sr = self.arrays, 24000
         x = a["resample_in"]

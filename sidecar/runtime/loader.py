@@ -22,8 +22,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from sidecar.config import ModelConfig
-from sidecar.model import OmniVoiceModel
+from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.model import OmniVoiceModel
 from sidecar.shared import layout
 from sidecar.shared.errors import CheckpointError
 

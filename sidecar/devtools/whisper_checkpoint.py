@@ -54,7 +54,7 @@ def make_whisper_checkpoint(out: Path, seed: int = 0) -> None:
     )
     from transformers.utils import logging as transformers_logging
 
-    from sidecar.checkpoint import give_umask_modes
+    from sidecar.devtools.checkpoint import give_umask_modes
 
     transformers_logging.disable_progress_bar()  # "Writing model shards" for one tiny file
 

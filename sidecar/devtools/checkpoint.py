@@ -25,8 +25,8 @@ from tokenizers import (
     processors,
 )
 
-from sidecar.codec import Codec, CodecConfig
-from sidecar.loader import SPECIAL_TOKENS
+from sidecar.runtime.codec import Codec, CodecConfig
+from sidecar.runtime.loader import SPECIAL_TOKENS
 
 OMNIVOICE_TOKENS = SPECIAL_TOKENS  # what the loader expects, written by make-checkpoint
 # Qwen3's added tokens in id order from 151643 (True = special). Keeping all 26 puts the OmniVoice
@@ -594,7 +594,7 @@ def give_umask_modes(out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m sidecar.checkpoint", description=make_checkpoint.__doc__
+        prog="python -m sidecar.devtools.checkpoint", description=make_checkpoint.__doc__
     )
     parser.add_argument("out", type=Path)
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")

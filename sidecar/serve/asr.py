@@ -4,7 +4,7 @@ the OmniVoice sidecar (hello, progress, ready, ping, shutdown, orphan watch), an
 
 A `transcribe` frame holds audio (PCM, or a whole uploaded file, decoded here as voice uploads
 are) and the text that was read. The answer is one `transcript` with the text heard and, when
-there was a text to compare with, the checks `wer` and `divergent_run` (sidecar/wer.py) against
+there was a text to compare with, the checks `wer` and `divergent_run` (sidecar/audio/wer.py) against
 `--qa-thresholds`; then `done`. A `step` frame per 30 s window is the supervisor's heartbeat.
 Request fault markers in the text (`--test-faults`) are honoured before transcribing: `crash`,
 `hang` and `slow:S`, so tests can kill or stall a transcription.
@@ -17,12 +17,13 @@ import time
 
 import numpy as np
 
-from sidecar import engines
-from sidecar.asr import Transcriber
-from sidecar.serve import Sidecar, decode_reference
+from sidecar.audio.asr import Transcriber
+from sidecar.audio.wer import compare
+from sidecar.serve import engines
+from sidecar.serve.loop import Sidecar
+from sidecar.serve.wire import decode_reference
 from sidecar.shared.errors import CheckpointError
 from sidecar.shared.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
-from sidecar.wer import compare
 
 WARMUP_S = 1.0
 

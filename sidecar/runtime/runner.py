@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from sidecar.model import OmniVoiceModel
+from sidecar.runtime.model import OmniVoiceModel
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class ModelRunner:
         self.fused_gate_up = fused_gate_up and gpu_half
         model.fuse_projections(qkv=self.fused_projections, gate_up=self.fused_gate_up)
         # Compiled on a GPU in half precision, each projection onto the residual stream is one
-        # addmm (sidecar/residual.py): in place, the same bits without a copy of the stream.
+        # addmm (sidecar/runtime/residual.py): in place, the same bits without a copy of the stream.
         # Elsewhere the layers keep adding as they round now (eager, and Inductor's CPU code in
         # half precision: a product, then a sum), which the in-place addmm would change.
         self.residual_in_place = residual_in_place and compile and gpu_half
@@ -177,7 +177,7 @@ class ModelRunner:
             layer.residual_in_place = self.residual_in_place
         self.fused_norm_rope = fused_norm_rope and gpu_half
         if self.fused_norm_rope:
-            import sidecar.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
+            import sidecar.runtime.kernels.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
 
             for layer in model.llm.layers:
                 layer.self_attn.fused_norm_rope = True
@@ -194,7 +194,7 @@ class ModelRunner:
             model.hidden_packed, stack=self.stack_fn
         )
         self.eager_rounding = compile and eager_rounding
-        # Each step's scoring in one Triton kernel (sidecar/scoring.py), on a GPU only.
+        # Each step's scoring in one Triton kernel (sidecar/runtime/kernels/scoring.py), on a GPU only.
         self.fused_scoring = fused_scoring and self.device.type == "cuda"
         self.bucket_sizes = sorted(buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use

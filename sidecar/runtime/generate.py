@@ -1,6 +1,6 @@
 """The reference decoding algorithm, run for a whole packed batch at once.
 
-Each step: one forward pass over the packed batch (`sidecar.batch`), the network's head on the
+Each step: one forward pass over the packed batch (`sidecar.runtime.batch`), the network's head on the
 target columns only, then for every item together: guidance on log-probabilities, MASK
 forbidden, a token per position (argmax, or Gumbel over the top 10 % of classes), a confidence
 score with the codebook layer penalty (plus Gumbel noise on positions), and each item's k most
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from sidecar.batch import pack, padded_index
-from sidecar.config import ModelConfig
-from sidecar.model import OmniVoiceModel
+from sidecar.runtime.batch import pack, padded_index
+from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.model import OmniVoiceModel
 
 if TYPE_CHECKING:  # for annotations only
-    from sidecar.runner import ModelRunner
+    from sidecar.runtime.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
 GUMBEL_EPS = 1e-10
@@ -182,7 +182,7 @@ class BatchState:
         self.any_guided = any(p.guidance_scale != 0 for p in prompts)
         self.all_guided = all(p.guidance_scale != 0 for p in prompts)
         self.any_class_sampling = any(p.class_temperature > 0 for p in prompts)
-        # The scoring in one Triton kernel (sidecar/scoring.py) where the runner asks for it;
+        # The scoring in one Triton kernel (sidecar/runtime/kernels/scoring.py) where the runner asks for it;
         # class sampling (top-k and noise) keeps the eager path.
         self.fused_scoring = (
             runner is not None and runner.fused_scoring and not self.any_class_sampling
@@ -232,7 +232,7 @@ class BatchState:
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token and confidence per target position ([S, C] each), as the reference scores them."""
         if self.fused_scoring:
-            from sidecar import scoring  # Triton: imported only where it runs
+            from sidecar.runtime.kernels import scoring  # Triton: imported only where it runs
 
             return scoring.choose(logits, self.guidance, self.mask_id, self.any_guided)
         log_probs = self.log_probs(logits)

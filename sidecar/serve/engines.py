@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.shared.duration import FRAME_RATE, target_tokens
 
 ProgressCallback = Callable[[str], None]
@@ -128,7 +128,7 @@ def load_engine(
         on_progress("null engine")
         return NullEngine()
     on_progress("import")
-    from sidecar.runtime import OmniVoice
+    from sidecar.runtime.omnivoice import OmniVoice
 
     return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress)
 

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sidecar.attention import varlen_attention
-from sidecar.config import ModelConfig
-from sidecar.residual import add_product_
+from sidecar.runtime.attention import varlen_attention
+from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.residual import add_product_
 
 
 class RMSNorm(nn.Module):
@@ -53,7 +53,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
-        # The packed path's q/k norm and rotary as one Triton kernel (sidecar/norm_rope.py); the
+        # The packed path's q/k norm and rotary as one Triton kernel (sidecar/runtime/kernels/norm_rope.py); the
         # runner turns it on, on a GPU in half precision, where the custom op is registered.
         self.fused_norm_rope = False
         # The packed path's q, k and v projections as one matrix product over their weights laid
@@ -164,7 +164,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
         # The packed path adds its two projections onto the residual stream in place
-        # (sidecar/residual.py); the runner turns it on where it compiles them for a GPU in
+        # (sidecar/runtime/residual.py); the runner turns it on where it compiles them for a GPU in
         # half precision.
         self.residual_in_place = False
 
@@ -311,7 +311,7 @@ class OmniVoiceModel(nn.Module):
         head_index: torch.Tensor,
         stack: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """The packed layout of `sidecar.batch`: input_ids [C, N], audio_mask [N], positions [N].
+        """The packed layout of `sidecar.runtime.batch`: input_ids [C, N], audio_mask [N], positions [N].
         Returns the final hidden states [M, hidden] of the M positions in head_index. `stack`
         stands in for `stack_packed` (the runner passes its compiled one)."""
         cos, sin = self.llm.rope(positions, self.llm.embed_tokens.weight.dtype)

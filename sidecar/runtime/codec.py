@@ -20,7 +20,7 @@ from transformers.models.dac.modeling_dac import DacDecoder, DacEncoder, Snake1d
 from transformers.models.hubert.configuration_hubert import HubertConfig
 from transformers.models.hubert.modeling_hubert import HubertModel
 
-from sidecar.resample import resample_tensor
+from sidecar.audio.resample import resample_tensor
 from sidecar.shared.errors import CheckpointError
 
 # transformers' HiggsAudioV2TokenizerConfig fills these in under whatever the checkpoint's config gives;

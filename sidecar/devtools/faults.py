@@ -18,7 +18,7 @@ for every batch the item is in:
     decodeslow:S  decoding the item's group (in the finisher thread) sleeps S seconds first
     decoderaise   decoding any group that holds the item raises RuntimeError
 
-Output faults spoil an item's decoded audio before the quality checks see it (sidecar/checks.py).
+Output faults spoil an item's decoded audio before the quality checks see it (sidecar/audio/checks.py).
 Their argument N makes them hit only the item's first N attempts (its `attempt` key; no
 argument: every attempt), so a test can have an item retried into passing, or failing for good:
 

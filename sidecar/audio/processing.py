@@ -416,7 +416,7 @@ def prepare_reference(
         raise InvalidAudio("reference audio holds no samples")
     if sample_rate != SAMPLE_RATE:
         # Imported here so the rest of this module stays usable without torch.
-        from sidecar.resample import resample
+        from sidecar.audio.resample import resample
 
         audio = resample(audio, sample_rate, SAMPLE_RATE)
 

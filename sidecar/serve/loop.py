@@ -13,26 +13,27 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
-import numpy as np
-
-from sidecar import engines
-from sidecar.checks import run_checks
-from sidecar.faults import Fault, Faults
-from sidecar.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.shared.errors import CheckpointError, InvalidAudio, InvalidInput
+from sidecar.audio.checks import run_checks
+from sidecar.devtools.faults import Fault, Faults
+from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
+from sidecar.serve import engines
+from sidecar.serve.wire import (
+    Channel,
+    audio_to_wire,
+    decode_reference,
+    tokens_from_wire,
+    tokens_to_wire,
+)
+from sidecar.shared.errors import CheckpointError, InvalidInput
 from sidecar.shared.protocol import (
     ITEM_OPTIONS,
-    MAX_FRAME_BYTES,
-    TO_SIDECAR,
     EncodeVoice,
     ErrorKind,
     ExitCode,
@@ -40,72 +41,13 @@ from sidecar.shared.protocol import (
     Item,
     Message,
     ProtocolError,
-    TokenArray,
     VoicePayload,
     encode_frame,
-    read_frame,
 )
-from sidecar.shared.thresholds import Thresholds
 
 log = logging.getLogger("sidecar")
 
 WARMUP_TEXT = "Warm up."
-ORPHAN_CHECK_S = 1.0
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout."
-    )
-    parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
-    parser.add_argument(
-        "--engine",
-        choices=(*engines.ENGINES, "whisper"),
-        default="omnivoice",
-        help="what to run: the OmniVoice model, silence (benchmarks), or Whisper (an ASR sidecar)",
-    )
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
-    parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
-    parser.add_argument("--id", default="sidecar", help="name used in log lines")
-    parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
-    parser.add_argument(
-        "--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)"
-    )
-    parser.add_argument(
-        "--test-faults",
-        action="store_true",
-        help="honour test-only fault markers (see sidecar.faults)",
-    )
-    parser.add_argument(
-        "--qa-thresholds",
-        type=Thresholds.from_spec,
-        default=Thresholds(),
-        help="the quality checks' thresholds that differ from the defaults: NAME=VALUE,...",
-    )
-    parser.add_argument("--test-fault-dir", default=None,
-                        help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
-    return parser.parse_args(argv)
-
-
-class Channel:
-    """The private frame pipes. Writes are serialised so a frame is never interleaved."""
-
-    def __init__(self, rfile: IO[bytes], wfile: IO[bytes], max_frame_bytes: int) -> None:
-        self.rfile = rfile
-        self.wfile = wfile
-        self.max_frame_bytes = max_frame_bytes
-        self._lock = threading.Lock()
-
-    def send(self, message: Message | dict[str, Any]) -> None:
-        self.write_raw(encode_frame(message, self.max_frame_bytes))
-
-    def write_raw(self, data: bytes) -> None:
-        with self._lock:
-            self.wfile.write(data)
-            self.wfile.flush()
-
-    def receive(self) -> Message | None:
-        return read_frame(self.rfile, self.max_frame_bytes, TO_SIDECAR)
 
 
 ItemError = tuple[str, ErrorKind, str]  # item id, kind, message
@@ -128,57 +70,6 @@ class DenoisedGroup:
     entries: list[BatchEntry]
     pending: Sequence[object]
     started: float  # when their denoising began
-
-
-def tokens_to_wire(tokens: np.ndarray) -> TokenArray:
-    array = np.ascontiguousarray(tokens, dtype="<i2")
-    return {"shape": [int(array.shape[0]), int(array.shape[1])], "data": array.tobytes()}
-
-
-def tokens_from_wire(tokens: TokenArray) -> np.ndarray:
-    return np.frombuffer(tokens["data"], dtype="<i2").reshape(tokens["shape"]).astype(np.int64)
-
-
-def audio_to_wire(audio: np.ndarray, encoding: str) -> bytes:
-    # NaN or infinite samples (the `finite` check reports them) go out as silence, not as
-    # whatever a cast of NaN to int16 happens to give.
-    audio = np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0)
-    if encoding == "f32le":
-        return np.ascontiguousarray(audio, dtype="<f4").tobytes()
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
-
-
-def audio_from_wire(data: bytes, encoding: str) -> np.ndarray:
-    if encoding == "f32le":
-        return np.frombuffer(data, dtype="<f4").astype(np.float32)
-    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
-
-
-def decode_reference(message: EncodeVoice) -> tuple[np.ndarray, int]:
-    """The reference clip of an encode_voice frame as float32 samples and their rate.
-
-    A whole file is decoded here, in the sidecar, so that parsing untrusted uploads can only
-    ever crash a process the supervisor replaces. InvalidAudio when it cannot be decoded or is
-    longer than the frame allows.
-    """
-    if message["encoding"] == "file":
-        from sidecar.audio import read_audio  # soundfile: only sidecars that encode voices need it
-
-        audio, sample_rate = read_audio(message["audio"])
-    else:
-        audio, sample_rate = (
-            audio_from_wire(message["audio"], message["encoding"]),
-            message["sample_rate"],
-        )
-    if sample_rate <= 0:
-        raise InvalidAudio(f"reference audio has an invalid sample rate ({sample_rate})")
-    limit = message.get("max_duration_s")
-    seconds = len(audio) / sample_rate
-    if limit and seconds > limit:
-        raise InvalidAudio(
-            f"reference audio is {seconds:.1f} s long; at most {limit:g} s is accepted (3-10 s works best)"
-        )
-    return audio, sample_rate
 
 
 class Sidecar:
@@ -555,30 +446,3 @@ class Sidecar:
             )
             return
         self.channel.write_raw(frame)
-
-
-def watch_parent(parent: int) -> None:
-    """Exit when the supervisor is gone, even in the middle of a long batch."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(ORPHAN_CHECK_S)
-            if os.getppid() != parent:
-                log.error("supervisor (pid %d) is gone; exiting", parent)
-                os._exit(ExitCode.ORPHANED)
-
-    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
-
-
-def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
-    watch_parent(os.getppid())
-    channel = Channel(rfile, wfile, args.max_frame_bytes)
-    if args.engine == "whisper":
-        from sidecar.asr_serve import AsrSidecar  # transformers' Whisper: only ASR sidecars
-
-        return int(AsrSidecar(channel, args).run())
-    return int(Sidecar(channel, args).run())

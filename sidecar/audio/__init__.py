@@ -1,0 +1,1 @@
+"""Audio around the model: reading, resampling, shaping, quality checks and the ASR round trip."""

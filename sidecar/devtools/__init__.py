@@ -1,0 +1,1 @@
+"""Developer tools: test checkpoints, the reference parity check, and injected test faults."""

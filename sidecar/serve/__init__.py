@@ -1,0 +1,1 @@
+"""The frame loop: the entry point, the pipes, the OmniVoice and ASR loops, and the engines."""

@@ -1,0 +1,87 @@
+"""The sidecar's entry point: its command line, the orphan watch, and the choice of frame loop.
+
+`python -m sidecar` lands here once the frame channel is claimed. An ASR sidecar's loop
+(sidecar/serve/asr.py) is imported only when `--engine whisper` asks for it, so that the
+OmniVoice loop never loads transformers' Whisper, and neither loop imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from typing import IO
+
+from sidecar.serve import engines
+from sidecar.serve.loop import Sidecar
+from sidecar.serve.wire import Channel
+from sidecar.shared.protocol import MAX_FRAME_BYTES, ExitCode
+from sidecar.shared.thresholds import Thresholds
+
+log = logging.getLogger("sidecar")
+
+ORPHAN_CHECK_S = 1.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sidecar", description="One OmniVoice sidecar: frames on stdin/stdout."
+    )
+    parser.add_argument("--model", default="", help="checkpoint directory or Hugging Face id")
+    parser.add_argument(
+        "--engine",
+        choices=(*engines.ENGINES, "whisper"),
+        default="omnivoice",
+        help="what to run: the OmniVoice model, silence (benchmarks), or Whisper (an ASR sidecar)",
+    )
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
+    parser.add_argument("--id", default="sidecar", help="name used in log lines")
+    parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
+    parser.add_argument(
+        "--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)"
+    )
+    parser.add_argument(
+        "--test-faults",
+        action="store_true",
+        help="honour test-only fault markers (see sidecar.devtools.faults)",
+    )
+    parser.add_argument(
+        "--qa-thresholds",
+        type=Thresholds.from_spec,
+        default=Thresholds(),
+        help="the quality checks' thresholds that differ from the defaults: NAME=VALUE,...",
+    )
+    parser.add_argument("--test-fault-dir", default=None,
+                        help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def watch_parent(parent: int) -> None:
+    """Exit when the supervisor is gone, even in the middle of a long batch."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(ORPHAN_CHECK_S)
+            if os.getppid() != parent:
+                log.error("supervisor (pid %d) is gone; exiting", parent)
+                os._exit(ExitCode.ORPHANED)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    watch_parent(os.getppid())
+    channel = Channel(rfile, wfile, args.max_frame_bytes)
+    if args.engine == "whisper":
+        from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars
+
+        return int(AsrSidecar(channel, args).run())
+    return int(Sidecar(channel, args).run())
