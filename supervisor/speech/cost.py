@@ -9,13 +9,15 @@ the client sent:
                      times is room for any honest use, and a bound on what chunking and the
                      model are handed)
     audio_too_long   the estimated audio, every pause counted (SSML breaks, dialogue pauses,
-                     the silence before the first word), is over --max-request-audio-s (600 s),
+                     the silence before the first word, the 0.2 s of padding around each chunk), is over --max-request-audio-s (600 s),
                      or over the whole queue's admission limit (--max-queue-audio-s per usable
                      sidecar): such a request is refused, never admitted whole
 
 Speeds are clamped where they are multiplied (`spans.clamp_speed`), so no nesting of rates
 makes one word last minutes. The estimate is the reference duration rule, the same the sidecar
-generates by, so a chunk's audio is its estimate; the silence is exactly what was asked for.
+generates by, so a chunk's audio is its estimate and its padding; the silence is exactly what
+was asked for. (A `chunk_mode: "none"` text that the runtime splits itself gains 0.1 s of
+silence at each of its own joins, one per 30 s at most: uncounted, 2 s in 600.)
 
 The bound on memory: an answer held whole in the supervisor (a whole file, a loudness-adjusted
 one, a result being cached) is at most `answer_bytes(--max-request-audio-s)`: 600 s at the
@@ -36,6 +38,7 @@ from supervisor.speech.text.spans import Script, clamp_speed
 
 EXPANSION = 4  # the text the model reads may be this many times --max-input-chars
 BYTES_PER_SAMPLE = 2  # 16-bit samples, before any compression
+CHUNK_PAD_S = 0.2  # the sidecar pads each chunk with 0.1 s of zeros at both ends (fade_and_pad)
 MODEL_RATE = 24_000  # Hz: the audio the sidecar returns
 
 
@@ -49,8 +52,13 @@ class Cost:
     silence_s: float  # stitched in: breaks, dialogue pauses, the lead
 
     @property
+    def padding_s(self) -> float:
+        """The zeros the sidecar puts around each chunk."""
+        return CHUNK_PAD_S * self.chunks
+
+    @property
     def audio_s(self) -> float:
-        return self.speech_s + self.silence_s
+        return self.speech_s + self.silence_s + self.padding_s
 
 
 def silence_s(script: Script) -> float:

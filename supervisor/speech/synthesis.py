@@ -40,15 +40,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE
-from sidecar.shared.protocol import Item, TokenArray, VoicePayload
+from sidecar.shared.protocol import Item, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
-from supervisor.speech import chunking, cost, quality
+from supervisor.speech import chunking, continuity, cost, quality
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.text.spans import Script, Span
-from supervisor.supervision.scheduler import Priority, Scheduler, estimate
+from supervisor.supervision.scheduler import Priority, Scheduler
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -75,44 +75,6 @@ class Part:
 
 
 VoiceResolver = Callable[[str], Voice]  # a voice name in the text (SSML <voice>) to its Voice
-
-
-def continuity(
-    result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0
-) -> VoicePayload | None:
-    """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself),
-    cut to its last `max_frames` codec frames and its last `max_words` words (0: all)."""
-    tokens = result.get("tokens") or []
-    if len(tokens) != 1:
-        return None
-    return {
-        "tokens": last_frames(tokens[0], max_frames),
-        "ref_text": last_words(text, max_words),
-        "ref_rms": None,
-    }
-
-
-def last_frames(tokens: TokenArray, count: int) -> TokenArray:
-    """The last `count` frames of [codebooks, frames] int16 tokens (row-major), or all of them."""
-    codebooks, frames = tokens["shape"]
-    if count <= 0 or frames <= count:
-        return tokens
-    data = memoryview(tokens["data"])
-    rows = [
-        data[(c * frames + frames - count) * 2 : (c + 1) * frames * 2] for c in range(codebooks)
-    ]
-    return {"shape": [codebooks, count], "data": b"".join(rows)}
-
-
-def last_words(text: str, count: int) -> str:
-    """The last `count` words of a text (a character of a script without spaces is a word), or all of it."""
-    if count <= 0:
-        return text
-    pieces = chunking.atoms(text)
-    words = [i for i, atom in enumerate(pieces) if chunking.is_word(atom)]
-    if len(words) <= count:
-        return text
-    return "".join(atom.text for atom in pieces[words[-count] :]).strip()
 
 
 class Synthesis:
@@ -151,7 +113,11 @@ class Synthesis:
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
-        spoken = sum(estimate(self.item(i))[0] for i in range(len(self.chunks)))
+        count, s = len(self.chunks), scheduler.settings
+        frames = continuity.prompted_frames([self.item(i) for i in range(count)],
+                                            [self.prompter(i) for i in range(count)],
+                                            s.max_continuity_audio_tokens, s.max_continuity_text_words)  # fmt: skip
+        spoken = sum(frames) / FRAME_RATE
         silence = sum(part.lead_s + part.pause_s for part in self.parts)
         self.cost = cost.Cost(cost.chars(self.text), len(self.chunks), spoken, silence)
         cost.check(self.cost, scheduler.settings, scheduler.capacity)
@@ -269,10 +235,17 @@ class Synthesis:
         a, b = self.parts[first], self.parts[later]
         return self.mode != "none" and a.voice_name == b.voice_name and a.voice.prompt is None
 
+    def prompter(self, index: int) -> int | None:
+        """The chunk whose audio will prompt chunk `index`: the one before it (sequential), or the
+        first in its voice (concurrent); None if none will."""
+        if self.mode == "sequential":
+            return index - 1 if index and self.related(index - 1, index) else None
+        return next((j for j in range(index) if self.related(j, index)), None)
+
     def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
-        return continuity(
+        return continuity.continuity(
             result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words
         )
 

@@ -21,7 +21,7 @@ from supervisor.errors import InvalidRequest
 from supervisor.http.routes.voices import fold_form_aliases
 from supervisor.settings import IGNORED, Settings, SettingsError
 from supervisor.speech import chunking, formats, schemas
-from supervisor.speech.synthesis import last_frames, last_words
+from supervisor.speech.continuity import last_frames, last_words
 from supervisor.speech.voices import PromptCache
 from supervisor.supervision import gpu
 
@@ -570,5 +570,6 @@ def test_serve_help_is_grouped_with_no_empty_defaults() -> None:
     )
     # Was 371 lines before grouping, 221 after. The second round's contracted flags (quality
     # checks, schedules and callbacks, text, the store, the cache) bring it to ~275: still well
-    # under the ungrouped help, which this bound guards against.
-    assert len(text.splitlines()) < 300
+    # under the ungrouped help, which this bound guards against. The third round's limits (the
+    # body deadline, a request's audio) bring it to ~311.
+    assert len(text.splitlines()) < 330

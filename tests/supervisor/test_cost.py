@@ -1,7 +1,8 @@
 """supervisor/speech/cost.py: a request's cost counted on what the model will read, and the limits
 on it. The property test generates SSML (breaks, nested rates, say-as, sub), dialogue scripts,
 lexicons and numbers, runs each through the real reader, Synthesis and scheduler, answers every
-task as the sidecar does (the duration rule's frames of audio), and asserts the invariant: a
+task as the sidecar does (the duration rule's frames of audio, read against the continuity
+prompt it was given, padded), and asserts the invariant: a
 request is either refused with a 4xx, or its admitted cost bounds the audio it produces and what
 an answer can hold."""
 
@@ -60,15 +61,21 @@ def produce(synthesis: Synthesis) -> int:
             batch = scheduler.next_batch()
             for task in batch.tasks if batch else []:
                 item = task.payload
+                voice = item.get("voice")  # a continuity prompt: the rule reads its rate
                 frames = (
                     int(item["duration"] * FRAME_RATE)
                     if item.get("duration")
-                    else target_tokens(item["text"], speed=item.get("speed"))
-                )
+                    else target_tokens(item["text"], voice["ref_text"] if voice else None,
+                                       voice["tokens"]["shape"][1] if voice else None,
+                                       speed=item.get("speed"))
+                )  # fmt: skip
                 assert SPEED_RANGE[0] <= item.get("speed", 1.0) <= SPEED_RANGE[1]
-                audio = bytes(2 * frames * SAMPLES_PER_FRAME)
+                padding = round(cost.CHUNK_PAD_S * RATE)  # the sidecar's zeros at both ends
+                audio = bytes(2 * (frames * SAMPLES_PER_FRAME + padding))
+                tokens = [{"shape": [1, frames], "data": bytes(2 * frames)}]
                 scheduler.resolve(task, {"op": "result", "id": task.id, "audio": audio,
-                                         "sample_rate": RATE, "seed": item["seed"], "tokens": [],
+                                         "sample_rate": RATE, "seed": item["seed"],
+                                         "tokens": tokens if item.get("return_tokens") else [],
                                          "timings": {}})  # fmt: skip
         await consumer
         return total
