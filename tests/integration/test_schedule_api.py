@@ -27,8 +27,8 @@ from typing import Any
 
 import psutil
 import pytest
+from callback_receivers import OK, close, gzip_answer, serve
 from callback_receivers import Receiver as RawReceiver
-from callback_receivers import close, gzip_answer, serve
 from job_helpers import ended, job, submit, wait_job
 from live_server import KEY, LiveServer, live
 
@@ -339,6 +339,44 @@ def test_a_gzip_answer_of_a_gibibyte_leaves_the_servers_memory_alone(server: Liv
                                     "last_error": None}  # fmt: skip
     print(f"resident memory grew {(peak[0] - before) / 2**20:.1f} MiB at most")
     assert peak[0] - before < 64 * 2**20, f"grew {(peak[0] - before) / 2**20:.1f} MiB"
+
+
+def test_slow_receivers_on_one_host_leave_a_healthy_hosts_callback_alone(tmp_path: Path) -> None:
+    """A server of its own (the null engine: jobs end at once), 2 callbacks at once per host, 3
+    in all, a 3 s deadline, one attempt each. Eight jobs call back a receiver on 127.0.0.5 that
+    trickles its answer without end; one job submitted after them calls back a healthy one on
+    127.0.0.4. The healthy callback is delivered at its first attempt while at least four slow
+    ones have no attempt recorded yet (without the per-host bound the slow ones would hold
+    every slot, and the healthy one would wait for them all); each slow one then ends `failed`
+    after its one attempt, at the deadline."""
+    slow = serve(RawReceiver("127.0.0.5", OK, every_s=0.2, endless=True))
+    healthy = serve(RawReceiver("127.0.0.4", OK))
+    flags = ("--callback-allow=127.0.0.5:*", "--callback-allow=127.0.0.4:*",
+             "--callback-secret", SECRET, "--callback-host-concurrency", "2",
+             "--callback-concurrency", "3", "--callback-timeout-s", "3",
+             "--callback-attempts", "1")  # fmt: skip
+    try:
+        with live(tmp_path, *flags) as server:
+            slow_jobs = [submit_with(server, items(1), callback_url=slow.url())["id"]
+                         for _ in range(8)]  # fmt: skip
+            healthy_job = submit_with(server, items(1), callback_url=healthy.url())["id"]
+            done = wait_job(server, healthy_job, lambda j: j["callback"]["state"] != "pending",
+                            60, "the healthy host's callback")  # fmt: skip
+            waiting = sum(job(server, j)["callback"]["attempts"] == 0 for j in slow_jobs)
+            print(f"healthy delivered with {waiting} of 8 slow callbacks not yet attempted")
+            assert done["callback"] == {"state": "delivered", "attempts": 1, "last_status": 200,
+                                        "last_error": None}  # fmt: skip
+            assert waiting >= 4, f"only {waiting} slow callbacks still waiting"
+            for job_id in slow_jobs:
+                ended_slow = wait_job(server, job_id, lambda j: j["callback"]["state"] != "pending",
+                                      60, "a slow host's callback")  # fmt: skip
+                assert ended_slow["callback"] == {
+                    "state": "failed", "attempts": 1, "last_status": None,
+                    "last_error": "no answer within --callback-timeout-s (3 s)"}  # fmt: skip
+    finally:
+        close(slow)
+        close(healthy)
+    assert slow.requests == 8 and healthy.requests == 1
 
 
 def exec_start(unit: str, instance: str, state_dir: Path) -> list[str]:
