@@ -149,8 +149,10 @@ def test_without_a_key_the_page_asks_and_a_wrong_key_is_refused(console: Watched
     assert page.is_hidden("#views")
     page.fill("#auth-key", "sk-wrong")
     page.click("#auth-form button")
+    # Issue 37.5: said plainly, not the API's generic "a valid API key is required"
     page.wait_for_function(
-        "() => document.getElementById('auth-error').textContent.includes('valid API key')"
+        "() => document.getElementById('auth-error').textContent"
+        ".startsWith('This key is not accepted by this server.')"
     )
     assert page.is_hidden("#views")
     assert page.evaluate("sessionStorage.length") == 0, "a refused key is not kept"
@@ -306,6 +308,44 @@ def test_a_submitted_manifest_is_watched_to_done_and_played(
     console.screenshot("jobs")
 
 
+def test_every_problem_of_a_manifest_is_listed_beside_submit(
+    console: Watched, tmp_path: Path
+) -> None:
+    """Issue 37.5: only the first problem was shown, under the view, far from the button."""
+    console.allowed_errors.append("status of 400")  # the browser logs the refused POST itself
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(
+        '{"id": "a", "input": "One line.",\n'  # one object split over two lines: two problems
+        '"response_format": "wav"}\n'
+        '{"id": "b"}\n'
+        '{"id": "b", "input": "Same id."}\n'
+    )
+    console.open()
+    console.view("jobs")
+    page = console.page
+    jobs_before = console.server.request("GET", "/v1/jobs").json()["data"]
+    page.set_input_files("#job-file", str(broken))
+    page.click("#job-form button.primary")
+    page.wait_for_selector("#job-problems:not([hidden])")
+    problems = page.locator("#job-problems li").all_text_contents()
+    assert [p.split(":")[0] for p in problems] == ["line 1", "line 2", "line 3", "line 4"], problems
+    assert 'no "input" text' in problems[2] and "also the id of line 3" in problems[3]
+    # next to the button: inside the form, just under it
+    button = page.locator("#job-form button.primary").bounding_box()
+    box = page.locator("#job-problems").bounding_box()
+    assert 0 <= box["y"] - (button["y"] + button["height"]) < 40, (button, box)
+    console.screenshot("manifest-problems")
+    # the server's own check, said by the manifest's line number
+    refused = tmp_path / "refused.jsonl"
+    refused.write_text('{"input": "Fine."}\n\n{"input": "Too fast.", "speed": 9}\n')
+    page.set_input_files("#job-file", str(refused))
+    page.click("#job-form button.primary")
+    page.wait_for_function(
+        "() => document.querySelector('#job-problems li')?.textContent.startsWith('line 3: ')"
+    )
+    assert console.server.request("GET", "/v1/jobs").json()["data"] == jobs_before
+
+
 def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console: Watched) -> None:
     console.open()
     console.view("supervision")
@@ -340,6 +380,11 @@ def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console:
         "() => state.samples.some((s) => s.throughput > 0)"
         " && state.samples.some((s) => s.latency > 0)"
     )
+    # Issue 37.5: a time axis, a label a minute, and samples placed by when they were taken
+    for axis in page.locator(".charts .axis").all():
+        labels = axis.locator("span").all_text_contents()
+        assert labels == ["−5 min", "−4 min", "−3 min", "−2 min", "−1 min", "now"], labels
+    assert page.evaluate("state.samples.every((s, i, all) => i === 0 || s.t > all[i - 1].t)")
     if SCREENSHOTS:
         busy_minute(console.server)
     console.screenshot("supervision")

@@ -4,7 +4,8 @@
 
 const KEY_STORE = "omnivoice-api-key"; // sessionStorage: the key lives as long as the tab
 const POLL_MS = 2000;
-const CHART_POINTS = 150; // five minutes of 2 s samples
+const CHART_S = 300; // the charts show the last five minutes, one gridline a minute
+const CHART_POINTS = 150; // at most: five minutes of 2 s samples
 const OPENAI_VOICES = ["alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova",
   "onyx", "sage", "shimmer", "verse"];
 // The design items the speech route accepts, one per category (docs/API.md, "Voice design items").
@@ -41,7 +42,12 @@ async function call(path, options = {}) {
   const response = await fetch(path, { ...options, headers });
   if (response.ok) return response;
   const body = await response.json().catch(() => null);
-  if (response.status === 401) askForKey(body?.error?.message || "the key was refused");
+  if (response.status === 401) {
+    askForKey(sessionStorage.getItem(KEY_STORE)
+      ? "This key is not accepted by this server. Check it (no spaces, the whole key), or ask "
+        + "the server's operator for one."
+      : "This server needs a key.");
+  }
   throw new ApiError(response.status, body);
 }
 
@@ -354,17 +360,55 @@ $("job-cancel").addEventListener("click", guarded(async () => {
   await Promise.all([loadJobs(), loadJob()]);
 }));
 
-// A manifest is JSON lines of job items, as `omnivoice-supervisor synth` reads it.
-$("job-form").addEventListener("submit", guarded(async () => {
-  const text = await $("job-file").files[0].text();
-  const items = text.split("\n").filter((line) => line.trim()).map((line, n) => {
+// A manifest is JSON lines of job items, as `omnivoice-supervisor synth` reads it. Every problem
+// found here is listed at once, by line; the server then checks each item as a speech request.
+function readManifest(text) {
+  const items = [], lines = [], problems = [], ids = {};
+  text.split("\n").forEach((line, n) => {
+    if (!line.trim()) return;
+    const at = `line ${n + 1}`;
+    let item;
     try {
-      return JSON.parse(line);
+      item = JSON.parse(line);
     } catch {
-      throw new Error(`manifest line ${n + 1} is not JSON`);
+      problems.push(`${at}: not JSON; each item is one whole JSON object on one line`);
+      return;
     }
+    if (typeof item !== "object" || item === null || Array.isArray(item)) {
+      problems.push(`${at}: not a JSON object (a speech request with an optional "id")`);
+      return;
+    }
+    if (typeof item.input !== "string" || !item.input.trim()) problems.push(`${at}: no "input" text`);
+    if (item.id !== undefined && ids[item.id]) {
+      problems.push(`${at}: "id" ${JSON.stringify(item.id)} is also the id of line ${ids[item.id]}`);
+    } else if (item.id !== undefined) ids[item.id] = n + 1;
+    items.push(item);
+    lines.push(n + 1);
   });
-  const job = await (await postJson("/v1/jobs", { items })).json();
+  if (!items.length && !problems.length) problems.push("the manifest has no items");
+  return { items, lines, problems };
+}
+
+function showProblems(problems) {
+  $("job-problems").hidden = !problems.length;
+  $("job-problems").querySelector("ul").replaceChildren(...problems.map((p) => el("li", {}, p)));
+}
+
+// The server's 400 names an item as items[n]: said by its manifest line instead.
+const byLine = (message, lines) => message.replace(/^items\[(\d+)\]/,
+  (whole, n) => (lines[Number(n)] ? `line ${lines[Number(n)]}` : whole));
+
+$("job-form").addEventListener("submit", guarded(async () => {
+  showProblems([]);
+  const { items, lines, problems } = readManifest(await $("job-file").files[0].text());
+  if (problems.length) return showProblems(problems);
+  let job;
+  try {
+    job = await (await postJson("/v1/jobs", { items })).json();
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status === 401) throw error;
+    return showProblems([byLine(error.message, lines)]);
+  }
   state.job = job.id;
   $("job-form").reset();
   await Promise.all([loadJobs(), loadJob()]);
@@ -387,22 +431,40 @@ const sumOf = (metrics, name) => Object.entries(metrics)
   .filter(([key]) => key === name || key.startsWith(`${name}{`))
   .reduce((total, [, value]) => total + value, 0);
 
-function chart(canvas, points, format) {
+// The time axis under each chart: a label a minute, where the canvas draws its gridlines.
+document.querySelectorAll(".charts .axis").forEach((axis) => {
+  for (let minutes = CHART_S / 60; minutes >= 0; minutes -= 1) {
+    const left = `${(100 * (1 - (minutes * 60) / CHART_S)).toFixed(2)}%`;
+    const label = el("span", {}, minutes ? `−${minutes} min` : "now");
+    label.style.left = left; // the CSSOM, not a style attribute: the page's CSP forbids those
+    axis.append(label);
+  }
+});
+
+// Samples placed by when they were taken (a poll can run late): the right edge is now.
+function chart(canvas, samples, value, format) {
   const ctx = canvas.getContext("2d");
   const { width, height } = canvas;
+  const now = performance.now() / 1000;
+  const xOf = (t) => width * (1 - (now - t) / CHART_S);
   ctx.clearRect(0, 0, width, height);
+  ctx.strokeStyle = "#eaecf0";
+  ctx.lineWidth = 1;
+  for (let s = 0; s <= CHART_S; s += 60) {
+    const x = Math.round(xOf(now - s)) + 0.5;
+    ctx.beginPath(); ctx.moveTo(x, 18); ctx.lineTo(x, height); ctx.stroke();
+  }
+  const points = samples.map(value);
   const top = Math.max(1e-9, ...points);
   ctx.fillStyle = "#667085";
   ctx.font = "11px system-ui";
-  ctx.fillText(`last 5 min   max ${format(top)}   now ${format(points.at(-1) ?? 0)}`, 6, 13);
+  ctx.fillText(`max ${format(top)}   now ${format(points.at(-1) ?? 0)}`, 6, 13);
   ctx.strokeStyle = "#2457c5";
   ctx.lineWidth = 1.5;
   ctx.beginPath();
-  const step = width / (CHART_POINTS - 1);
-  points.forEach((p, i) => {
-    const x = width - (points.length - 1 - i) * step; // the newest sample at the right edge
-    const y = height - 4 - (p / top) * (height - 24);
-    if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+  samples.forEach((s, i) => {
+    const y = height - 4 - (points[i] / top) * (height - 24);
+    if (i === 0) ctx.moveTo(xOf(s.t), y); else ctx.lineTo(xOf(s.t), y);
   });
   ctx.stroke();
 }
@@ -418,9 +480,11 @@ function sample(metrics) {
   if (!before) return;
   const seconds = now.t - before.t;
   const answered = now.firstCount - before.firstCount;
-  state.samples.push({ throughput: (now.audio - before.audio) / seconds,
+  state.samples.push({ t: now.t, throughput: (now.audio - before.audio) / seconds,
     latency: answered > 0 ? (now.firstSum - before.firstSum) / answered : 0 });
-  if (state.samples.length > CHART_POINTS) state.samples.shift();
+  while (state.samples.length > CHART_POINTS || now.t - state.samples[0].t > CHART_S) {
+    state.samples.shift();
+  }
 }
 
 async function loadSupervision() {
@@ -445,8 +509,8 @@ async function loadSupervision() {
     box("s admitted, of the limit", `${queue.audio_s.toFixed(1)} / ${queue.limit_audio_s}`),
     box("tasks unfinished", queue.tasks));
   sample(metrics);
-  chart($("chart-throughput"), state.samples.map((s) => s.throughput), (v) => `${v.toFixed(2)}×`);
-  chart($("chart-latency"), state.samples.map((s) => s.latency), (v) => `${v.toFixed(2)} s`);
+  chart($("chart-throughput"), state.samples, (s) => s.throughput, (v) => `${v.toFixed(2)}×`);
+  chart($("chart-latency"), state.samples, (s) => s.latency, (v) => `${v.toFixed(2)} s`);
 }
 
 // ---------------------------------------------------------------- views and polling
