@@ -114,6 +114,14 @@ class Unauthorized(ServerError):
     code = "invalid_api_key"
 
 
+class Forbidden(ServerError):
+    """A valid API key asking for what only an admin key may do (manage a shared voice)."""
+
+    status = 403
+    type = "permission_error"
+    code = "admin_key_required"
+
+
 class Overloaded(ServerError):
     """The admission queue holds more estimated audio than the server accepts; retry later."""
 

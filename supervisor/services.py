@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.settings import Settings
+from supervisor.speech.access import LexiconAccess, VoiceAccess
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.result_cache import ResultCache
 from supervisor.speech.voices import PromptCache, Voices
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.scheduler import Scheduler
+from supervisor.tenants import Tenant
 
 
 @dataclass(frozen=True)
@@ -25,3 +27,11 @@ class Services:
     asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
     asr_pool: Pool | None = None
     results: ResultCache | None = None  # None: --cache-max-bytes 0
+
+    def voices_for(self, tenant: Tenant) -> VoiceAccess:
+        """The saved voices `tenant` may use (its own, the shared ones; an admin's: all)."""
+        return VoiceAccess(self.voices, tenant, self.settings.tenancy.shared_voices)
+
+    def lexicons_for(self, tenant: Tenant) -> LexiconAccess:
+        """The lexicons `tenant` may use (its own; an admin's: all)."""
+        return LexiconAccess(self.lexicons, tenant)

@@ -76,6 +76,7 @@ from supervisor.jobs.storage import JobStorage, StoreUnavailable
 from supervisor.jobs.store import Claimed, out_of_space
 from supervisor.services import Services
 from supervisor.speech import delivery, result_cache, schemas
+from supervisor.speech.access import VoiceAccess
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis, Voice
@@ -321,12 +322,16 @@ class JobRunner:
             >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
         )
 
+    def voices(self, item: Claimed) -> VoiceAccess:
+        """The voices the item's job may use: its API key's (supervisor.tenants)."""
+        return self.svc.voices_for(self.svc.settings.tenancy.for_owner(item.owner))
+
     def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
         """The item as a speech request and its voice; raises as the speech route would. An item
         always has a seed (derived from its fields when it names none), so it is reproducible."""
         fields = {key: value for key, value in item.request.items() if key != "captions"}
         speech = schemas.speech_request(fields, self.svc.settings)
-        voice = resolve_voice(speech, self.svc.voices)
+        voice = resolve_voice(speech, self.voices(item))
         if speech.seed is None:
             seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
             speech = dataclasses.replace(speech, seed=seed)
@@ -335,7 +340,8 @@ class JobRunner:
     async def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
         """The item admitted at bulk priority, its text read off the event loop; raises as the
         speech route would."""
-        lexicon = self.svc.lexicons.for_request(speech)
+        owner = self.svc.settings.tenancy.for_owner(item.owner)
+        lexicon = self.svc.lexicons_for(owner).for_request(speech)
         text = await script.read_off_loop(speech, self.svc.settings, lexicon)
         return Synthesis(
             self.svc.scheduler,
@@ -343,7 +349,7 @@ class JobRunner:
             voice,
             self.svc.settings.chunk_s,
             Priority.BULK,
-            voice_resolver(speech, self.svc.voices),
+            voice_resolver(speech, self.voices(item)),
             text,
             captions=item.request.get("captions") is True,
             asr=self.svc.asr,

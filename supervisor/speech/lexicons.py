@@ -9,7 +9,8 @@ text whose language is the lexicon's (or not known), before normalisation and ch
 entry wins over the normaliser: `"Dr.": "Drive"` is read "Drive", not "Doctor". A lexicon with
 a `voice` applies only to the spans read in that voice (a dialogue turn, an SSML <voice>, or
 the request's own voice). A PUT replaces a lexicon whole: written to a temporary file,
-flushed, then renamed over the old one.
+flushed, then renamed over the old one. A lexicon is its API key's (`owner`, in its file; one
+stored before owners existed is the default owner's): speech.access says who may use it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from sidecar.shared.text import contains_cjk
 from supervisor.errors import InvalidRequest, NotFound
 from supervisor.speech import schemas
 from supervisor.storage_errors import storage_error
+from supervisor.tenants import DEFAULT_OWNER, OWNER_NAME
 
 log = logging.getLogger("omnivoice.lexicons")
 SUFFIX = ".json"
@@ -47,6 +50,7 @@ class Lexicon:
     entries: dict[str, str]
     updated_at: int
     voice: str | None = None  # only the spans read in this voice (None: every span)
+    owner: str = DEFAULT_OWNER  # supervisor.tenants
 
     def public(self) -> dict[str, Any]:
         return {
@@ -85,8 +89,16 @@ def _pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(_bounded(w) for w in sorted(words, key=len, reverse=True)))
 
 
-def parse(name: str, body: Any) -> Lexicon:
-    """A PUT body as a Lexicon; 400 naming the field that is wrong."""
+def not_found(name: str) -> InvalidRequest:
+    error = InvalidRequest(
+        f"Lexicon {name!r} not found: PUT /v1/audio/lexicons/{{name}} saves one.", param="lexicon"
+    )
+    error.code = "lexicon_not_found"
+    return error
+
+
+def parse(name: str, body: Any, owner: str = DEFAULT_OWNER) -> Lexicon:
+    """A PUT body as `owner`'s Lexicon; 400 naming the field that is wrong."""
     schemas.voice_name(name)  # the same rule as a voice's name
     if not isinstance(body, dict):
         raise InvalidRequest(
@@ -130,7 +142,7 @@ def parse(name: str, body: Any) -> Lexicon:
                 "characters",
                 param="entries",
             )
-    return Lexicon(name, language, dict(entries), int(time.time()), voice)
+    return Lexicon(name, language, dict(entries), int(time.time()), voice, owner)
 
 
 class LexiconStore:
@@ -145,13 +157,11 @@ class LexiconStore:
         for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
             try:
                 data = json.loads(path.read_text())
-                lexicon = Lexicon(
-                    data["name"],
-                    data["language"],
-                    data["entries"],
-                    data["updated_at"],
-                    data.get("voice"),
-                )
+                lexicon = Lexicon(data["name"], data["language"], data["entries"],
+                                  data["updated_at"], data.get("voice"),
+                                  data.get("owner", DEFAULT_OWNER))  # fmt: skip
+                if not OWNER_NAME.fullmatch(lexicon.owner):
+                    raise ValueError(f"its owner {lexicon.owner!r} is not an owner's name")
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping %s: not a readable lexicon (%s)", path, exc)
                 continue
@@ -166,19 +176,19 @@ class LexiconStore:
             return None
         found = self.lexicons.get(request.lexicon)
         if found is None:
-            error = InvalidRequest(
-                f"Lexicon {request.lexicon!r} not found: "
-                "PUT /v1/audio/lexicons/{name} saves one.",
-                param="lexicon",
-            )
-            error.code = "lexicon_not_found"
-            raise error
+            raise not_found(request.lexicon)
         return found
 
-    def put(self, lexicon: Lexicon) -> bool:
-        """Save it, replacing one of that name; whether one was replaced."""
+    def put(
+        self, lexicon: Lexicon, settle: Callable[[Lexicon | None], Lexicon] | None = None
+    ) -> bool:
+        """Save it, replacing one of that name; whether one was replaced. `settle`, given the
+        one it would replace (or None), says what to save instead, or raises (under the lock,
+        so that no other write of the name comes between)."""
         with self.lock:
             replaced = lexicon.name in self.lexicons
+            if settle is not None:
+                lexicon = settle(self.lexicons.get(lexicon.name))
             self._write(lexicon)
             self.lexicons[lexicon.name] = lexicon
             return replaced
@@ -187,6 +197,7 @@ class LexiconStore:
         final = self.directory / f"{lexicon.name}{SUFFIX}"
         temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
         data = {k: v for k, v in lexicon.public().items() if k != "object"}
+        data["owner"] = lexicon.owner
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with open(temporary, "x", encoding="utf-8") as f:

@@ -1,7 +1,8 @@
 """Saved voices in PostgreSQL, seen by every server within moments of a change.
 
-Each voice is a row `voices(name, created_at, data)`, `data` the same msgpack a voice file holds
-(metadata and the clone prompt, or the design prompt and seed). Requests read voices from memory
+Each voice is a row `voices(name, created_at, data, owner)`, `data` the same msgpack a voice
+file holds (metadata and the clone prompt, or the design prompt and seed), `owner` its API key's
+(supervisor.tenants; the default owner's for a voice saved before owners existed). Requests read voices from memory
 (a request never waits on the database); the memory follows the table:
 
     add / delete    the row is inserted or deleted and `NOTIFY omnivoice_voices, '<name>'` sent
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 import psycopg
 from psycopg.errors import UniqueViolation
@@ -84,8 +86,8 @@ class PgVoiceStore:
 
         def insert(conn: Connection) -> None:
             conn.execute(
-                "INSERT INTO voices (name, created_at, data) VALUES (%s, %s, %s)",
-                (saved.name, saved.created_at, saved.to_file()),
+                "INSERT INTO voices (name, created_at, data, owner) VALUES (%s, %s, %s, %s)",
+                (saved.name, saved.created_at, saved.to_file(), saved.owner),
             )
             conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, saved.name))
 
@@ -117,10 +119,12 @@ class PgVoiceStore:
     # ------------------------------------------------------------ following the table
 
     def reload_all(self) -> None:
-        rows = self.db.run(lambda conn: conn.execute("SELECT name, data FROM voices").fetchall())
+        rows = self.db.run(
+            lambda conn: conn.execute("SELECT name, data, owner FROM voices").fetchall()
+        )
         voices: dict[str, SavedVoice] = {}
         for row in rows:
-            voice = self.parse(row["name"], bytes(row["data"]))
+            voice = self.parse(row["name"], bytes(row["data"]), row["owner"])
             if voice is not None:
                 voices[voice.name] = voice
         self.voices = voices  # one assignment: a request sees the old map or the new one
@@ -129,19 +133,22 @@ class PgVoiceStore:
     def reload(self, name: str) -> None:
         row = self.db.run(
             lambda conn: conn.execute(
-                "SELECT name, data FROM voices WHERE name = %s", (name,)
+                "SELECT name, data, owner FROM voices WHERE name = %s", (name,)
             ).fetchone()
         )
-        voice = None if row is None else self.parse(name, bytes(row["data"]))
+        voice = None if row is None else self.parse(name, bytes(row["data"]), row["owner"])
         if voice is None:
             self.voices.pop(name, None)
         else:
             self.voices[name] = voice
 
     @staticmethod
-    def parse(name: str, data: bytes) -> SavedVoice | None:
+    def parse(name: str, data: bytes, owner: str) -> SavedVoice | None:
+        """The row's voice, its owner the row's (a voice saved before owners existed has none
+        in its data); None if the row does not read back as one."""
         try:
-            voice = SavedVoice.from_file(data)
+            voice = replace(SavedVoice.from_file(data), owner=owner)
+            voice.check()
         except ValueError as exc:
             log.warning("skipping the voice %r in the database: not readable (%s)", name, exc)
             return None

@@ -1,6 +1,6 @@
 """Saved voices on disk: one msgpack file per voice, written atomically, read once at start.
 
-    <data dir>/voices/<name>.voice   {format, name, created_at, type, transcript, voice, prompt, seed, source}
+    <data dir>/voices/<name>.voice   {format, name, created_at, type, transcript, voice, prompt, seed, source, owner}
 
 A voice is one of OpenAI's two kinds. `audio_sample`: `voice` is the clone prompt exactly as a
 sidecar's `encoded` frame carried it (codec tokens, transcript as preprocessed, loudness), so
@@ -9,7 +9,8 @@ seed drawn when it was saved, so that it sounds the same in every request. A fil
 written to a temporary name, flushed to disk, then hard-linked to its final name, which fails
 if the name is taken (two uploads racing for one name: the second gets 409), and the directory
 is flushed too. A crash at any point leaves either no voice or a whole one. Files that do not
-read back as a voice are logged and skipped, never served.
+read back as a voice are logged and skipped, never served. A voice is its API key's (`owner`;
+one saved before owners existed is the default owner's): speech.access says who may use it.
 
 `resolve_voice` turns a request's `voice` (and `instructions`) into what a synthesis runs with;
 the speech route and job items share it.
@@ -38,6 +39,7 @@ from supervisor.speech import schemas
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Voice, VoiceResolver
 from supervisor.storage_errors import storage_error
+from supervisor.tenants import DEFAULT_OWNER, OWNER_NAME
 
 log = logging.getLogger("omnivoice.voices")
 
@@ -55,6 +57,7 @@ class SavedVoice:
     prompt: str | None = None  # prompt: the voice-design instruct
     seed: int | None = None  # prompt: fixed, so the voice stays the same
     source: dict[str, Any] = field(default_factory=dict)  # the upload: filename, bytes, consent
+    owner: str = DEFAULT_OWNER  # supervisor.tenants
 
     @property
     def duration_s(self) -> float | None:
@@ -78,7 +81,8 @@ class SavedVoice:
     def to_file(self) -> bytes:
         return msgpack.packb(
             {"format": FORMAT, "name": self.name, "created_at": self.created_at, "type": self.type, "transcript": self.transcript,
-             "voice": self.voice, "prompt": self.prompt, "seed": self.seed, "source": self.source},
+             "voice": self.voice, "prompt": self.prompt, "seed": self.seed, "source": self.source,
+             "owner": self.owner},
             use_bin_type=True,
         )  # fmt: skip
 
@@ -90,7 +94,8 @@ class SavedVoice:
             if not isinstance(obj, dict) or obj.get("format") != FORMAT:
                 raise ValueError(f"not a format-{FORMAT} voice file")
             voice = cls(obj["name"], obj["created_at"], obj["type"], obj.get("transcript"), obj.get("voice"),
-                        obj.get("prompt"), obj.get("seed"), dict(obj.get("source") or {}))  # fmt: skip
+                        obj.get("prompt"), obj.get("seed"), dict(obj.get("source") or {}),
+                        obj.get("owner", DEFAULT_OWNER))  # fmt: skip
             voice.check()
             return voice
         except (
@@ -108,6 +113,8 @@ class SavedVoice:
         """ValueError (or ProtocolError) unless every field has the type its kind needs."""
         if not (isinstance(self.name, str) and isinstance(self.created_at, int)):
             raise ValueError("name or created_at of the wrong type")
+        if not isinstance(self.owner, str) or not OWNER_NAME.fullmatch(self.owner):
+            raise ValueError("an owner that is not an owner's name")
         if self.type == "audio_sample":
             if not isinstance(self.transcript, str):
                 raise ValueError("an audio_sample voice without a transcript")
@@ -289,7 +296,14 @@ def samples(audio: bytes) -> bytes:
     return b"fmt " + found[b"fmt "] + b"data" + found[b"data"]
 
 
-def resolve_voice(request: SpeechRequest, store: Voices) -> Voice:
+class VoiceLookup(Protocol):
+    """What resolving a voice needs: a saved voice by name (speech.access.VoiceAccess: those
+    the request's API key may use)."""
+
+    def get(self, name: str) -> SavedVoice | None: ...
+
+
+def resolve_voice(request: SpeechRequest, store: VoiceLookup) -> Voice:
     """'auto', an OpenAI voice (a designed voice), or a saved voice; 400 for anything else.
     OmniVoice-Studio's 'default' is 'auto', unless a saved voice has that name."""
     name = request.voice
@@ -316,7 +330,7 @@ def resolve_voice(request: SpeechRequest, store: Voices) -> Voice:
     return Voice(instruct=request.instructions, prompt=saved.voice)
 
 
-def voice_resolver(request: SpeechRequest, store: Voices) -> VoiceResolver:
+def voice_resolver(request: SpeechRequest, store: VoiceLookup) -> VoiceResolver:
     """Voices named inside a request's text (SSML <voice>, dialogue turns), resolved as its own
     voice is but without its instructions; an unknown one is a 400 on 'input'."""
 

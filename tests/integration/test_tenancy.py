@@ -157,3 +157,65 @@ def test_the_key_file_is_the_servers_and_its_keys_are_not_shown(server: LiveServ
     health = call(server, ADMIN, "GET", "/health").json()
     assert health["settings"]["api_keys"] == 4  # the three of the file and live()'s own
     assert ALICE_SECRET not in str(health) and ALICE not in str(health)
+
+
+def speak(server: LiveServer, key: str, **fields: Any) -> httpx.Response:
+    body = {"input": "A few words.", "response_format": "wav", **fields}
+    return call(server, key, "POST", "/v1/audio/speech", json=body)
+
+
+def design(server: LiveServer, key: str, name: str) -> httpx.Response:
+    form = {"name": name, "type": "prompt", "prompt": "female, low pitch"}
+    return call(server, key, "POST", "/v1/audio/voices", data=form)
+
+
+def names(server: LiveServer, key: str, path: str) -> set[str]:
+    return {entry["name"] for entry in call(server, key, "GET", path).json()["data"]}
+
+
+def test_a_voice_is_its_keys_and_a_shared_voice_everyones(server: LiveServer) -> None:
+    assert design(server, ALICE, "alices").status_code == 201
+    assert speak(server, ALICE, voice="alices").status_code == 200
+    assert call(server, BOB, "GET", "/v1/audio/voices/alices").status_code == 404
+    assert "alices" not in names(server, BOB, "/v1/audio/voices")
+    assert {"alices", "alloy"} <= names(server, ALICE, "/v1/audio/voices")
+    used = speak(server, BOB, voice="alices")
+    assert used.status_code == 400 and used.json()["error"]["code"] == "voice_not_found"
+    item = {"input": "Hers.", "voice": "alices"}
+    job = call(server, BOB, "POST", "/v1/jobs", json={"items": [item]})
+    assert job.status_code == 400 and job.json()["error"]["code"] == "voice_not_found"
+    assert call(server, BOB, "DELETE", "/v1/audio/voices/alices").status_code == 404
+    taken = design(server, BOB, "alices")  # names are the server's: taken, nothing more
+    assert taken.status_code == 409 and "female" not in taken.text
+    assert call(server, ADMIN, "GET", "/v1/audio/voices/alices").status_code == 200
+    assert speak(server, ADMIN, voice="alices").status_code == 200
+
+    refused = design(server, BOB, "narrator")  # a shared voice's name: an admin's to make
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "permission_error"
+    assert design(server, ADMIN, "narrator").status_code == 201
+    for key in (ALICE, BOB):
+        assert "narrator" in names(server, key, "/v1/audio/voices")
+        assert speak(server, key, voice="narrator").status_code == 200
+    assert call(server, BOB, "DELETE", "/v1/audio/voices/narrator").status_code == 403
+    assert call(server, ADMIN, "DELETE", "/v1/audio/voices/narrator").status_code == 200
+    assert call(server, ALICE, "DELETE", "/v1/audio/voices/alices").status_code == 200
+
+
+def test_a_lexicon_is_its_keys_and_an_admin_manages_every_one(server: LiveServer) -> None:
+    path = "/v1/audio/lexicons/brands"
+    entries = {"language": "en", "entries": {"SQL": "sequel"}}
+    assert call(server, ALICE, "PUT", path, json=entries).status_code == 201
+    assert call(server, BOB, "GET", path).status_code == 404
+    assert "brands" not in names(server, BOB, "/v1/audio/lexicons")
+    used = speak(server, BOB, lexicon="brands")
+    assert used.status_code == 400 and used.json()["error"]["code"] == "lexicon_not_found"
+    assert speak(server, ALICE, lexicon="brands").status_code == 200
+    assert call(server, BOB, "PUT", path, json=entries).status_code == 409
+    assert call(server, BOB, "DELETE", path).status_code == 404
+    assert call(server, ALICE, "GET", path).json()["entries"] == {"SQL": "sequel"}  # untouched
+    replaced = {"language": "en", "entries": {"SQL": "S Q L"}}
+    assert call(server, ADMIN, "PUT", path, json=replaced).status_code == 200
+    assert call(server, ALICE, "GET", path).json()["entries"] == {"SQL": "S Q L"}  # still hers
+    assert call(server, ALICE, "DELETE", path).status_code == 200
+    assert call(server, ADMIN, "GET", path).status_code == 404

@@ -4,16 +4,19 @@ gets; and the SQLite job store's owners, on a database made before owners existe
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from supervisor.jobs.store import DB_NAME, JobStore, NewItem
 from supervisor.settings import Settings, SettingsError
+from supervisor.speech.voices import SavedVoice
 from supervisor.tenants import OPEN, Tenant, owner_of, parse_key_file
 
 KEY_FILE = """# plain keys, as before
@@ -83,6 +86,13 @@ def test_serve_refuses_a_bad_key_file_in_one_line_with_exit_2(tmp_path: Path) ->
     assert "line 2: 'adm1n' is not an option" in lines[0] and "sk-good" not in lines[0]
 
 
+def legacy_voice() -> bytes:
+    """A voice as saved before owners existed: no owner in it."""
+    old = msgpack.unpackb(SavedVoice("old", 1, "prompt", prompt="calm", seed=3).to_file())
+    del old["owner"]
+    return bytes(msgpack.packb(old))
+
+
 def items() -> list[NewItem]:
     return [NewItem({"input": "An item."}, "i0", "wav")]
 
@@ -118,6 +128,7 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
 
     from supervisor.database import MIGRATIONS, Database
     from supervisor.jobs.pg_store import PgJobStore
+    from supervisor.speech.pg_voices import PgVoiceStore
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
@@ -128,7 +139,8 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
                      "VALUES ('job_old', 'nightly-1', 'sha', 1)")  # fmt: skip
         conn.execute("INSERT INTO items (job_id, n, request, format, state) "
                      "VALUES ('job_old', 0, '{\"input\": \"Old.\"}', 'wav', 'queued')")  # fmt: skip
-        conn.execute("INSERT INTO voices (name, created_at, data) VALUES ('old', 1, '\\x00')")
+        conn.execute("INSERT INTO voices (name, created_at, data) VALUES ('old', 1, %s)",
+                     (legacy_voice(),))  # fmt: skip
     db = Database.open(pg_url, "new")
     try:
         store = PgJobStore(db, 3.0)
@@ -147,7 +159,37 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
             "job_old", owner="default"
         )
         assert [(c.job_id, c.owner) for c in store.queued(10)] == [(job_id, "alice")]
-        row = db.run(lambda conn: conn.execute("SELECT owner FROM voices").fetchone())
-        assert row == {"owner": "default"}
+        voices = PgVoiceStore(db, pg_url)
+        try:
+            assert voices.get("old") is not None and voices.get("old").owner == "default"  # type: ignore[union-attr]
+            voices.add(SavedVoice("hers", 2, "prompt", prompt="calm", seed=4, owner="alice"))
+            voices.reload_all()
+            assert voices.get("hers").owner == "alice"  # type: ignore[union-attr]
+        finally:
+            voices.close()
     finally:
         db.close()
+
+
+def test_voices_and_lexicons_saved_before_owners_are_the_default_owners(tmp_path: Path) -> None:
+    from supervisor.speech.lexicons import LexiconStore
+    from supervisor.speech.voices import VoiceStore
+
+    (tmp_path / "voices").mkdir()
+    (tmp_path / "voices" / "old.voice").write_bytes(legacy_voice())
+    alices = SavedVoice("hers", 2, "prompt", prompt="calm", seed=4, owner="alice")
+    (tmp_path / "voices" / "hers.voice").write_bytes(alices.to_file())
+    voices = VoiceStore(tmp_path / "voices")
+    assert (voices.get("old").owner, voices.get("hers").owner) == ("default", "alice")  # type: ignore[union-attr]
+    forged = msgpack.packb({**msgpack.unpackb(legacy_voice()), "name": "bad", "owner": "../x"})
+    (tmp_path / "voices" / "bad.voice").write_bytes(forged)
+    assert VoiceStore(tmp_path / "voices").get("bad") is None  # skipped, never served
+
+    (tmp_path / "lexicons").mkdir()
+    record = {"name": "old", "language": "en", "entries": {"a": "b"}, "updated_at": 1}
+    (tmp_path / "lexicons" / "old.json").write_text(json.dumps(record))
+    (tmp_path / "lexicons" / "bad.json").write_text(
+        json.dumps({**record, "name": "bad", "owner": 7})
+    )
+    lexicons = LexiconStore(tmp_path / "lexicons")
+    assert lexicons.get("old").owner == "default" and lexicons.get("bad") is None  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from supervisor.errors import InvalidRequest
+from supervisor.http.auth import tenant
 from supervisor.http.routes import services
 from supervisor.http.routes.speech import (
     CLIENT_CLOSED,
@@ -67,14 +68,16 @@ async def captioned(request: Request) -> Response:
             "/v1/audio/speech.",
             param="stream_format",
         )
-    voice = resolve_voice(speech, svc.voices)
-    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
+    voices = svc.voices_for(tenant(request))
+    voice = resolve_voice(speech, voices)
+    lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, lexicon)
     synthesis = Synthesis(
         svc.scheduler,
         speech,
         voice,
         svc.settings.chunk_s,
-        voices=voice_resolver(speech, svc.voices),
+        voices=voice_resolver(speech, voices),
         text=text,
         captions=True,
         asr=svc.asr,

@@ -121,10 +121,12 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     "A job item is a whole file: 'stream_format' \"sse\" is for /v1/audio/speech.",
                     param="stream_format",
                 )
-            resolve_voice(speech, svc.voices)
+            resolve_voice(speech, svc.voices_for(tenant(request)))
             # Read as it will be read when it runs: a number the normaliser cannot spell, or a
             # text or audio past its limits, is a 400 now, not a failed item later.
-            read = script.read(speech, svc.settings, svc.lexicons.for_request(speech))
+            read = script.read(
+                speech, svc.settings, svc.lexicons_for(tenant(request)).for_request(speech)
+            )
             cost.check(cost.estimate(read, speech), svc.settings, svc.scheduler.capacity)
         except InvalidRequest as exc:
             raise located(exc, index) from None

@@ -44,6 +44,7 @@ from supervisor.errors import (
     ServerError,
     UnsupportedMedia,
 )
+from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
 from supervisor.speech import delivery, formats, instructions, quality, schemas
@@ -245,8 +246,9 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
                 deadline: Deadline, flight: Flight | None) -> Response:  # fmt: skip
     """Admit the request, wait for its first audio, and answer as its formats ask; a
     reproducible answer (`flight` given) is shared with its waiters and kept."""
-    voices = voice_resolver(speech, svc.voices)
-    text = await script.read_off_loop(speech, svc.settings, svc.lexicons.for_request(speech))
+    voices = voice_resolver(speech, svc.voices_for(tenant(request)))
+    lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, lexicon)
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
                           text=text, asr=svc.asr)  # fmt: skip
     pieces = deadline.pieces(synthesis.pieces())
@@ -322,4 +324,6 @@ async def speech(request: Request) -> Response:
     svc = services(request)
     body = await read_json(request)
     speech_request = schemas.speech_request(body, svc.settings)
-    return await respond(request, svc, speech_request, resolve_voice(speech_request, svc.voices))
+    return await respond(
+        request, svc, speech_request, resolve_voice(speech_request, svc.voices_for(tenant(request)))
+    )

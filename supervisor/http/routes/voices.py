@@ -33,6 +33,7 @@ from supervisor.errors import (
     Unprocessable,
     UnsupportedMedia,
 )
+from supervisor.http.auth import tenant
 from supervisor.http.forms import parse_form
 from supervisor.http.routes import services
 from supervisor.http.routes.speech import (
@@ -272,7 +273,9 @@ async def create_voice(request: Request) -> Response:
             f"A voice of type {kind!r} takes no {', '.join(map(repr, misplaced))}.",
             param=misplaced[0],
         )
-    svc.voices.check_free(name)  # before any sidecar work; add() checks again, atomically
+    owner = tenant(request)
+    # before any sidecar work; add() checks again, atomically
+    svc.voices_for(owner).check_new(name)
     created = int(time.time())
     if kind == "prompt":
         prompt = schemas.instructions(
@@ -284,7 +287,9 @@ async def create_voice(request: Request) -> Response:
                 param="prompt",
             )
         saved = svc.voices.add(
-            SavedVoice(name, created, "prompt", prompt=prompt, seed=secrets.randbits(63))
+            SavedVoice(
+                name, created, "prompt", prompt=prompt, seed=secrets.randbits(63), owner=owner.owner
+            )
         )
         return JSONResponse(saved.public(), status_code=201)
     transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
@@ -300,22 +305,28 @@ async def create_voice(request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED)
     source = {"filename": form.filename, "bytes": len(form.file), "consent": fields.get("consent")}
     saved = svc.voices.add(
-        SavedVoice(name, created, "audio_sample", transcript=transcript, voice=voice, source=source)
+        SavedVoice(
+            name,
+            created,
+            "audio_sample",
+            transcript=transcript,
+            voice=voice,
+            source=source,
+            owner=owner.owner,
+        )
     )
     return JSONResponse(saved.public(), status_code=201)
 
 
 async def list_voices(request: Request) -> JSONResponse:
-    svc = services(request)
-    return JSONResponse(
-        {"object": "list", "data": builtin_voices() + [v.public() for v in svc.voices.list()]}
-    )
+    saved = services(request).voices_for(tenant(request)).list()
+    return JSONResponse({"object": "list", "data": builtin_voices() + [v.public() for v in saved]})
 
 
 async def get_voice(request: Request) -> JSONResponse:
     svc = services(request)
     name = request.path_params["name"]
-    saved = svc.voices.get(name)
+    saved = svc.voices_for(tenant(request)).get(name)
     if saved is not None:
         return JSONResponse(saved.public())
     builtin = next((v for v in builtin_voices() if v["id"] == name.lower()), None)
@@ -331,7 +342,11 @@ async def delete_voice(request: Request) -> JSONResponse:
         raise InvalidRequest(
             f"{name!r} is a built-in voice; only saved voices can be deleted", param="name"
         )
-    if not svc.voices.delete(name):
+    voices = svc.voices_for(tenant(request))
+    saved = voices.get(name)
+    if saved is not None:
+        voices.check_manage(saved)
+    if saved is None or not svc.voices.delete(name):
         raise NotFound(f"no voice named {name!r}", param="name")
     return JSONResponse({"id": name, "object": "audio.voice.deleted", "deleted": True})
 
