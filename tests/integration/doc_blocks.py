@@ -128,6 +128,11 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     return bool(actual) and bool(_line_pattern(head).match(actual[0])) and matches(rest, actual[1:])
 
 
+def python_notes(source: str) -> list[str]:
+    """What a Python example documents it prints: the `# note` after each one-line `print(...)`."""
+    return [m["note"] for m in re.finditer(r"^\s*print\(.*\)\s+#\s(?P<note>.*)$", source, re.M)]
+
+
 def printed_lines(output: str) -> list[str]:
     """What a command printed, as lines without trailing spaces or trailing blank lines."""
     lines = [line.rstrip() for line in output.splitlines()]

@@ -14,7 +14,8 @@ How a doc example is run (write new ones to these rules):
   of `…` alone for any lines, and `  # note` at the end of a line (or a line of only a note) is
   left out. A command shown with no output is run, not compared. Every command must exit 0.
   The commands of one block share one shell (a variable set by one is there for the next).
-- ```python: run by the test's interpreter; it must exit 0.
+- ```python: run by the test's interpreter; it must exit 0. A one-line `print(...)  # note`
+  documents what it prints: the notes, in order, are compared with the printed lines as above.
 - Where: each file's blocks share a scratch folder as their working directory, with the
   checkout's top-level files and folders linked in (`deploy/`, `pyproject.toml`, ...) and `.venv`
   linked to the test's virtual environment (whose bin/ is first on PATH, as after activating it);
@@ -45,6 +46,7 @@ from doc_blocks import (
     expected_lines,
     matches,
     printed_lines,
+    python_notes,
 )
 from harness import assert_gone
 from live_server import KEY, REPO_ROOT, LiveServer, start, stop
@@ -169,6 +171,8 @@ def test_the_doc_example_runs(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
     )
     assert ran.returncode == 0, f"{block.name}: exit {ran.returncode}\n{ran.stdout}\n{ran.stderr}"
+    notes = python_notes(text) if block.lang == "python" else []
+    assert not notes or matches(notes, printed_lines(ran.stdout)), (notes, ran.stdout)
 
 
 def test_every_example_is_labelled_and_every_marker_says_why() -> None:
@@ -191,3 +195,5 @@ def test_the_transcript_rules() -> None:
     assert matches(["a…z", "…", "end"], ["abcz", "x", "y", "end"])
     assert matches(["…"], []) and not matches(["a…z"], ["abc"]) and not matches(["x"], [])
     assert not matches(["end"], ["end", "more"])
+    source = 'x = 1\nprint(x, "chunks")  # 1 chunks\nprint(x)\n    print([x])  # [1]\n'
+    assert python_notes(source) == ["1 chunks", "[1]"]
