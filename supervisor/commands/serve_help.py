@@ -14,7 +14,7 @@ from typing import Any
 
 ESSENTIAL = (
     ("the model and the devices", ("model", "devices", "asr_model")),
-    ("who can reach it", ("host", "port", "api_keys", "api_key_file")),
+    ("who can reach it", ("host", "port", "allowed_hosts", "api_keys", "api_key_file")),
     ("where its state and logs go", ("data_dir", "store", "log_dir")),
     ("stopping", ("drain_s",)),
 )
