@@ -8,6 +8,11 @@
 - `Content-Length` together with `Transfer-Encoding` is a 400 and the connection is closed: the
   two frame the body differently, and a proxy in front may have read the other one (request
   smuggling). uvicorn's h11 alone reads the chunks and keeps the connection.
+- A browser's request from another site (`Sec-Fetch-Site: cross-site` or `same-site`) that is
+  not a GET or HEAD is a 403: a page elsewhere can post a form (multipart or urlencoded) to a
+  server without keys on loopback without asking first, and the form routes take forms. The
+  console is served by the server itself (same-origin), and clients that are not browsers do
+  not send the header.
 - The path and the query, once percent-decoded, must be UTF-8: uvicorn and Starlette would put
   U+FFFD for each bad byte, and a name or a cursor would be other text than the client sent.
 """
@@ -60,8 +65,8 @@ def valid_utf8(raw: bytes) -> bool:
 
 
 class EdgeChecks:
-    """ASGI middleware: refuse a body framed two ways, a path or query that is not UTF-8, and a
-    Host not allowed, before auth."""
+    """ASGI middleware: refuse a body framed two ways, a path or query that is not UTF-8, a Host
+    not allowed and a browser's cross-site request that would change something, before auth."""
 
     def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
         self.app = app
@@ -75,7 +80,7 @@ class EdgeChecks:
         if framing is not None:
             await reply(framing, scope, receive, send, {"Connection": "close"})
             return
-        error = text_error(scope) or self.host_error(scope)
+        error = text_error(scope) or self.host_error(scope) or cross_site_error(scope)
         if error is not None:
             await reply(error, scope, receive, send)
             return
@@ -97,6 +102,24 @@ class EdgeChecks:
         )
         error.code = "host_not_allowed"
         return error
+
+
+class CrossSite(InvalidRequest):
+    status = 403
+    code = "cross_site_request"
+
+
+def cross_site_error(scope: Scope) -> InvalidRequest | None:
+    if scope["method"] in ("GET", "HEAD"):  # a link to the console from elsewhere still opens it
+        return None
+    sites = [value for name, value in scope["headers"] if name == b"sec-fetch-site"]
+    if not any(site.strip().lower() in (b"cross-site", b"same-site") for site in sites):
+        return None
+    return CrossSite(
+        "a browser page on another site cannot send this request (Sec-Fetch-Site); use the "
+        "console this server serves, or a client that is not a browser",
+        param="Sec-Fetch-Site",
+    )
 
 
 def framing_error(scope: Scope) -> InvalidRequest | None:

@@ -320,3 +320,24 @@ def test_a_full_disk_is_a_507_on_every_route_that_writes(tmp_path: Path, tiny_di
         assert server.request("GET", "/v1/audio/voices/full").status_code == 404
         log = server.log.read_text()
     assert "Traceback" not in log
+
+
+def test_a_browsers_cross_site_post_is_refused(server: LiveServer) -> None:
+    """A form a page elsewhere posts to a keyless server on loopback (multipart needs no
+    preflight): refused by the browser's own Sec-Fetch-Site, whatever the route."""
+    body, headers = multipart({"input": b"Hi.", "instructions": b"female"})
+    for site in ("cross-site", "same-site"):
+        answer = server.request("POST", "/v1/audio/design", content=body, auth=False,
+                                headers={**headers, "Sec-Fetch-Site": site})  # fmt: skip
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["error"]["code"] == "cross_site_request"
+    same = server.request(
+        "POST",
+        "/v1/audio/design",
+        content=body,
+        headers={**headers, "Sec-Fetch-Site": "same-origin"},
+    )
+    assert same.status_code == 200, same.text
+    # A link from elsewhere still opens the console.
+    page = httpx.get(server.url + "/console", headers={"Sec-Fetch-Site": "cross-site"}, timeout=10)
+    assert page.status_code == 200
