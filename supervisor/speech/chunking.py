@@ -20,6 +20,12 @@ aims at an equal share of what is left and takes the strongest gap within a quar
 of that aim, the nearest one among equals. So chunks come out balanced, and end at sentence
 ends where the text allows. Every chunk stays well under the runtime's own chunking threshold,
 so the runtime never splits a task again.
+
+A streamed answer (SSE, the WebSocket) starts with a short chunk, so that its first audio comes
+after a short generation (`first_chunk`): the text up to its first sentence end within
+FIRST_CHUNK_CHARS characters, else up to its first clause mark past FIRST_CHUNK_MIN_CHARS, else up
+to its last word boundary within them. The rule reads the text alone, never the load, so a
+seeded answer sounds the same however busy the server is; the rest is chunked as above.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ CLAUSE_MARKS = frozenset(",;:，；：、—–·־")
 WINDOW = 0.25  # how far from its aim a cut may go, in chunks
 WHOLE_UP_TO = 2.0  # input up to this many chunk lengths stays one chunk
 GIANT_WORD = 0.25  # a word longer than this many chunks is cut anywhere inside
+FIRST_CHUNK_CHARS = 80  # a streamed answer's first chunk ends within this many characters
+FIRST_CHUNK_MIN_CHARS = 12  # ... and, at a clause mark, not before this many (no lone "Well,")
 
 # Blocks whose characters are atoms of their own: (first, last, strength between two of them).
 _CHARACTER_SCRIPTS: tuple[tuple[int, int, int], ...] = (
@@ -236,3 +244,24 @@ def _cut(pieces: list[Atom], count: int) -> list[str]:
         "".join(a.text for a in pieces[bounds[j] + 1 : bounds[j + 1] + 1]).strip()
         for j in range(len(bounds) - 1)
     ]
+
+
+def first_chunk(text: str) -> tuple[str, str]:
+    """A streamed answer's short first chunk and the rest (stripped); (text, "") when the text is
+    short already or has no gap to cut at within FIRST_CHUNK_CHARS."""
+    text = text.strip()
+    if len(text) <= FIRST_CHUNK_CHARS:
+        return text, ""
+    pieces = atoms(text)
+    ends = list(itertools.accumulate(len(a.text) for a in pieces))  # characters up to each gap
+    inside = [i for i in range(len(pieces) - 1) if ends[i] <= FIRST_CHUNK_CHARS]
+    sentence = next((i for i in inside if pieces[i].strength >= 3), None)
+    clause = next((i for i in inside if pieces[i].strength == 2
+                   and ends[i] >= FIRST_CHUNK_MIN_CHARS), None)  # fmt: skip
+    word = next((i for i in reversed(inside) if pieces[i].strength >= 1), None)
+    cut = next((i for i in (sentence, clause, word) if i is not None), None)
+    if cut is None:
+        return text, ""
+    return "".join(a.text for a in pieces[: cut + 1]).strip(), "".join(
+        a.text for a in pieces[cut + 1 :]
+    ).strip()

@@ -89,9 +89,12 @@ class Synthesis:
         text: Script | None = None,
         captions: bool = False,
         asr: Scheduler | None = None,
+        first_short: bool = False,
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
-        lexicon."""
+        lexicon. `first_short`: a streamed answer, whose first chunk is short
+        (`chunking.first_chunk`)."""
+        self.first_short = first_short
         self.scheduler = scheduler
         self.voices = voices
         self.text = text if text is not None else script.read(request, scheduler.settings)
@@ -144,7 +147,7 @@ class Synthesis:
                     for t in self.split(replace(span, text=s), voice, chunk_s)
                 ]
             else:
-                texts = self.split(span, voice, chunk_s)
+                texts = self.split(span, voice, chunk_s, first=not chunks)
             for j, text in enumerate(texts):
                 chunks.append(text)
                 self.parts.append(
@@ -170,10 +173,14 @@ class Synthesis:
             raise InvalidRequest("this route cannot change voices inside the text", param="input")
         return self.voices(name)
 
-    def split(self, span: Span, voice: Voice, chunk_s: float) -> list[str]:
+    def split(self, span: Span, voice: Voice, chunk_s: float, first: bool = False) -> list[str]:
         r = self.request
         if r.chunk_mode == "none" or r.duration is not None:
             return [span.text]
+        if first and self.first_short:
+            head, rest = chunking.first_chunk(span.text)
+            if rest:
+                return [head, *self.split(replace(span, text=rest), voice, chunk_s)]
         words = self.scheduler.settings.text_chunk_words
         if (
             words and r.chunk_s is None and r.whole_s is None

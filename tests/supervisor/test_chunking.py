@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.speech.chunking import WHOLE_UP_TO, atoms, estimate_s, split_text
+from supervisor.speech.chunking import (
+    FIRST_CHUNK_CHARS,
+    WHOLE_UP_TO,
+    atoms,
+    estimate_s,
+    first_chunk,
+    split_text,
+)
 
 EN = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
       "Nobody else was there; the boats rocked gently in the grey water. He sat on the bench and waited for the "
@@ -106,3 +113,25 @@ def test_any_text_is_split_without_loss(text: str, chunk_s: float) -> None:
     chunks = split_text(text, chunk_s)
     assert squash("".join(chunks)) == squash(text)
     assert (len(chunks) >= 1 and all(chunks)) or text.strip() == ""
+
+
+def test_a_streamed_answers_first_chunk_ends_at_its_first_sentence_or_clause() -> None:
+    sentence = "Good morning. The harbour was quiet, and Mr. Smith walked down to the pier."
+    assert first_chunk(sentence + " " + sentence) == (
+        "Good morning.",
+        sentence[14:] + " " + sentence,
+    )
+    clause = "Walking down to the pier that morning, Mr. Smith saw a boat he knew from long before."
+    head, rest = first_chunk(clause)
+    assert (head, rest) == ("Walking down to the pier that morning,", clause[39:])
+    # No sentence end or clause mark within the bound: the last word boundary inside it.
+    words = (
+        "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
+    )
+    head, rest = first_chunk(words)
+    assert len(head) <= FIRST_CHUNK_CHARS and head + " " + rest == words and rest
+    assert first_chunk("Short enough to say at once. Really.") == (
+        "Short enough to say at once. Really.",
+        "",
+    )
+    assert first_chunk("x" * 200) == ("x" * 200, "")  # no gap: whole (split_text cuts it later)

@@ -367,3 +367,20 @@ def test_no_retry_starts_once_the_server_drains() -> None:
         assert not scheduler.unfinished and not scheduler.reservations
 
     asyncio.run(scenario())
+
+
+def test_a_streamed_answer_starts_with_a_short_chunk_and_a_whole_file_does_not() -> None:
+    async def scenario() -> None:
+        scheduler = Scheduler(Settings(engine="null"))
+        plain = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
+        streamed = Synthesis(scheduler, request(), Voice(), chunk_s=5.0, first_short=True)
+        assert streamed.chunks[0] == "The harbour was quiet that morning."
+        assert len(plain.chunks[0]) > 2 * len(streamed.chunks[0])
+        assert " ".join(streamed.chunks) == " ".join(plain.chunks) == LONG.strip()
+        # A mode that keeps the text whole stays whole, streamed or not.
+        whole = Synthesis(scheduler, request(chunk_mode="none"), Voice(), 5.0, first_short=True)
+        assert whole.chunks == [LONG]
+        for synthesis in (plain, streamed, whole):
+            synthesis.close()
+
+    asyncio.run(scenario())

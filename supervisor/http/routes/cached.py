@@ -30,7 +30,9 @@ async def find(
     cache = svc.results
     if cache is None or not result_cache.cacheable(speech):
         return None, None
-    name = result_cache.key(cache.identity, speech, voice, svc.settings, "speech")
+    # An SSE answer starts with a short chunk (speech.streamed), so its audio is its own.
+    route = "speech-sse" if speech.stream_format == "sse" else "speech"
+    name = result_cache.key(cache.identity, speech, voice, svc.settings, route)
     return name, await asyncio.to_thread(cache.get, name)
 
 

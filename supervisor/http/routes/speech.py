@@ -64,6 +64,12 @@ class ClientGone(Exception):
     """The client disconnected before its answer started."""
 
 
+def streamed(speech: SpeechRequest) -> bool:
+    """Whether the answer is read as it comes (SSE), so its first chunk is made short; a
+    whole-file client (stream_format "audio") keeps the throughput-friendly chunking."""
+    return speech.stream_format == "sse"
+
+
 async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
     """The body as JSON (read by `parse`, in a worker thread). Any other Content-Type is a 415:
     text/plain, a form or none at all is what a page on another site can send without asking,
@@ -250,7 +256,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
-                          text=text, asr=svc.asr)  # fmt: skip
+                          text=text, asr=svc.asr, first_short=streamed(speech))  # fmt: skip
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
