@@ -363,7 +363,7 @@ class JobRunner:
             return None
         if not result_cache.cacheable(speech):
             return None
-        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job")
+        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job", item.owner)
 
     async def start_items(self) -> None:
         room = self.room()

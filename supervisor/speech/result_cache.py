@@ -16,7 +16,12 @@ SHA-256 over:
     the chunking settings       --chunk-s, --text-chunk-words and the continuity limits
     the route                   speech or job: a long speech answer is encoded as a stream
 
-An entry is one file, `DIR/<key[:2]>/<key>`: a 4-byte big-endian length, that many bytes of JSON
+An entry's name is the key, then `.<owner>`: the owner id of the API key whose request made it
+(supervisor.tenants), so that one key never gets a hit on what another key synthesised (a hit
+would tell it what the other sent). With --cache-shared the name is the key alone, one entry
+for every API key. A purge removes one owner's entries, or (an admin's) all.
+
+An entry is one file, `DIR/<name[:2]>/<name>`: a 4-byte big-endian length, that many bytes of JSON
 (format, sample rate, seed, seconds, chunks), then the encoded file. Written to a temporary name
 and renamed, so a reader sees a whole entry or none. Use is recorded in the file's modification
 time, so the least recently used go first when the total passes --cache-max-bytes, and the order
@@ -44,6 +49,7 @@ from supervisor import metrics
 from supervisor.settings import Settings
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.synthesis import Voice
+from supervisor.tenants import DEFAULT_OWNER
 
 log = logging.getLogger("omnivoice.cache")
 
@@ -133,18 +139,26 @@ def cacheable(request: SpeechRequest) -> bool:
     return not request.input.lstrip().startswith("<speak")
 
 
-def key(identity: str, request: SpeechRequest, voice: Voice, settings: Settings, route: str) -> str:
-    """The cache key of a reproducible answer (request.seed given). `route` ("speech" or "job")
-    keeps apart what is encoded differently: a long speech answer is a stream (a WAV header
-    saying "until the end", an MP3 without its Xing frame), a job item a whole file."""
+def key(identity: str, request: SpeechRequest, voice: Voice, settings: Settings, route: str,
+        owner: str = DEFAULT_OWNER) -> str:  # fmt: skip
+    """The cache entry of a reproducible answer (request.seed given) made for `owner`. `route`
+    ("speech" or "job") keeps apart what is encoded differently: a long speech answer is a
+    stream (a WAV header saying "until the end", an MP3 without its Xing frame), a job item a
+    whole file."""
     fields = {k: v for k, v in dataclasses.asdict(request).items() if k not in IGNORED}
-    return _digest({
+    digest = _digest({
         "route": route,
         "checkpoint": identity,
         "request": fields,
         "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},
         "settings": {name: getattr(settings, name) for name in CHUNKING_SETTINGS},
     })  # fmt: skip
+    return digest if settings.cache_shared else f"{digest}.{owner}"
+
+
+def entry_owner(name: str) -> str | None:
+    """Whose an entry is: the owner its name ends with; None for a shared one (--cache-shared)."""
+    return name.partition(".")[2] or None
 
 
 class ResultCache:
@@ -254,11 +268,11 @@ class ResultCache:
             log.warning("result cache: cannot remove %s (%s)", name, exc)
         metrics.result_cache_bytes.set(self.total)
 
-    def purge(self) -> tuple[int, int]:
-        """Remove every entry: (entries, bytes) removed."""
+    def purge(self, owner: str | None = None) -> tuple[int, int]:
+        """Remove `owner`'s entries, or (None) every entry: (entries, bytes) removed."""
         with self.lock:
-            names = list(self.sizes)
-            total = self.total
+            names = [n for n in self.sizes if owner is None or entry_owner(n) == owner]
+            total = sum(self.sizes[n] for n in names)
         for name in names:
             self._forget(name)
         return len(names), total

@@ -13,6 +13,7 @@ import hmac
 import http.server
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -219,3 +220,27 @@ def test_a_lexicon_is_its_keys_and_an_admin_manages_every_one(server: LiveServer
     assert call(server, ALICE, "GET", path).json()["entries"] == {"SQL": "S Q L"}  # still hers
     assert call(server, ALICE, "DELETE", path).status_code == 200
     assert call(server, ADMIN, "GET", path).status_code == 404
+
+
+def test_the_result_cache_is_each_keys_own_and_so_is_a_purge(server: LiveServer) -> None:
+    said = {"input": "What alice said, seeded.", "seed": 11}
+    assert speak(server, ALICE, **said).headers["x-cache"] == "miss"
+    assert speak(server, ALICE, **said).headers["x-cache"] == "hit"
+    assert speak(server, BOB, **said).headers["x-cache"] == "miss"  # no oracle of alice's text
+    assert speak(server, BOB, **said).headers["x-cache"] == "hit"  # bob's own entry
+    purged = call(server, BOB, "DELETE", "/v1/cache").json()
+    assert purged["deleted"] >= 1 and purged["bytes"] > 0  # bob's entries (his jobs' too)
+    assert speak(server, ALICE, **said).headers["x-cache"] == "hit"
+    assert speak(server, BOB, **said).headers["x-cache"] == "miss"
+    assert call(server, ADMIN, "DELETE", "/v1/cache").json()["deleted"] >= 2  # everyone's
+    assert speak(server, ALICE, **said).headers["x-cache"] == "miss"
+
+
+def test_cache_shared_makes_one_cache_for_every_key(tmp_path: Path) -> None:
+    (tmp_path / "keys").write_text(KEY_FILE)
+    with live(tmp_path, "--api-key-file", str(tmp_path / "keys"), "--cache-shared") as server:
+        said = {"input": "Said once, for all.", "seed": 12}
+        assert speak(server, ALICE, **said).headers["x-cache"] == "miss"
+        assert speak(server, BOB, **said).headers["x-cache"] == "hit"
+        assert call(server, BOB, "DELETE", "/v1/cache").json()["deleted"] == 0  # not bob's
+        assert call(server, ADMIN, "DELETE", "/v1/cache").json()["deleted"] == 1

@@ -193,3 +193,24 @@ def test_voices_and_lexicons_saved_before_owners_are_the_default_owners(tmp_path
     )
     lexicons = LexiconStore(tmp_path / "lexicons")
     assert lexicons.get("old").owner == "default" and lexicons.get("bad") is None  # type: ignore[union-attr]
+
+
+def test_cache_entries_are_named_for_their_owner_and_purged_by_owner(tmp_path: Path) -> None:
+    from supervisor.speech import result_cache
+    from supervisor.speech.result_cache import CachedResult, ResultCache
+    from supervisor.speech.schemas import speech_request
+    from supervisor.speech.synthesis import Voice
+
+    settings = Settings(engine="null")
+    speech = speech_request({"input": "Hello.", "seed": 1}, settings)
+    alices = result_cache.key("ckpt", speech, Voice(), settings, "speech", "alice")
+    bobs = result_cache.key("ckpt", speech, Voice(), settings, "speech", "bob")
+    assert alices != bobs and alices.split(".")[0] == bobs.split(".")[0]
+    shared = Settings(engine="null", cache_shared=True)
+    assert "." not in result_cache.key("ckpt", speech, Voice(), shared, "speech", "alice")
+    cache = ResultCache(tmp_path, 10_000)
+    cache.load()
+    for name in (alices, bobs, "f00d"):
+        cache.put(name, CachedResult(b"x" * 10, {}))
+    assert cache.purge("bob")[0] == 1 and cache.get(bobs) is None and cache.get(alices)
+    assert cache.purge()[0] == 2 and cache.sizes == {}

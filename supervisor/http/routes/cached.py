@@ -24,15 +24,16 @@ FLIGHTS = Flights()  # identical reproducible requests in flight, made once
 
 
 async def find(
-    svc: Services, speech: SpeechRequest, voice: Voice
+    svc: Services, speech: SpeechRequest, voice: Voice, owner: str
 ) -> tuple[str | None, CachedResult | None]:
-    """(key, entry): key None when the answer is not to be cached; entry None on a miss."""
+    """(key, entry) of `owner`'s request: key None when the answer is not to be cached; entry
+    None on a miss."""
     cache = svc.results
     if cache is None or not result_cache.cacheable(speech):
         return None, None
     # An SSE answer starts with a short chunk (speech.streamed), so its audio is its own.
     route = "speech-sse" if speech.stream_format == "sse" else "speech"
-    name = result_cache.key(cache.identity, speech, voice, svc.settings, route)
+    name = result_cache.key(cache.identity, speech, voice, svc.settings, route, owner)
     return name, await asyncio.to_thread(cache.get, name)
 
 

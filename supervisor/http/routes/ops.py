@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from supervisor import metrics
 from supervisor.errors import NotFound
 from supervisor.http import openapi
-from supervisor.http.auth import AUTHENTICATED_KEY
+from supervisor.http.auth import AUTHENTICATED_KEY, tenant
 from supervisor.http.routes import services
 from supervisor.speech.schemas import MODELS
 
@@ -87,8 +87,9 @@ async def openapi_json(request: Request) -> JSONResponse:
 
 
 async def purge_cache(request: Request) -> JSONResponse:
-    """Remove every entry of the result cache: how many, and their bytes."""
-    results = services(request).results
-    deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge)
+    """Remove the key's entries of the result cache (an admin key's: every entry): how many,
+    and their bytes."""
+    results, owner = services(request).results, tenant(request).scope
+    deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge, owner)
     return JSONResponse({"object": "cache.purge", "enabled": results is not None,
                          "deleted": deleted, "bytes": size})  # fmt: skip

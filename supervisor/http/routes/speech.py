@@ -222,7 +222,7 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     """Answer a request. A reproducible one is answered from the result cache when it is there,
     or with the audio of an identical one in flight once that is done (single_flight.py);
     else it is made, and kept."""
-    name, hit = await cached.find(svc, speech, voice)
+    name, hit = await cached.find(svc, speech, voice, tenant(request).owner)
     if hit is not None:
         return cached.replay(speech, hit)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
