@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from supervisor.settings import Settings
 from supervisor.speech.access import LexiconAccess, VoiceAccess
+from supervisor.speech.hearing import Hearing
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.result_cache import ResultCache
 from supervisor.speech.voices import PromptCache, Voices
@@ -27,6 +28,7 @@ class Services:
     asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
     asr_pool: Pool | None = None
     results: ResultCache | None = None  # None: --cache-max-bytes 0
+    hearing: Hearing | None = None  # the ASR round trip of speech, behind its deadline
 
     def voices_for(self, tenant: Tenant) -> VoiceAccess:
         """The saved voices `tenant` may use (its own, the shared ones; an admin's: all)."""

@@ -358,6 +358,11 @@ class Settings:
         "Whisper model that hears chunks and references (none: no ASR)",
         metavar="DIR_OR_HF_ID",
     )
+    asr_timeout_s: float = setting(
+        20.0,
+        "longest wait for a chunk's transcript; past it the chunk goes out unheard "
+        "(X-OmniVoice-QA: ...; asr=skipped), and so do all for a heartbeat timeout",
+    )
     # --- jobs
     job_retention_s: float = setting(
         604800.0,
@@ -528,6 +533,8 @@ class Settings:
         if self.callback_timeout_s <= 0:
             raise SettingsError("--callback-timeout-s must be greater than 0")
         self.check_callback_allow()
+        if self.asr_timeout_s <= 0:
+            raise SettingsError("--asr-timeout-s must be greater than 0")
         if self.engine == "omnivoice" and not self.model:
             raise SettingsError(
                 "--model (OMNIVOICE_MODEL) is required: a checkpoint directory "

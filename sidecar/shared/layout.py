@@ -1,12 +1,17 @@
-"""The published checkpoint layout, and what can be known about a model source without loading it.
+"""The published checkpoint layouts (OmniVoice's, and the Whisper of `--asr-model`), and what
+can be known about a model source without loading it.
 
-Standard library only: the supervisor checks `--model` with these before it opens its port, and
-the loader checks the same files before it reads them.
+Standard library only: the supervisor checks `--model` and `--asr-model` with these before it
+opens its port (their files present, their JSON and safetensors headers whole), and the loader
+checks the same files before it reads them.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRED_FILES = (
@@ -22,8 +27,66 @@ LAYOUT = (
 )
 
 
-def missing_files(root: Path) -> list[str]:
-    return [name for name in REQUIRED_FILES if not (root / name).is_file()]
+@dataclass(frozen=True)
+class Kind:
+    """A kind of checkpoint: the files it holds (and them in words, for messages)."""
+
+    name: str
+    files: tuple[str, ...]
+    layout: str
+
+
+OMNIVOICE = Kind("OmniVoice", REQUIRED_FILES, LAYOUT)
+# What `AutoModelForSpeechSeq2Seq` and `AutoProcessor` read of a Whisper (sidecar/asr.py).
+WHISPER = Kind(
+    "Whisper",
+    ("config.json", "model.safetensors", "tokenizer_config.json"),
+    "config.json, model.safetensors, tokenizer_config.json and a (pre)processor_config.json",
+)
+SAFETENSORS_HEADER_MAX = 100 * 2**20  # the format's own bound on the JSON header
+
+
+def missing_files(root: Path, kind: Kind = OMNIVOICE) -> list[str]:
+    return [name for name in kind.files if not (root / name).is_file()]
+
+
+def damaged_file(root: Path, kind: Kind = OMNIVOICE) -> str | None:
+    """The first of a checkpoint's files that cannot be read as what it is, saying why: a JSON
+    file that does not parse, a safetensors file whose header does not parse or whose tensors
+    run past its end (cut short, or overwritten). Reads the headers only, not the weights."""
+    for name in kind.files:
+        path = root / name
+        try:
+            if name.endswith(".json"):
+                json.loads(path.read_bytes())
+            elif name.endswith(".safetensors"):
+                problem = safetensors_problem(path)
+                if problem:
+                    return f"{path}: {problem}"
+        except (OSError, ValueError) as exc:
+            return f"{path}: {exc}"
+    return None
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file's framing (None: its header and size agree)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            return f"{size} bytes: too short for a safetensors file"
+        length = struct.unpack("<Q", head)[0]
+        if length > min(SAFETENSORS_HEADER_MAX, size - 8):
+            return "not a safetensors file (its header length is out of range)"
+        try:
+            header = json.loads(f.read(length))
+            ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return "not a safetensors file (its header is not a table of tensors)"
+    needed = 8 + length + max(ends, default=0)
+    if needed != size:
+        return f"cut short or damaged: its header describes {needed} bytes, the file has {size}"
+    return None
 
 
 def is_hub_id(source: str) -> bool:
@@ -38,7 +101,7 @@ def hub_offline() -> bool:
     return value not in ("", "0", "false", "no", "off")
 
 
-def local_problem(source: str) -> str | None:
+def local_problem(source: str, kind: Kind = OMNIVOICE) -> str | None:
     """What is wrong with `source` as a local checkpoint directory (None: fine, or a hub id)."""
     path = Path(source).expanduser()
     if not path.exists():
@@ -49,16 +112,16 @@ def local_problem(source: str) -> str | None:
             "and not a Hugging Face id (owner/name)"
         )
     if not path.is_dir():
-        return f"checkpoint {source!r} is a file; expected a directory holding {LAYOUT}"
-    missing = missing_files(path)
+        return f"checkpoint {source!r} is a file; expected a directory holding {kind.layout}"
+    missing = missing_files(path, kind)
     if missing:
-        return incomplete(source, missing)
+        return incomplete(source, missing, kind)
     return None
 
 
-def incomplete(root: Path | str, missing: list[str]) -> str:
+def incomplete(root: Path | str, missing: list[str], kind: Kind = OMNIVOICE) -> str:
     """The message for a checkpoint directory without some of its files."""
     return (
         f"checkpoint {root} is incomplete: missing {', '.join(missing)} "
-        f"(a checkpoint holds {LAYOUT})"
+        f"(a checkpoint holds {kind.layout})"
     )

@@ -40,7 +40,7 @@ from supervisor.jobs.storage import StoreUnavailable
 from supervisor.jobs.store import JobStore, StoreCorrupt
 from supervisor.services import Services
 from supervisor.settings import Settings, redacted_url
-from supervisor.speech import result_cache
+from supervisor.speech import hearing, result_cache
 from supervisor.speech.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.pg_voices import PgVoiceStore
@@ -122,11 +122,12 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         )
         lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
         asr = Scheduler(settings) if settings.asr_model else None
+        asr_pool = AsrPool(settings, asr, asr_devices(found)) if asr is not None else None
         results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
             settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size),
-            lexicon_store, asr,
-            AsrPool(settings, asr, asr_devices(found)) if asr is not None else None, results,
+            lexicon_store, asr, asr_pool, results,
+            hearing.of_pool(asr_pool, settings.asr_timeout_s) if asr_pool is not None else None,
         )  # fmt: skip
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if (

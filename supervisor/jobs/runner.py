@@ -352,7 +352,7 @@ class JobRunner:
             voice_resolver(speech, self.voices(item)),
             text,
             captions=item.request.get("captions") is True,
-            asr=self.svc.asr,
+            asr=self.svc.hearing,
         )
 
     def cache_key(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
@@ -494,7 +494,13 @@ class JobRunner:
                 item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
             )
             return
-        if name is not None and self.svc.results is not None and not self.space.waiting:
+        unheard = synthesis.verdict.asr_skipped  # heard next time, not kept as heard
+        if (
+            name is not None
+            and self.svc.results is not None
+            and not self.space.waiting
+            and not unheard
+        ):
             rate = delivery.profile(synthesis.request).rate(item.format, pieces[0]["sample_rate"])
             meta = {"format": item.format, "sample_rate": rate, "seed": synthesis.seed,
                     "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),

@@ -10,7 +10,9 @@ chunk's seed and the attempt, up to --qa-retries times. What a request then carr
 over all its chunks: `passed` only if every chunk's last attempt passed; `attempts` is the most
 any chunk took; each check passes only if it passed in every chunk, and its value is that of the
 first chunk that failed it (else of the first chunk). A result without checks (the null engine
-of overhead benchmarks has no audio worth checking) passes with none.
+of overhead benchmarks has no audio worth checking) passes with none. With `--asr-model`, a
+chunk the ASR sidecar could not hear (supervisor/speech/hearing.py) adds `"asr": "skipped"`
+(and `; asr=skipped` to the header).
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ class Verdict:
     """The quality of a request's chunks so far."""
 
     chunks: list[tuple[dict[str, QaCheck], int]] = field(default_factory=list)  # checks, attempts
+    asr_skipped: bool = False  # a chunk went out unheard by the ASR sidecar (speech/hearing.py)
 
     def add(self, result: dict[str, Any], attempts: int) -> None:
         self.chunks.append((result.get("qa", {}), attempts))
+        self.asr_skipped = self.asr_skipped or result.get("asr") == "skipped"
 
     @property
     def passed(self) -> bool:
@@ -72,11 +76,14 @@ class Verdict:
             for name, check in checks.items():
                 if name not in merged or (merged[name]["passed"] and not check["passed"]):
                     merged[name] = {"passed": check["passed"], "value": check["value"]}
-        return {"passed": self.passed, "attempts": self.attempts, "checks": merged}
+        summary = {"passed": self.passed, "attempts": self.attempts, "checks": merged}
+        return {**summary, "asr": "skipped"} if self.asr_skipped else summary
 
     def header(self) -> str:
-        """The X-OmniVoice-QA value: `passed; attempts=1`, `failed; attempts=3`."""
-        return f"{'passed' if self.passed else 'failed'}; attempts={self.attempts}"
+        """The X-OmniVoice-QA value: `passed; attempts=1`, `failed; attempts=3`, and
+        `; asr=skipped` after it when a chunk went out unheard by the ASR sidecar."""
+        value = f"{'passed' if self.passed else 'failed'}; attempts={self.attempts}"
+        return value + "; asr=skipped" if self.asr_skipped else value
 
     def reason(self) -> str:
         """Why the audio failed, in words: each failed check with its value."""

@@ -43,7 +43,8 @@ from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import Item, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
-from supervisor.speech import chunking, continuity, cost, quality
+from supervisor.speech import chunking, continuity, cost, hearing, quality
+from supervisor.speech.hearing import Hearing
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
@@ -88,7 +89,7 @@ class Synthesis:
         voices: VoiceResolver | None = None,
         text: Script | None = None,
         captions: bool = False,
-        asr: Scheduler | None = None,
+        asr: Hearing | None = None,
         first_short: bool = False,
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
@@ -101,7 +102,7 @@ class Synthesis:
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
-        self.asr = asr  # the ASR sidecar's scheduler (--asr-model): each chunk is heard back
+        self.asr = asr  # the ASR sidecar (--asr-model): each chunk is heard back
         self.request = request
         self.voice = voice
         self.priority = priority
@@ -231,9 +232,9 @@ class Synthesis:
         assert self.asr is not None
         fields = {"audio": result["audio"], "encoding": "s16le", "sample_rate": result["sample_rate"],
                   "text": self.chunks[index], "language": self.parts[index].language}  # fmt: skip
-        future = self.asr.submit_transcribe(fields, self.priority)
-        self.futures.append(future)
-        transcript: dict[str, Any] = await future
+        transcript = await self.asr.transcript(fields, self.priority)
+        if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
+            return {**result, "asr": hearing.SKIPPED}
         return {**result, "qa": {**result.get("qa", {}), **transcript["qa"]}}
 
     def related(self, first: int, later: int) -> bool:

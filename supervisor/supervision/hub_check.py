@@ -16,8 +16,11 @@ HUB_TIMEOUT_S = 10.0
 HTTP_LOGGERS = ("httpx", "httpx2", "httpcore")  # one line per request at INFO: not here
 
 
-def hub_problem(repo_id: str) -> str | None:
-    """What keeps `repo_id` from being downloaded as a checkpoint, in one line, or None."""
+def hub_problem(
+    repo_id: str, kind: layout.Kind = layout.OMNIVOICE, flag: str = "--model"
+) -> str | None:
+    """What keeps `repo_id` from being downloaded as a checkpoint of `kind` (given as `flag`),
+    in one line, or None."""
     from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -32,28 +35,30 @@ def hub_problem(repo_id: str) -> str | None:
         info = HfApi().model_info(repo_id, timeout=HUB_TIMEOUT_S)
     except GatedRepoError:  # before its base class: it exists, the token may not read it
         return (f"{repo_id!r} on {where} is gated: accept its terms on the hub and set HF_TOKEN, "
-                "or give a checkpoint directory (--model /path/to/checkpoint)")  # fmt: skip
+                f"or give a checkpoint directory ({flag} /path/to/checkpoint)")  # fmt: skip
     except RepositoryNotFoundError:
         return (f"{repo_id!r} is not a model on {where} (or it is private: set HF_TOKEN); "
-                "check the id, or give a checkpoint directory (--model /path/to/checkpoint)")  # fmt: skip
+                f"check the id, or give a checkpoint directory ({flag} /path/to/checkpoint)")  # fmt: skip
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "an error"
         if status == 404:
             return (f"{repo_id!r} is not a model on {where}; check the id, or give a checkpoint "
-                    "directory (--model /path/to/checkpoint)")  # fmt: skip
-        return f"asking {where} for {repo_id!r} failed (HTTP {status}); retry, or {_LOCAL}"
+                    f"directory ({flag} /path/to/checkpoint)")  # fmt: skip
+        return f"asking {where} for {repo_id!r} failed (HTTP {status}); retry, or {local(flag)}"
     except Exception as exc:  # the network: refused, unresolved, timed out
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"the Hugging Face hub at {where} cannot be reached ({reason}); {_LOCAL}"
+        return f"the Hugging Face hub at {where} cannot be reached ({reason}); {local(flag)}"
     present = {sibling.rfilename for sibling in info.siblings or ()}
-    missing = [name for name in layout.REQUIRED_FILES if name not in present]
+    missing = [name for name in kind.files if name not in present]
     if missing:
-        return (f"{repo_id!r} on {where} is not an OmniVoice checkpoint: missing "
-                f"{', '.join(missing)} (a checkpoint holds {layout.LAYOUT})")  # fmt: skip
+        return (f"{repo_id!r} on {where} is not {'an' if kind.name[0] in 'AEIOU' else 'a'} "
+                f"{kind.name} checkpoint: missing {', '.join(missing)} (a checkpoint holds "
+                f"{kind.layout})")  # fmt: skip
     return None
 
 
-_LOCAL = (
-    "download it where the hub can be reached (hf download ID) and set HF_HUB_OFFLINE=1, "
-    "or give a checkpoint directory (--model /path/to/checkpoint)"
-)
+def local(flag: str) -> str:
+    return (
+        "download it where the hub can be reached (hf download ID) and set HF_HUB_OFFLINE=1, "
+        f"or give a checkpoint directory ({flag} /path/to/checkpoint)"
+    )

@@ -1,9 +1,14 @@
-"""`--model` checked before the port opens: what can be known without loading it (no torch here).
+"""`--model` and `--asr-model` checked before the port opens: what can be known without loading
+them (no torch here).
 
-A local directory must hold the checkpoint's files. A Hugging Face id is fine when the cache
-holds its files; otherwise, offline (HF_HUB_OFFLINE) it cannot work, and online the hub is asked
-whether it exists and holds them (supervision/hub_check.py). What only loading can tell (a
-corrupt file, a download cut short) is still the sidecar's to report.
+A local directory must hold the checkpoint's files, with its JSON files parsing and its
+safetensors files whole (header and size agreeing: a file cut short or overwritten is found
+here, not by every sidecar that tries to load it). A Hugging Face id is fine when the cache
+holds its files (checked the same way); otherwise, offline (HF_HUB_OFFLINE) it cannot work, and
+online the hub is asked whether it exists and holds them (supervision/hub_check.py). What only
+loading can tell (weights of the wrong shapes, say) is still the sidecar's to report: the
+OmniVoice pool's failure ends the server (`--failed-exit-s`); the ASR sidecar's leaves speech
+going out unheard (supervisor/speech/hearing.py).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sidecar.shared import layout
+from sidecar.shared.layout import Kind
 from supervisor.settings import Settings
 from supervisor.supervision.hub_check import hub_problem
 
@@ -18,30 +24,53 @@ WHAT_TO_DO = (
     "give a checkpoint directory (--model /path/to/checkpoint) or a Hugging Face id "
     "(--model k2-fsa/OmniVoice)"
 )
+ASR_WHAT_TO_DO = (
+    "give a Whisper checkpoint directory (--asr-model /path/to/whisper) or a Hugging Face id "
+    "(--asr-model openai/whisper-large-v3-turbo), or leave --asr-model out"
+)
 
 
 def model_problem(settings: Settings) -> str | None:
-    """One line saying what is wrong with --model and what to do, or None."""
-    if settings.engine != "omnivoice":
-        return None
-    source = settings.model
-    problem = layout.local_problem(source)
+    """One line saying what is wrong with --model or --asr-model and what to do, or None."""
+    if settings.engine == "omnivoice":
+        problem = source_problem("--model", settings.model, layout.OMNIVOICE, WHAT_TO_DO)
+        if problem:
+            return problem
+    if settings.asr_model:
+        return source_problem("--asr-model", settings.asr_model, layout.WHISPER, ASR_WHAT_TO_DO)
+    return None
+
+
+def source_problem(flag: str, source: str, kind: Kind, what_to_do: str) -> str | None:
+    """What is wrong with one model source (a directory or a hub id) of `kind`, or None."""
+    problem = layout.local_problem(source, kind)
     if problem:
-        return f"--model: {problem}; {WHAT_TO_DO}"
-    if Path(source).expanduser().exists() or _cached(source):
-        return None
+        return f"{flag}: {problem}; {what_to_do}"
+    if Path(source).expanduser().exists():
+        damaged = layout.damaged_file(Path(source).expanduser(), kind)
+        return (
+            f"{flag}: checkpoint {source} is damaged: {damaged}; {what_to_do}" if damaged else None
+        )
+    snapshot = _cached(source, kind)
+    if snapshot is not None:
+        damaged = layout.damaged_file(snapshot, kind)
+        return (f"{flag}: the cached {source!r} is damaged: {damaged}; download it again "
+                f"(hf download {source} --force-download)") if damaged else None  # fmt: skip
     if layout.hub_offline():
         return (
-            f"--model: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+            f"{flag}: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
             f"download it first (hf download {source}) or give a checkpoint directory "
-            "(--model /path/to/checkpoint)"
+            f"({flag} /path/to/checkpoint)"
         )
-    problem = hub_problem(source)
-    return f"--model: {problem}" if problem else None
+    problem = hub_problem(source, kind, flag)
+    return f"{flag}: {problem}" if problem else None
 
 
-def _cached(repo_id: str) -> bool:
+def _cached(repo_id: str, kind: Kind) -> Path | None:
+    """The snapshot folder holding every file of the checkpoint in the cache, or None."""
     from huggingface_hub import try_to_load_from_cache  # the cache alone: no network, no torch
 
-    found = [try_to_load_from_cache(repo_id, name) for name in layout.REQUIRED_FILES]
-    return all(isinstance(path, str) for path in found)  # a path; None or a sentinel otherwise
+    found = [try_to_load_from_cache(repo_id, name) for name in kind.files]
+    if not all(isinstance(path, str) for path in found):  # a path; None or a sentinel otherwise
+        return None
+    return Path(str(found[0])).parent  # config.json lies at the snapshot's top

@@ -27,7 +27,9 @@ LOOSE = "max_wer=1000,max_divergent_run=100000"
 def server(
     checkpoint_dir: Path, whisper_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    flags = ("--test-faults", "--asr-model", str(whisper_dir), "--qa-thresholds", LOOSE)
+    # A deadline past any respawn: the kill test is about the respawn, not the deadline.
+    flags = ("--test-faults", "--asr-model", str(whisper_dir), "--qa-thresholds", LOOSE,
+             "--asr-timeout-s", "120")  # fmt: skip
     with live(tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir) as running:
         running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
         yield running

@@ -17,6 +17,7 @@ from supervisor import metrics
 from supervisor.errors import InvalidRequest, Overloaded, ServerError, TaskFailed, Unavailable
 from supervisor.settings import Settings
 from supervisor.speech import quality, schemas
+from supervisor.speech.hearing import Hearing
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.supervision.scheduler import Batch, Scheduler
 
@@ -323,8 +324,9 @@ def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retr
 def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() -> None:
     async def scenario() -> None:
         scheduler, asr = Scheduler(Settings(engine="null")), Scheduler(Settings(engine="null"))
+        ready = [{"state": "ready", "restarts": 0}]
         synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0,
-                              asr=asr)  # fmt: skip
+                              asr=Hearing(asr, lambda: ready, 60.0, 60.0))  # fmt: skip
         heard: list[dict[str, Any]] = []
 
         async def listen() -> None:  # the ASR sidecar: the first attempt's words diverge

@@ -80,7 +80,7 @@ async def captioned(request: Request) -> Response:
         voices=voice_resolver(speech, voices),
         text=text,
         captions=True,
-        asr=svc.asr,
+        asr=svc.hearing,
     )
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 

@@ -36,6 +36,8 @@ async def health(request: Request) -> JSONResponse:
     body["jobs"] = jobs
     if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
         body["asr"] = svc.asr_pool.health()["sidecars"]
+    if svc.hearing is not None:  # whether speech is heard back now (supervisor/speech/hearing.py)
+        body["asr_check"] = "on" if svc.hearing.can_hear() else "skipped"
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
     else:

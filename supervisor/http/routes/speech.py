@@ -256,7 +256,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
     synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
-                          text=text, asr=svc.asr, first_short=streamed(speech))  # fmt: skip
+                          text=text, asr=svc.hearing, first_short=streamed(speech))  # fmt: skip
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -285,8 +285,9 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
         headers[instructions.HEADER] = speech.instructions_read
 
     def keep(data: bytes) -> None:
-        # Only audio that passed its checks is kept: a failed answer is asked for again.
-        if flight is not None and synthesis.verdict.passed:
+        # Only audio that passed its checks is kept: a failed answer is asked for again, and
+        # one the ASR sidecar did not hear is heard next time.
+        if flight is not None and synthesis.verdict.passed and not synthesis.verdict.asr_skipped:
             meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
                     "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
                     "qa": synthesis.verdict.header()}  # fmt: skip

@@ -1,0 +1,80 @@
+"""`serve` checks --asr-model before its port opens, as it checks --model: one line, exit 2.
+
+Issue 35.5: a Whisper checkpoint that could not load left `/health` ok and `/ready` 200 while
+every speech request answered 503. These run the real command line on a real tiny Whisper
+(`make-checkpoint --kind whisper`), damaged the ways a copy or a download goes wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def refused(asr_model: str, tmp_path: Path, **env: str) -> str:
+    """serve --asr-model ...: its one line on stderr, after asserting exit 2 and nothing else."""
+    command = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port",
+               str(free_port()), "--data-dir", str(tmp_path / "data"), "--asr-model", asr_model]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_HOME": str(tmp_path / "hf"), **env})  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and not done.stdout, done.stderr
+    assert lines[0].startswith("omnivoice-supervisor serve: --asr-model: "), lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def whisper(whisper_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "whisper"
+    shutil.copytree(whisper_dir, copy)
+    return copy
+
+
+def test_weights_cut_short(whisper: Path, tmp_path: Path) -> None:
+    weights = whisper / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    line = refused(str(whisper), tmp_path)
+    assert "damaged" in line and "model.safetensors" in line and "cut short" in line
+
+
+def test_weights_overwritten(whisper: Path, tmp_path: Path) -> None:
+    weights = whisper / "model.safetensors"
+    weights.write_bytes(os.urandom(weights.stat().st_size))
+    line = refused(str(whisper), tmp_path)
+    assert "not a safetensors file" in line
+
+
+def test_a_config_that_does_not_parse(whisper: Path, tmp_path: Path) -> None:
+    (whisper / "config.json").write_text('{"model_type": "whisper",')
+    assert "config.json" in refused(str(whisper), tmp_path)
+
+
+def test_a_missing_directory_and_missing_weights(whisper: Path, tmp_path: Path) -> None:
+    assert "not found" in refused(str(tmp_path / "nope"), tmp_path)
+    (whisper / "model.safetensors").unlink()
+    assert "missing model.safetensors" in refused(str(whisper), tmp_path)
+
+
+def test_an_uncached_hub_id_offline(tmp_path: Path) -> None:
+    line = refused("openai/whisper-not-cached", tmp_path, HF_HUB_OFFLINE="1")
+    assert "not in the Hugging Face cache" in line and "--asr-model /path/to/checkpoint" in line
+
+
+def test_a_whole_whisper_passes_the_check(whisper_dir: Path) -> None:
+    from supervisor.settings import Settings
+    from supervisor.supervision.model_check import model_problem
+
+    assert model_problem(Settings(engine="null", asr_model=str(whisper_dir))) is None
