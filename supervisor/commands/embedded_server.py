@@ -28,6 +28,7 @@ from typing import TextIO
 START_S = 900.0  # loading a large checkpoint from a cold disk can take minutes
 STOP_S = 90.0
 PR_SET_PDEATHSIG = 1
+USAGE = 2  # serve's exit status for settings that cannot work
 
 
 def free_port() -> int:
@@ -42,8 +43,23 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def last_line(path: Path) -> str:
+    """The log's last line (its end only: a long log is not read whole)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+            lines = log.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
 class ServerFailed(RuntimeError):
     """The server did not become ready."""
+
+
+class ServerRefused(ServerFailed):
+    """It exited with status 2: its settings cannot work (a --model, a port); a rerun will not help."""
 
 
 class EmbeddedServer:
@@ -71,8 +87,12 @@ class EmbeddedServer:
         deadline = time.monotonic() + START_S
         while not self.ready(url):
             if self.proc.poll() is not None:
-                raise ServerFailed(
-                    f"the server exited with status {self.proc.returncode} before it was ready; see {log_path}"
+                said = last_line(log_path)  # a --model or port refused: serve's one line
+                failed = ServerRefused if self.proc.returncode == USAGE else ServerFailed
+                raise failed(
+                    f"the server exited with status {self.proc.returncode} before it was ready"
+                    + (f": {said}" if said else "")
+                    + f"; see {log_path}"
                 )
             if time.monotonic() > deadline:
                 raise ServerFailed(f"the server was not ready after {START_S:g} s; see {log_path}")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from supervisor.commands.embedded_server import EmbeddedServer, ServerFailed
+from supervisor.commands.embedded_server import EmbeddedServer, ServerFailed, ServerRefused
 from supervisor.speech.formats import FORMATS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -495,6 +495,9 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
         )
     except ManifestError as exc:
         print("\nsynth: " + "\n".join(exc.problems), file=log)
+        return EXIT_USAGE
+    except ServerRefused as exc:
+        print(f"\nsynth: {exc}", file=log)
         return EXIT_USAGE
     except (Incomplete, ServerFailed) as exc:
         print(

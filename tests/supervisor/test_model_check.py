@@ -160,3 +160,19 @@ def test_a_hub_that_cannot_be_reached(tmp_path: Path) -> None:
 
 def test_the_benchmark_engine_needs_no_model() -> None:
     assert model_problem(Settings(engine="null")) is None
+
+
+def test_synth_with_a_model_that_cannot_work_says_serves_line_and_exits_2(tmp_path: Path) -> None:
+    """The server `synth --model` starts refuses the model: its one line, and no 'run again'."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"input": "Hello."}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "synth", str(manifest), "--out", str(tmp_path / "out"),
+         "--model", str(tmp_path / "nope")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "exited with status 2 before it was ready: omnivoice-supervisor serve: --model: " in (
+        done.stderr
+    )
+    assert "run the same command again" not in done.stderr
