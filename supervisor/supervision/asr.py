@@ -10,10 +10,11 @@ It also transcribes a clone reference uploaded without a transcript.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from supervisor.errors import Unprocessable
+from supervisor.errors import Unavailable, Unprocessable
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.process import FrameHandler, SidecarProcess
@@ -40,10 +41,21 @@ def asr_devices(found: list[Device]) -> list[Device]:
     return [Device(f"asr-{first.id}", first.name, first.index)]
 
 
-async def transcribe_reference(asr: Scheduler, upload: bytes) -> str:
-    """What is said in an uploaded reference clip (any format a voice upload takes)."""
+async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float) -> str:
+    """What is said in an uploaded reference clip (any format a voice upload takes); a 503
+    saying to send the transcript if none comes back within deadline_s (a stalled sidecar)."""
     fields = {"audio": upload, "encoding": "file", "sample_rate": 0, "text": "", "language": None}
-    message: dict[str, Any] = await asr.submit_transcribe(fields, Priority.INTERACTIVE)
+    try:
+        message: dict[str, Any] = await asyncio.wait_for(
+            asr.submit_transcribe(fields, Priority.INTERACTIVE), deadline_s
+        )
+    except asyncio.TimeoutError:
+        raise Unavailable(
+            f"the ASR sidecar gave no transcript of the reference within {deadline_s:g} s: "
+            "send its 'transcript'",
+            param="transcript",
+            retry_after_s=5,
+        ) from None
     heard = str(message["text"]).strip()
     if not heard:
         raise Unprocessable(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from job_helpers import ended, submit, wait_job
-from live_server import LiveServer, live
+from live_server import LiveServer, live, tone_wav
 
 LOOSE = "max_wer=1000,max_divergent_run=100000"
 DEADLINE_S = 3
@@ -75,6 +75,11 @@ def test_a_stalled_asr_sidecar_costs_one_deadline_and_speech_goes_out_unheard(
         item = wait_job(server, created["id"], ended, 120, "the job")["items"][0]
         assert item["state"] == "done" and item["qa"]["asr"] == "skipped", item
         assert server.log.read_text().count(MISSED) == 1
+        # A clone reference without a transcript has nothing to go on: a 503 at the deadline.
+        clip = {"file": ("ref.wav", tone_wav(2.0), "audio/wav")}
+        cloned = server.request("POST", "/v1/audio/clone", files=clip,
+                                data={"input": "Cloned.", "response_format": "wav"})  # fmt: skip
+        assert cloned.status_code == 503 and cloned.json()["error"]["param"] == "transcript"
         health = server.health()
         assert health["status"] == "ok" and health["asr_check"] == "skipped"
         assert server.request("GET", "/ready", auth=False).status_code == 200

@@ -195,7 +195,8 @@ def preprocess_flag(form: Form) -> bool:
 async def hear_reference(request: Request, svc: Services, upload: bytes) -> str:
     """The transcript of a reference sent without one, by the ASR sidecar (--asr-model)."""
     assert svc.asr is not None
-    return await until_disconnected(request, transcribe_reference(svc.asr, upload))
+    hearing = transcribe_reference(svc.asr, upload, svc.settings.asr_timeout_s)
+    return await until_disconnected(request, hearing)
 
 
 async def encode_reference(
