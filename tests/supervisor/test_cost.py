@@ -202,7 +202,8 @@ BODIES = st.one_of(
     st.fixed_dictionaries(
         {"input": _ssml()},
         optional={"speed": st.sampled_from([0.25, 0.5, 1.0, 4.0]), "normalize": st.booleans(),
-                  "sample_rate": st.sampled_from([8000, 48000])},
+                  "sample_rate": st.sampled_from([8000, 48000]),
+                  "language": st.sampled_from(["en", "de", "es", "zh", "ar", "ru"])},
     ),
     st.fixed_dictionaries(
         {"input": _dialogue(), "dialogue": st.just(True), "pause_ms": st.integers(0, 10_000)},

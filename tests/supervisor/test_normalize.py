@@ -16,7 +16,7 @@ from synthesis_driver import drive
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.text import script
+from supervisor.speech.text import script, ssml
 from supervisor.speech.text.normalize import normalize
 from supervisor.speech.text.spans import Script
 
@@ -106,6 +106,14 @@ def test_a_number_the_normaliser_cannot_spell_is_a_400_naming_the_input(
     error = raised.value
     assert error.status == 400 and error.param == "input" and error.code == "unreadable_number"
     assert "cannot be spelled out" in error.message and len(error.message) < 200
+
+
+@pytest.mark.parametrize(("digits", "language"), [("1" * 17, "zh"), ("1" * 60, "ar")])
+def test_an_ordinal_no_library_can_read_is_a_400(digits: str, language: str) -> None:
+    """cn2an reads 16 digits at most; num2words asserts on a long Arabic ordinal."""
+    with pytest.raises(InvalidRequest) as raised:
+        ssml.say_as("ordinal", digits, language)
+    assert raised.value.code == "unreadable_number"
 
 
 @pytest.mark.parametrize("how", ["cardinal", "ordinal", "date"])

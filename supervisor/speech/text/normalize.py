@@ -72,9 +72,10 @@ def normalize(text: str, language: str | None) -> str:
     return _Normalizer(lang, rules).run(text)
 
 
-# What num2words raises for a number it cannot spell: past its largest name (10^300 in English,
-# less in some languages), or a form its language lacks.
-_UNSPELLABLE = (ArithmeticError, KeyError, IndexError, ValueError, NotImplementedError)
+# What num2words raises for a number it cannot spell: past its largest name (10^306 in English,
+# less in some languages), or a form its language lacks (Arabic ordinals assert).
+_UNSPELLABLE = (ArithmeticError, KeyError, IndexError, ValueError, NotImplementedError,
+                AssertionError)  # fmt: skip
 
 
 def unreadable(number: object, lang: str) -> InvalidRequest:

@@ -232,7 +232,10 @@ def say_as(how: str, text: str, language: str) -> str:
         if not digits.isdigit():
             raise _error(f'<say-as interpret-as="ordinal"> needs a whole number, not {text!r}')
         if language == "zh":
-            return "第" + str(cn2an.an2cn(digits))
+            try:
+                return "第" + str(cn2an.an2cn(digits))
+            except ValueError:  # cn2an reads at most 16 digits
+                raise unreadable(digits, language) from None
         if len(digits) > MAX_DIGITS:
             raise unreadable(digits, language)
         try:
