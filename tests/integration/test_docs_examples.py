@@ -6,7 +6,8 @@ How a doc example is run (write new ones to these rules):
   unless the nearest non-blank line above its fence is `<!-- not run: REASON -->` (a GPU, systemd,
   a hub download, a server of its own, a long benchmark...). A block without a label, or with
   another one (```json, ```yaml, ```text), is shown only; one that starts with `$ ` must say
-  ```console, and a block must not be marked without a reason.
+  ```console, ```bash and ```shell are refused (say ```sh or ```console), and a block must not
+  be marked without a reason.
 - ```sh: one bash script (`set -e -o pipefail`) that must exit 0; its `#` notes are not checked.
 - ```console: a transcript. Each `$ ` line is a command (continued over the next lines until its
   quotes close and it ends without `\\`, `|` or `&&`), and the lines up to the next `$ ` are its
@@ -178,6 +179,10 @@ def test_the_doc_example_runs(
 def test_every_example_is_labelled_and_every_marker_says_why() -> None:
     unlabelled = [b.name for b in ALL_BLOCKS if not b.lang and b.text.lstrip().startswith("$ ")]
     assert not unlabelled, f"label these ```console: {unlabelled}"
+    other_shells = [
+        b.name for b in ALL_BLOCKS if b.lang in {"bash", "shell", "shell-session", "zsh"}
+    ]
+    assert not other_shells, f"say ```sh (a script) or ```console (a transcript): {other_shells}"
     unexplained = [b.name for b in ALL_BLOCKS if b.not_run is not None and not b.not_run.strip()]
     assert not unexplained, f"say why these are not run: {unexplained}"
     assert len(RUN) >= 20, [b.name for b in RUN]  # the harness still finds the examples
