@@ -1,6 +1,8 @@
-"""Attention over one forward pass's packed segments, several ways, timed alone on the GPU.
+"""The open question: is there an attention kernel faster than FlashAttention-2 varlen over the
+packed segments, and what does it do to the rounding? Attention over one forward pass's packed
+segments, several ways, timed alone on the GPU.
 
-    python3 bench/attention_options.py CHECKPOINT --items 56 --out attention.json
+    python3 bench/probe_faster_attention.py CHECKPOINT --items 56 --out attention.json
 
 The segments are the ones the scheduler packs from the harness's mixed texts (conditional and
 unconditional segment per item, prompts built by the runtime itself), with random q/k/v of the
@@ -23,7 +25,7 @@ Each way reports milliseconds per layer, useful TFLOP/s (attention FLOPs of the 
 as `sidecar.runtime.generate.attention_flops`) and its largest difference from varlen on real tokens.
 A way the installed PyTorch refuses is reported with its error. The result also lists the
 flash-attention implementations PyTorch has registered (`torch.nn.attention`). With
-`--flash-impl FA4` (the `flash-attn-4` package importable: `bash bench/fa4_carry.sh`), the
+`--flash-impl FA4` (the `flash-attn-4` package importable: `bash bench/device/fa4.sh`), the
 varlen ways run again after `torch.nn.attention.activate_flash_attention_impl("FA4")`, which
 routes the runtime's own call (`aten._flash_attention_forward`) to FlashAttention 4's Hopper
 kernel: their time, their largest difference from FlashAttention-2's output, and whether a CUDA

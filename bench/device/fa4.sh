@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# FlashAttention 4 (the `flash-attn-4` package: CuTe DSL kernels, a Hopper forward among them) on
-# the device machine, for `bench/attention_options.py --flash-impl FA4`. Its wheels come to
-# ~100 MB (nvidia-cutlass-dsl's CUDA 13 libraries alone are 92 MB), more than one call may carry
-# (64 MiB), so they are split here, carried in two calls to the warm machine, and joined there.
-# The machine's image already has cuda-bindings, einops, protobuf and typing-extensions.
+# FlashAttention 4 (the `flash-attn-4` package: CuTe DSL kernels, a Hopper forward among them)
+# for `bench/probe_faster_attention.py --flash-impl FA4`.
 #
-#   bash bench/fa4_carry.sh prepare   # here: the wheels into .whl-fa4, split into .whl-fa4a, .whl-fa4b
-#   bash bench/fa4_carry.sh first     # there (carry .whl-fa4a): keeps its part in /tmp/fa4parts
-#   bash bench/fa4_carry.sh second    # there, the next call (carry .whl-fa4b .whl): joins the parts,
-#                                     # installs into /tmp/fa4site, then runs the attention probe
-#                                     # ($OUT/attention.json) with FlashAttention 2 and 4
+# Assumes: the `device` machine (one Hopper GPU, Python 3.12, no network, 64 MiB carried a call,
+# an image that already has cuda-bindings, einops, protobuf and typing-extensions), run from the
+# repository root. The wheels come to ~100 MB (nvidia-cutlass-dsl's CUDA 13 libraries alone are
+# 92 MB), more than one call may carry, so they are downloaded and split here, carried in two
+# calls to the warm machine, and joined there.
+#
+#   bash bench/device/fa4.sh prepare   # here: the wheels into .whl-fa4, split into .whl-fa4a, .whl-fa4b
+#   bash bench/device/fa4.sh first     # there (carry .whl-fa4a): keeps its part in /tmp/fa4parts
+#   bash bench/device/fa4.sh second    # there, the next call (carry .whl-fa4b .whl): joins the
+#                                      # parts, installs into /tmp/fa4site, then runs the attention
+#                                      # probe ($OUT/attention.json) with FlashAttention 2 and 4
 set -eu
 parts=/tmp/fa4parts
 case $1 in
@@ -50,7 +53,7 @@ second)
     export PYTHONUNBUFFERED=1
     python3 -c "import flash_attn.cute.interface as m; print('flash_attn.cute:', m.__file__)"
     python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
-    timeout 300 python3 bench/attention_options.py /tmp/full --items 56 --flash-impl FA4 \
+    timeout 300 python3 bench/probe_faster_attention.py /tmp/full --items 56 --flash-impl FA4 \
         --out "$OUT/attention.json" 2>&1 | grep -v Warning | grep -v 'o = F.scaled'
     ;;
 *)

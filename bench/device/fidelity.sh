@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# The fidelity run (issue 20) on one H200 through the `device` tool, in two calls made back to
-# back (one call may last 10 minutes; the machine stays warm 30 s between calls): `start`
-# installs and starts everything in the background, `finish` waits for the rest. Carry the
-# wheels: WHL (default .whl: soundfile and its needs) and WHL_REF (default .whl-ref: omnivoice
-# 0.2.1 and pydub); with WHL_PEER (a folder of the seed server's wheels, see bench/peer_arm.py)
-# a short run of the seed server's arm follows, to check the arm before a harness run.
+# The fidelity gate (bench/fidelity.py) on the GPU, in two calls made back to back: `start`
+# installs and starts everything in the background, `finish` waits for the rest.
 #
-#   bash bench/fidelity_h200.sh start COMMIT    # the plain and confident full-size checkpoints;
-#                                               # bench/runtime_speed.py with and without eager
-#                                               # rounding (its cost); bench/decode_overlap.py
-#                                               # (the decode's own stream: same audio, its gain);
-#                                               # bench/fidelity.py; then, with AGREEMENT=1,
-#                                               # bench/agreement.py on both
-#   bash bench/fidelity_h200.sh finish COMMIT   # waits for the rest
+# Assumes: the `device` machine (one GPU, a call of at most 10 minutes, the machine kept warm a
+# short while between calls, no network), run from the repository root with the wheels carried:
+# WHL (default .whl: soundfile and its needs) and WHL_REF (default .whl-ref: omnivoice 0.2.1 and
+# pydub); with WHL_PEER (a folder of the seed server's wheels, see bench/peer_arm.py) a short
+# run of the seed server's arm follows, to check the arm before a harness run. $OUT is the
+# folder whose files come back.
+#
+#   bash bench/device/fidelity.sh start COMMIT    # the plain and confident full-size checkpoints;
+#                                                 # bench/runtime_speed.py with and without eager
+#                                                 # rounding (its cost); bench/fidelity.py; then,
+#                                                 # with AGREEMENT=1, bench/agreement.py on both
+#   bash bench/device/fidelity.sh finish COMMIT   # waits for the rest
 #
 # Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
 # the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --unfused-norm-rope: the
-# q/k norm and rotary as before sidecar/runtime/kernels/norm_rope.py's kernel).
+# q/k norm and rotary as the compiler makes them, without sidecar/runtime/kernels/norm_rope.py).
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -36,8 +37,6 @@ if [ "$what" = start ]; then
             python3 bench/runtime_speed.py $work/plain \$rounding \
                 --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1
         done
-        python3 bench/decode_overlap.py $work/plain --out $run/decode-overlap.json \
-            > $run/decode-overlap.log 2>&1
         python3 bench/fidelity.py --workdir $work --commit $commit --out $run/fidelity.json ${FIDELITY_ARGS:-} \
             > $run/fidelity.log 2>&1
         if [ -n '${WHL_PEER:-}' ]; then

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# The committed benchmark run on one or two H200s through the `device` tool, in two calls (one
-# call may last 10 minutes; the whole run takes about 18 on one GPU, 13 on two). Carry .whl and
-# .whl-ref (and .whl-peer, the seed server's wheels, for its arm: on one GPU it adds ~6 minutes,
-# and the reference arm then takes 300 of the mixed requests, so the run still ends within
-# `finish`; 736aec2's took 9.2 + 7.4 minutes of calls with 500, 3b8dbe0's 9.2 + 9.2 + 6.2). Make the calls back to back: the harness
-# runs on in the background between them, while the machine stays warm.
+# The committed benchmark run (bench/harness.py with every arm) in two calls made back to back:
+# the harness runs on in the background between them while the machine stays warm. The whole
+# run takes about 18 minutes on one GPU, 13 on two.
 #
-#   bash bench/h200.sh start COMMIT    # installs, then the harness in the background: checkpoint,
-#                                      # peak rate, server arms on GPU 0, the reference arm after
-#                                      # them (one GPU) or alongside them on GPU 1 (two GPUs, which
-#                                      # then also profile GPU 0 with profile_step once it is free)
-#   bash bench/h200.sh finish COMMIT   # waits for the harness; on two GPUs then the server on both (mixed)
+# Assumes: the `device` machine (one or two GPUs, a call of at most 10 minutes, 64 MiB carried in,
+# no network), run from the repository root with the packages the image lacks carried as wheels:
+# `.whl/` (what the server needs to start and serve pcm and wav), `.whl-ref/` (omnivoice 0.2.1
+# and pydub, the reference arm) and, for the seed server's arm, `.whl-peer/` (bench/peer_arm.py
+# says which). On one GPU with the seed server the three arms run one after another, so the
+# reference gets the first 300 mixed requests (a sample of the same mix) and the run fits a
+# session's 30 minutes of device time. $OUT is the folder whose files come back (a few per call:
+# hence one archive).
 #
-# Everything lands in /tmp/run on the machine and goes back as one archive, $OUT/run.tar.gz (the
-# device tool returns only a few files per call). Each call packs what there is so far.
+#   bash bench/device/harness.sh start COMMIT    # installs, then the harness in the background:
+#                                                # checkpoint, peak rate, server arms on GPU 0, the
+#                                                # reference arm after them (one GPU) or alongside
+#                                                # on GPU 1 (two GPUs, which then also profile
+#                                                # GPU 0 with profile_step once it is free)
+#   bash bench/device/harness.sh finish COMMIT   # waits for the harness; on two GPUs then the
+#                                                # server on both (mixed)
+#
+# Everything lands in /tmp/run on the machine and goes back as $OUT/run.tar.gz; each call packs
+# what there is so far.
 set -u
 what=$1 commit=$2
 run=/tmp/run
@@ -27,7 +35,7 @@ peer=()
 # On one GPU with the seed server's arm the three arms run one after another (~25 minutes), which
 # leaves no room in a session's 30 of device time: the reference then gets the first 300 mixed
 # requests, a sample of the same mix (its rate moved 5 % between full runs). With 500, on the
-# slower host of 3b8dbe0's run, the harness outlasted `finish` by six minutes.
+# slower host, the harness outlasted `finish` by six minutes.
 [ "$gpus" -lt 2 ] && [ -d .whl-peer ] && peer+=(--reference-requests 300)
 
 if [ "$what" = start ]; then
@@ -59,6 +67,6 @@ done
 tar -czf "$OUT/run.tar.gz" -C "$run" .
 for f in "$run"/*.log; do echo "== $f"; tail -n 5 "$f"; done
 if pgrep -f "bench/harness.py" > /dev/null; then
-    echo "the harness is still running: call 'bash bench/h200.sh finish $commit' again"
+    echo "the harness is still running: call 'bash bench/device/harness.sh finish $commit' again"
 fi
 exit 0

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Our server alone, at this tree and then at an older one, in one `device` call (~9 minutes on one
-# H200; carry .whl and the older tree): the arms single (with streaming first audio) and mixed,
-# with neither the seed server nor the reference. An A/B of a change on one host, whose CPU speed
-# moves the figures by a few per cent from lease to lease; not a committed harness run (that needs
-# all three servers in one run: bench/h200.sh).
+# Our server alone, at this tree and then at an older one, in one call (~4 minutes a tree): the
+# arms single (with streaming first audio) and mixed, with neither the seed server nor the
+# reference. An A/B of a change on one host, whose CPU speed moves the figures by a few per cent
+# from lease to lease; not a committed harness run (that needs all three servers in one run:
+# bench/device/harness.sh).
+#
+# Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from
+# the repository root with the wheels the image lacks carried in `.whl/` and the older tree in
+# `.carry/OLD`; $OUT is the folder whose files come back.
 #
 #   mkdir -p .carry/OLD && git archive OLD | tar -x -C .carry/OLD
-#   bash bench/ab_h200.sh NEW .carry/OLD        # $OUT/new.json, $OUT/old.json and their logs
+#   bash bench/device/ab.sh NEW .carry/OLD        # $OUT/new.json, $OUT/old.json and their logs
 set -u
 new=$1 old_tree=${2:-}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
