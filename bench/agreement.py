@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import workloads
 
 from sidecar.runtime.omnivoice import OmniVoice as Ours
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
@@ -94,8 +95,7 @@ def our_tokens(
         checkpoint,
         device=device,
         dtype=dtype,
-        cuda_graphs=not EAGER,
-        compile=False if EAGER else None,
+        options=RuntimeOptions(cuda_graphs=not EAGER, compile=False if EAGER else None),
     )
     mine = model.encode_voice(np.asarray(clone["wav"], dtype=np.float32), 24000, clone["text"])
     prompt_agreement = (

@@ -51,6 +51,7 @@ import workloads
 from sidecar.devtools.checkpoint import make_checkpoint
 from sidecar.runtime.generate import BatchState, Prompt
 from sidecar.runtime.omnivoice import OmniVoice as Ours
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
@@ -356,8 +357,7 @@ def measure(
         str(checkpoint),
         device=device,
         dtype="bfloat16",
-        eager_rounding=eager_rounding,
-        fused_norm_rope=fused_norm_rope,
+        options=RuntimeOptions(eager_rounding=eager_rounding, fused_norm_rope=fused_norm_rope),
     )
     tallies = {step: (Tally(), Tally()) for step in STEPS}
     discords = {step: Discord() for step in STEPS}

@@ -69,9 +69,12 @@ def segment_lens(checkpoint: str, items: int) -> tuple[list[int], tuple[int, int
     the backbone's (query heads, key/value heads, head size)."""
     from sidecar.runtime.batch import pack
     from sidecar.runtime.omnivoice import OmniVoice
+    from sidecar.runtime.options import RuntimeOptions
     from sidecar.runtime.request import GenerationRequest
 
-    model = OmniVoice.load(checkpoint, device="cpu", dtype="float32", compile=False)
+    model = OmniVoice.load(
+        checkpoint, device="cpu", dtype="float32", options=RuntimeOptions(compile=False)
+    )
     texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]
     prompts = []
     for i, text in enumerate(texts):

@@ -39,6 +39,7 @@ from profile_step import TEXT
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
@@ -220,9 +221,9 @@ def main() -> int:
         args.checkpoint,
         device=args.device,
         dtype="bfloat16",
-        cuda_graphs=False,
-        compile=True,
-        residual_in_place=not args.residual_copy,
+        options=RuntimeOptions(
+            cuda_graphs=False, compile=True, residual_in_place=not args.residual_copy
+        ),
     )
     eager_codec = (
         None

@@ -18,11 +18,9 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
 compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--unfused-norm-rope`
-leaves attention's q/k norm and rotary to the compiler (without sidecar/runtime/kernels/norm_rope.py's kernel);
-`--fused-projections` each layer's q/k/v projections as one matrix product, `--fused-gate-up` its
-gate/up projections (`OmniVoiceModel.fuse_projections`); `--residual-copy` adds each layer's
-projections onto a copy of the residual stream, as the compiled stack did before
-sidecar/runtime/residual.py.
+leaves attention's q/k norm and rotary to the compiler (without
+sidecar/runtime/kernels/norm_rope.py's kernel); `--residual-copy` adds each layer's projections
+onto a copy of the residual stream, as the compiler does without sidecar/runtime/residual.py.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from runtime_speed import EIGHT_SECONDS
 
 from sidecar.runtime.generate import BatchState, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 TEXT = EIGHT_SECONDS
@@ -164,16 +163,6 @@ def main() -> int:
         help="attention's q/k norm and rotary compiled by Inductor, not sidecar/runtime/kernels/norm_rope.py's kernel",
     )
     ap.add_argument(
-        "--fused-projections",
-        action="store_true",
-        help="q/k/v as one matrix product (OmniVoiceModel.fuse_projections)",
-    )
-    ap.add_argument(
-        "--fused-gate-up",
-        action="store_true",
-        help="gate/up as one matrix product (OmniVoiceModel.fuse_projections)",
-    )
-    ap.add_argument(
         "--residual-copy",
         action="store_true",
         help="each layer's projections added onto a copy of the residual (the runtime's way until "
@@ -193,14 +182,14 @@ def main() -> int:
         args.checkpoint,
         device=args.device,
         dtype=args.dtype,
-        cuda_graphs=not args.no_graphs,
-        compile={"auto": None, "on": True, "off": False}[args.compile],
-        fused_norm_rope=not args.unfused_norm_rope,
-        fused_projections=args.fused_projections,
-        fused_gate_up=args.fused_gate_up,
-        residual_in_place=not args.residual_copy,
-        fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
-        **({"buckets": args.buckets} if args.buckets else {}),
+        options=RuntimeOptions(
+            cuda_graphs=not args.no_graphs,
+            compile={"auto": None, "on": True, "off": False}[args.compile],
+            fused_norm_rope=not args.unfused_norm_rope,
+            residual_in_place=not args.residual_copy,
+            fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
+            **({"buckets": tuple(args.buckets)} if args.buckets else {}),
+        ),
     )
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
@@ -237,8 +226,6 @@ def main() -> int:
         row = {
             "batch": b,
             "fused_norm_rope": bool(model.runner is not None and model.runner.fused_norm_rope),
-            "fused_projections": bool(model.runner is not None and model.runner.fused_projections),
-            "fused_gate_up": bool(model.runner is not None and model.runner.fused_gate_up),
             "residual_in_place": bool(model.runner is not None and model.runner.residual_in_place),
             "tokens": state.packed.num_tokens,
             "forward_ms": round(fwd * 1e3, 2),

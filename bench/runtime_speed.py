@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 SHORT = "The quick brown fox jumps over the lazy dog near the river bank."
@@ -76,9 +77,11 @@ def main() -> int:
         args.checkpoint,
         device=args.device,
         dtype=args.dtype,
-        cuda_graphs=not args.no_graphs,
-        compile={"auto": None, "on": True, "off": False}[args.compile],
-        eager_rounding=not args.no_eager_rounding,
+        options=RuntimeOptions(
+            cuda_graphs=not args.no_graphs,
+            compile={"auto": None, "on": True, "off": False}[args.compile],
+            eager_rounding=not args.no_eager_rounding,
+        ),
     )
     load_s = time.perf_counter() - t0
     out: dict[str, object] = {

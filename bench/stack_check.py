@@ -23,12 +23,16 @@ from profile_step import TEXT
 
 from sidecar.runtime.generate import BatchState
 from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 
 def logits(checkpoint: str, device: str, compile: bool, items: int) -> torch.Tensor:
     model = OmniVoice.load(
-        checkpoint, device=device, dtype="bfloat16", cuda_graphs=False, compile=compile
+        checkpoint,
+        device=device,
+        dtype="bfloat16",
+        options=RuntimeOptions(cuda_graphs=False, compile=compile),
     )
     words = TEXT.split()
     requests = [

@@ -56,9 +56,6 @@ class Attention(nn.Module):
         # The packed path's q/k norm and rotary as one Triton kernel (sidecar/runtime/kernels/norm_rope.py); the
         # runner turns it on, on a GPU in half precision, where the custom op is registered.
         self.fused_norm_rope = False
-        # The packed path's q, k and v projections as one matrix product over their weights laid
-        # end to end (`OmniVoiceModel.fuse_projections`); None: three products.
-        self.qkv_weight: torch.Tensor | None = None
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
@@ -109,14 +106,7 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """`forward_packed` up to the output projection: the heads' outputs [N, heads * dim]."""
         shape = (x.shape[0], -1, self.head_dim)
-        if self.qkv_weight is None:
-            q, k, v = (proj(x).view(shape) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        else:
-            # Column slices of one product: each row keeps its head dimension contiguous, which
-            # is all the norm, the rotary and FlashAttention need.
-            widths = (self.num_heads * self.head_dim, *2 * (self.num_kv_heads * self.head_dim,))
-            qkv = F.linear(x, self.qkv_weight).split(widths, dim=-1)
-            q, k, v = (t.view(shape) for t in qkv)
+        q, k, v = (proj(x).view(shape) for proj in (self.q_proj, self.k_proj, self.v_proj))
         if self.fused_norm_rope:
             fused = torch.ops.omnivoice.norm_rope  # takes rows laid end to end
             q = fused(q.contiguous(), self.q_norm.weight, cos, sin, self.q_norm.eps)
@@ -138,10 +128,6 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-        # The packed path's gate and up projections as one matrix product
-        # (`OmniVoiceModel.fuse_projections`); None: two products.
-        self.gate_up_weight: torch.Tensor | None = None
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
@@ -150,10 +136,7 @@ class MLP(nn.Module):
 
     def gated_packed(self, x: torch.Tensor) -> torch.Tensor:
         """`forward_packed` up to the down projection: silu(gate) * up."""
-        if self.gate_up_weight is None:
-            return F.silu(self.gate_proj(x)) * self.up_proj(x)
-        gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        return F.silu(gate) * up
+        return F.silu(self.gate_proj(x)) * self.up_proj(x)
 
 
 class DecoderLayer(nn.Module):
@@ -234,17 +217,6 @@ class Backbone(nn.Module):
         return self.norm(h)
 
 
-def _joined(*linears: nn.Linear) -> torch.Tensor:
-    """The linears' weights in one tensor, rows in order; each linear's weight becomes a view."""
-    joined = torch.cat([linear.weight.detach() for linear in linears])
-    start = 0
-    for linear in linears:
-        rows = linear.weight.shape[0]
-        linear.weight = nn.Parameter(joined[start : start + rows], requires_grad=False)
-        start += rows
-    return joined
-
-
 class OmniVoiceModel(nn.Module):
     """Embeds [rows, codebooks, length] token ids, runs the backbone, returns audio logits."""
 
@@ -262,19 +234,6 @@ class OmniVoiceModel(nn.Module):
         )
         offsets = torch.arange(cfg.num_codebooks) * cfg.audio_vocab_size
         self.register_buffer("codebook_layer_offsets", offsets)
-
-    @torch.no_grad()
-    def fuse_projections(self, qkv: bool = True, gate_up: bool = True) -> None:
-        """Lay each layer's q, k and v weights end to end (`qkv`), and its gate and up weights
-        (`gate_up`), so that the packed path makes one matrix product of each group: fewer,
-        fuller kernels, which counts where a step is small. The separate weights become views of
-        the joined ones, so memory is not doubled and the unpacked path reads the same numbers."""
-        for layer in self.llm.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            if qkv and attn.qkv_weight is None:
-                attn.qkv_weight = _joined(attn.q_proj, attn.k_proj, attn.v_proj)
-            if gate_up and mlp.gate_up_weight is None:
-                mlp.gate_up_weight = _joined(mlp.gate_proj, mlp.up_proj)
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """Text positions take the text embedding of codebook row 0; audio positions the sum of

@@ -35,8 +35,9 @@ from sidecar.runtime.loader import (
     resolve_checkpoint,
 )
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
-from sidecar.runtime.runner import DEFAULT_BUCKETS, ModelRunner
+from sidecar.runtime.runner import ModelRunner
 from sidecar.shared.duration import FRAME_RATE, target_tokens, target_tokens_for_duration
 from sidecar.shared.errors import InvalidAudio, InvalidInput
 from sidecar.shared.languages import resolve_language
@@ -109,7 +110,7 @@ class OmniVoice:
         runner: ModelRunner | None = None,
     ) -> None:
         self.model = model
-        self.runner = runner or ModelRunner(model, use_graphs=False)
+        self.runner = runner or ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=False))
         self.tokenizer = tokenizer
         self.codec = codec
         self.device = device
@@ -152,39 +153,11 @@ class OmniVoice:
         device: str = "cpu",
         dtype: str = "float32",
         on_progress: ProgressCallback | None = None,
-        cuda_graphs: bool = True,
-        compile: bool | None = None,
-        eager_rounding: bool = True,
-        fused_scoring: bool = True,
-        fused_norm_rope: bool = True,
-        fused_projections: bool = False,
-        fused_gate_up: bool = False,
-        residual_in_place: bool = True,
-        buckets: Sequence[int] = DEFAULT_BUCKETS,
+        options: RuntimeOptions = DEFAULT_OPTIONS,
     ) -> OmniVoice:
-        """Load a checkpoint. On a GPU the forward pass runs from CUDA graphs captured here
-        (`cuda_graphs`), over a torch.compile'd layer stack (`compile`; None: on for a GPU in
-        half precision, where it doubles the forward pass's speed, off elsewhere). `compile` also
-        fuses the codec decoder's activations. `eager_rounding` keeps the compiled layer stack
-        rounding as eager PyTorch does (see sidecar/runtime/runner.py; False only to measure its cost).
-        `fused_scoring` scores each step in one Triton kernel on a GPU (sidecar/runtime/kernels/scoring.py; the
-        CPU always scores eagerly): on an H200 its tokens equalled the eager scoring's and it took
-        a 64-item step's scoring from 3.05 to 0.93 ms (`bench/profile_step.py`,
-        `bench/results/2026-12-01-step-2b90df7.json`). `fused_norm_rope` makes attention's
-        q/k norm and rotary one Triton kernel on a GPU in half precision (sidecar/runtime/kernels/norm_rope.py):
-        the same logits bit for bit on an H200 at 1, 8 and 64 items, and a 64-item forward pass
-        69.41 -> 68.22 ms (`bench/results/2026-12-02-norm-rope-step.json`). `fused_projections`
-        makes each layer's q/k/v projections one matrix product, `fused_gate_up` its gate/up projections,
-        on a GPU in half precision (`OmniVoiceModel.fuse_projections`; bit-equal in plain cuBLAS,
-        `bench/results/2026-12-01-joined-projections.json`); off: in the compiled, graphed
-        step they were slower and not bit-equal
-        (`bench/results/2026-12-02-projections-step.json`). `residual_in_place` adds each
-        compiled layer's two projections onto the residual stream in place, on a GPU in half
-        precision (sidecar/runtime/residual.py): the same logits bit for bit on an H200, without the 56 copies of
-        the stream that took 1.9 ms of a 64-item forward pass
-        (`bench/results/2026-12-02-residual-in-place.json`). `buckets`: the token
-        counts that get graphs (sidecar/runtime/runner.py); a bench that needs a few passes fewer, since
-        each graph costs start time."""
+        """Load a checkpoint. `options` says how the network runs (`RuntimeOptions`: CUDA graphs
+        captured here, torch.compile, the Triton kernels; its defaults are the production path),
+        resolved for the device and dtype and handed whole to the `ModelRunner`."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
@@ -200,30 +173,15 @@ class OmniVoice:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
         model = load_model(root, device, DTYPES[dtype])
-        if compile is None:
-            compile = torch_device.type == "cuda" and dtype in ("bfloat16", "float16")
-        report("codec")
-        codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
-        if compile:
-            codec.fuse_activations()
         # Graphs need the FlashAttention varlen path (half precision); float32 on a GPU runs
         # attention per segment, which reads the segment table on the host every pass.
-        use_graphs = (
-            torch_device.type == "cuda" and cuda_graphs and dtype in ("bfloat16", "float16")
-        )
-        runner = ModelRunner(
-            model,
-            buckets=tuple(buckets),
-            use_graphs=use_graphs,
-            compile=compile,
-            eager_rounding=eager_rounding,
-            fused_scoring=fused_scoring,
-            fused_norm_rope=fused_norm_rope,
-            fused_projections=fused_projections,
-            fused_gate_up=fused_gate_up,
-            residual_in_place=residual_in_place,
-        )
-        if use_graphs:
+        options = options.resolved(torch_device.type == "cuda", dtype in ("bfloat16", "float16"))
+        report("codec")
+        codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
+        if options.compile:
+            codec.fuse_activations()
+        runner = ModelRunner(model, options)
+        if options.cuda_graphs:
             report("cuda_graphs")
             runner.capture()
         log.info("loaded %s on %s (%s)", root, device, dtype)

@@ -38,40 +38,10 @@ from typing import Any
 import torch
 
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 
 log = logging.getLogger(__name__)
 
-# About four buckets an octave, eight above 32768 tokens where saturated batches land (mixed
-# traffic: 6.6 % of the computed tokens were padding with four): more graphs cost start time only.
-DEFAULT_BUCKETS = (
-    256,
-    512,
-    768,
-    1024,
-    1280,
-    1536,
-    2048,
-    2560,
-    3072,
-    4096,
-    5120,
-    6144,
-    8192,
-    10240,
-    12288,
-    16384,
-    20480,
-    24576,
-    32768,
-    36864,
-    40960,
-    45056,
-    49152,
-    53248,
-    57344,
-    61440,
-    65536,
-)
 Mark = torch.cuda.Event | float  # see ModelRunner._mark
 DEVICE_TIMES = ("forward_s", "batch_s", "gap_s")  # RunnerStats fields that `settle` adds to
 
@@ -142,40 +112,30 @@ class ModelRunner:
     def __init__(
         self,
         model: OmniVoiceModel,
-        buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+        options: RuntimeOptions = DEFAULT_OPTIONS,
         max_segments: int = MAX_SEGMENTS,
         max_segment_len: int = MAX_SEGMENT_LEN,
         short_segment_len: int = SHORT_SEGMENT_LEN,
-        use_graphs: bool | None = None,
-        compile: bool = False,
-        eager_rounding: bool = True,
-        fused_scoring: bool = True,
-        fused_norm_rope: bool = True,
-        fused_projections: bool = False,
-        fused_gate_up: bool = False,
-        residual_in_place: bool = True,
     ) -> None:
         self.model = model
         self.device = model.codebook_layer_offsets.device
         self.max_segments = max_segments
         self.max_segment_len = max_segment_len
         self.short_segment_len = short_segment_len
-        self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.stats = RunnerStats()
         half = model.llm.embed_tokens.weight.dtype in (torch.float16, torch.bfloat16)
         gpu_half = self.device.type == "cuda" and half  # where the fused forms below apply
-        # q/k/v, and gate/up, as one matrix product each (OmniVoiceModel.fuse_projections).
-        self.fused_projections = fused_projections and gpu_half
-        self.fused_gate_up = fused_gate_up and gpu_half
-        model.fuse_projections(qkv=self.fused_projections, gate_up=self.fused_gate_up)
+        self.options = options = options.resolved(self.device.type == "cuda", half)
+        self.use_graphs = options.cuda_graphs
+        compile = bool(options.compile)
         # Compiled on a GPU in half precision, each projection onto the residual stream is one
         # addmm (sidecar/runtime/residual.py): in place, the same bits without a copy of the stream.
         # Elsewhere the layers keep adding as they round now (eager, and Inductor's CPU code in
         # half precision: a product, then a sum), which the in-place addmm would change.
-        self.residual_in_place = residual_in_place and compile and gpu_half
+        self.residual_in_place = options.residual_in_place and compile and gpu_half
         for layer in model.llm.layers:
             layer.residual_in_place = self.residual_in_place
-        self.fused_norm_rope = fused_norm_rope and gpu_half
+        self.fused_norm_rope = options.fused_norm_rope and gpu_half
         if self.fused_norm_rope:
             import sidecar.runtime.kernels.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
 
@@ -186,17 +146,17 @@ class ModelRunner:
             self.stack_fn = torch.compile(
                 model.stack_packed,
                 dynamic=True,
-                options={"emulate_precision_casts": eager_rounding},
+                options={"emulate_precision_casts": options.eager_rounding},
             )
         # `OmniVoiceModel.hidden_packed` with that stack: the rotary tables are made first,
         # outside the compiled part (see `OmniVoiceModel.stack_packed`).
         self.hidden_fn: Callable[..., torch.Tensor] = functools.partial(
             model.hidden_packed, stack=self.stack_fn
         )
-        self.eager_rounding = compile and eager_rounding
+        self.eager_rounding = compile and options.eager_rounding
         # Each step's scoring in one Triton kernel (sidecar/runtime/kernels/scoring.py), on a GPU only.
-        self.fused_scoring = fused_scoring and self.device.type == "cuda"
-        self.bucket_sizes = sorted(buckets)
+        self.fused_scoring = options.fused_scoring and self.device.type == "cuda"
+        self.bucket_sizes = sorted(options.buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes
         self._last_batch_end: Mark | None = None

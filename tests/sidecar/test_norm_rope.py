@@ -165,12 +165,13 @@ COMPILED = (
     PROMPTS
     + r"""
 from torch._inductor.utils import run_and_get_code
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
 
 
 def logits(fused):
     torch._dynamo.reset()
-    runner = ModelRunner(model.model, use_graphs=False, compile=True)
+    runner = ModelRunner(model.model, RuntimeOptions(cuda_graphs=False, compile=True))
     for layer in model.model.llm.layers:  # read when the stack is traced, at its first call
         layer.self_attn.fused_norm_rope = fused
     with torch.inference_mode():

@@ -14,6 +14,7 @@ from sidecar.devtools.checkpoint import make_checkpoint
 from sidecar.runtime.batch import PackedBatch, pack
 from sidecar.runtime.loader import load_model
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
 
 MASK = 1024
@@ -60,7 +61,7 @@ def logits(
 ) -> torch.Tensor:
     """The staged, padded bucket's forward pass (the body a CUDA graph captures), padding
     tokens filled with `padding` rather than the zeros `stage` writes."""
-    runner = ModelRunner(model, buckets=(BUCKET,), use_graphs=False)
+    runner = ModelRunner(model, RuntimeOptions(buckets=(BUCKET,), cuda_graphs=False))
     cu = batch.cu_seqlens if cu_seqlens is None else cu_seqlens
     found = runner.bucket_for(batch.num_tokens, len(batch.segment_lens), batch.max_seqlen)
     assert found is not None

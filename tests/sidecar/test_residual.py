@@ -12,6 +12,7 @@ import torch
 from test_runner import CFG, batch_of, forward_args
 
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.residual import add_product_
 from sidecar.runtime.runner import ModelRunner
 
@@ -43,7 +44,7 @@ def test_compiled_layers_add_in_place_with_the_same_hidden_states(model: OmniVoi
     with torch.inference_mode():
         for in_place in (False, True):
             torch._dynamo.reset()
-            runner = ModelRunner(model, use_graphs=False, compile=True)
+            runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=True))
             for layer in model.llm.layers:  # read when the stack is traced, at its first call
                 layer.residual_in_place = in_place
             got[in_place], code = run_and_get_code(runner.hidden_fn, *args)
@@ -62,6 +63,8 @@ def test_the_cpu_keeps_its_rounding(model: OmniVoiceModel, compile: bool) -> Non
     """Eager, a layer adds as PyTorch and the reference do (a product, then a sum), and so does
     Inductor's CPU code in half precision (`test_compiled_stack_rounds_as_eager_does`); the
     in-place addmm rounds once, so the runner leaves it off there."""
-    runner = ModelRunner(model, use_graphs=False, compile=compile, residual_in_place=True)
+    runner = ModelRunner(
+        model, RuntimeOptions(cuda_graphs=False, compile=compile, residual_in_place=True)
+    )
     assert not runner.residual_in_place
     assert not any(layer.residual_in_place for layer in model.llm.layers)

@@ -15,6 +15,7 @@ from sidecar.runtime.batch import PackedBatch, pack
 from sidecar.runtime.config import ModelConfig
 from sidecar.runtime.generate import Prompt, generate_tokens
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
 
 CFG = ModelConfig(
@@ -93,11 +94,10 @@ def test_bucket_and_attention_cap_choice(
     (itself, or the longest cap); none holds a segment above the longest cap."""
     runner = ModelRunner(
         model,
-        buckets=(128, 256, 512),
+        RuntimeOptions(buckets=(128, 256, 512), cuda_graphs=False),
         max_segments=9,
         max_segment_len=256,
         short_segment_len=64,
-        use_graphs=False,
     )
     assert [runner.segment_caps(n) for n in (32, 128, 256, 512)] == [
         [32],
@@ -125,7 +125,10 @@ def test_padded_bucket_gives_the_same_logits(model: OmniVoiceModel) -> None:
     with torch.inference_mode():
         want = model.forward_packed(*forward_args(batch))
         runner = ModelRunner(
-            model, buckets=(256,), max_segments=12, max_segment_len=256, use_graphs=False
+            model,
+            RuntimeOptions(buckets=(256,), cuda_graphs=False),
+            max_segments=12,
+            max_segment_len=256,
         )
         got = staged_logits(runner, batch)
     assert runner.buckets[256].inputs["cu_seqlens"].tolist() == batch.cu_seqlens.tolist() + [
@@ -150,7 +153,7 @@ def test_a_batchs_later_steps_stage_only_their_input_ids(model: OmniVoiceModel) 
     between makes the first stage its layout again, in full."""
     a = batch_of([(30, 10, 12), (17, 5, 9)])
     b = batch_of([(25, 8, 10), (40, 20, 8), (12, 4, 5)])
-    runner = ModelRunner(model, buckets=(256,), max_segments=12, use_graphs=False)
+    runner = ModelRunner(model, RuntimeOptions(buckets=(256,), cuda_graphs=False), max_segments=12)
     with torch.inference_mode():
         first = staging_ops(runner, a)
         later = staging_ops(runner, a)
@@ -166,7 +169,7 @@ def test_a_batchs_later_steps_stage_only_their_input_ids(model: OmniVoiceModel) 
 
 def test_without_graphs_the_runner_is_the_plain_forward(model: OmniVoiceModel) -> None:
     batch = batch_of([(20, 6, 7)])
-    runner = ModelRunner(model, buckets=(64,), use_graphs=False)
+    runner = ModelRunner(model, RuntimeOptions(buckets=(64,), cuda_graphs=False))
     with torch.inference_mode():
         got = runner.forward(*forward_args(batch))
         want = model.forward_packed(*forward_args(batch))
@@ -192,11 +195,13 @@ def test_compiled_stack_rounds_as_eager_does(model: OmniVoiceModel) -> None:
         eager = bf16.hidden_packed(*args).float()
         for rounding in (True, False):
             torch._dynamo.reset()
-            runner = ModelRunner(bf16, use_graphs=False, compile=True, eager_rounding=rounding)
+            runner = ModelRunner(
+                bf16, RuntimeOptions(cuda_graphs=False, compile=True, eager_rounding=rounding)
+            )
             got = runner.hidden_fn(*args).float()
             differing[rounding] = float((got != eager).float().mean())
     torch._dynamo.reset()
-    assert ModelRunner(bf16, use_graphs=False, compile=True).eager_rounding
+    assert ModelRunner(bf16, RuntimeOptions(cuda_graphs=False, compile=True)).eager_rounding
     assert differing[True] < 0.75 * differing[False], differing
 
 
@@ -210,7 +215,7 @@ def test_rotary_tables_are_made_outside_the_compiled_stack(model: OmniVoiceModel
 
     args = forward_args(batch_of([(30, 10, 12), (17, 5, 9)]))
     torch._dynamo.reset()
-    runner = ModelRunner(model, use_graphs=False, compile=True)
+    runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=True))
     with torch.inference_mode():
         got, code = run_and_get_code(runner.hidden_fn, *args)
         want = model.hidden_packed(*args)
@@ -226,7 +231,7 @@ def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel
     least its passes) and the gap since the previous batch ended (here at least the pause
     between the two calls), and returns what it added. The host's clock on the CPU, where every
     batch is settled at once; CUDA events on a GPU (next test)."""
-    runner = ModelRunner(model, use_graphs=False)
+    runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False))
     prompts = [
         Prompt(ids, audio_start, target_len, num_step=4, seed=seed)
         for seed, (ids, audio_start, target_len) in enumerate(
@@ -286,7 +291,7 @@ def test_a_batch_is_timed_once_the_device_is_past_it_and_never_waited_for(
     """On a GPU, ending a batch does not wait for the device (the host goes on to prepare the
     next one); `settle` reads the batches the device has finished, oldest first, and with
     `wait` the rest."""
-    runner = ModelRunner(model, use_graphs=False)
+    runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False))
     device = FakeDevice()
     runner._mark = device.mark  # type: ignore[method-assign]
     prompts = [Prompt(*prompts_of([(30, 10, 12)])[0], num_step=3, seed=1)]

@@ -1,9 +1,8 @@
 """Attention's q and k: the per-head RMSNorm and the rotary embedding in one Triton kernel.
 
-In the compiled layer stack, Inductor makes one kernel each for q and k (5.5 ms of a 71 ms
-forward pass at 64 items on an H200, for ~2.6 ms of memory traffic:
-`bench/results/2026-12-01-forward-probes-4dd9956.json`). This kernel reads each head's row from
-memory once and writes it once.
+In the compiled layer stack, Inductor makes one kernel each for q and k, which together take
+about twice the time their memory traffic needs. This kernel reads each head's row from memory
+once and writes it once.
 
 The arithmetic is `Attention.forward_packed`'s with eager rounding (the layer stack's
 `emulate_precision_casts`): the norm in float32, rounded to the model's dtype, times the weight,
@@ -12,19 +11,18 @@ make that hold on the GPU:
 
 - The kernel is compiled without floating-point contraction (`enable_fp_fusion=False`), as
   Inductor compiles its own kernels when it emulates eager rounding. With contraction, the
-  compiler turns a rounded product and the sum after it into one bf16 FMA that rounds once: on
-  an H200 ~18 % of the elements came out a unit in the last place away from eager's
-  (`bench/results/2026-12-02-norm-rope-probe.json`). Inductor passes no such option to a
+  compiler turns a rounded product and the sum after it into one bf16 FMA that rounds once, and
+  a large share of the elements came out a unit in the last place away from eager's. Inductor
+  passes no such option to a
   user's Triton kernel inside a compiled graph, so the op below is opaque to the compiler and
   launches the kernel itself.
 - The squares are summed as Inductor's kernel sums them: the whole row as one tile, one tl.sum.
 
-On an H200 the layer stack with this kernel gives the logits of the stack without it bit for
-bit at 1, 8 and 64 items, and the kernel is on by default (`OmniVoice.load(fused_norm_rope=...)`;
-`bash bench/forward_probes.sh --norm-rope`, `bench/results/2026-12-02-norm-rope-step.json`).
-Against Inductor's kernel for these lines compiled alone, a handful of elements still differ by
-a unit (4 of 1.1 million q elements at 540 tokens): the order of the row's float32 sum, which
-depends on how each kernel lays the row out. The CPU tests run the kernel in Triton's
+On the GPU the layer stack with this kernel gives the logits of the stack without it bit for
+bit, so it is on by default (`RuntimeOptions.fused_norm_rope`; docs/PERFORMANCE.md has the
+measurement). Against Inductor's kernel for these lines compiled alone, a handful of elements
+still differ by a unit: the order of the row's float32 sum, which depends on how each kernel lays
+the row out. The CPU tests run the kernel in Triton's
 interpreter (TRITON_INTERPRET=1).
 """
 
@@ -34,8 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-# Head rows per program and warps: the fastest tile at 540, 4,320 and 34,560 tokens on an H200,
-# with contraction and without (bench/results/2026-12-02-norm-rope-step.json, "kernel_alone").
+# Head rows per program and warps: the fastest tile measured at 540, 4,320 and 34,560 tokens,
+# with contraction and without.
 ROWS_PER_PROGRAM = 8
 NUM_WARPS = 4
 
@@ -105,8 +103,8 @@ def launch(
     fp_fusion: bool = False,
 ) -> None:
     """Run the kernel: x and out [tokens, heads, head_dim], cos and sin [tokens, head_dim]. The
-    tile, and contraction (`fp_fusion`, off: eager's rounding), are there for
-    `bench/norm_rope_probe.py` to compare."""
+    tile, and contraction (`fp_fusion`, off: eager's rounding), can be chosen so that tests and
+    probes can compare them."""
     tokens, heads, head_dim = x.shape
     rows = tokens * heads
     grid = (triton.cdiv(rows, rows_per_program),)

@@ -1,9 +1,8 @@
 """A denoising step's scoring in one pass on a GPU: a Triton kernel for `BatchState.choose`.
 
 The eager scoring makes about ten float32 passes over the step's logits ([2S, C, V]: the upcast,
-three log-softmaxes, the guidance arithmetic, argmax, max): 3.1 ms of a 78.6 ms step at 64 items
-on an H200 (`bench/results/2026-12-01-step-d4aabe7.json`), for ~0.5 GB of bf16 logits that take
-~0.15 ms to read once. This kernel reads each (position, codebook) row once, its conditional and
+three log-softmaxes, the guidance arithmetic, argmax, max), many times what reading the bf16
+logits once costs. This kernel reads each (position, codebook) row once, its conditional and
 unconditional halves together, and writes the token and its confidence.
 
 Its arithmetic is the eager one, in float32 and in the same order: each log-softmax is
@@ -13,10 +12,9 @@ the sums inside the softmaxes are added in another order, and `exp` and `log` ar
 float32 ones (on a GPU, hardware approximations good to a few units in the last place, where
 PyTorch calls CUDA's `expf` and `logf`). So a confidence differs in its last bits, and a token
 where two were that close: `bench/profile_step.py` counts the unequal tokens on the GPU
-(`choice_tokens_unequal`). On an H200 there were none at 1, 8 and 64 items, the confidences
-within 5e-7, and the scoring at 64 items took 0.93 ms against 3.05
-(`bench/results/2026-12-01-step-2b90df7.json` and `-forward-probes-4dd9956.json`); so it is on
-by default on a GPU (`OmniVoice.load(fused_scoring=True)`).
+(`choice_tokens_unequal`). On the GPU there were none at 1, 8 and 64 items and the confidences
+agreed to float32 rounding, in a fraction of the eager time; so it is on by default on a GPU
+(`RuntimeOptions.fused_scoring`; docs/PERFORMANCE.md has the figures).
 
 Without class sampling only (the default); with it the eager path runs (top-k and noise). The
 CPU tests run the kernel in Triton's interpreter (TRITON_INTERPRET=1).

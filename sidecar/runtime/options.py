@@ -1,0 +1,83 @@
+"""`RuntimeOptions`: how the runtime runs the network, in one frozen object handed down whole.
+
+`OmniVoice.load` takes it and gives it, resolved for the device and dtype, to `ModelRunner`. The
+defaults are the production path; the sidecar never changes them. The switches exist so that a
+benchmark can measure the path without one of its parts (docs/PERFORMANCE.md says what each
+part buys, and `bench/` how to measure it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# Token counts that get CUDA graphs: about four buckets an octave, eight above 32768 tokens
+# where saturated batches land (finer steps there waste less padding); more graphs cost start
+# time only.
+DEFAULT_BUCKETS = (
+    256,
+    512,
+    768,
+    1024,
+    1280,
+    1536,
+    2048,
+    2560,
+    3072,
+    4096,
+    5120,
+    6144,
+    8192,
+    10240,
+    12288,
+    16384,
+    20480,
+    24576,
+    32768,
+    36864,
+    40960,
+    45056,
+    49152,
+    53248,
+    57344,
+    61440,
+    65536,
+)
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """The runtime's switches, each on by default where it applies.
+
+    - `cuda_graphs`: replay each forward pass from a CUDA graph captured at load (a GPU in half
+      precision only: graphs need the FlashAttention varlen path).
+    - `compile`: torch.compile the layer stack (and fuse the codec decoder's activations);
+      None: on for a GPU in half precision, off elsewhere.
+    - `eager_rounding`: the compiled stack rounds every intermediate as eager PyTorch does, so
+      it stays as faithful to the reference as the reference's own bf16 (False only to measure
+      what that costs).
+    - `fused_scoring`: a step's scoring in one Triton kernel on a GPU (the CPU scores eagerly);
+      it chooses the tokens the eager scoring chooses.
+    - `fused_norm_rope`: attention's q/k norm and rotary as one Triton kernel, on a GPU in half
+      precision; the same logits as the compiled code it replaces.
+    - `residual_in_place`: each compiled layer adds its two projections onto the residual
+      stream in place, on a GPU in half precision; the same logits without copying the stream.
+    - `buckets`: the token counts that get graphs; a benchmark may ask for fewer, since each
+      graph costs start time.
+    """
+
+    cuda_graphs: bool = True
+    compile: bool | None = None
+    eager_rounding: bool = True
+    fused_scoring: bool = True
+    fused_norm_rope: bool = True
+    residual_in_place: bool = True
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+
+    def resolved(self, on_gpu: bool, half: bool) -> RuntimeOptions:
+        """These options for a device and precision: `compile` decided, and `cuda_graphs` on only
+        where graphs can run (a GPU in half precision)."""
+        compile = (on_gpu and half) if self.compile is None else self.compile
+        return replace(self, compile=compile, cuda_graphs=self.cuda_graphs and on_gpu and half)
+
+
+DEFAULT_OPTIONS = RuntimeOptions()  # the production path
