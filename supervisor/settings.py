@@ -323,7 +323,7 @@ class Settings:
         aliases=("--max-batch-latency", "--batch-wait-ms"),
         env=("OMNIVOICE_BATCH_WAIT_MS",),
     )
-    # 7200 s is ~45 s of work for one H200 (PERFORMANCE.md): it admits 256 mixed requests in flight
+    # 7200 s is ~45 s of work for one GPU (docs/PERFORMANCE.md): it admits 256 mixed requests in flight
     # (~4,500 s) without refusals. 600 s (DESIGN's starting point) capped mixed batches at ~14 items.
     max_queue_audio_s: float = setting(
         7200.0,

@@ -401,9 +401,8 @@ class Codec(nn.Module):
     def fuse_activations(self) -> None:
         """Compile the decoder's Snake activations into one kernel each (a GPU's fast path).
 
-        Eager Snake is five element-wise kernels over float32 audio-rate tensors: 69 % of the
-        decode's device time at 64 items (bench/results/2026-11-30-kernels.json). The arithmetic
-        stays float32. Compiles now, on short decodes of one and of two items, so that no
+        Eager Snake is five element-wise kernels over float32 audio-rate tensors, most of the
+        decode's device time. The arithmetic stays float32. Compiles now, on short decodes of one and of two items, so that no
         compilation happens during traffic (dynamic shapes; a batch of one is its own case)."""
         fused = torch.compile(_snake, dynamic=True)
         for module in self.acoustic_decoder.modules():

@@ -290,8 +290,8 @@ class OmniVoiceModel(nn.Module):
     ) -> torch.Tensor:
         """`hidden_packed` once the rotary tables are made: the part the runner compiles. The
         tables come in as inputs so that the compiler cannot fold their cos and sin into each
-        layer's q/k kernel, where they were computed again for every head of every layer (16 %
-        of a forward pass at 64 items, bench/results/2026-11-30-kernels.json)."""
+        layer's q/k kernel, where they were computed again for every head of every layer (a
+        sizeable share of a forward pass)."""
         h = self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
         for layer in self.llm.layers:
             h = layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)

@@ -121,7 +121,7 @@ class OmniVoice:
         # batch's audio came out only when the next batch was denoised (docs/PERFORMANCE.md).
         # The stream has the higher priority: under load the denoising steps keep every SM busy,
         # and at equal priority the codec's kernels waited for gaps between them, so decoding a
-        # batch outlasted denoising the next and the sidecar went without work (3b8dbe0's run).
+        # batch outlasted denoising the next and the sidecar went without work.
         self.decode_stream = (
             torch.cuda.Stream(device, priority=DECODE_STREAM_PRIORITY)
             if device.type == "cuda"

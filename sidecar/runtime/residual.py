@@ -3,9 +3,8 @@
 Each layer adds two projections to its residual stream: attention's output projection and the
 MLP's down projection. torch.compile turns each `residual + x @ weight.T` into one cuBLAS call
 (addmm, beta 1: the product accumulated onto the residual in float32, rounded once), but gives
-that call a new output buffer, and PyTorch first copies the residual into it: 56 copies of the
-whole stream per forward pass, 1.9 of 72 ms at 64 items on an H200
-(`bench/results/2026-12-02-kernels-copies.json`). As a custom op that mutates the residual, the
+that call a new output buffer, and PyTorch first copies the residual into it: two copies of the
+whole stream per layer and forward pass. As a custom op that mutates the residual, the
 same cuBLAS call adds onto the residual's own buffer: functionalization hands the op that buffer
 when nothing reads the stream's old value afterwards, and nothing does once a layer has added
 to it. Plain PyTorch, so it runs (and is tested) on the CPU too.

@@ -13,15 +13,16 @@ text) and one at `MAX_SEGMENT_LEN`; smaller buckets one, capped at their own siz
 fits no bucket (too many tokens or segments, or one segment longer than `MAX_SEGMENT_LEN`) runs
 eagerly: an explicit condition, counted as a graph miss.
 
-With `compile=True` the layer stack is compiled by torch.compile (dynamic shapes, one
+With `RuntimeOptions.compile` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
 SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. The rotary
 tables are made just before it, eagerly, and passed in (`hidden_fn`), so the compiler cannot
 compute their cos and sin again inside every layer. By default the fused kernels round every
 intermediate to the model's dtype where eager PyTorch would
-(`eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep float32 between
-operations, which moved the first step's KL divergence from the float32 reference 31 % away from
-the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Fidelity").
+(`RuntimeOptions.eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep
+float32 between operations, which moved the first step's KL divergence from the float32
+reference well past the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md,
+"Correctness on the GPU").
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class Kind:
 
 
 OMNIVOICE = Kind("OmniVoice", REQUIRED_FILES, LAYOUT)
-# What `AutoModelForSpeechSeq2Seq` and `AutoProcessor` read of a Whisper (sidecar/asr.py).
+# What `AutoModelForSpeechSeq2Seq` and `AutoProcessor` read of a Whisper (sidecar/audio/asr.py).
 WHISPER = Kind(
     "Whisper",
     ("config.json", "model.safetensors", "tokenizer_config.json"),

@@ -2,8 +2,9 @@
 (sidecar/runtime/residual.py). Compiled, `residual + x @ w.T` is one addmm that first copies the residual
 into a new buffer; the custom op makes the same product add onto the residual's own buffer. On
 the CPU (Inductor's CPU backend) the compiled stack's hidden states must stay the same bit for
-bit and the generated code call the op; on an H200 `bash bench/forward_probes.sh --residual`
-showed the same logits bit for bit and the copies gone (bench/results/2026-12-02-residual-in-place.json)."""
+bit and the generated code call the op; on the GPU `bench/profile_step.py --residual-copy`
+against the default (`bench/stack_check.py --compare`) showed the same logits bit for bit and
+the copies gone (bench/results/2026-12-02-residual-in-place.json)."""
 
 from __future__ import annotations
 
