@@ -20,7 +20,8 @@ How a doc example is run (write new ones to these rules):
 - Where: each file's blocks share a scratch folder as their working directory, with the
   checkout's top-level files and folders linked in (`deploy/`, `pyproject.toml`, ...) and `.venv`
   linked to the test's virtual environment (whose bin/ is first on PATH, as after activating it);
-  what the examples write stays in the scratch folder.
+  what the examples write stays in the scratch folder. A file's blocks build on one another
+  (files made, voices saved): run them together, `-k API.md`, not one alone.
 - Servers: `$OV` is a server started with `--api-key sk-local` (as docs/API.md starts it) and
   `$KEY` is `sk-local`; the literal `localhost:9194` and `127.0.0.1:9194` are replaced by a second
   server without keys (as README.md's quick start runs it). Both serve the tiny checkpoint with
