@@ -184,6 +184,8 @@ def test_every_example_is_labelled_and_every_marker_says_why() -> None:
         b.name for b in ALL_BLOCKS if b.lang in {"bash", "shell", "shell-session", "zsh"}
     ]
     assert not other_shells, f"say ```sh (a script) or ```console (a transcript): {other_shells}"
+    commandless = [b.name for b in ALL_BLOCKS if b.lang == "console" and not commands(b.text)]
+    assert not commandless, f"a transcript without a `$ ` command: say ```text: {commandless}"
     unexplained = [b.name for b in ALL_BLOCKS if b.not_run is not None and not b.not_run.strip()]
     assert not unexplained, f"say why these are not run: {unexplained}"
     assert len(RUN) >= 20, [b.name for b in RUN]  # the harness still finds the examples
