@@ -20,9 +20,9 @@ was asked for. (A `chunk_mode: "none"` text that the runtime splits itself gains
 silence at each of its own joins, one per 30 s at most: uncounted, 2 s in 600.)
 
 The bound on memory: an answer held whole in the supervisor (a whole file, a loudness-adjusted
-one, a result being cached) is at most `answer_bytes(--max-request-audio-s)`: 600 s at the
-highest `sample_rate` (48 kHz) in 16-bit samples, 57.6 MB, plus its 24 kHz PCM (28.8 MB) while
-loudness is measured.
+one, a result being cached) is at most `answer_bytes(--max-request-audio-s + CHUNK_PAD_S)`:
+600.2 s at the highest `sample_rate` (48 kHz) in 16-bit samples, 57.6 MB, plus its 24 kHz PCM
+(28.8 MB) while loudness is measured.
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def check(cost: Cost, settings: Settings, capacity: int = 1) -> None:
     than the whole queue admits: it could never be admitted, so it is not admitted whole."""
     own = settings.max_request_audio_s
     queue = settings.max_queue_audio_s * max(1, capacity)
-    if cost.audio_s <= min(own, queue):
+    # One chunk's padding is allowed over: `duration` 600 (its largest) is one chunk of 600 s.
+    if cost.audio_s <= min(own, queue) + CHUNK_PAD_S:
         return
     which = (
         f"--max-request-audio-s ({own:g} s)"

@@ -153,8 +153,19 @@ def test_dialogue_pauses_count() -> None:
 
 
 def test_the_memory_bound_of_an_answer() -> None:
-    """600 s at 48 kHz in 16-bit samples: what DEPLOYMENT and RELIABILITY state."""
-    assert cost.answer_bytes(Settings(engine="null").max_request_audio_s) == 57_600_000
+    """600 s (and one chunk's padding) at 48 kHz in 16-bit samples: what RELIABILITY states."""
+    longest = Settings(engine="null").max_request_audio_s + cost.CHUNK_PAD_S
+    assert cost.answer_bytes(longest) == 57_619_200
+
+
+def test_the_longest_duration_is_one_request() -> None:
+    """`duration` 600, the field's own maximum, is within the bound (its padding allowed)."""
+    defaults = Settings(engine="null")
+    request = schemas.speech_request({"input": "Hello there.", "duration": 600.0}, defaults)
+    synthesis = Synthesis(Scheduler(defaults), request, Voice(), 5.0)
+    assert synthesis.cost.audio_s == pytest.approx(600.2)
+    refused_body = {"input": "<speak>Hello there.<break time='1s'/>Again.</speak>", "duration": 1}
+    assert refused(refused_body).param == "duration"  # one text read one way, as before
 
 
 # ---------------------------------------------------------------- the property
@@ -236,10 +247,11 @@ def test_the_admitted_cost_bounds_the_audio_and_the_answer(
     except ServerError as error:  # nothing else may come of a request's text
         raise AssertionError(f"{type(error).__name__}: {error.message}") from None
     admitted = synthesis.cost
-    assert admitted.audio_s <= SETTINGS.max_request_audio_s
+    assert admitted.audio_s <= SETTINGS.max_request_audio_s + cost.CHUNK_PAD_S
     assert admitted.chars <= cost.EXPANSION * SETTINGS.max_input_chars
     assert synthesis.scheduler.admitted_audio_s == pytest.approx(admitted.audio_s)
     produced = produce(synthesis)
     # The audio made is the audio admitted (to a sample per pause), and so is what an answer holds.
     assert produced / 2 / RATE <= admitted.audio_s + 0.001 * (1 + len(synthesis.chunks))
-    assert produced * 48000 // RATE <= cost.answer_bytes(SETTINGS.max_request_audio_s) + 96
+    bound = cost.answer_bytes(SETTINGS.max_request_audio_s + cost.CHUNK_PAD_S)
+    assert produced * 48000 // RATE <= bound + 96
