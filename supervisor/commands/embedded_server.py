@@ -1,11 +1,12 @@
-"""The server `synth --model` starts for its run: `serve` on a free local port, with a random key.
+"""The server `synth --model` starts for its run: `serve` on a free local port, with a random key
+kept in its data directory (jobs belong to the key that made them, so each run uses the same).
 
-Its data directory is `DIR/.synth-server` (the job store and the log, `server.log`), so a run
-that is interrupted leaves its jobs there and the next run's server takes them up again. The
-server gets SIGTERM when the run ends (it drains: the job items a sidecar has begun finish and
-are written, the rest go back to the queue untouched, so nothing is made twice), and also if the synth process dies without a
-chance to say so (the kernel sends it: PR_SET_PDEATHSIG). OMNIVOICE_* variables apply to it as
-to any `serve`.
+Its data directory is `DIR/.synth-server` (the job store, the key and the log, `server.log`), so
+a run that is interrupted leaves its jobs there and the next run's server takes them up again.
+The server gets SIGTERM when the run ends (it drains: the job items a sidecar has begun finish
+and are written, the rest go back to the queue untouched, so nothing is made twice), and also
+if the synth process dies without a chance to say so (the kernel sends it: PR_SET_PDEATHSIG).
+OMNIVOICE_* variables apply to it as to any `serve`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class EmbeddedServer:
     def start(self) -> tuple[str, str]:
         """Start it and wait until it is ready; (its URL, its API key)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        port, key = free_port(), "sk-synth-" + secrets.token_hex(16)
+        port, key = free_port(), self.key()
         log_path = self.data_dir / "server.log"
         argv = [sys.executable, "-m", "supervisor", "serve", "--model", self.model, "--host", "127.0.0.1",
                 "--port", str(port), "--data-dir", str(self.data_dir)]  # fmt: skip
@@ -99,6 +100,20 @@ class EmbeddedServer:
             time.sleep(0.2)
         print(f"synth: server ready at {url}", file=self.log, flush=True)
         return url, key
+
+    def key(self) -> str:
+        """The run's API key: made once per data directory (DIR/.synth-server/api-key, 0600) and
+        kept, since jobs belong to the key that made them: the next run must see this one's."""
+        path = self.data_dir / "api-key"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            pass
+        key = "sk-synth-" + secrets.token_hex(16)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(key + "\n")
+        return key
 
     @staticmethod
     def ready(url: str) -> bool:
