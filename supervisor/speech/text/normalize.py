@@ -29,6 +29,7 @@ from supervisor.speech.text.rules import (
     Rules,
 )
 
+CN2AN_DIGITS = 16
 _ORDINAL_SUFFIX = {
     "en": r"(?:st|nd|rd|th)",
     "fr": r"(?:er|re|ère|e|ème|eme)",
@@ -305,6 +306,10 @@ class _Normalizer:
 
 def _chinese(text: str) -> str:
     """Chinese: dates, times, currency and units to what cn2an reads, then cn2an's an2cn."""
+    # cn2an reads at most 16 digits (past that it warns and cuts or skips the number).
+    longest = max(re.findall(r"\d+", text), key=len, default="")
+    if len(longest) > CN2AN_DIGITS:
+        raise unreadable(longest, "zh")
     text = re.sub(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", r"\1年\2月\3日", text)
     text = re.sub(
         r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)",

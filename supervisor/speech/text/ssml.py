@@ -22,7 +22,14 @@ from num2words import num2words
 
 from sidecar.shared.languages import resolve_language
 from supervisor.errors import InvalidRequest
-from supervisor.speech.text.normalize import _UNSPELLABLE, language_of, normalize, spell, unreadable
+from supervisor.speech.text.normalize import (
+    _UNSPELLABLE,
+    CN2AN_DIGITS,
+    language_of,
+    normalize,
+    spell,
+    unreadable,
+)
 from supervisor.speech.text.spans import SPEED_RANGE, Script, Span, clamp_speed
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -232,10 +239,9 @@ def say_as(how: str, text: str, language: str) -> str:
         if not digits.isdigit():
             raise _error(f'<say-as interpret-as="ordinal"> needs a whole number, not {text!r}')
         if language == "zh":
-            try:
-                return "第" + str(cn2an.an2cn(digits))
-            except ValueError:  # cn2an reads at most 16 digits
-                raise unreadable(digits, language) from None
+            if len(digits) > CN2AN_DIGITS:
+                raise unreadable(digits, language)
+            return "第" + str(cn2an.an2cn(digits))
         if len(digits) > MAX_DIGITS:
             raise unreadable(digits, language)
         try:
