@@ -44,10 +44,12 @@ def hub_problem(
         if status == 404:
             return (f"{repo_id!r} is not a model on {where}; check the id, or give a checkpoint "
                     f"directory ({flag} /path/to/checkpoint)")  # fmt: skip
-        return f"asking {where} for {repo_id!r} failed (HTTP {status}); retry, or {local(flag)}"
+        return f"asking {where} for {repo_id!r} failed (HTTP {status}); retry, or {local(repo_id, flag)}"
     except Exception as exc:  # the network: refused, unresolved, timed out
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"the Hugging Face hub at {where} cannot be reached ({reason}); {local(flag)}"
+        return (
+            f"the Hugging Face hub at {where} cannot be reached ({reason}); {local(repo_id, flag)}"
+        )
     present = {sibling.rfilename for sibling in info.siblings or ()}
     missing = [name for name in kind.files if name not in present]
     if missing:
@@ -57,8 +59,8 @@ def hub_problem(
     return None
 
 
-def local(flag: str) -> str:
+def local(repo_id: str, flag: str) -> str:
     return (
-        "download it where the hub can be reached (hf download ID) and set HF_HUB_OFFLINE=1, "
+        f"download it where the hub can be reached (hf download {repo_id}) and set HF_HUB_OFFLINE=1, "
         f"or give a checkpoint directory ({flag} /path/to/checkpoint)"
     )

@@ -156,6 +156,7 @@ def test_a_hub_that_cannot_be_reached(tmp_path: Path) -> None:
         serve("--model", "owner/any", env=online(f"http://127.0.0.1:{free_port()}", tmp_path))
     )
     assert "cannot be reached" in line and "HF_HUB_OFFLINE=1" in line, line
+    assert "hf download owner/any" in line, line
 
 
 def test_the_benchmark_engine_needs_no_model() -> None:
