@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from sidecar.audio import processing as audio
+from sidecar.audio import silence as audio
 from sidecar.audio.processing import (
     cross_fade_chunks,
     fade_and_pad,

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from sidecar.devtools.checkpoint import OMNIVOICE_TOKENS, build_tokenizer, make_checkpoint
+from sidecar.devtools.checkpoint import make_checkpoint
+from sidecar.devtools.checkpoint_tokenizer import OMNIVOICE_TOKENS, build_tokenizer
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.loader import load_model
 
