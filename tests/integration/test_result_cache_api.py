@@ -87,8 +87,16 @@ def test_a_streamed_chunked_answer_is_kept_whole(server: LiveServer) -> None:
     tasks = counters(server)["tasks"]
     again, hit = speak(server, input=LONG, seed=21, response_format="wav")
     assert hit["x-cache"] == "hit" and again == first and hit["x-chunks"] == miss["x-chunks"]
-    sse = server.request("POST", "/v1/audio/speech", json={"input": LONG, "seed": 21,
-                         "response_format": "wav", "stream_format": "sse"})  # fmt: skip
+    assert counters(server)["tasks"] == tasks
+    # An SSE answer starts with a short chunk, so its audio is its own entry: made once, then
+    # replayed as events.
+    body = {"input": LONG, "seed": 21, "response_format": "wav", "stream_format": "sse"}
+    stored = counters(server)["bytes"]
+    made = server.request("POST", "/v1/audio/speech", json=body)
+    assert made.headers["x-cache"] == "miss" and counters(server)["tasks"] > tasks
+    server.wait_for(lambda _: counters(server)["bytes"] > stored, 30, "the SSE entry")
+    tasks = counters(server)["tasks"]
+    sse = server.request("POST", "/v1/audio/speech", json=body)
     assert sse.headers["x-cache"] == "hit"
     events = [json.loads(x[6:]) for x in sse.text.splitlines() if x.startswith("data: ")]
     assert events[-1]["type"] == "speech.audio.done" and events[-1]["usage"]["output_tokens"] > 0
