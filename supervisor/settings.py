@@ -212,6 +212,18 @@ class Settings:
         "answer speech 'instructions' that are not voice-design items with a 400 (default: use the "
         "items the text names, ignore the rest, and say which in the X-OmniVoice-Instructions header)",
     )
+    stream_buffer_chars: int = setting(
+        16384,
+        "text one WebSocket session (/v1/audio/speech/stream) may hold not yet synthesized, in "
+        "characters; input.text beyond it gets an error message and is dropped",
+    )
+    stream_sessions: int = setting(64, "WebSocket speech sessions open at once, in all")
+    stream_sessions_per_key: int = setting(8, "... and per API key")
+    stream_idle_s: float = setting(
+        300.0,
+        "a WebSocket speech session with nothing to do and no message from its client for this "
+        "long is closed",
+    )
     default_response_format: str = setting(
         "mp3",
         "response_format of a request that names none (OpenAI's default is mp3)",

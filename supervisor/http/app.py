@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from supervisor import metrics
 from supervisor.database import Database, is_postgres
@@ -32,7 +32,16 @@ from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http.auth import BearerAuth
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
-from supervisor.http.routes import captioned, console, jobs, lexicons, ops, speech, voices
+from supervisor.http.routes import (
+    captioned,
+    console,
+    jobs,
+    lexicons,
+    ops,
+    speech,
+    speech_stream,
+    voices,
+)
 from supervisor.http.routes.speech import CLIENT_CLOSED
 from supervisor.jobs.pg_store import PgJobStore
 from supervisor.jobs.runner import JobRunner
@@ -189,6 +198,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
         Route("/v1/audio/speech", speech.speech, methods=["POST"]),
         Route("/v1/audio/speech/captioned", captioned.captioned, methods=["POST"]),
+        WebSocketRoute("/v1/audio/speech/stream", speech_stream.stream),
         Route("/v1/audio/design", voices.design, methods=["POST"]),
         Route("/v1/audio/clone", voices.clone, methods=["POST"]),
         Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),

@@ -54,6 +54,7 @@ from supervisor.speech.single_flight import Flight
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
+from supervisor.tenants import Tenant
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -248,15 +249,22 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     return response
 
 
+async def start(svc: Services, owner: Tenant, speech: SpeechRequest, voice: Voice,
+                first_short: bool) -> Synthesis:  # fmt: skip
+    """A request's synthesis, admitted (its 400, 429 or 503 raised here): its text read with
+    its lexicon, the voices it names resolved. The WebSocket makes each segment this way too."""
+    voices = voice_resolver(speech, svc.voices_for(owner))
+    lexicon = svc.lexicons_for(owner).for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, lexicon)
+    return Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
+                     text=text, asr=svc.hearing, first_short=first_short)  # fmt: skip
+
+
 async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: Voice,
                 deadline: Deadline, flight: Flight | None) -> Response:  # fmt: skip
     """Admit the request, wait for its first audio, and answer as its formats ask; a
     reproducible answer (`flight` given) is shared with its waiters and kept."""
-    voices = voice_resolver(speech, svc.voices_for(tenant(request)))
-    lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
-    text = await script.read_off_loop(speech, svc.settings, lexicon)
-    synthesis = Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
-                          text=text, asr=svc.hearing, first_short=streamed(speech))  # fmt: skip
+    synthesis = await start(svc, tenant(request), speech, voice, first_short=streamed(speech))
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -329,8 +337,11 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
 
 async def speech(request: Request) -> Response:
     svc = services(request)
-    body = await read_json(request)
+    speech_request, voice = parse(svc, tenant(request), await read_json(request))
+    return await respond(request, svc, speech_request, voice)
+
+
+def parse(svc: Services, owner: Tenant, body: Any) -> tuple[SpeechRequest, Voice]:
+    """A speech request's body, checked (a 400 raised here), and the voice it names."""
     speech_request = schemas.speech_request(body, svc.settings)
-    return await respond(
-        request, svc, speech_request, resolve_voice(speech_request, svc.voices_for(tenant(request)))
-    )
+    return speech_request, resolve_voice(speech_request, svc.voices_for(owner))
