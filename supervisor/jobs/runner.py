@@ -545,7 +545,7 @@ class JobRunner:
                 exc
             ):  # back to the queue (or failed after its attempts); wait for space
                 self.space.refused(len(data) + sum(map(len, (beside or {}).values())), exc)
-                end = refused_item_end(item.attempts, exc)
+                end = refused_item_end(item.attempts + 1, exc)  # this one counted at its claim
                 log.info("jobs: item %s/%d: the disk is full: %s", item.job_id, item.n,
                          "back to the queue" if end is None else "failed")  # fmt: skip
                 await self.record(item.key, end)

@@ -147,7 +147,7 @@ class Claimed:
     n: int
     request: dict[str, Any]
     format: str
-    attempts: int
+    attempts: int  # before this claim (which counts one more in the store)
     owner: str = DEFAULT_OWNER  # the job's: whose voices and cache entries it uses
 
     @classmethod

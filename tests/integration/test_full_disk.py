@@ -8,19 +8,24 @@ The job then waits for space with no item left `running`, says so in its object 
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from job_helpers import ended, submit, wait_job
-from live_server import live
+from live_server import LiveServer, live
+
+from supervisor.jobs.space import SPACE_ATTEMPTS
 
 BOUND_S = 120.0
 DISK = "8m"
@@ -70,19 +75,39 @@ def items(count: int) -> list[dict[str, Any]]:
             for i in range(count)]  # fmt: skip
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
+@contextlib.contextmanager
+def small_disk_server(
     store: str, request: pytest.FixtureRequest, tmp_path: Path, tmpfs: Path
-) -> None:
+) -> Iterator[tuple[LiveServer, Callable[[str], None]]]:
+    """A server whose results go to `tmpfs` (SQLite: the data directory; PostgreSQL: `results`
+    in a tablespace there), and a way to run SQL on its store from outside."""
     flags: tuple[str, ...] = ()
     if store == "sqlite":  # live() puts the data directory at tmp_path/"data"
         (tmp_path / "data").symlink_to(tmpfs)
     else:
         url = request.getfixturevalue("pg_cluster").new_database()
         flags = ("--store", url)
+
+    def run_sql(sql: str) -> None:
+        if store == "sqlite":
+            with contextlib.closing(sqlite3.connect(tmpfs / "jobs.sqlite3", timeout=30)) as db:
+                db.execute(sql)
+                db.commit()
+        else:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(sql.encode())
+
     with live(tmp_path, "--max-batch-size", "4", *flags) as server:
         if store == "postgresql":
             results_on(tmpfs, url)
+        yield server, run_sql
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path, tmpfs: Path
+) -> None:
+    with small_disk_server(store, request, tmp_path, tmpfs) as (server, _):
         filler = leave_free(tmpfs, LEFT_FREE)
         job = submit(server, items(30))
         held = wait_job(server, job["id"],
@@ -108,3 +133,23 @@ def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
         assert not list(tmpfs.rglob("*.tmp"))
         log = server.log.read_text()
     assert "Traceback" not in log and log.count("waiting for space; no item starts") == 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_an_item_refused_on_its_last_attempt_fails_with_insufficient_storage(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path, tmpfs: Path
+) -> None:
+    with small_disk_server(store, request, tmp_path, tmpfs) as (server, run_sql):
+        leave_free(tmpfs, 64 * 1024)  # room for the job's rows, not for its result
+        soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)
+        reply = server.request("POST", "/v1/jobs",
+                               json={"items": items(1), "not_before": soon.isoformat()})  # fmt: skip
+        assert reply.status_code == 202, reply.text
+        # As if it had met a full disk on its earlier attempts (the job has not started yet).
+        run_sql(f"UPDATE items SET attempts = {SPACE_ATTEMPTS - 1} WHERE state = 'queued'")
+        body = wait_job(server, reply.json()["id"], ended, BOUND_S, "the item to end")
+        item = body["items"][0]
+        assert item["state"] == "failed" and item["attempts"] == SPACE_ATTEMPTS, item
+        assert item["error"]["code"] == "insufficient_storage", item
+        assert f"after {SPACE_ATTEMPTS} attempts" in item["error"]["message"]
+        assert not list(tmpfs.rglob("*.tmp"))
