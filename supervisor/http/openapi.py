@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.settings import Settings
-from supervisor.speech import delivery, formats, lexicons, schemas
+from supervisor.speech import cost, delivery, formats, lexicons, schemas
 
 VERSION = "0.1.0"
 
@@ -70,7 +70,10 @@ def _speech_properties(settings: Settings) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
                   "description": "every name is the one OmniVoice model"},
-        "input": {**text, "description": "the text to speak; long text is chunked"},
+        "input": {**text, "description": "the text to speak; long text is chunked. As read (SSML, "
+                  f"lexicon, normalisation) at most {cost.EXPANSION * settings.max_input_chars} characters "
+                  "(input_too_long), and at most --max-request-audio-s of audio with its pauses "
+                  f"({settings.max_request_audio_s:g} s; audio_too_long)"},
         "voice": {"anyOf": [
             {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
             {"type": "string", "minLength": 1, "pattern": r"\S", "description": "a saved voice's name"},
