@@ -124,6 +124,9 @@ def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
         health = server.health()["jobs"]
         assert health["state"] == "waiting_for_space", health
         assert health["waiting_for_space"]["needed_bytes"] == waiting["needed_bytes"]
+        anonymous = server.request("GET", "/health", auth=False).json()["jobs"]
+        assert anonymous["state"] == "waiting_for_space"
+        assert anonymous["waiting_for_space"]["error"] is None  # it may name a path
 
         filler.unlink()
         body = wait_job(server, job["id"], ended, BOUND_S, "the job to finish once space is back")

@@ -23,8 +23,8 @@ MODELS_CREATED = (
 async def health(request: Request) -> JSONResponse:
     """Overall status and one entry per sidecar (see DESIGN, Contracts in detail), and the job
     store's kind and state (ok, corrupt, unavailable while it refuses writes or cannot be
-    reached, or waiting_for_space while a full disk holds items back). Without a valid key (on a server that has keys): states and counts only, no
-    pids, paths or settings."""
+    reached, or waiting_for_space while a full disk holds items back). Without a valid key (on
+    a server that has keys): states and counts only, no pids, paths or settings."""
     svc = services(request)
     body = svc.pool.health()
     jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
@@ -43,6 +43,8 @@ async def health(request: Request) -> JSONResponse:
     else:
         for sidecar in body["sidecars"] + body.get("asr", []):
             sidecar["pid"] = None
+        if jobs.get("waiting_for_space"):  # its error may name a path
+            jobs["waiting_for_space"] = {**jobs["waiting_for_space"], "error": None}
     return JSONResponse(body)
 
 
