@@ -17,8 +17,9 @@ VERSION = "0.1.0"
 ERRORS: dict[int, str] = {
     400: "invalid request: the message says what, `param` names the field",
     401: "missing or unknown API key",
+    403: "only an admin API key may do this (make or delete a shared voice)",
     404: "no such voice or model",
-    409: "a voice by that name exists already",
+    409: "a voice or lexicon by that name exists already (perhaps another API key's)",
     413: "the body, or the uploaded file, is over its size limit",
     415: "a body or an uploaded file of a type this route does not take",
     422: "the reference audio cannot be used (undecodable, silent, too long)",
@@ -198,12 +199,12 @@ def document(settings: Settings) -> dict[str, Any]:
                           "model": {"type": "string"}, "script_hint": {"type": "string"}},
                          ["name"])}}},
                      "responses": {"201": _json("Voice", "the saved voice"),
-                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 422, 429, 503, 507)}}},
+                                   **{str(s): _error(s) for s in (400, 401, 403, 409, 413, 415, 422, 429, 503, 507)}}},
         },
         "/v1/audio/voices/{name}": {
             "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
             "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
-            "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 404)},
+            "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 403, 404)},
         },
         "/v1/audio/lexicons": {"get": {"operationId": "listLexicons", "responses": _responses(_json("LexiconList", "the lexicons"))}},
         "/v1/audio/lexicons/{name}": {
@@ -219,7 +220,7 @@ def document(settings: Settings) -> dict[str, Any]:
                                         "additionalProperties": {"type": "string", "minLength": 1,
                                                                  "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
                     "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
-                                  **{str(s): _error(s) for s in (400, 401, 413, 415, 507)}}},
+                                  **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 507)}}},
             "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
         },
         "/v1/jobs": {
@@ -260,7 +261,7 @@ def document(settings: Settings) -> dict[str, Any]:
                     "responses": _responses({"description": "the captions", "content": {
                         media: {"schema": {"type": "string"}}}}, 404, 409)},
         } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
-        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Empty the result cache (docs/API.md)",
+        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Remove the API key's result-cache entries; an admin key's: all (docs/API.md)",
                                  "responses": _responses({"description": "what was removed", "content": {"application/json": {"schema": {
                                      "type": "object", "required": ["object", "enabled", "deleted", "bytes"], "properties": {
                                          "object": {"const": "cache.purge"}, "enabled": {"type": "boolean"},
