@@ -28,12 +28,13 @@ RECV_S = 120  # a whole segment on a loaded 2-core machine; the tests wait on me
 BUFFER = 160  # --stream-buffer-chars
 PER_KEY = 2  # --stream-sessions-per-key
 TOTAL = 3  # --stream-sessions
+IDLE_S = 5  # --stream-idle-s
 
 
 @pytest.fixture(scope="module")
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     flags = ("--test-faults", "--stream-buffer-chars", str(BUFFER), "--stream-sessions-per-key",
-             str(PER_KEY), "--stream-sessions", str(TOTAL))  # fmt: skip
+             str(PER_KEY), "--stream-sessions", str(TOTAL), "--stream-idle-s", str(IDLE_S))  # fmt: skip
     with live(tmp_path_factory.mktemp("stream"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -220,6 +221,22 @@ def test_a_client_that_hangs_up_cancels_its_segments(server: LiveServer) -> None
         2.5,
         "the session's work to be cancelled",
     )
+
+
+def test_an_idle_session_is_closed_and_a_busy_one_is_not(server: LiveServer) -> None:
+    with session(server) as ws:
+        send(ws, "session.config", response_format="pcm")
+        # Busy past the idle time without a message: its segment is being made (4 s slower
+        # at least, 5 s of silence from the client with the config), and it is not closed.
+        send(ws, "input.text", text="A slow one [[fault:slow:4]].")
+        send(ws, "input.done")
+        assert segments(utterance(ws))[0]["error"] is None
+        waited = time.monotonic()
+        idle = message(ws)
+        assert idle["type"] == "error" and idle["code"] == "idle"
+        assert time.monotonic() - waited >= IDLE_S - 1
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=RECV_S)
 
 
 def test_an_open_server_takes_no_key_and_no_other_site(tmp_path: Path) -> None:

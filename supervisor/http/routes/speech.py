@@ -190,6 +190,18 @@ async def _audio_body(
         yield tail
 
 
+async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str,
+                  wanted: Profile) -> AsyncIterator[bytes]:  # fmt: skip
+    """A segment's audio as one file in its format, as the speech route encodes an answer; with
+    a loudness target, measured over the whole segment first."""
+    if wanted.loudness is None:
+        async for data in _audio_body(first, rest, fmt, wanted):
+            yield data
+        return
+    pcm = first["audio"] + b"".join([piece["audio"] async for piece in rest])
+    yield await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
+
+
 async def _rest(pieces: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
     return [piece async for piece in pieces]
 

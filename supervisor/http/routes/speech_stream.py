@@ -13,9 +13,8 @@ frames (a whole file in the session's format), `audio.done`; after an utterance'
 Bounded: at most AHEAD segments are made ahead of the one being sent, so a client that does not
 read holds the rest as text, and text past --stream-buffer-chars is refused (an `error`); the
 sessions open at once, in all and per key; a session idle for --stream-idle-s is closed. A
-client that goes away cancels whatever of its segments is queued or running. A sidecar that
-dies under a segment costs that segment a retry (the scheduler runs the batch again), not the
-session.
+client that goes away cancels its segments, queued or running. A sidecar that dies under a
+segment costs that segment a retry (the scheduler runs the batch again), not the session.
 
 Authentication (with API keys): the `Authorization: Bearer` header; or, for a browser, which
 cannot set it, the key as `api_key` in the first `session.config`, before which nothing else is
@@ -27,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,7 @@ class Session:
         self.send_lock = asyncio.Lock()
         self.busy = False  # a segment is being sent
         self.counted: str | None = None  # the key this session is counted against
+        self.active_at = time.monotonic()  # the last message, or the last audio sent
 
     async def refuse(self, why: str) -> None:
         await self.error(why + "; try again later", "too_many_sessions")
@@ -172,17 +173,22 @@ class Session:
                     log.exception("a speech session failed")
 
     async def read(self) -> bool:
-        """Messages until the client goes or idles out (False), or closes (True)."""
+        """Messages until the client goes or idles out (False), or closes (True). Idle: no
+        message for --stream-idle-s, and nothing sent or being made meanwhile."""
         idle_s = self.svc.settings.stream_idle_s or None
         while True:
+            left = None if idle_s is None else self.active_at + idle_s - time.monotonic()
             try:
-                message = await asyncio.wait_for(self.ws.receive(), idle_s)
+                message = await asyncio.wait_for(self.ws.receive(), left)
             except asyncio.TimeoutError:
                 if not self.idle():
-                    continue
-                await self.error(f"no message for {idle_s:g} s: the session is closed", "idle")
-                await self.ws.close()
-                return False
+                    self.active_at = time.monotonic()
+                elif time.monotonic() - self.active_at >= (idle_s or 0):
+                    await self.error(f"nothing for {idle_s:g} s: the session is closed", "idle")
+                    await self.ws.close()
+                    return False
+                continue
+            self.active_at = time.monotonic()
             if message["type"] == "websocket.disconnect":
                 return False
             verdict = await self.handle(message)
@@ -320,7 +326,7 @@ class Session:
             fmt, wanted = request.response_format, delivery.profile(request)
             made.fmt, made.rate = fmt, wanted.rate(fmt, first["sample_rate"])
             made.started.set()
-            async for data in encoded(first, pieces, fmt, wanted):
+            async for data in speech.encoded(first, pieces, fmt, wanted):
                 made.frames.put_nowait(data)
             made.qa = synthesis.verdict.header()
             made.frames.put_nowait(None)
@@ -350,6 +356,7 @@ class Session:
                 await self.send_segment(item)
             finally:
                 self.busy = False
+                self.active_at = time.monotonic()
                 self.made.discard(item)
                 self.slots.release()
 
@@ -379,15 +386,3 @@ class Session:
         await self.send({"type": "audio.done", "utterance_index": segment.utterance,
                          "sentence_index": segment.index, "total_bytes": total, "error": error,
                          "qa": made.qa})  # fmt: skip
-
-
-async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str,
-                  wanted: delivery.Profile) -> AsyncIterator[bytes]:  # fmt: skip
-    """A segment's audio as one file in its format, as the speech route encodes an answer; with
-    a loudness target, measured over the whole segment first."""
-    if wanted.loudness is None:
-        async for data in speech._audio_body(first, rest, fmt, wanted):
-            yield data
-        return
-    pcm = first["audio"] + b"".join([piece["audio"] async for piece in rest])
-    yield await speech._encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
