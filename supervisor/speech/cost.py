@@ -21,8 +21,8 @@ silence at each of its own joins, one per 30 s at most: uncounted, 2 s in 600.)
 
 The bound on memory: an answer held whole in the supervisor (a whole file, a loudness-adjusted
 one, a result being cached) is at most `answer_bytes(--max-request-audio-s + CHUNK_PAD_S)`:
-600.2 s at the highest `sample_rate` (48 kHz) in 16-bit samples, 57.6 MB, plus its 24 kHz PCM
-(28.8 MB) while loudness is measured.
+600.2 s at the highest `sample_rate` (48 kHz) in 16-bit samples, 57.6 MB; libav works on it in
+slices (`formats.slices`), so the supervisor's peak is a few copies of that (RELIABILITY.md).
 """
 
 from __future__ import annotations

@@ -138,15 +138,16 @@ class Resampler:
         return b"".join(bytes(f.planes[0])[: f.samples * 2] for f in frames)
 
     def feed(self, pcm: bytes) -> bytes:
-        samples = len(pcm) // 2
-        if not samples:
-            return b""
-        frame = self._frame_type(format="s16", layout="mono", samples=samples)
-        frame.planes[0].update(pcm[: samples * 2])
-        frame.sample_rate = self.source_rate
-        frame.pts = self.pts
-        self.pts += samples
-        return self._out(self.resampler.resample(frame))
+        out = []
+        for piece in formats.slices(pcm):
+            samples = len(piece) // 2
+            frame = self._frame_type(format="s16", layout="mono", samples=samples)
+            frame.planes[0].update(bytes(piece))
+            frame.sample_rate = self.source_rate
+            frame.pts = self.pts
+            self.pts += samples
+            out.append(self._out(self.resampler.resample(frame)))
+        return b"".join(out)
 
     def finish(self) -> bytes:
         return self._out(self.resampler.resample(None))

@@ -81,6 +81,17 @@ def wav_header(sample_rate: int, num_bytes: int | None) -> bytes:
     )
 
 
+SLICE_SAMPLES = 1 << 16  # libav is handed at most this much at once (2.7 s at 24 kHz)
+
+
+def slices(pcm: bytes, samples: int = SLICE_SAMPLES) -> Iterator[memoryview]:
+    """Whole 16-bit samples of pcm in pieces of at most `samples`: libav converts a frame at once
+    in float, so one frame of ten minutes took ~15 times its own size in memory."""
+    view = memoryview(pcm)[: len(pcm) // 2 * 2]
+    for start in range(0, len(view), 2 * samples):
+        yield view[start : start + 2 * samples]
+
+
 class PcmEncoder:
     def feed(self, pcm: bytes) -> bytes:
         return pcm
@@ -153,10 +164,10 @@ class AvEncoder:
                 self.output.mux(packet)
 
     def feed(self, pcm: bytes) -> bytes:
-        samples = len(pcm) // 2
-        if samples:
+        for piece in slices(pcm):
+            samples = len(piece) // 2
             frame = self._frame_type(format="s16", layout="mono", samples=samples)
-            frame.planes[0].update(pcm[: samples * 2])
+            frame.planes[0].update(bytes(piece))
             frame.sample_rate = self.sample_rate
             frame.pts = self.pts
             self.pts += samples

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
 
+from supervisor.speech import formats
+
 if TYPE_CHECKING:
     from av.audio.frame import AudioFrame
 
@@ -49,14 +51,14 @@ class Measured:
     true_peak_db: float
 
 
-def _frame(pcm: bytes, sample_rate: int) -> Any:
+def _frame(pcm: bytes, sample_rate: int, pts: int = 0) -> Any:
     import av
 
     samples = len(pcm) // 2
     frame = av.AudioFrame(format="s16", layout="mono", samples=samples)
     frame.planes[0].update(pcm[: samples * 2])
     frame.sample_rate = sample_rate
-    frame.pts = 0
+    frame.pts = pts
     frame.time_base = Fraction(1, sample_rate)
     return frame
 
@@ -84,18 +86,29 @@ def run_filters(
     sink = graph.add("abuffersink")
     node.link_to(sink)
     graph.configure()
-    source.push(_frame(pcm, sample_rate))
-    source.push(None)
     out = bytearray()
     metadata: dict[str, str] = {}
-    while True:
-        try:
-            # abuffersink after abuffer gives audio frames; PyAV types pull() as any frame.
-            frame = cast("AudioFrame", sink.pull())
-        except (av.BlockingIOError, av.EOFError):
-            break
-        out += bytes(frame.planes[0])[: frame.samples * 2]
-        metadata = dict(frame.metadata) or metadata
+
+    def drain() -> None:
+        nonlocal metadata
+        while True:
+            try:
+                # abuffersink after abuffer gives audio frames; PyAV types pull() as any frame.
+                frame = cast("AudioFrame", sink.pull())
+            except (av.BlockingIOError, av.EOFError):
+                return
+            out.extend(memoryview(frame.planes[0])[: frame.samples * 2])
+            metadata = dict(frame.metadata) or metadata
+
+    # Pushed a slice at a time and drained after each: the filters (in double, the limiter
+    # oversampled) then hold a few seconds, not the whole answer (~16 GB for 600 s at 48 kHz).
+    pts = 0
+    for piece in formats.slices(pcm):
+        source.push(_frame(bytes(piece), sample_rate, pts))
+        pts += len(piece) // 2
+        drain()
+    source.push(None)
+    drain()
     return bytes(out), metadata
 
 

@@ -36,6 +36,7 @@ from supervisor.supervision.scheduler import Scheduler
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LATE = 60_000  # ms: a queued batch is not sent ahead to a busy sidecar while a test looks at it
 HUGE = "1" + "0" * 400  # past num2words' largest name in every language
+MEMORY_BOUND_MB = 800  # the supervisor's peak with one 600 s answer at 48 kHz (RELIABILITY.md)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,25 @@ def test_ten_second_breaks_count_as_audio_and_are_refused_past_the_limit(
     strong = "<speak>a" + '<break strength="x-strong"/>' * 120 + "</speak>"
     within = speak(server, input=strong, sample_rate=48000)
     assert within.status_code == 200 and 120 <= seconds_of(within) < 130
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_the_longest_silence_heavy_answer_stays_within_the_memory_bound(
+    server: LiveServer,
+) -> None:
+    """590 s of breaks at 48 kHz, loudness-normalised as a whole file (57 MB of samples): the
+    supervisor peaked at 9.5 GB when libav was handed it in one frame; in slices, ~480 MB."""
+    document = "<speak>a" + '<break time="10s"/>' * 59 + "</speak>"
+    answer = speak(server, input=document, sample_rate=48000, loudness="podcast")
+    assert answer.status_code == 200 and 590 < seconds_of(answer) < 600.3
+    assert peak_rss_mb(server.proc.pid) < MEMORY_BOUND_MB
 
 
 def test_nested_slow_rates_stop_at_a_quarter_speed(server: LiveServer) -> None:
