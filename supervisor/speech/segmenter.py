@@ -10,7 +10,9 @@ whatever is left.
 
 from __future__ import annotations
 
-from supervisor.speech.chunking import SENTENCE_ENDS, atoms
+import itertools
+
+from supervisor.speech.chunking import SENTENCE_ENDS, Atom, atoms
 
 
 class Segmenter:
@@ -19,44 +21,44 @@ class Segmenter:
         self.text = ""  # what has come and is not cut yet
 
     def feed(self, text: str) -> list[str]:
-        """The segments the text completes (none, one or several)."""
+        """The segments the text completes (none, one or several), found in one pass over what
+        is not cut yet, so a long message costs time in proportion to its length."""
         self.text += text
-        out: list[str] = []
-        while (cut := self._sentence_end()) is not None or (cut := self._length_cut()) is not None:
-            segment, self.text = self.text[:cut].strip(), self.text[cut:]
-            if segment:
-                out.append(segment)
-        return out
+        pieces = atoms(self.text)
+        cuts: list[int] = []
+        start = at = 0
+        best: tuple[int, int] | None = None  # (strength, end) of the best gap since `start`
+        for i, atom in enumerate(pieces):
+            at += len(atom.text)
+            if _ends_sentence(atom, i == len(pieces) - 1):
+                cuts.append(at)
+                start, best = at, None
+                continue
+            while at - start > self.max_chars:  # too long without an end: the best gap, or here
+                start = best[1] if best is not None else start + self.max_chars
+                cuts.append(start)
+                best = None
+            if (
+                i < len(pieces) - 1
+                and atom.strength >= 1
+                and (best is None or atom.strength >= best[0])
+            ):
+                best = (atom.strength, at)
+        bounds = [0, *cuts]
+        out = [self.text[a:b].strip() for a, b in itertools.pairwise(bounds)]
+        self.text = self.text[bounds[-1] :]
+        return [segment for segment in out if segment]
 
     def flush(self) -> list[str]:
         """Whatever is left, as a last segment (none if it is only whitespace)."""
         segment, self.text = self.text.strip(), ""
         return [segment] if segment else []
 
-    def _sentence_end(self) -> int | None:
-        """The end of the first sentence known to be complete, in characters; None if none."""
-        pieces = atoms(self.text)
-        at = 0
-        for i, atom in enumerate(pieces):
-            at += len(atom.text)
-            if atom.strength < 3:
-                continue
-            last = i == len(pieces) - 1
-            core = atom.text.rstrip()
-            if not last or core != atom.text or (core and core[-1] in SENTENCE_ENDS - {"."}):
-                return at
-        return None
 
-    def _length_cut(self) -> int | None:
-        """Where to cut a run longer than max_chars; None if it is not that long."""
-        if len(self.text.strip()) <= self.max_chars:
-            return None
-        best: tuple[int, int] | None = None  # (strength, end)
-        at = 0
-        for atom in atoms(self.text)[:-1]:
-            at += len(atom.text)
-            if at > self.max_chars:
-                break
-            if atom.strength >= 1 and (best is None or atom.strength >= best[0]):
-                best = (atom.strength, at)
-        return best[1] if best is not None else self.max_chars
+def _ends_sentence(atom: Atom, last: bool) -> bool:
+    """Whether the gap after an atom is a sentence end known to be one: it is followed by more
+    text or whitespace, or its mark is one no number or abbreviation ends with."""
+    if atom.strength < 3:
+        return False
+    core = atom.text.rstrip()
+    return not last or core != atom.text or (bool(core) and core[-1] in SENTENCE_ENDS - {"."})
