@@ -8,6 +8,10 @@ there was a text to compare with, the checks `wer` and `divergent_run` (sidecar/
 `--qa-thresholds`; then `done`. A `step` frame per 30 s window is the supervisor's heartbeat.
 Request fault markers in the text (`--test-faults`) are honoured before transcribing: `crash`,
 `hang` and `slow:S`, so tests can kill or stall a transcription.
+
+An `align` frame holds a segment's audio and the text that was read; the answer is one
+`aligned` with each word's start and end (sidecar/audio/align.py: the same Whisper, its
+cross-attention over the known text), then `done`, after one `step` (the heartbeat).
 """
 
 from __future__ import annotations
@@ -17,19 +21,29 @@ import time
 
 import numpy as np
 
+from sidecar.audio.align import Aligner
 from sidecar.audio.asr import Transcriber
 from sidecar.audio.wer import compare
 from sidecar.serve import engines
 from sidecar.serve.loop import Sidecar
 from sidecar.serve.wire import decode_reference
 from sidecar.shared.errors import CheckpointError
-from sidecar.shared.protocol import EncodeVoice, ErrorKind, ExitCode, Generate, QaCheck, Transcribe
+from sidecar.shared.protocol import (
+    Align,
+    EncodeVoice,
+    ErrorKind,
+    ExitCode,
+    Generate,
+    QaCheck,
+    Transcribe,
+)
 
 WARMUP_S = 1.0
 
 
 class AsrSidecar(Sidecar):
     transcriber: Transcriber | None = None
+    aligner: Aligner | None = None
 
     def load(self) -> int | None:
         self.channel.send({"op": "progress", "stage": "start"})
@@ -41,6 +55,8 @@ class AsrSidecar(Sidecar):
             self.progress("warmup")
             rate = self.transcriber.sample_rate
             self.transcriber.transcribe(np.zeros(int(WARMUP_S * rate), np.float32), rate, None)
+            self.aligner = Aligner(self.transcriber.model, self.transcriber.processor,
+                                   self.device, self.transcriber.dtype)  # fmt: skip
         except (CheckpointError, OSError, ValueError, ImportError) as exc:
             self.send_error(None, None, ErrorKind.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
             return ExitCode.LOAD_ERROR
@@ -73,6 +89,26 @@ class AsrSidecar(Sidecar):
                                "stats": {"items": 1, "wall_s": time.monotonic() - started}})  # fmt: skip
             return
         self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
+
+    def handle_align(self, message: Align) -> None:
+        batch, item_id = message["batch"], message["id"]
+        assert self.aligner is not None
+        text, faults = self.faults.strip(message["text"])
+        try:
+            audio, rate = decode_reference(message)  # type: ignore[arg-type]
+            self.channel.send({"op": "step", "batch": batch, "step": 1, "of": 1})
+            self.faults.on_step(faults, 1, 1, 1)  # crash, hang, slow
+            started = time.monotonic()
+            words = self.aligner.align(audio, rate, text, message["language"])
+        except Exception as exc:
+            if engines.is_device_fatal(exc):
+                os._exit(ExitCode.DEVICE_FATAL)
+            self.send_errors(batch, self.item_errors([item_id], exc))
+            self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
+            return
+        self.channel.send({"op": "aligned", "batch": batch, "id": item_id, "words": list(words)})
+        self.channel.send({"op": "done", "batch": batch,
+                           "stats": {"items": 1, "wall_s": time.monotonic() - started}})  # fmt: skip
 
     def round_trip(self, read: str, heard: str) -> dict[str, QaCheck]:
         if not read:

@@ -26,7 +26,8 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
     result    (one per item)
     error     (one per failed item, or a load failure)
     encoded   (a voice prompt)       transcribe    (ASR sidecars: audio, the text read)
-    transcript (ASR: text, checks)
+    transcript (ASR: text, checks)   align         (ASR sidecars: audio, the text to time)
+    aligned   (ASR: each word's time)
     done      (the batch is over)
     pong      (nonce)
 
@@ -54,7 +55,7 @@ from typing import (
 
 import msgpack
 
-PROTOCOL_VERSION = 2  # 2: `denoised`
+PROTOCOL_VERSION = 3  # 2: `denoised`; 3: `align`, `aligned`
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
 
@@ -74,6 +75,8 @@ class Op(str, enum.Enum):
     ENCODE_VOICE = "encode_voice"
     TRANSCRIBE = "transcribe"
     TRANSCRIPT = "transcript"
+    ALIGN = "align"
+    ALIGNED = "aligned"
     PING = "ping"
     SHUTDOWN = "shutdown"
 
@@ -89,11 +92,14 @@ FROM_SIDECAR = frozenset(
         Op.ERROR,
         Op.ENCODED,
         Op.TRANSCRIPT,
+        Op.ALIGNED,
         Op.DONE,
         Op.PONG,
     }
 )
-TO_SIDECAR = frozenset({Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.PING, Op.SHUTDOWN})
+TO_SIDECAR = frozenset(
+    {Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.ALIGN, Op.PING, Op.SHUTDOWN}
+)
 
 
 class ErrorKind(str, enum.Enum):
@@ -313,6 +319,30 @@ class Transcript(TypedDict):
     qa: dict[str, QaCheck]  # `wer` and `divergent_run` against the text read (none without one)
 
 
+class Align(TypedDict):
+    op: Literal["align"]
+    batch: int
+    id: str
+    audio: bytes
+    encoding: UploadEncoding
+    sample_rate: int  # of PCM audio; ignored for "file"
+    text: str  # what was read: its words (split at white space) are timed
+    language: str | None
+
+
+class WordTiming(TypedDict):
+    word: str
+    start: float  # seconds from the start of the audio sent
+    end: float
+
+
+class Aligned(TypedDict):
+    op: Literal["aligned"]
+    batch: int
+    id: str
+    words: list[WordTiming]  # every word of the text once, in order, inside the audio
+
+
 class Ping(TypedDict):
     op: Literal["ping"]
     nonce: int
@@ -332,11 +362,13 @@ Message = (
     | Error
     | Encoded
     | Transcript
+    | Aligned
     | Done
     | Pong
     | Generate
     | EncodeVoice
     | Transcribe
+    | Align
     | Ping
     | Shutdown
 )

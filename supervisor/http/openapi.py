@@ -316,7 +316,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
         "CreateCaptionedSpeechRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
             **speech, "timestamp_granularities": {
                 "type": "array", "minItems": 1, "items": {"enum": ["segment", "word"]}, "default": ["segment"],
-                "description": "segment: each sentence's timing; word needs an aligner model, which does not run here (a 400)"}}},
+                "description": "segment: each sentence's timing; word: also each segment's words, timed by the ASR sidecar (--asr-model; without it a 400)"}}},
         "ErrorResponse": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["message", "type", "param", "code"],
             "properties": {"message": {"type": "string"}, "type": {"type": "string"}, "param": nullable_string, "code": nullable_string},
@@ -353,7 +353,9 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
             "id": {"type": "string"}, "object": {"const": "audio.voice.deleted"}, "deleted": {"type": "boolean"}}},
         "JobItemRequest": {"type": "object", "required": ["input"], "additionalProperties": False, "properties": {
             **speech, "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
-            "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"}}},
+            "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"},
+            "timestamp_granularities": {"type": "array", "minItems": 1, "items": {"enum": ["segment", "word"]}, "default": ["segment"],
+                                        "description": "with captions: word gives a cue per word (--asr-model; without it a 400)"}}},
         "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
             "id": {"type": "string"}, "object": {"const": "job"},
             "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},

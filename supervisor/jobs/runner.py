@@ -75,7 +75,7 @@ from supervisor.jobs.space import SpaceWait, refused_item_end
 from supervisor.jobs.storage import JobStorage, StoreUnavailable
 from supervisor.jobs.store import Claimed, out_of_space
 from supervisor.services import Services
-from supervisor.speech import delivery, result_cache, schemas
+from supervisor.speech import delivery, result_cache, schemas, words
 from supervisor.speech.access import VoiceAccess
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
@@ -329,7 +329,7 @@ class JobRunner:
     def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
         """The item as a speech request and its voice; raises as the speech route would. An item
         always has a seed (derived from its fields when it names none), so it is reproducible."""
-        fields = {key: value for key, value in item.request.items() if key != "captions"}
+        fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
         speech = schemas.speech_request(fields, self.svc.settings)
         voice = resolve_voice(speech, self.voices(item))
         if speech.seed is None:
@@ -438,6 +438,9 @@ class JobRunner:
         key = item.key
         try:
             pieces = [piece async for piece in synthesis.pieces()]
+            pcm = b"".join(piece["audio"] for piece in pieces)
+            await words.item_words(item.request, self.svc.asr, synthesis, pcm,
+                                   self.svc.settings.asr_timeout_s)  # fmt: skip
         except asyncio.CancelledError:
             if self._stopping:
                 raise  # the runner is stopping: `recover` puts the item back at the next start

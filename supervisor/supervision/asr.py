@@ -5,7 +5,8 @@ pings, SIGKILL, respawn, restart intensity, reaping) with a scheduler of its own
 One ASR sidecar runs on the first device beside the OmniVoice sidecar there. It transcribes each
 generated chunk, and the transcript's checks (`wer`, `divergent_run`) join the chunk's own, so a
 chunk whose words came out wrong is retried like any other failed check (supervisor/speech/quality.py).
-It also transcribes a clone reference uploaded without a transcript.
+It also transcribes a clone reference uploaded without a transcript, and times the words of a
+caption segment (`align`, for word timestamps: supervisor/speech/words.py).
 """
 
 from __future__ import annotations

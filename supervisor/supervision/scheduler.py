@@ -49,7 +49,7 @@ class Priority(enum.IntEnum):
 
 
 # Task kinds that run one to a batch, and the op of their frame.
-SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe"}
+SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe", "align": "align"}
 
 
 @dataclass(eq=False)
@@ -221,6 +221,12 @@ class Scheduler:
     ) -> asyncio.Future[Any]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
         return self.submit_single("transcribe", fields, priority)
+
+    def submit_align(
+        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Any]:
+        """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
+        return self.submit_single("align", fields, priority)
 
     def submit_single(
         self, kind: str, fields: dict[str, Any], priority: Priority

@@ -19,6 +19,7 @@ from typing import Any
 
 from sidecar.shared.protocol import (
     PROTOCOL_VERSION,
+    Aligned,
     Encoded,
     Message,
     ProtocolError,
@@ -50,10 +51,10 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Answered:
-    """A task's audio (a `result`), voice (an `encoded`) or `transcript` arrived."""
+    """A task's audio (a `result`), voice (an `encoded`), `transcript` or `aligned` arrived."""
 
     task: Task
-    message: Result | Encoded | Transcript
+    message: Result | Encoded | Transcript | Aligned
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ class Session:
                 )
             held.started = held.denoised = True
             return []
-        if message["op"] in ("result", "encoded", "transcript"):
+        if message["op"] in ("result", "encoded", "transcript", "aligned"):
             batch, task = self.pending_task(message["batch"], message["id"])
             if message["op"] == "result":
                 batch.audio_s += message["timings"].get("audio_s", 0.0)

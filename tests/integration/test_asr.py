@@ -3,10 +3,15 @@ tiny checkpoint and a real ASR sidecar on the tiny random Whisper (`make-checkpo
 whisper`), supervised like the other. Random Whisper weights hear noise, so the round trip's
 thresholds are set where they never fail: what is tested is that every item is heard back and
 its checks reported, that the ASR sidecar is supervised (a kill mid-transcription costs a
-respawn, not the item), and that a clone reference without a transcript is transcribed."""
+respawn, not the item), that a clone reference without a transcript is transcribed, and that
+word timestamps (an `align` per caption segment) reach every route with their invariants: every
+word of the segment once and in order, times ordered, not overlapping, inside the segment."""
 
 from __future__ import annotations
 
+import io
+import itertools
+import json
 import os
 import signal
 import threading
@@ -16,11 +21,16 @@ from typing import Any
 
 import httpx
 import pytest
-from job_helpers import ended, submit, wait_job
+import srt
+import webvtt
+from job_helpers import KEY, ended, run_synth, submit, wait_job
 from live_server import LiveServer, live, tone_wav
 
 TEXT = "Please stand clear of the closing doors."
 LOOSE = "max_wer=1000,max_divergent_run=100000"
+# Two sentences: the first short enough for the tiny Whisper's 64 decoder positions (aligned by
+# its cross-attention), the second longer (each word its share of the audio): both paths.
+WORDS_TEXT = "Stand clear of the doors. The next train to the harbour leaves from platform four, at ten past nine tonight."
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +102,64 @@ def test_a_clone_reference_without_a_transcript_is_transcribed_and_used(
     spelled = server.request("POST", "/v1/audio/clone", data={**form, "transcript": heard},
                              files=clip)  # fmt: skip
     assert spelled.status_code == 200 and spelled.content == cloned.content
+
+
+def assert_words_hold(segments: list[dict[str, Any]]) -> list[tuple[float, float, str]]:
+    """Every word of each segment once, in order, start < end, ordered, inside the segment."""
+    cues: list[tuple[float, float, str]] = []
+    for segment in segments:
+        timed = segment["words"]
+        assert [w["word"] for w in timed] == segment["text"].split(), segment
+        for w in timed:
+            assert segment["start"] <= w["start"] < w["end"] <= segment["end"], (w, segment)
+        cues += [(w["start"], w["end"], w["word"]) for w in timed]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(cues)), cues
+    return cues
+
+
+def test_captioned_word_timestamps_hold_every_word_in_order_inside_its_segment(
+    server: LiveServer,
+) -> None:
+    body = {"input": WORDS_TEXT, "response_format": "wav", "seed": 3,
+            "timestamp_granularities": ["segment", "word"]}  # fmt: skip
+    answer = server.request("POST", "/v1/audio/speech/captioned", json=body)
+    assert answer.status_code == 200, answer.text
+    segments = answer.json()["segments"]
+    assert len(segments) == 2
+    assert_words_hold(segments)
+    plain = server.request("POST", "/v1/audio/speech/captioned", json={**body,
+                           "timestamp_granularities": ["segment"]})  # fmt: skip
+    assert plain.status_code == 200 and "words" not in plain.json()["segments"][0]
+    # The same audio either way: word timing reads the audio, it does not change it.
+    assert plain.json()["audio"] == answer.json()["audio"]
+
+
+def test_job_and_synth_captions_have_a_cue_per_word(server: LiveServer, tmp_path: Path) -> None:
+    item = {"id": "words", "input": WORDS_TEXT, "response_format": "wav", "seed": 3,
+            "captions": True, "timestamp_granularities": ["word"]}  # fmt: skip
+    refused = server.request("POST", "/v1/jobs", json={"items": [{**item, "captions": False}]})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"].endswith("timestamp_granularities")
+    job = submit(server, [item])
+    done = wait_job(server, job["id"], ended, 300, "the job to end")
+    assert done["state"] == "completed", done
+    base = f"/v1/jobs/{job['id']}/items/0"
+    cues = list(srt.parse(server.request("GET", f"{base}/captions.srt").text))
+    assert [c.content for c in cues] == WORDS_TEXT.split()
+    times = [(c.start.total_seconds(), c.end.total_seconds()) for c in cues]
+    assert all(s <= e for s, e in times) and all(a[1] <= b[0] for a, b in itertools.pairwise(times))
+    web = webvtt.from_buffer(io.StringIO(server.request("GET", f"{base}/captions.vtt").text))
+    assert [c.text for c in web.captions] == WORDS_TEXT.split()
+    # synth sends the manifest's items as a job's: the same cues beside its audio.
+    manifest = tmp_path / "words.jsonl"
+    manifest.write_text(json.dumps(item) + "\n")
+    ran = run_synth(str(manifest), "--out", str(tmp_path / "out"), "--server", server.url,
+                    "--api-key", KEY)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    written = list(srt.parse((tmp_path / "out" / "words.srt").read_text()))
+    assert [(c.content, c.start, c.end) for c in written] == [
+        (c.content, c.start, c.end) for c in cues
+    ]
+    assert [c.text for c in webvtt.read(str(tmp_path / "out" / "words.vtt")).captions] == (
+        WORDS_TEXT.split()
+    )

@@ -245,7 +245,7 @@ def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) 
     ("segment", 400, "invalid_request"),
     (["sentence"], 400, "invalid_request"),
 ])  # fmt: skip
-def test_word_timestamps_have_their_field_and_are_off(
+def test_word_timestamps_are_a_400_without_an_asr_model(
     server: LiveServer, granularities: Any, status: int, code: str | None
 ) -> None:
     body = {

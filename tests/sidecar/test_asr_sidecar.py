@@ -4,6 +4,7 @@ Whisper that `make-checkpoint --kind whisper` writes, spoken to in frames over i
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import os
 import struct
@@ -156,3 +157,37 @@ def test_make_checkpoint_kind_whisper_writes_what_transformers_loads(tmp_path: P
     assert AutoConfig.from_pretrained(out).model_type == "whisper"
     full = subprocess.run([*command, "--size", "full"], capture_output=True, text=True, timeout=300)
     assert full.returncode == 2 and "tiny only" in full.stderr
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (2.0, READ),  # cross-attention over the known text, a monotonic path through it
+    (0.05, READ),  # fewer 20 ms frames than tokens: each word its share
+    (35.0, READ),  # past one 30 s window: each word its share
+    (1.0, "One,   two\nthree."),  # words are what white space separates
+])  # fmt: skip
+def test_an_alignment_times_every_word_once_in_order_inside_the_audio(
+    asr: Asr, seconds: float, text: str
+) -> None:
+    batch = 10 + int(seconds * 100)
+    asr.send({"op": "align", "batch": batch, "id": "seg", "audio": pcm(seconds),
+              "encoding": "s16le", "sample_rate": 24000, "text": text, "language": "en"})  # fmt: skip
+    aligned, done = asr.answers(batch)
+    assert aligned["op"] == "aligned" and aligned["id"] == "seg" and done["op"] == "done"
+    timed = aligned["words"]
+    assert [w["word"] for w in timed] == text.split()
+    assert all(0 <= w["start"] < w["end"] <= seconds + 1e-9 for w in timed), timed
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(timed)), timed
+
+
+def test_the_monotonic_path_gives_every_row_a_frame_of_its_own() -> None:
+    import numpy as np
+
+    from sidecar.audio.align import monotonic_path
+
+    # Each row is cheapest over its own block of frames: the path enters each row where it starts.
+    cost = np.ones((3, 9))
+    cost[0, 0:2] = cost[1, 2:7] = cost[2, 7:9] = 0
+    assert monotonic_path(cost).tolist() == [0, 2, 7]
+    # A row cheapest nowhere still holds one frame: every row is entered on a frame of its own.
+    entries = monotonic_path(np.zeros((5, 5)))
+    assert entries.tolist() == [0, 1, 2, 3, 4]

@@ -85,6 +85,25 @@ MESSAGES = [
         "ref_text": "Hi.",
         "preprocess": True,
     },
+    {
+        "op": "align",
+        "batch": 4,
+        "id": "align-1",
+        "audio": b"\x00\x00",
+        "encoding": "s16le",
+        "sample_rate": 24000,
+        "text": "Stand clear.",
+        "language": "en",
+    },
+    {
+        "op": "aligned",
+        "batch": 4,
+        "id": "align-1",
+        "words": [
+            {"word": "Stand", "start": 0, "end": 0.4},
+            {"word": "clear.", "start": 0.4, "end": 0.9},
+        ],
+    },
     {"op": "ping", "nonce": 1},
     {"op": "shutdown"},
 ]
@@ -107,6 +126,11 @@ BAD = [
     ({"op": "ping", "nonce": 1.5}, "expected int"),
     ({"op": "step", "batch": 1, "step": "3", "of": 1}, "expected int"),
     ({"op": "denoised", "batch": "1"}, "expected int"),
+    (
+        {"op": "aligned", "batch": 1, "id": "a", "words": [{"word": "a", "start": 0, "end": "1"}]},
+        "expected float",
+    ),
+    ({"op": "aligned", "batch": 1, "id": "a", "words": [{"word": "a", "start": 0}]}, "missing key"),
     (
         {"op": "result", **{k: v for k, v in MESSAGES[4].items() if k != "op"}, "encoding": "mp3"},
         "result.encoding: expected",

@@ -4,17 +4,16 @@ with the timing of each sentence, exact from chunk boundaries (each sentence is 
     {"audio": "<base64>", "format": "mp3", "sample_rate": 24000,
      "segments": [{"text": "…", "start": 0.0, "end": 1.84}, …]}   (seconds)
 
-Word timing has its frame and is off: `timestamp_granularities` (OpenAI's transcription name)
-takes "segment" (the default) and "word"; "word" would add each segment's
-`"words": [{"word", "start", "end"}]` from an aligner model run on the audio, and is a 400
-while none runs (docs/API.md, Captions).
+`timestamp_granularities` (OpenAI's transcription name) takes "segment" (the default) and
+"word"; "word" adds each segment's `"words": [{"word", "start", "end"}]`, timed by the ASR
+sidecar of `--asr-model` (supervisor/speech/words.py), and is a 400
+`word_timestamps_unavailable` on a server without one (docs/API.md, Captions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,39 +28,20 @@ from supervisor.http.routes.speech import (
     read_json,
     until_disconnected,
 )
-from supervisor.speech import delivery, instructions, quality, schemas
+from supervisor.speech import delivery, instructions, quality, schemas, words
 from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
+from supervisor.supervision.scheduler import Priority
 
-GRANULARITIES = ("segment", "word")
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
-
-
-def check_granularities(body: Any) -> None:
-    """`timestamp_granularities`: a non-empty list of "segment" and "word"; "word" is a 400 (no
-    aligner runs here)."""
-    wanted = body.get("timestamp_granularities", ["segment"]) if isinstance(body, dict) else []
-    if not isinstance(wanted, list) or not wanted or not set(wanted) <= set(GRANULARITIES):
-        raise InvalidRequest(
-            '\'timestamp_granularities\' must be a non-empty list of "segment" and "word".',
-            param="timestamp_granularities",
-        )
-    if "word" in wanted:
-        error = InvalidRequest(
-            "Word timestamps need an aligner model, which this server does not run; ask for "
-            '["segment"]: each sentence\'s timing, exact from the audio.',
-            param="timestamp_granularities",
-        )
-        error.code = "word_timestamps_unavailable"
-        raise error
 
 
 async def captioned(request: Request) -> Response:
     svc = services(request)
     body = await read_json(request)
     speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
-    check_granularities(body)
+    timed_words = words.wants_words(body, svc.asr)
     if speech.stream_format != "audio":
         raise InvalidRequest(
             "The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
@@ -85,7 +65,12 @@ async def captioned(request: Request) -> Response:
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:
-        return b"".join([piece["audio"] async for piece in deadline.pieces(synthesis.pieces())])
+        pcm = b"".join([piece["audio"] async for piece in deadline.pieces(synthesis.pieces())])
+        if timed_words and svc.asr is not None:
+            await words.add_words(svc.asr, pcm, synthesis.sample_rate, synthesis.segments,
+                                  speech.language, Priority.INTERACTIVE,
+                                  svc.settings.asr_timeout_s)  # fmt: skip
+        return pcm
 
     try:
         pcm = await until_disconnected(request, whole())

@@ -41,7 +41,7 @@ from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.store import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
-from supervisor.speech import cost, formats, schemas
+from supervisor.speech import cost, formats, schemas, words
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice
 
@@ -111,10 +111,11 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
-            # An item's own field: .srt and .vtt beside its audio.
+            # An item's own fields: .srt and .vtt beside its audio, by sentence or by word.
             schemas.boolean(fields, "captions")
+            words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
-                {k: v for k, v in fields.items() if k != "captions"}, svc.settings
+                {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS}, svc.settings
             )
             if speech.stream_format == "sse":
                 raise InvalidRequest(
@@ -133,7 +134,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)
         out.append(NewItem(fields, client_id, speech.response_format, estimate))
         # captions too (only when on, so the digests of jobs stored without it stay the same)
-        own = {"captions": True} if fields.get("captions") is True else {}
+        own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
+        if "timestamp_granularities" in fields:
+            own["timestamp_granularities"] = fields["timestamp_granularities"]
         validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
     # Without schedule fields, the digest of before they existed: old keys still match.
     digest = body_digest({"items": validated, **when.fields()} if when.fields() else validated)

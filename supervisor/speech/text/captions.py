@@ -2,7 +2,8 @@
 
 `sentences` cuts a text where `chunking` sees a sentence end (not after "Mr." and friends) or
 a line break; `srt` and `vtt` write segments {"text", "start", "end"} (seconds) as SubRip and
-WebVTT. Word-level timing would need an aligner model; none runs here.
+WebVTT: a cue per segment, or, when the segments carry `words` (word timestamps), a cue per
+word.
 """
 
 from __future__ import annotations
@@ -14,10 +15,32 @@ from supervisor.speech import chunking
 SENTENCE_GAP = 3  # chunking's strength of the gap after a sentence end or a line break
 
 
-class Segment(TypedDict):
+class Word(TypedDict):
+    word: str
+    start: float
+    end: float
+
+
+class _Timed(TypedDict):
     text: str
     start: float
     end: float
+
+
+class Segment(_Timed, total=False):
+    words: list[Word]  # with word timestamps
+
+
+def cues(segments: list[Segment]) -> list[tuple[float, float, str]]:
+    """(start, end, text) of each cue: each word where the segments have words, else each
+    segment."""
+    out: list[tuple[float, float, str]] = []
+    for s in segments:
+        if "words" in s:
+            out.extend((w["start"], w["end"], w["word"]) for w in s["words"])
+        else:
+            out.append((s["start"], s["end"], s["text"]))
+    return out
 
 
 def sentences(text: str) -> list[str]:
@@ -49,17 +72,16 @@ def _vtt_escape(text: str) -> str:
 
 
 def srt(segments: list[Segment]) -> str:
-    cues = [
-        f"{i}\n{_stamp(s['start'], ',')} --> {_stamp(s['end'], ',')}\n{_cue_text(s['text'])}\n"
-        for i, s in enumerate(segments, 1)
+    lines = [
+        f"{i}\n{_stamp(start, ',')} --> {_stamp(end, ',')}\n{_cue_text(text)}\n"
+        for i, (start, end, text) in enumerate(cues(segments), 1)
     ]
-    return "\n".join(cues)
+    return "\n".join(lines)
 
 
 def vtt(segments: list[Segment]) -> str:
-    cues = [
-        f"{_stamp(s['start'], '.')} --> {_stamp(s['end'], '.')}\n"
-        f"{_vtt_escape(_cue_text(s['text']))}\n"
-        for s in segments
+    lines = [
+        f"{_stamp(start, '.')} --> {_stamp(end, '.')}\n{_vtt_escape(_cue_text(text))}\n"
+        for start, end, text in cues(segments)
     ]
-    return "WEBVTT\n\n" + "\n".join(cues)
+    return "WEBVTT\n\n" + "\n".join(lines)

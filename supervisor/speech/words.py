@@ -1,0 +1,147 @@
+"""Word timestamps (`timestamp_granularities: ["word"]`): each caption segment's words timed by
+the ASR sidecar of `--asr-model` (an `align` frame per segment, sidecar/audio/align.py).
+
+A segment is one chunk, so its audio is cut from the answer's samples at the segment's own
+(exact) times and no word crosses a segment. The sidecar's times are relative to that audio;
+here they are moved to the answer's time line and made safe to publish whatever the checkpoint
+says: clamped inside the segment, in order, not overlapping, each start before its end. Every
+word of the segment's text (split at white space) is there once, in order; a sidecar answer
+that is not exactly those words is a server error, never published.
+
+Each `align` has the ASR deadline of the round trip (`--asr-timeout-s`); no answer within it,
+or an ASR pool that cannot take work, fails the request with a 503 (a job item is retried as
+any item that met a server error is). `segment_words` is the call for one segment (the
+captioned endpoint and job captions call it through `add_words`; a streamed session can call it
+per sentence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from supervisor.errors import InvalidRequest, ServerError, Unavailable
+from supervisor.speech.text.captions import Segment, Word
+from supervisor.supervision.scheduler import Priority, Scheduler
+
+if TYPE_CHECKING:
+    from supervisor.speech.synthesis import Synthesis
+
+GRANULARITIES = ("segment", "word")
+ITEM_FIELDS = ("captions", "timestamp_granularities")  # a job item's own, not the speech's
+RETRY_AFTER_S = 5
+TICK_S = 0.001  # the shortest word, so that each start is before its end
+
+
+def wants_words(body: Any, asr: Scheduler | None, param: str = "timestamp_granularities") -> bool:
+    """`timestamp_granularities`: a non-empty list of "segment" and "word" (default segment).
+    True when "word" is asked for; a 400 `word_timestamps_unavailable` without `--asr-model`."""
+    wanted = body.get(param, ["segment"]) if isinstance(body, dict) else []
+    if not isinstance(wanted, list) or not wanted or not set(wanted) <= set(GRANULARITIES):
+        raise InvalidRequest(
+            f'\'{param}\' must be a non-empty list of "segment" and "word".', param=param
+        )
+    if "word" not in wanted:
+        return False
+    if asr is None:
+        error = InvalidRequest(
+            "Word timestamps need the ASR sidecar (--asr-model), which this server does not "
+            'run; ask for ["segment"]: each sentence\'s timing, exact from the audio.',
+            param=param,
+        )
+        error.code = "word_timestamps_unavailable"
+        raise error
+    return True
+
+
+def item_wants_words(fields: dict[str, Any], asr: Scheduler | None) -> bool:
+    """A job item's `timestamp_granularities`: as `wants_words`, and only with captions."""
+    if not wants_words(fields, asr):
+        return False
+    if fields.get("captions") is not True:
+        raise InvalidRequest(
+            'Word timestamps are cues in an item\'s captions: send "captions": true with them.',
+            param="timestamp_granularities",
+        )
+    return True
+
+
+async def item_words(
+    fields: dict[str, Any],
+    asr: Scheduler | None,
+    synthesis: Synthesis,
+    pcm: bytes,
+    deadline_s: float,
+) -> None:
+    """A job item's words, when it asked for them, into its synthesis's segments (its captions
+    become a cue per word). A server restarted without `--asr-model` fails the item with the
+    400's error."""
+    if asr is None and "timestamp_granularities" not in fields:
+        return
+    if item_wants_words(fields, asr) and asr is not None:
+        await add_words(asr, pcm, synthesis.sample_rate, synthesis.segments,
+                        synthesis.request.language, Priority.BULK, deadline_s)  # fmt: skip
+
+
+def tidy(raw: list[dict[str, Any]], text: str, start: float, end: float) -> list[Word]:
+    """The sidecar's word times (relative to the segment) on the answer's time line, checked
+    against the segment's words, clamped into [start, end], ordered and non-overlapping."""
+    words = text.split()
+    if [w.get("word") for w in raw] != words:
+        raise ServerError("the ASR sidecar timed other words than the segment's")
+    span = max(end - start, 0.0)
+    tick = min(TICK_S, span / (2 * len(words))) if words else TICK_S
+    out: list[Word] = []
+    floor = start
+    for k, (word, timing) in enumerate(zip(words, raw, strict=True)):
+        room = end - (len(words) - k) * tick  # what the later words need is kept for them
+        begin = min(max(start + float(timing["start"]), floor), room)
+        finish = min(max(start + float(timing["end"]), begin + tick), room + tick)
+        out.append(Word(word=word, start=begin, end=finish))
+        floor = finish
+    return out
+
+
+async def segment_words(
+    asr: Scheduler,
+    pcm: bytes,
+    sample_rate: int,
+    segment: Segment,
+    language: str | None,
+    priority: Priority,
+    deadline_s: float,
+) -> list[Word]:
+    """The words of one segment whose 16-bit samples are `pcm` (the segment's own audio)."""
+    if not segment["text"].split():
+        return []
+    fields = {"audio": pcm, "encoding": "s16le", "sample_rate": sample_rate,
+              "text": segment["text"], "language": language}  # fmt: skip
+    try:
+        message: dict[str, Any] = await asyncio.wait_for(
+            asr.submit_align(fields, priority), deadline_s
+        )
+    except asyncio.TimeoutError:
+        raise Unavailable(
+            f"word timing: the ASR sidecar gave no answer within {deadline_s:.0f} s",
+            retry_after_s=RETRY_AFTER_S,
+        ) from None
+    return tidy(message["words"], segment["text"], segment["start"], segment["end"])
+
+
+async def add_words(
+    asr: Scheduler,
+    pcm: bytes,
+    sample_rate: int,
+    segments: list[Segment],
+    language: str | None,
+    priority: Priority,
+    deadline_s: float,
+) -> None:
+    """Give every segment its `words`, timed on its own slice of `pcm` (the whole answer), one
+    after the other (the ASR sidecar takes one at a time)."""
+    for segment in segments:
+        first, last = round(segment["start"] * sample_rate), round(segment["end"] * sample_rate)
+        piece = pcm[2 * first : 2 * last]
+        segment["words"] = await segment_words(
+            asr, piece, sample_rate, segment, language, priority, deadline_s
+        )
