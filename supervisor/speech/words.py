@@ -11,13 +11,14 @@ that is not exactly those words is a server error, never published.
 Each `align` has the ASR deadline of the round trip (`--asr-timeout-s`); no answer within it,
 or an ASR pool that cannot take work, fails the request with a 503 (a job item is retried as
 any item that met a server error is). `segment_words` is the call for one segment (the
-captioned endpoint and job captions call it through `add_words`; a streamed session can call it
-per sentence).
+captioned endpoint and job captions call it through `add_words`; a WebSocket session through
+`pcm_words`, for each of its segments' `audio.done`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
@@ -145,3 +146,24 @@ async def add_words(
         segment["words"] = await segment_words(
             asr, piece, sample_rate, segment, language, priority, deadline_s
         )
+
+
+async def kept(
+    pieces: AsyncIterator[dict[str, Any]], pcm: list[bytes]
+) -> AsyncIterator[dict[str, Any]]:
+    """The pieces passed on as they come, each one's 16-bit samples also kept in `pcm`."""
+    async for piece in pieces:
+        pcm.append(piece["audio"])
+        yield piece
+
+
+async def pcm_words(
+    asr: Scheduler, pcm: list[bytes], sample_rate: int, text: str, language: str | None,
+    deadline_s: float,
+) -> list[Word]:  # fmt: skip
+    """The words of a WebSocket session's segment (interactive), on the segment's own time line:
+    seconds from the start of its audio."""
+    audio = b"".join(pcm)
+    whole = Segment(text=text, start=0.0, end=len(audio) / 2 / sample_rate)
+    return await segment_words(asr, audio, sample_rate, whole, language, Priority.INTERACTIVE,
+                               deadline_s)  # fmt: skip

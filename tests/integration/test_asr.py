@@ -24,7 +24,8 @@ import pytest
 import srt
 import webvtt
 from job_helpers import KEY, ended, run_synth, submit, wait_job
-from live_server import LiveServer, live, tone_wav
+from live_server import AUTH, LiveServer, live, tone_wav
+from websockets.sync.client import connect
 
 TEXT = "Please stand clear of the closing doors."
 LOOSE = "max_wer=1000,max_divergent_run=100000"
@@ -112,8 +113,8 @@ def assert_words_hold(segments: list[dict[str, Any]]) -> list[tuple[float, float
         assert [w["word"] for w in timed] == segment["text"].split(), segment
         for w in timed:
             assert segment["start"] <= w["start"] < w["end"] <= segment["end"], (w, segment)
+        assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(timed)), timed
         cues += [(w["start"], w["end"], w["word"]) for w in timed]
-    assert all(a[1] <= b[0] for a, b in itertools.pairwise(cues)), cues
     return cues
 
 
@@ -126,7 +127,8 @@ def test_captioned_word_timestamps_hold_every_word_in_order_inside_its_segment(
     assert answer.status_code == 200, answer.text
     segments = answer.json()["segments"]
     assert len(segments) == 2
-    assert_words_hold(segments)
+    cues = assert_words_hold(segments)  # one time line: in order across the segments too
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(cues)), cues
     plain = server.request("POST", "/v1/audio/speech/captioned", json={**body,
                            "timestamp_granularities": ["segment"]})  # fmt: skip
     assert plain.status_code == 200 and "words" not in plain.json()["segments"][0]
@@ -163,3 +165,34 @@ def test_job_and_synth_captions_have_a_cue_per_word(server: LiveServer, tmp_path
     assert [c.text for c in webvtt.read(str(tmp_path / "out" / "words.vtt")).captions] == (
         WORDS_TEXT.split()
     )
+
+
+def test_a_websocket_session_asking_for_words_gets_them_in_each_audio_done(
+    server: LiveServer,
+) -> None:
+    url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    with connect(url, additional_headers=AUTH, open_timeout=30) as ws:
+        config = {"type": "session.config", "response_format": "pcm", "seed": 3,
+                  "timestamp_granularities": ["word"]}  # fmt: skip
+        ws.send(json.dumps(config))
+        ws.send(json.dumps({"type": "input.text", "text": WORDS_TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        done, audio, sentences = [], 0, {}
+        while True:
+            got = ws.recv(timeout=120)
+            if isinstance(got, bytes):
+                audio += len(got)
+                continue
+            event = json.loads(got)
+            if event["type"] == "audio.start":
+                sentences[event["sentence_index"]] = event["sentence_text"]
+            if event["type"] == "audio.done":
+                assert event["error"] is None, event
+                seconds = audio / 2 / event.get("sample_rate", 24000)
+                done.append({"text": sentences[event["sentence_index"]], "start": 0.0,
+                             "end": seconds, "words": event["words"]})  # fmt: skip
+                audio = 0
+            if event["type"] == "session.done":
+                break
+    assert len(done) == 2
+    assert_words_hold(done)  # each segment's words on its own audio's time line

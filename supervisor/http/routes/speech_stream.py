@@ -36,9 +36,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http import stream_access
-from supervisor.http.routes import captioned, speech
+from supervisor.http.routes import speech
 from supervisor.services import Services
-from supervisor.speech import delivery
+from supervisor.speech import delivery, words
 from supervisor.speech.segmenter import Segmenter
 from supervisor.tenants import OPEN, Tenant
 
@@ -58,6 +58,7 @@ class Segment:
     index: int
     config: dict[str, Any]
     stream_audio: bool
+    words: bool = False  # timestamp_granularities ["word"]: its words in audio.done
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Made:
     fmt: str = ""
     rate: int | None = None
     qa: str | None = None  # X-OmniVoice-QA's value for the segment
+    words: list[Any] | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -112,7 +114,7 @@ class Session:
     def __init__(self, ws: WebSocket, svc: Services, owner: Tenant | None) -> None:
         self.ws, self.svc, self.owner = ws, svc, owner
         self.config: dict[str, Any] = {}
-        self.stream_audio = True
+        self.stream_audio, self.timed_words = True, False
         self.segmenter = Segmenter(min(SEGMENT_CHARS, svc.settings.max_input_chars))
         self.utterance = 0
         self.count = 0  # segments of this utterance so far
@@ -256,12 +258,11 @@ class Session:
         stream_audio = body.get("stream_audio", True)
         if not isinstance(stream_audio, bool):
             raise InvalidRequest("'stream_audio' must be true or false", param="stream_audio")
-        if "timestamp_granularities" in body:
-            captioned.check_granularities(body)
+        timed_words = words.wants_words(body, self.svc.asr)
         config = {k: v for k, v in body.items() if k not in SESSION_FIELDS}
         assert self.owner is not None
         speech.parse(self.svc, self.owner, {**config, "input": "A sentence."})  # a 400 here
-        self.config, self.stream_audio = config, stream_audio
+        self.config, self.stream_audio, self.timed_words = config, stream_audio, timed_words
 
     def text(self, body: dict[str, Any]) -> None:
         text = body.get("text")
@@ -278,7 +279,8 @@ class Session:
             self.add(segment)
 
     def add(self, text: str) -> None:
-        self.queue(Segment(text, self.utterance, self.count, self.config, self.stream_audio))
+        self.queue(Segment(text, self.utterance, self.count, self.config, self.stream_audio,
+                           self.timed_words))  # fmt: skip
         self.count += 1
 
     def flush(self, ending: bool = True) -> None:
@@ -321,7 +323,8 @@ class Session:
             synthesis = await speech.start(self.svc, self.owner, request, voice,
                                            first_short=not made.segment.index)  # fmt: skip
             timeout_s = request.request_timeout_s or self.svc.settings.request_timeout_s
-            pieces = speech.Deadline(timeout_s).pieces(synthesis.pieces())
+            pcm: list[bytes] = []
+            pieces = words.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
             first = await pieces.__anext__()
             fmt, wanted = request.response_format, delivery.profile(request)
             made.fmt, made.rate = fmt, wanted.rate(fmt, first["sample_rate"])
@@ -329,6 +332,10 @@ class Session:
             async for data in speech.encoded(first, pieces, fmt, wanted):
                 made.frames.put_nowait(data)
             made.qa = synthesis.verdict.header()
+            if made.segment.words and self.svc.asr is not None:
+                made.words = await words.pcm_words(self.svc.asr, pcm, first["sample_rate"],
+                                                   made.segment.text, request.language,
+                                                   self.svc.settings.asr_timeout_s)  # fmt: skip
             made.frames.put_nowait(None)
         except ServerError as exc:
             made.frames.put_nowait(exc)
@@ -385,4 +392,4 @@ class Session:
             await self.send(bytes(held))
         await self.send({"type": "audio.done", "utterance_index": segment.utterance,
                          "sentence_index": segment.index, "total_bytes": total, "error": error,
-                         "qa": made.qa})  # fmt: skip
+                         "qa": made.qa, **({"words": made.words} if made.words is not None else {})})  # fmt: skip
