@@ -3,13 +3,17 @@ the ASR sidecar sends, the answer holds every word of the segment once, in order
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
 import pytest
 
-from supervisor.errors import InvalidRequest, ServerError
-from supervisor.speech.words import item_wants_words, tidy, wants_words
+from supervisor.errors import InvalidRequest, ServerError, Unavailable
+from supervisor.settings import Settings
+from supervisor.speech.text.captions import Segment
+from supervisor.speech.words import item_wants_words, segment_words, tidy, wants_words
+from supervisor.supervision.scheduler import Priority, Scheduler
 
 
 def check(words: list[Any], text: str, start: float, end: float) -> None:
@@ -59,3 +63,16 @@ def test_word_granularity_needs_the_asr_sidecar_and_a_job_item_needs_captions() 
         item_wants_words({"timestamp_granularities": ["word"]}, asr)
     assert no_captions.value.param == "timestamp_granularities"
     assert item_wants_words({"timestamp_granularities": ["word"], "captions": True}, asr)
+
+
+def test_an_align_past_its_deadline_is_a_503_and_leaves_the_queue() -> None:
+    async def scenario() -> None:
+        asr = Scheduler(Settings(engine="null"))  # no sidecar takes the task: it never answers
+        segment: Segment = {"text": "Mind the gap.", "start": 0.0, "end": 1.0}
+        with pytest.raises(Unavailable) as late:
+            await segment_words(asr, bytes(48000), 24000, segment, "en", Priority.BULK, 0.05)
+        assert late.value.retry_after_s and "no answer within" in late.value.message
+        batch = asr.next_batch()
+        assert batch is None and not asr.unfinished  # the timed-out task was cancelled
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
