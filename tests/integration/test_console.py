@@ -217,6 +217,22 @@ def test_synthesise_stream_and_play(console: Watched) -> None:
     assert console.server.request("DELETE", "/v1/audio/voices/platform-voice").status_code == 200
 
 
+def test_the_live_view_speaks_each_sentence_as_it_is_typed(console: Watched) -> None:
+    console.open()
+    console.view("live")
+    page = console.page
+    page.type("#live-input", "Good morning. How are you?")  # a key at a time, as a person types
+    page.wait_for_function("() => document.querySelectorAll('#live-log li').length >= 2")
+    page.type("#live-input", " Fine")
+    page.click("#live-done")  # the rest, without a sentence end
+    page.wait_for_function("() => document.querySelectorAll('#live-log li').length >= 3")
+    page.wait_for_function("() => document.getElementById('live-state').textContent === 'done'")
+    log = page.locator("#live-log li").all_text_contents()
+    assert [entry.split(":")[0] for entry in log] == ["sentence 1", "sentence 2", "sentence 3"]
+    assert all(entry.endswith(" s") and not entry.endswith(" 0.00 s") for entry in log), log
+    console.screenshot("live")
+
+
 def test_clone_a_reference_and_save_it_as_a_voice(console: Watched, tmp_path: Path) -> None:
     clip = tmp_path / "reference.wav"
     clip.write_bytes(tone_wav(2.0, hz=180.0))
