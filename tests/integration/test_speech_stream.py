@@ -62,18 +62,18 @@ def message(ws: ClientConnection) -> dict[str, Any]:
 
 def utterance(ws: ClientConnection) -> list[dict[str, Any]]:
     """Every message up to and including session.done; each audio.done gets the audio bytes
-    that came before it (`audio`)."""
+    that came before it (`audio`) and how many frames they came in (`frames`)."""
     out: list[dict[str, Any]] = []
-    audio = bytearray()
+    audio, frames = bytearray(), 0
     while True:
         got = ws.recv(timeout=RECV_S)
         if isinstance(got, bytes):
             assert out and out[-1]["type"] == "audio.start", "audio outside a segment"
-            audio += got
+            audio, frames = audio + got, frames + 1
             continue
         event = json.loads(got)
         if event["type"] == "audio.done":
-            event["audio"], audio = bytes(audio), bytearray()
+            event["audio"], event["frames"], audio, frames = bytes(audio), frames, bytearray(), 0
         out.append(event)
         if event["type"] == "session.done":
             return out
@@ -118,13 +118,19 @@ def test_a_whole_session_of_two_utterances(server: LiveServer) -> None:
         ]  # fmt: skip
         assert all(d["total_bytes"] == len(d["audio"]) > 0 for d in done)
         assert events[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 3}
-        # A second utterance in another format; without a sentence end the flush cuts it.
-        send(ws, "session.config", voice="alloy", response_format="wav", seed=5)
-        send(ws, "input.text", text="Goodbye for now")
-        send(ws, "input.done")
-        [done] = segments(events := utterance(ws))
-        assert done["audio"][:4] == b"RIFF" and done["utterance_index"] == 1
-        assert events[-1]["total_sentences"] == 1
+        # More utterances in another format, without a sentence end (the flush cuts them).
+        # Its first chunk ends at the comma (a short first chunk): two chunks, two frames when
+        # streamed.
+        bye = (
+            "Goodbye for now, and thank you so much for listening to every one of these words today"
+        )
+        for stream_audio, frames in ((False, 1), (True, 2)):
+            send(ws, "session.config", response_format="wav", stream_audio=stream_audio)
+            send(ws, "input.text", text=bye)
+            send(ws, "input.done")
+            [done] = segments(events := utterance(ws))
+            assert done["audio"][:4] == b"RIFF" and done["utterance_index"] == 1 + stream_audio
+            assert done["frames"] == frames and events[-1]["total_sentences"] == 1
         send(ws, "session.close")
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=RECV_S)
