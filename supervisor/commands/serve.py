@@ -200,6 +200,9 @@ async def serve(settings: Settings) -> int:
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=max(5, int(settings.stop_timeout_s)),
+        # A WebSocket message holds at most the session's text buffer, escaped (\uXXXX and a
+        # surrogate pair: 12 bytes a character), and the rest of a session.config.
+        ws_max_size=64 * 1024 + 12 * settings.stream_buffer_chars,
         http=ReadDeadlines.configured(
             settings.header_timeout_s, settings.body_timeout_s, settings.body_deadline_s
         ),

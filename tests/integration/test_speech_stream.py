@@ -187,6 +187,16 @@ def test_text_past_the_buffer_is_refused_and_the_rest_spoken(server: LiveServer)
         assert done["error"] is None
 
 
+def test_a_message_past_what_the_buffer_could_hold_closes_the_connection(
+    server: LiveServer,
+) -> None:
+    with session(server) as ws:
+        ws.send(json.dumps({"type": "input.text", "text": "x" * (64 * 1024 + 12 * BUFFER)}))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=RECV_S)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # too big
+
+
 def test_a_sidecar_killed_under_a_segment_costs_it_a_retry_not_the_session(
     server: LiveServer,
 ) -> None:
