@@ -6,7 +6,8 @@ Steps, in one run:
   1. a `full` checkpoint with random weights (the work depends on lengths, not weights);
   2. the card's bf16 matrix rate (8192^3 products);
   3. our server (`omnivoice-supervisor serve`): (c) the 12-word sentence one at a time as wav,
-     time to first audio when streaming, (a) short requests offered at a fixed rate, (b) the
+     time to first audio when streaming (raw audio; SSE, whose first chunk is short; and over
+     the WebSocket, from a sentence's end), (a) short requests offered at a fixed rate, (b) the
      mixed workload saturated (up to 256 in flight);
   4. the denoising forward's achieved TFLOP/s over the mixed run, from the server's metrics;
   5. with --peer-site, the seed server (bench/peer_arm.py: omnivoice-triton-server 0.1.2 with its
@@ -45,6 +46,7 @@ sys.path.insert(0, str(HERE))
 import http_arm  # noqa: E402
 import peer_arm  # noqa: E402
 import workloads  # noqa: E402
+import ws_arm  # noqa: E402
 
 MEDIUM_TEXT = workloads.sentence_text(__import__("random").Random(3), 45)
 
@@ -201,6 +203,9 @@ async def run_server_arms(
         out["single"] = await http_arm.sequential(url, workloads.SINGLE_TEXT, args.single_repeats)
         log("time to first audio (streaming)")
         out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
+        log("time to first audio (SSE, and over the WebSocket)")
+        out["streaming_sse"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10, stream_format="sse")
+        out["websocket"] = await ws_arm.first_audio(url, workloads.SINGLE_TEXT, 10)
     if "short" in args.arms:
         log(f"short (a): {args.requests} at {args.short_rate}/s")
         out["short"] = await http_arm.fixed_rate(
@@ -398,6 +403,12 @@ def main() -> int:
     result["single_p50_s"] = s["single"]["latency_s"].get("p50") if "single" in s else None
     result["first_audio_p50_s"] = (
         s["streaming"]["first_audio_s"].get("p50") if "streaming" in s else None
+    )
+    result["first_audio_sse_p50_s"] = (
+        s["streaming_sse"]["first_audio_s"].get("p50") if "streaming_sse" in s else None
+    )
+    result["ws_first_audio_p50_s"] = (
+        s["websocket"]["first_audio_s"].get("p50") if "websocket" in s else None
     )
     if "peer" in result:
         peer = result["peer"]["mixed"]["x_realtime"]

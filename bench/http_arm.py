@@ -175,9 +175,15 @@ async def sequential(
 
 
 async def first_audio(
-    base_url: str, text: str, repeats: int, api_key: str | None = None
+    base_url: str,
+    text: str,
+    repeats: int,
+    api_key: str | None = None,
+    stream_format: str = "audio",
 ) -> dict[str, Any]:
-    """Streaming (stream_format=audio): time from sending to the first audio bytes, and to the end."""
+    """Streaming: time from sending to the first audio bytes, and to the end. `stream_format`
+    "audio" streams raw pcm; "sse" streams events, whose first `speech.audio.delta` counts (an
+    SSE answer starts with a short chunk, so its first audio comes sooner)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     first, total = [], []
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as client:
@@ -188,13 +194,17 @@ async def first_audio(
                 "model": "omnivoice",
                 "input": text,
                 "response_format": "pcm",
-                "stream_format": "audio",
+                "stream_format": stream_format,
                 "seed": i,
             }
             async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
                 resp.raise_for_status()
+                seen = b""
                 async for chunk in resp.aiter_bytes():
-                    if chunk and got_first is None:
+                    if got_first is not None or not chunk:
+                        continue
+                    seen = seen + chunk if stream_format == "sse" else chunk
+                    if stream_format != "sse" or b"speech.audio.delta" in seen:
                         got_first = time.perf_counter() - start
             first.append(got_first or 0.0)
             total.append(time.perf_counter() - start)
