@@ -356,8 +356,9 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
             "captions": {"type": "boolean", "description": "also write captions.srt and captions.vtt (a chunk per sentence)"},
             "timestamp_granularities": {"type": "array", "minItems": 1, "items": {"enum": ["segment", "word"]}, "default": ["segment"],
                                         "description": "with captions: word gives a cue per word (--asr-model; without it a 400)"}}},
-        "Job": {"type": "object", "required": ["id", "object", "state", "created_at", "progress"], "properties": {
+        "Job": {"type": "object", "required": ["id", "object", "owner", "state", "created_at", "progress"], "properties": {
             "id": {"type": "string"}, "object": {"const": "job"},
+            "owner": {"type": "string", "description": "the owner id of the key that made it (its name=, else a hash); default on a keyless server"},
             "state": {"enum": ["queued", "running", "completed", "failed", "cancelled"]},
             "created_at": {"type": "number"}, "finished_at": {"type": ["number", "null"]}, "cancelled_at": {"type": ["number", "null"]},
             "progress": {"type": "object", "additionalProperties": {"type": "integer"}},

@@ -214,6 +214,7 @@ def job_view(
     return {
         "id": row["id"],
         "object": "job",
+        "owner": row["owner"],  # whose job: an admin key's listing shows every owner's
         "state": state,
         "created_at": row["created_at"],
         "finished_at": None if unfinished else last_end,

@@ -26,6 +26,8 @@ import srt
 from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_gone, wait_job
 from live_server import REPO_ROOT, LiveServer, live
 
+from supervisor.tenants import owner_of
+
 SENTENCES = [
     "The 6:15 to Brighton is delayed by ten minutes.",
     "Please stand clear of the closing doors.",
@@ -84,6 +86,7 @@ def test_a_job_runs_every_item_and_keeps_each_error(server: LiveServer) -> None:
     ]
     created = submit(server, items)
     assert created["object"] == "job" and created["progress"]["total"] == 6
+    assert created["owner"] == owner_of(KEY)  # a key the key file does not name: its hash
     assert [i["id"] for i in created["items"]] == [
         "plain",
         "named-voice",

@@ -120,6 +120,7 @@ def test_another_keys_job_is_not_found_and_the_admin_sees_every_job(server: Live
               for key in (ALICE, BOB, ADMIN)}  # fmt: skip
     assert job_id in listed[ALICE] and job_id in listed[ADMIN] and job_id not in listed[BOB]
     assert call(server, BOB, "GET", f"/v1/jobs?after={job_id}").json()["data"] == []
+    assert call(server, ALICE, "GET", f"/v1/jobs/{job_id}").json()["owner"] == "alice"
 
     # The same Idempotency-Key and body: alice's is replayed to her, never to bob.
     again = submit(server, ALICE, "Alice's own words.", headers={"Idempotency-Key": "night-1"})
@@ -128,6 +129,9 @@ def test_another_keys_job_is_not_found_and_the_admin_sees_every_job(server: Live
     assert bobs.status_code == 202 and bobs.json()["id"] != job_id
     assert "idempotent-replayed" not in bobs.headers
     assert call(server, BOB, "GET", f"/v1/jobs/{bobs.json()['id']}").status_code == 200
+    # The admin's list says whose each job is.
+    owners = {j["id"]: j["owner"] for j in call(server, ADMIN, "GET", "/v1/jobs").json()["data"]}
+    assert owners[job_id] == "alice" and owners[bobs.json()["id"]] == "bob"
 
 
 def signed_with(secret: str, headers: dict[str, str], body: bytes) -> bool:
