@@ -1,4 +1,4 @@
-"""supervisor/settings.py: defaults, then OMNIVOICE_* variables, then flags; every field has a flag."""
+"""supervisor/settings/: defaults, then OMNIVOICE_* variables, then flags; every field has a flag."""
 
 from __future__ import annotations
 
