@@ -25,7 +25,9 @@ running) only once its Synthesis has been admitted.
 
 An item always has a seed (its own, its voice's, or one derived from its fields), so it is
 looked up in the result cache first: one found there is claimed and written at once, with no
-synthesis; one generated is kept there (`result_cache`).
+synthesis; one generated is kept there (`result_cache`). Identical items in flight are made once
+(`single_flight`): an item whose cache key is being made by another stays queued, and is found
+in the cache once that one is kept (or leads, if that one ended with nothing kept).
 
 How an item ends:
 
@@ -79,6 +81,7 @@ from supervisor.speech import delivery, result_cache, schemas, words
 from supervisor.speech.access import VoiceAccess
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import captions, script
 from supervisor.speech.voices import resolve_voice, voice_resolver
@@ -119,6 +122,7 @@ class JobRunner:
         self.space = SpaceWait()  # a full disk refused a result: no item starts until it has room
         self.tasks: set[asyncio.Task[None]] = set()
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
+        self.flights = Flights()  # items' cache keys being made ("job" keys: none is a speech one)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._leases: asyncio.Task[None] | None = None
@@ -371,6 +375,7 @@ class JobRunner:
             return
         admitted: dict[Key, tuple[Claimed, Synthesis, str | None]] = {}
         found: dict[Key, tuple[Claimed, CachedResult]] = {}
+        leading: set[str] = set()  # the admitted items' cache keys
         for item in await asyncio.to_thread(self.store.queued, room):
             if item.key in self.item_tasks:  # ours still, its lease lost in an outage: not twice
                 continue
@@ -382,8 +387,12 @@ class JobRunner:
                     if entry is not None:
                         found[item.key] = (item, entry)
                         continue
+                if name is not None and (self.flights.flying(name) or name in leading):
+                    continue  # an identical item is being made: it stays queued until it is kept
                 synthesis = await self.synthesis(item, speech, voice)
                 admitted[item.key] = (item, synthesis, name)
+                if name is not None:
+                    leading.add(name)
             except (Overloaded, Unavailable):
                 break  # not now; it stays queued
             except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
@@ -404,11 +413,14 @@ class JobRunner:
                 break
         if not admitted and not found:
             return
+        flights = {key: self.flights.lead(name) for key, (_, _, name) in admitted.items() if name}
         try:
             claimed = await asyncio.to_thread(self.store.claim, [*admitted, *found])
         except BaseException:
             for _, synthesis, _ in admitted.values():
                 synthesis.close()  # give the admitted audio back
+            for flight in flights.values():
+                flight.land(None)
             raise
         if len(claimed) < len(admitted) + len(found):
             self.wake()  # another server took some: look again now, not a tick later
@@ -422,6 +434,8 @@ class JobRunner:
         for key, (item, synthesis, name) in admitted.items():
             if key not in claimed:  # cancelled meanwhile, or claimed by another server
                 synthesis.close()
+                if key in flights:
+                    flights[key].land(None)
                 continue
             self.generating[key] = synthesis
             task = asyncio.create_task(
@@ -431,6 +445,8 @@ class JobRunner:
             self.item_tasks[key] = task
             task.add_done_callback(self.tasks.discard)
             task.add_done_callback(functools.partial(self.forget_task, key))
+            if key in flights:  # ended, its audio kept or not: identical items go on from there
+                task.add_done_callback(functools.partial(self.landed, flights[key]))
 
     # ------------------------------------------------------------ one item
 
@@ -562,6 +578,12 @@ class JobRunner:
 
     def forget_task(self, key: Key, _task: asyncio.Task[None]) -> None:
         self.item_tasks.pop(key, None)
+
+    def landed(self, flight: Flight, _task: asyncio.Task[None]) -> None:
+        """An item with a cache key ended (its audio in the cache if it was kept): the items
+        held back behind it are looked at again now."""
+        flight.land(None)
+        self.wake()
 
     async def cancel_job(self, job_id: str, wait_s: float) -> None:
         """After the store cancelled a job: close what of it is still being generated, and wait

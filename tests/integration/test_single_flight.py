@@ -1,4 +1,5 @@
-"""Single flight (issue 36): identical reproducible requests in flight are made once.
+"""Single flight (issue 36): identical reproducible requests in flight are made once, and so
+are identical job items (the runner holds one back while its twin is made).
 
 The sidecar is SIGSTOPped while the requests arrive, so that they are all in flight at once
 whatever the machine's load; what was generated is read from the server's own counters
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from job_helpers import ended, submit, wait_job
 from live_server import KEY, LiveServer, live
 
 BOUND_S = 120.0
@@ -49,6 +51,13 @@ def wait_until(server: LiveServer, name: str, value: float) -> None:
         assert time.monotonic() - start < BOUND_S, (
             f"{name} never reached {value}: {counters(server)}"
         )
+        time.sleep(0.05)
+
+
+def wait_at_least(server: LiveServer, name: str, value: float) -> None:
+    start = time.monotonic()
+    while counters(server)[name] < value:
+        assert time.monotonic() - start < BOUND_S, f"{name} never reached {value}"
         time.sleep(0.05)
 
 
@@ -124,3 +133,22 @@ def test_unseeded_and_different_requests_are_not_held_back(server: LiveServer) -
         answers = list(pool.map(lambda b: post(server, b), bodies))
     assert all(a.status_code == 200 for a in answers)
     assert counters(server)["tasks"] - before["tasks"] == 3
+
+
+def test_identical_job_items_in_flight_are_made_once(server: LiveServer) -> None:
+    """Two jobs, the first with the same seeded item twice: the item is made once and the other
+    two are written from the cache; the different items are each made."""
+    same = {"input": "Every job asked for this one line.", "seed": 11, "response_format": "wav"}
+    before = counters(server)
+    with stopped_sidecar(server):
+        first = submit(server, [same, same, {**same, "input": "The first job's own line."}])
+        # the pass that admits the first job's own line has looked at the twin (held back)
+        wait_at_least(server, "queue", before["queue"] + 2)
+        second = submit(server, [same, {**same, "input": "The second job's own line."}])
+        wait_at_least(server, "queue", before["queue"] + 3)  # and at the second job's copy
+    jobs = [wait_job(server, j["id"], ended, BOUND_S, "the job to end") for j in (first, second)]
+    assert [j["state"] for j in jobs] == ["completed", "completed"], jobs
+    assert counters(server)["tasks"] - before["tasks"] == 3  # not 5: the twins were not made
+    audio = {server.request("GET", f"/v1/jobs/{j['id']}/items/{n}/audio").content
+             for j, n in ((first, 0), (first, 1), (second, 0))}  # fmt: skip
+    assert len(audio) == 1
