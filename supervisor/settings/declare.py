@@ -28,12 +28,14 @@ def setting(
     above: float | None = None,
     pattern: str | None = None,
     shape: str = "",
+    hint: str = "",
 ) -> Any:
     """A field of Settings. Bounds (checked by rules.check_bounds, one loop over the fields):
     a number is at least `minimum` (0: never negative), at most `maximum`, greater than `above`;
-    a text (or each entry of a list) is one of `choices` or matches `pattern`, which `shape` says in words."""
+    a text (or each entry of a list) is one of `choices` or matches `pattern`, which `shape` says in words.
+    `hint` ends the message of a value out of bounds: what to do instead."""
     bounds = {"choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
-              "pattern": pattern, "shape": shape}  # fmt: skip
+              "pattern": pattern, "shape": shape, "hint": hint}  # fmt: skip
     return field(
         default=default, metadata={"help": help, "flag": flag, "metavar": metavar, **bounds}
     )

@@ -45,6 +45,7 @@ class Fields:
         "visible; none: all). With no GPU one CPU sidecar runs, whatever this says",
         metavar="N",
         minimum=1,
+        hint="leave it out for every GPU",
     )
     api_keys: tuple[str, ...] = setting(
         (),

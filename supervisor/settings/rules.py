@@ -26,7 +26,8 @@ def check_bounds(settings: Fields) -> None:
         for entry in entries:
             problem = _number_problem(f, entry) or _text_problem(f, entry)
             if problem:
-                raise SettingsError(f"{named(f)} {problem}")
+                hint = f.metadata["hint"]
+                raise SettingsError(f"{named(f)} {problem}" + (f"; {hint}" if hint else ""))
 
 
 def _number_problem(f: Field, value: Any) -> str | None:
