@@ -110,6 +110,10 @@ MIGRATIONS = [
     CREATE INDEX jobs_by_owner ON jobs (owner, seq);
     ALTER TABLE voices ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
     """,
+    # 4: a job's own callback secret (issue 36); NULL: its owner's, as before.
+    """
+    ALTER TABLE jobs ADD COLUMN callback_secret TEXT;
+    """,
 ]
 
 

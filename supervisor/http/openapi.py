@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from supervisor.jobs import callbacks
 from supervisor.settings import Settings
 from supervisor.speech import cost, delivery, formats, lexicons, schemas
 
@@ -233,7 +234,9 @@ def document(settings: Settings) -> dict[str, Any]:
                              "items": {"$ref": "#/components/schemas/JobItemRequest"}},
                              "not_before": {"type": "string", "format": "date-time"},
                              "deadline": {"type": "string", "format": "date-time"},
-                             "callback_url": {"type": "string", "format": "uri"}}}}}},
+                             "callback_url": {"type": "string", "format": "uri"},
+                             "callback_secret": {"type": "string", "pattern": callbacks.SECRET_PATTERN, "writeOnly": True,
+                                                 "description": "signs this job's callback in place of the key's secret; never shown back"}}}}}},
                      "responses": {"202": _json("Job", "the job, committed to disk"),
                                    **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503, 507)}}},
             "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",

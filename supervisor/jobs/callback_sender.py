@@ -118,7 +118,7 @@ class CallbackSender:
         deadline_s = self.settings.callback_timeout_s
         try:
             check_url(due.url, self.settings.callback_allow)  # the allow-list of this run
-            body, headers = self.signed(job, self.secret(due.owner))
+            body, headers = self.signed(job, due.secret or self.secret(due.owner))
             status = await callback_exchange.post(self.client, due.url, body, headers, deadline_s)
         except InvalidRequest as exc:
             return None, exc.message[:ERROR_CHARS]

@@ -12,9 +12,9 @@ credentials; control characters and whitespace anywhere are refused before eithe
 (httpx would refuse some only at send time, and read others differently).
 
 The signature follows the common webhook scheme: `X-OmniVoice-Signature: t=<unix seconds>,v1=<hex
-HMAC-SHA256 of "<t>.<body>">` keyed with the job's owner's secret (CallbackSender.secret). The receiver recomputes
-it over the raw body and refuses a `t` too far from its clock, so a captured callback cannot be
-replayed later.
+HMAC-SHA256 of "<t>.<body>">` keyed with the job's own `callback_secret` when its body gave one,
+else its owner's secret (CallbackSender.secret). The receiver recomputes it over the raw body and
+refuses a `t` too far from its clock, so a captured callback cannot be replayed later.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ import httpx
 from supervisor.errors import InvalidRequest
 
 SIGNATURE_HEADER = "X-OmniVoice-Signature"
+# A job's own callback secret: long enough to resist guessing, printable ASCII without spaces
+# (what a receiver's config file or environment variable holds unchanged).
+SECRET_CHARS = (16, 256)
+SECRET_PATTERN = f"^[!-~]{{{SECRET_CHARS[0]},{SECRET_CHARS[1]}}}$"
 MAX_URL_CHARS = 2048
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -158,3 +162,15 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
     """The X-OmniVoice-Signature value for a body sent at `timestamp` (Unix seconds)."""
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
     return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def check_secret(secret: Any) -> str:
+    """A job's `callback_secret`, checked; InvalidRequest (never echoing it) otherwise."""
+    low, high = SECRET_CHARS
+    if not isinstance(secret, str) or not low <= len(secret) <= high:
+        raise InvalidRequest(f"'callback_secret' must be a string of {low} to {high} characters.",
+                             param="callback_secret")  # fmt: skip
+    if not all("!" <= c <= "~" for c in secret):
+        raise InvalidRequest("'callback_secret' must be printable ASCII without spaces "
+                             "(characters '!' to '~').", param="callback_secret")  # fmt: skip
+    return secret

@@ -115,11 +115,11 @@ class PgJobStore:
             when = schedule or JobSchedule()
             conn.execute(
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
-                "deadline, callback_url, callback_state, owner) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "deadline, callback_url, callback_state, owner, callback_secret) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (job_id, stored_key, body_sha256, time.time(), when.not_before,
                  when.deadline, when.callback_url,
-                 None if when.callback_url is None else "pending", owner),
+                 None if when.callback_url is None else "pending", owner, when.callback_secret),
             )  # fmt: skip
             with conn.cursor() as cur:
                 cur.executemany(
@@ -460,13 +460,16 @@ class PgJobStore:
                 "(SELECT id FROM jobs j WHERE callback_state = 'pending' "
                 "AND (callback_next_at IS NULL OR callback_next_at <= %(now)s) AND NOT EXISTS "
                 f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) "
-                "FOR UPDATE SKIP LOCKED) RETURNING id, seq, callback_url, callback_attempts, owner",
+                "FOR UPDATE SKIP LOCKED) RETURNING id, seq, callback_url, callback_attempts, owner, "
+                "callback_secret",
                 {"now": now, "claim": CALLBACK_CLAIM_S},
             ).fetchall()
         )
         rows.sort(key=lambda r: r["seq"])
         return [
-            CallbackDue(r["id"], r["callback_url"], r["callback_attempts"], r["owner"])
+            CallbackDue(
+                r["id"], r["callback_url"], r["callback_attempts"], r["owner"], r["callback_secret"]
+            )
             for r in rows
         ]
 

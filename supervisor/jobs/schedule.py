@@ -1,5 +1,6 @@
 """A job's schedule, read from its body: when it may start (`not_before`), when it should be done
-(`deadline`), and where to say it ended (`callback_url`); and the RFC 3339 times the API shows.
+(`deadline`), and where to say it ended (`callback_url`, signed with `callback_secret` when
+given); and the RFC 3339 times the API shows.
 
 Times must be RFC 3339 with an offset (`2026-12-01T06:00:00Z`, `...+01:00`): a time without one
 would mean whatever zone the server runs in, and within years 1 to 9999 once in UTC (what can be
@@ -13,16 +14,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.errors import InvalidRequest
-from supervisor.jobs.callbacks import check_url
+from supervisor.jobs.callbacks import check_secret, check_url
 
 # The times a datetime can show in UTC, to the millisecond: what the API accepts and renders.
 EARLIEST = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc).timestamp()
-FIELDS = frozenset({"not_before", "deadline", "callback_url"})
+FIELDS = frozenset({"not_before", "deadline", "callback_url", "callback_secret"})
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 
 
@@ -33,6 +34,7 @@ class JobSchedule:
     not_before: float | None = None
     deadline: float | None = None
     callback_url: str | None = None
+    callback_secret: str | None = field(default=None, repr=False)  # signs this job's callback
 
     def fields(self) -> dict[str, Any]:
         """The fields given, for the Idempotency-Key digest (none given: the digest of old)."""
@@ -88,6 +90,13 @@ def job_schedule(body: dict[str, Any], callback_allow: tuple[str, ...]) -> JobSc
             param="deadline",
         )
     url = body.get("callback_url")
+    secret = body.get("callback_secret")
+    if secret is not None and url is None:
+        raise InvalidRequest("'callback_secret' signs the job's callback: give 'callback_url' "
+                             "too, or leave it out.", param="callback_secret")  # fmt: skip
     return JobSchedule(
-        not_before, deadline, None if url is None else check_url(url, callback_allow)
+        not_before,
+        deadline,
+        None if url is None else check_url(url, callback_allow),
+        None if secret is None else check_secret(secret),
     )

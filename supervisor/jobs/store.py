@@ -47,7 +47,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,7 @@ ADDED_COLUMNS = (
     ("items", "est_audio_s", "REAL"),  # estimated audio, for the job's estimated finish
     ("items", "qa", "TEXT"),  # the quality checks' verdict (JSON); NULL: none recorded
     ("jobs", "owner", f"TEXT NOT NULL DEFAULT '{DEFAULT_OWNER}'"),  # supervisor.tenants
+    ("jobs", "callback_secret", "TEXT"),  # the job's own; NULL: its owner's (never shown)
 )
 UNFINISHED = "('queued', 'running')"
 # A query limited to one owner's jobs, or (NULL: an admin) to none; takes the owner twice.
@@ -137,6 +138,7 @@ class CallbackDue:
     url: str
     attempts: int  # made so far
     owner: str = DEFAULT_OWNER  # whose secret signs it
+    secret: str | None = field(default=None, repr=False)  # the job's own, in place of the owner's
 
 
 @dataclass(frozen=True)
@@ -388,9 +390,11 @@ class JobStore:
             when = schedule or JobSchedule()
             db.execute(
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
-                "deadline, callback_url, callback_state, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "deadline, callback_url, callback_state, owner, callback_secret) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job_id, stored_key, body_sha256, now, when.not_before, when.deadline,
-                 when.callback_url, None if when.callback_url is None else "pending", owner),
+                 when.callback_url, None if when.callback_url is None else "pending", owner,
+                 when.callback_secret),
             )  # fmt: skip
             db.executemany(
                 "INSERT INTO items (job_id, n, client_id, request, format, state, est_audio_s) "
@@ -564,7 +568,7 @@ class JobStore:
         """Jobs that have ended (no item queued or running) whose callback is due by `now`."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT id, callback_url, callback_attempts, owner FROM jobs j "
+                "SELECT id, callback_url, callback_attempts, owner, callback_secret FROM jobs j "
                 "WHERE callback_state = 'pending' "
                 "AND (callback_next_at IS NULL OR callback_next_at <= ?) AND NOT EXISTS "
                 f"(SELECT 1 FROM items i WHERE i.job_id = j.id AND i.state IN {UNFINISHED}) "
@@ -572,7 +576,9 @@ class JobStore:
                 (now,),
             ).fetchall()
         return [
-            CallbackDue(r["id"], r["callback_url"], r["callback_attempts"], r["owner"])
+            CallbackDue(
+                r["id"], r["callback_url"], r["callback_attempts"], r["owner"], r["callback_secret"]
+            )
             for r in rows
         ]
 

@@ -158,6 +158,24 @@ def test_each_keys_callbacks_are_signed_with_its_own_secret(
     assert not signed_with(ALICE_SECRET, bob_headers, bob_body)
 
 
+def test_a_jobs_own_callback_secret_signs_its_callback_and_is_never_shown(
+    server: LiveServer, receiver: Receiver
+) -> None:
+    secret = "job-own-secret-0123456789"
+    job_id = submit(server, ALICE, "Called back with my own secret.", callback_url=receiver.url,
+                    callback_secret=secret).json()["id"]  # fmt: skip
+    assert wait_ended(server, ALICE, job_id)["callback"]["state"] == "delivered"
+    headers, body = next((h, b) for h, b in receiver.got if job_id.encode() in b)
+    assert signed_with(secret, headers, body)
+    assert not signed_with(ALICE_SECRET, headers, body)  # in place of its key's, not beside it
+    shown = [body, call(server, ALICE, "GET", f"/v1/jobs/{job_id}").content,
+             call(server, ADMIN, "GET", "/v1/jobs").content, call(server, ADMIN, "GET", "/health").content]  # fmt: skip
+    assert not any(secret.encode() in text for text in shown)
+    assert secret not in server.log.read_text()
+    refused = submit(server, ALICE, "x", callback_url=receiver.url, callback_secret="short")
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "callback_secret"
+
+
 def test_the_key_file_is_the_servers_and_its_keys_are_not_shown(server: LiveServer) -> None:
     health = call(server, ADMIN, "GET", "/health").json()
     assert health["settings"]["api_keys"] == 4  # the three of the file and live()'s own

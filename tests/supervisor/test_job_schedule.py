@@ -128,6 +128,34 @@ def test_allow_list_entries_are_host_host_port_or_host_any_port() -> None:
         Settings(engine="null", callback_allow=("a.example:x",), callback_secret="s")
 
 
+@pytest.mark.parametrize(
+    "secret",
+    [None, 12345, "x" * 15, "x" * 257, "sixteen chars ok", "tab\tin-the-secret-here",
+     "caf\u00e9-secret-value-here", "line\nbreak-secret-value"],
+)  # fmt: skip
+def test_a_jobs_callback_secret_out_of_bounds_is_a_400_that_does_not_repeat_it(
+    secret: object,
+) -> None:
+    body = {"callback_url": "http://127.0.0.1:9393/hook", "callback_secret": secret}
+    if secret is None:  # no secret: the owner's signs it
+        assert job_schedule(body, ("127.0.0.1:*",)).callback_secret is None
+        return
+    with pytest.raises(InvalidRequest) as caught:
+        job_schedule(body, ("127.0.0.1:*",))
+    assert caught.value.param == "callback_secret" and str(secret) not in caught.value.message
+
+
+def test_a_jobs_callback_secret_is_kept_hidden_and_needs_a_callback_url() -> None:
+    secret = "w" * 16 + "!~" + "z" * 238  # 256 characters, the bounds' printable ASCII
+    when = job_schedule({"callback_url": "http://127.0.0.1/", "callback_secret": secret},
+                        ("127.0.0.1",))  # fmt: skip
+    assert when.callback_secret == secret and secret not in repr(when)
+    assert when.fields()["callback_secret"] == secret  # counts in the Idempotency-Key digest
+    with pytest.raises(InvalidRequest) as caught:
+        job_schedule({"callback_secret": secret}, ("127.0.0.1",))
+    assert caught.value.param == "callback_secret"
+
+
 def test_the_signature_is_an_hmac_of_the_timestamp_and_the_body() -> None:
     body = b'{"id":"job_1","state":"completed"}'
     header = signature("s3cret", 1796104800, body)
