@@ -77,15 +77,14 @@ from supervisor.jobs.space import SpaceWait, refused_item_end
 from supervisor.jobs.storage import JobStorage, StoreUnavailable
 from supervisor.jobs.store import Claimed, out_of_space
 from supervisor.services import Services
-from supervisor.speech import delivery, result_cache, schemas, words
-from supervisor.speech.access import VoiceAccess
+from supervisor.speech import delivery, result_cache, schemas, service, words
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis, Voice
-from supervisor.speech.text import captions, script
-from supervisor.speech.voices import resolve_voice, voice_resolver
+from supervisor.speech.text import captions
 from supervisor.supervision.scheduler import Priority
+from supervisor.tenants import Tenant
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -326,16 +325,16 @@ class JobRunner:
             >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
         )
 
-    def voices(self, item: Claimed) -> VoiceAccess:
-        """The voices the item's job may use: its API key's (supervisor.tenants)."""
-        return self.svc.voices_for(self.svc.settings.tenancy.for_owner(item.owner))
+    def owner(self, item: Claimed) -> Tenant:
+        """Whose the item's job is: its voices and lexicons are its API key's (supervisor.tenants)."""
+        return self.svc.settings.tenancy.for_owner(item.owner)
 
     def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
         """The item as a speech request and its voice; raises as the speech route would. An item
         always has a seed (derived from its fields when it names none), so it is reproducible."""
         fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
         speech = schemas.speech_request(fields, self.svc.settings)
-        voice = resolve_voice(speech, self.voices(item))
+        voice = service.voice(self.svc, self.owner(item), speech)
         if speech.seed is None:
             seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
             speech = dataclasses.replace(speech, seed=seed)
@@ -344,20 +343,9 @@ class JobRunner:
     async def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
         """The item admitted at bulk priority, its text read off the event loop; raises as the
         speech route would."""
-        owner = self.svc.settings.tenancy.for_owner(item.owner)
-        lexicon = self.svc.lexicons_for(owner).for_request(speech)
-        text = await script.read_off_loop(speech, self.svc.settings, lexicon)
-        return Synthesis(
-            self.svc.scheduler,
-            speech,
-            voice,
-            self.svc.settings.chunk_s,
-            Priority.BULK,
-            voice_resolver(speech, self.voices(item)),
-            text,
-            captions=item.request.get("captions") is True,
-            asr=self.svc.hearing,
-        )
+        return await service.start(self.svc, self.owner(item), speech, voice,
+                                   priority=Priority.BULK,
+                                   captions=item.request.get("captions") is True)  # fmt: skip
 
     def cache_key(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
         """The item's result-cache entry; none for an item with captions (the cache keeps the
@@ -496,13 +484,8 @@ class JobRunner:
         from here on nothing cancels it."""
         pcm = b"".join(piece["audio"] for piece in pieces)
         try:
-            data = await asyncio.to_thread(
-                delivery.encode,
-                item.format,
-                pcm,
-                pieces[0]["sample_rate"],
-                delivery.profile(synthesis.request),
-            )
+            wanted = delivery.profile(synthesis.request)
+            data = await service.encode_whole(item.format, pcm, pieces[0]["sample_rate"], wanted)
         except (
             Exception
         ) as exc:  # libav refusing the audio is this item's failure, not the runner's
@@ -520,10 +503,8 @@ class JobRunner:
             and not self.space.waiting
             and not unheard
         ):
-            rate = delivery.profile(synthesis.request).rate(item.format, pieces[0]["sample_rate"])
-            meta = {"format": item.format, "sample_rate": rate, "seed": synthesis.seed,
-                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
-                    "qa": synthesis.verdict.summary()}  # fmt: skip
+            rate = wanted.rate(item.format, pieces[0]["sample_rate"])
+            meta = service.cache_meta(synthesis, item.format, rate, synthesis.verdict.summary())
             await asyncio.to_thread(self.svc.results.put, name, CachedResult(data, meta))
         beside = None
         if synthesis.captions:

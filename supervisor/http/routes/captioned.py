@@ -12,7 +12,6 @@ sidecar of `--asr-model` (supervisor/speech/words.py), and is a 400
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 from starlette.requests import Request
@@ -28,10 +27,7 @@ from supervisor.http.routes.speech import (
     read_json,
     until_disconnected,
 )
-from supervisor.speech import delivery, instructions, quality, schemas, words
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.text import script
-from supervisor.speech.voices import resolve_voice, voice_resolver
+from supervisor.speech import delivery, instructions, quality, schemas, service, words
 from supervisor.supervision.scheduler import Priority
 
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
@@ -48,20 +44,8 @@ async def captioned(request: Request) -> Response:
             "/v1/audio/speech.",
             param="stream_format",
         )
-    voices = svc.voices_for(tenant(request))
-    voice = resolve_voice(speech, voices)
-    lexicon = svc.lexicons_for(tenant(request)).for_request(speech)
-    text = await script.read_off_loop(speech, svc.settings, lexicon)
-    synthesis = Synthesis(
-        svc.scheduler,
-        speech,
-        voice,
-        svc.settings.chunk_s,
-        voices=voice_resolver(speech, voices),
-        text=text,
-        captions=True,
-        asr=svc.hearing,
-    )
+    voice = service.voice(svc, tenant(request), speech)
+    synthesis = await service.start(svc, tenant(request), speech, voice, captions=True)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:
@@ -79,10 +63,7 @@ async def captioned(request: Request) -> Response:
     finally:
         synthesis.close()
     fmt, wanted = speech.response_format, delivery.profile(speech)
-    if delivery.is_cheap(fmt, synthesis.sample_rate, wanted):
-        data = delivery.encode(fmt, pcm, synthesis.sample_rate, wanted)
-    else:  # resampling, loudness and the compressed formats in a worker thread, off the loop
-        data = await asyncio.to_thread(delivery.encode, fmt, pcm, synthesis.sample_rate, wanted)
+    data = await service.encode_whole(fmt, pcm, synthesis.sample_rate, wanted)
     headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read

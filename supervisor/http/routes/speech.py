@@ -30,7 +30,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -47,17 +47,13 @@ from supervisor.errors import (
 from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
-from supervisor.speech import delivery, formats, instructions, quality, schemas
-from supervisor.speech.delivery import Profile
+from supervisor.speech import delivery, formats, instructions, quality, schemas, service
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
 from supervisor.speech.synthesis import Synthesis, Voice
-from supervisor.speech.text import script
-from supervisor.speech.voices import resolve_voice, voice_resolver
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")
-P = ParamSpec("P")
 CLIENT_CLOSED = 499  # nginx's "client closed request": only ever seen in logs and metrics
 
 
@@ -167,41 +163,6 @@ class SynthesisStream(StreamingResponse):
                 self.on_end()
 
 
-async def _encode(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
-    if cheap:
-        return call(*args, **kwargs)
-    return await asyncio.to_thread(call, *args, **kwargs)
-
-
-async def _audio_body(
-    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, wanted: Profile
-) -> AsyncIterator[bytes]:
-    rate = first["sample_rate"]
-    cheap = delivery.is_cheap(fmt, rate, wanted)
-    encoder = await _encode(cheap, delivery.encoder, fmt, rate, wanted)
-    yield await _encode(cheap, encoder.feed, first["audio"])
-    async for piece in rest:
-        data = await _encode(cheap, encoder.feed, piece["audio"])
-        if data:
-            yield data
-    tail = await _encode(cheap, encoder.finish)
-    if tail:
-        yield tail
-
-
-async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str,
-                  wanted: Profile) -> AsyncIterator[bytes]:  # fmt: skip
-    """A segment's audio as one file in its format, as the speech route encodes an answer; with
-    a loudness target, measured over the whole segment first."""
-    if wanted.loudness is None:
-        async for data in _audio_body(first, rest, fmt, wanted):
-            yield data
-        return
-    pcm = first["audio"] + b"".join([piece["audio"] async for piece in rest])
-    yield await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
-
-
 async def _rest(pieces: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
     return [piece async for piece in pieces]
 
@@ -261,22 +222,12 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     return response
 
 
-async def start(svc: Services, owner: Tenant, speech: SpeechRequest, voice: Voice,
-                first_short: bool) -> Synthesis:  # fmt: skip
-    """A request's synthesis, admitted (its 400, 429 or 503 raised here): its text read with
-    its lexicon, the voices it names resolved. The WebSocket makes each segment this way too."""
-    voices = voice_resolver(speech, svc.voices_for(owner))
-    lexicon = svc.lexicons_for(owner).for_request(speech)
-    text = await script.read_off_loop(speech, svc.settings, lexicon)
-    return Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, voices=voices,
-                     text=text, asr=svc.hearing, first_short=first_short)  # fmt: skip
-
-
 async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: Voice,
                 deadline: Deadline, flight: Flight | None) -> Response:  # fmt: skip
     """Admit the request, wait for its first audio, and answer as its formats ask; a
     reproducible answer (`flight` given) is shared with its waiters and kept."""
-    synthesis = await start(svc, tenant(request), speech, voice, first_short=streamed(speech))
+    synthesis = await service.start(svc, tenant(request), speech, voice,
+                                    first_short=streamed(speech))  # fmt: skip
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -308,9 +259,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
         # Only audio that passed its checks is kept: a failed answer is asked for again, and
         # one the ASR sidecar did not hear is heard next time.
         if flight is not None and synthesis.verdict.passed and not synthesis.verdict.asr_skipped:
-            meta = {"format": fmt, "sample_rate": int(rate), "seed": synthesis.seed,
-                    "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks),
-                    "qa": synthesis.verdict.header()}  # fmt: skip
+            meta = service.cache_meta(synthesis, fmt, int(rate), synthesis.verdict.header())
             cached.keep(svc, flight.key, data, meta, flight)
 
     if flight is not None:
@@ -324,14 +273,14 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
         finally:
             synthesis.close()
         pcm = b"".join(piece["audio"] for piece in [first, *whole])
-        content = await _encode(False, delivery.encode, fmt, pcm, first["sample_rate"], wanted)
+        content = await service.encode_whole(fmt, pcm, first["sample_rate"], wanted)
         keep(content)
         if speech.stream_format == "sse":
             headers["Cache-Control"] = "no-cache"
             return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
                                    "text/event-stream", headers)  # fmt: skip
         return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
-    body = _audio_body(first, rest, fmt, wanted)
+    body = service.encoded(first, rest, fmt, wanted)
     if flight is not None:
         body = cached.recorded(body, keep)
     if speech.stream_format == "sse":
@@ -340,9 +289,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     if len(synthesis.chunks) > 1:
         return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
     await pieces.aclose()
-    cheap = delivery.is_cheap(fmt, first["sample_rate"], wanted)
-    content = await _encode(cheap, delivery.encode, fmt, first["audio"], first["sample_rate"],
-                            wanted)  # fmt: skip
+    content = await service.encode_whole(fmt, first["audio"], first["sample_rate"], wanted)
     keep(content)
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
@@ -356,4 +303,4 @@ async def speech(request: Request) -> Response:
 def parse(svc: Services, owner: Tenant, body: Any) -> tuple[SpeechRequest, Voice]:
     """A speech request's body, checked (a 400 raised here), and the voice it names."""
     speech_request = schemas.speech_request(body, svc.settings)
-    return speech_request, resolve_voice(speech_request, svc.voices_for(owner))
+    return speech_request, service.voice(svc, owner, speech_request)

@@ -1,0 +1,104 @@
+"""A speech request's steps, written once: the speech route, the captioned route, the WebSocket
+and the job runner each call these, and keep only their own concerns (HTTP headers, streaming,
+disconnects and deadlines; a job item's store and queue).
+
+    voice       the voice a request names, among those its owner may use (access.py)
+    start       its text read (SSML, lexicon, normalisation, off the event loop), its cost
+                checked and reserved: a running Synthesis, or its 400, 429 or 503
+    encode_whole / encoded
+                the audio as one file in the requested format, at once or as it comes
+    cache_meta  what the result cache keeps beside the audio, to answer from it later
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ParamSpec, TypeVar
+
+from supervisor.services import Services
+from supervisor.speech import delivery
+from supervisor.speech.delivery import Profile
+from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.text import script
+from supervisor.speech.voices import resolve_voice, voice_resolver
+from supervisor.supervision.scheduler import Priority
+from supervisor.tenants import Tenant
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
+    """The voice `speech` names, one of those `owner` may use; a 400 or 404 raised here."""
+    return resolve_voice(speech, svc.voices_for(owner))
+
+
+async def start(
+    svc: Services,
+    owner: Tenant,
+    speech: SpeechRequest,
+    voice: Voice,
+    *,
+    priority: Priority = Priority.INTERACTIVE,
+    captions: bool = False,
+    first_short: bool = False,
+) -> Synthesis:
+    """A request's synthesis, admitted (its 400, 429 or 503 raised here): its text read with
+    its owner's lexicon, the voices it names in the text resolved among the owner's."""
+    voices = voice_resolver(speech, svc.voices_for(owner))
+    lexicon = svc.lexicons_for(owner).for_request(speech)
+    text = await script.read_off_loop(speech, svc.settings, lexicon)
+    return Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, priority, voices, text,
+                     captions=captions, asr=svc.hearing, first_short=first_short)  # fmt: skip
+
+
+async def off_loop(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
+    if cheap:
+        return call(*args, **kwargs)
+    return await asyncio.to_thread(call, *args, **kwargs)
+
+
+async def encode_whole(fmt: str, pcm: bytes, rate: int, wanted: Profile) -> bytes:
+    """A whole answer's audio (`rate` Hz PCM) as one file in `fmt`; resampling, loudness and the
+    compressed formats in a worker thread, off the event loop."""
+    cheap = delivery.is_cheap(fmt, rate, wanted)
+    return await off_loop(cheap, delivery.encode, fmt, pcm, rate, wanted)
+
+
+async def _streamed(
+    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, wanted: Profile
+) -> AsyncIterator[bytes]:
+    rate = first["sample_rate"]
+    cheap = delivery.is_cheap(fmt, rate, wanted)
+    encoder = await off_loop(cheap, delivery.encoder, fmt, rate, wanted)
+    yield await off_loop(cheap, encoder.feed, first["audio"])
+    async for piece in rest:
+        data = await off_loop(cheap, encoder.feed, piece["audio"])
+        if data:
+            yield data
+    tail = await off_loop(cheap, encoder.finish)
+    if tail:
+        yield tail
+
+
+async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str,
+                  wanted: Profile) -> AsyncIterator[bytes]:  # fmt: skip
+    """Pieces' audio as one file in its format, each piece's sent as soon as it is encoded
+    (one encoder for the whole file); with a loudness target, measured over all of it first."""
+    if wanted.loudness is None:
+        async for data in _streamed(first, rest, fmt, wanted):
+            yield data
+        return
+    pcm = first["audio"] + b"".join([piece["audio"] async for piece in rest])
+    yield await encode_whole(fmt, pcm, first["sample_rate"], wanted)
+
+
+def cache_meta(synthesis: Synthesis, fmt: str, rate: int, qa: object) -> dict[str, Any]:
+    """What the result cache keeps beside an answer's audio (`rate`: the file's): its headers'
+    worth, and `qa`, the verdict as the answer's reader takes it (a header, or a job item's
+    summary)."""
+    return {"format": fmt, "sample_rate": rate, "seed": synthesis.seed,
+            "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks), "qa": qa}  # fmt: skip
