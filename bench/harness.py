@@ -45,6 +45,7 @@ sys.path.insert(0, str(HERE))
 
 import http_arm  # noqa: E402
 import peer_arm  # noqa: E402
+import queue_arms  # noqa: E402
 import workloads  # noqa: E402
 import ws_arm  # noqa: E402
 
@@ -134,7 +135,7 @@ class Server:
                     return time.monotonic() - start
             except httpx.HTTPError:
                 pass
-            time.sleep(1)
+            time.sleep(0.1)  # fine enough for cold_start_s
         raise TimeoutError("server not ready")
 
     def stop(self) -> None:
@@ -281,6 +282,7 @@ async def run_server_arms(
         else None,
     }
     out["peak_memory_bytes"] = metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
+    await queue_arms.run(args, url, mixed, out)
     return out
 
 
@@ -323,8 +325,10 @@ def main() -> int:
     ap.add_argument(
         "--arms",
         default="reference,single,short,mixed",
-        help="which arms to run (comma-separated; mixed always runs)",
+        help="which arms to run (comma-separated; mixed always runs): reference, single, short, "
+        "job, bulk, kill (bench/queue_arms.py)",
     )
+    queue_arms.add_flags(ap)
     args = ap.parse_args()
     args.arms = set(args.arms.split(","))
     if "reference" not in args.arms:
@@ -432,6 +436,7 @@ def main() -> int:
         result["mixed_ratio_to_reference"] = round(
             result["mixed_http_x_realtime"] / ref["mixed_x_realtime"], 2
         )
+    queue_arms.keys(result)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     log(json.dumps({k: v for k, v in result.items() if not isinstance(v, (dict, list))}))
     return 0
