@@ -8,10 +8,13 @@
     │   ├── UnsupportedMedia    415                     a body or upload of a type we do not take
     │   └── Unprocessable       422                     well-formed, but the audio cannot be used
     ├── Unauthorized            401 invalid_request_error   missing or unknown API key
+    ├── Forbidden               403 permission_error    a valid key asking for what only an admin key may do
     ├── Overloaded              429 rate_limit_error    the admission queue is full (Retry-After)
     ├── Unavailable             503 server_error        starting, draining, or no device left (Retry-After)
+    ├── InsufficientStorage     507 server_error        the server's storage is full or failing (Retry-After)
     ├── RequestTimeout          504 server_error        not done within its request_timeout_s; the rest is cancelled
     └── TaskFailed              500 server_error        a sidecar could not produce the audio
+        ├── QualityFailed       500                     the audio failed its quality checks after every retry
         ├── SidecarLost         500                     the sidecar died and the task cannot be retried
         └── PoisonRequest       500                     the request crashed a sidecar by itself; never retried
 

@@ -1,11 +1,10 @@
-"""create_app(settings): the route table, the middleware order, and the lifespan running the pool.
+"""create_app(settings): the routes of supervisor/http/route_table.py, the middleware order, and
+the lifespan running the pool.
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
 it has one); request metrics come next, so that they count refusals too; then the checks of the
 request's head (its Host, its framing: supervisor/http/edge.py); then authentication;
-then the body limits; then the routes. Each route that takes a body has its own limit: a JSON
-body 64 KiB and 16 bytes per input character allowed, an upload --max-upload-mb and 1 MiB for
-the form around it.
+then the body limits (each route's own, from the route table); then the routes.
 """
 
 from __future__ import annotations
@@ -24,24 +23,14 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from supervisor import metrics
 from supervisor.database import Database, is_postgres
 from supervisor.errors import ServerError, Unavailable, from_http_status
+from supervisor.http import openapi, route_table
 from supervisor.http.auth import BearerAuth
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
-from supervisor.http.routes import (
-    captioned,
-    console,
-    jobs,
-    lexicons,
-    ops,
-    speech,
-    speech_stream,
-    voices,
-)
 from supervisor.http.routes.speech import CLIENT_CLOSED
 from supervisor.jobs.pg_store import PgJobStore
 from supervisor.jobs.runner import JobRunner
@@ -50,7 +39,6 @@ from supervisor.jobs.store import JobStore, StoreCorrupt
 from supervisor.services import Services
 from supervisor.settings import Settings, redacted_url
 from supervisor.speech import hearing, result_cache
-from supervisor.speech.lexicons import MAX_BODY_BYTES as LEXICON_BODY_BYTES
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.pg_voices import PgVoiceStore
 from supervisor.speech.voices import PromptCache, Voices, VoiceStore
@@ -173,58 +161,16 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
                 db.close()
             metrics.unwatch(collector)
 
-    json_limit = (
-        64 * 1024 + 16 * settings.max_input_chars
-    )  # input and instructions, escaped, and the rest
-    upload_limit = (
-        int(settings.max_upload_mb * 2**20) + 1024 * 1024
-    )  # the file and the form around it
-    base64_upload = (
-        upload_limit * 4 // 3
-    )  # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
-    limits = {"/v1/audio/speech": json_limit, "/v1/audio/design": json_limit, "/v1/audio/clone": base64_upload + json_limit,
-              "/v1/audio/speech/captioned": json_limit,
-              "/v1/audio/voices": upload_limit, "/v1/audio/lexicons/": LEXICON_BODY_BYTES,
-              "/v1/jobs": min(jobs.BODY_CAP, settings.max_job_items * json_limit)}  # fmt: skip
-    routes: list[BaseRoute] = [
-        Route("/", console.page, methods=["GET"]),
-        Route("/console", console.page, methods=["GET"]),
-        Route("/console/{asset}", console.asset, methods=["GET"]),
-        Route("/health", ops.health, methods=["GET"]),
-        Route("/ready", ops.ready, methods=["GET"]),
-        Route("/metrics", ops.prometheus, methods=["GET"]),
-        Route("/openapi.json", ops.openapi_json, methods=["GET"]),
-        Route("/v1/models", ops.list_models, methods=["GET"]),
-        Route("/v1/models/{model:path}", ops.get_model, methods=["GET"]),
-        Route("/v1/audio/speech", speech.speech, methods=["POST"]),
-        Route("/v1/audio/speech/captioned", captioned.captioned, methods=["POST"]),
-        WebSocketRoute("/v1/audio/speech/stream", speech_stream.stream),
-        Route("/v1/audio/design", voices.design, methods=["POST"]),
-        Route("/v1/audio/clone", voices.clone, methods=["POST"]),
-        Route("/v1/audio/voices", voices.list_voices, methods=["GET"]),
-        Route("/v1/audio/voices", voices.create_voice, methods=["POST"]),
-        Route("/v1/audio/voices/{name}", voices.get_voice, methods=["GET"]),
-        Route("/v1/audio/voices/{name}", voices.delete_voice, methods=["DELETE"]),
-        Route("/v1/audio/lexicons", lexicons.list_lexicons, methods=["GET"]),
-        Route("/v1/audio/lexicons/{name}", lexicons.get_lexicon, methods=["GET"]),
-        Route("/v1/audio/lexicons/{name}", lexicons.put_lexicon, methods=["PUT"]),
-        Route("/v1/audio/lexicons/{name}", lexicons.delete_lexicon, methods=["DELETE"]),
-        Route("/v1/cache", ops.purge_cache, methods=["DELETE"]),
-        Route("/v1/jobs", jobs.create_job, methods=["POST"]),
-        Route("/v1/jobs", jobs.list_jobs, methods=["GET"]),
-        Route("/v1/jobs/{job_id}", jobs.get_job, methods=["GET"]),
-        Route("/v1/jobs/{job_id}", jobs.cancel_job, methods=["DELETE"]),
-        Route("/v1/jobs/{job_id}/items/{n}/audio", jobs.item_audio, methods=["GET"]),
-        Route("/v1/jobs/{job_id}/items/{n}/captions.srt", jobs.item_captions, methods=["GET"]),
-        Route("/v1/jobs/{job_id}/items/{n}/captions.vtt", jobs.item_captions, methods=["GET"]),
-    ]
-    return Starlette(
+    routes = route_table.starlette_routes()
+    app = Starlette(
         routes=routes,
         middleware=[
             Middleware(metrics.RequestMetrics, routes=routes),
             Middleware(EdgeChecks, allowed=allowed_hosts(settings)),
-            Middleware(BearerAuth, tenancy=settings.tenancy),
-            Middleware(BodyLimit, limits=limits),
+            Middleware(
+                BearerAuth, tenancy=settings.tenancy, open_paths=route_table.open_patterns()
+            ),
+            Middleware(BodyLimit, limits=route_table.body_limits(settings)),
         ],
         exception_handlers={
             ServerError: render_error,
@@ -238,3 +184,5 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         },
         lifespan=lifespan,
     )
+    app.state.openapi_document = openapi.document(settings)  # settings are frozen: made once
+    return app

@@ -1,4 +1,5 @@
-"""Bearer API keys. Only OPEN_PATHS and the console's assets are served without one.
+"""Bearer API keys. Only the open routes of supervisor/http/route_table.py are served without one
+(the probes and the web console, whose page holds no data and asks for a key itself).
 
 A valid key's tenant (supervisor.tenants: its owner id, whether it is an admin) goes into the
 scope (TENANT) for the routes to scope what they show; on a server without keys every request
@@ -11,6 +12,7 @@ server each read is not something to leave to chance.
 from __future__ import annotations
 
 import hmac
+import re
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -19,23 +21,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from supervisor.errors import InvalidRequest, ServerError, Unauthorized
 from supervisor.tenants import OPEN, Tenancy, Tenant
 
-# "/" and "/console" are the web console's page: it holds no data and asks for a key itself
-OPEN_PATHS = frozenset({"/health", "/ready", "/", "/console"})
-OPEN_PREFIX = "/console/"  # the console's script and style sheet
 AUTHENTICATED_KEY = "omnivoice.authenticated"
 FOREIGN_HOST = "omnivoice.foreign_host"  # set by EdgeChecks: a probe path under a Host not allowed
 TENANT = "omnivoice.tenant"
 
 
-def is_open(path: str) -> bool:
-    return path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
-
-
 class BearerAuth:
     """ASGI middleware: a request to a closed path needs `Authorization: Bearer <one of the keys>`."""
 
-    def __init__(self, app: ASGIApp, tenancy: Tenancy) -> None:
+    def __init__(self, app: ASGIApp, tenancy: Tenancy, open_paths: list[re.Pattern[str]]) -> None:
         self.app = app
+        self.open_paths = open_paths  # whatever the method: a wrong one is told 405, not 401
         self.tenants = [(key.encode(), one) for key, one in tenancy.by_key.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -54,7 +50,7 @@ class BearerAuth:
             found = None
         scope[AUTHENTICATED_KEY] = found is not None
         scope[TENANT] = found
-        if found is not None or is_open(scope["path"]):
+        if found is not None or any(p.match(scope["path"]) for p in self.open_paths):
             await self.app(scope, receive, send)
             return
         error = Unauthorized(

@@ -8,21 +8,23 @@ far, go over it, and the error handlers render it like any other error.
 
 from __future__ import annotations
 
+import re
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    """ASGI middleware: `limits` maps a path to the largest body it takes, in bytes; a path that
-    ends in "/" covers the paths one level below it (a route with a name in its path)."""
+    """ASGI middleware: `limits` holds (a route's path pattern, its method, the largest body it
+    takes in bytes), as supervisor/http/route_table.py's `body_limits` makes them."""
 
-    def __init__(self, app: ASGIApp, limits: dict[str, int]) -> None:
+    def __init__(self, app: ASGIApp, limits: list[tuple[re.Pattern[str], str, int]]) -> None:
         self.app = app
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = self._limit(scope["path"]) if scope["type"] == "http" else None
+        limit = self._limit(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if limit is None:
             await self.app(scope, receive, send)
             return
@@ -42,9 +44,10 @@ class BodyLimit:
 
         await self.app(scope, limited, send)
 
-    def _limit(self, path: str) -> int | None:
-        exact = self.limits.get(path)
-        return exact if exact is not None else self.limits.get(path.rsplit("/", 1)[0] + "/")
+    def _limit(self, method: str, path: str) -> int | None:
+        return next(
+            (n for pattern, m, n in self.limits if m == method and pattern.match(path)), None
+        )
 
 
 def too_large(limit: int) -> PayloadTooLarge:

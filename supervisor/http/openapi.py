@@ -1,313 +1,64 @@
-"""The OpenAPI 3.1 document served at `/openapi.json`, built from the same constants the checks use.
+"""The OpenAPI 3.1 document served at `/openapi.json`: the route table's operations and the
+schemas they share.
 
-Starlette does not derive one from the routes, so it is written here. The speech request is
-OpenAI's `CreateSpeechRequest` with our extensions; errors are OpenAI's `ErrorResponse`; every
-status a route can answer is listed, with Retry-After where it comes.
+Starlette does not derive one from the routes, so each route's operation is written beside it
+in supervisor/http/route_table.py, from the pieces in supervisor/http/openapi_parts.py. The
+speech request is OpenAI's `CreateSpeechRequest` with our extensions; errors are OpenAI's
+`ErrorResponse`; every status a route can answer is listed, with Retry-After where it comes.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from supervisor.jobs import callbacks
+from supervisor import __version__
+from supervisor.http.openapi_parts import Parts
+from supervisor.http.route_table import ROUTES
 from supervisor.settings import Settings
-from supervisor.speech import cost, delivery, formats, lexicons, schemas
 
-VERSION = "0.1.0"
+VERSION = __version__  # the installed package's
 
-ERRORS: dict[int, str] = {
-    400: "invalid request: the message says what, `param` names the field",
-    401: "missing or unknown API key",
-    403: "only an admin API key may do this (make or delete a shared voice)",
-    404: "no such voice or model",
-    409: "a voice or lexicon by that name exists already (perhaps another API key's)",
-    413: "the body, or the uploaded file, is over its size limit",
-    415: "a body or an uploaded file of a type this route does not take",
-    422: "the reference audio cannot be used (undecodable, silent, too long)",
-    429: "the queue is full; retry after Retry-After seconds",
-    500: "generation failed (the message says why)",
-    503: "starting, draining, or no device left; retry after Retry-After seconds",
-    504: "not done within the request's request_timeout_s (or the server's --request-timeout-s)",
-    507: "the server's storage is full or failing; retry after Retry-After seconds",
+# A path parameter's schema where it is more than a string
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "n": {"type": "integer", "minimum": 0},
+    "asset": {"type": "string", "enum": ["console.js", "console.css"]},
 }
+_PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
 
 
-def _error(status: int) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "description": ERRORS[status],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
-    }
-    if status in (429, 503):
-        response["headers"] = {
-            "Retry-After": {
-                "schema": {"type": "integer", "minimum": 1},
-                "description": "seconds to wait",
-            }
-        }
-    return response
-
-
-def _responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
-    return {"200": ok, **{str(s): _error(s) for s in (401, *statuses)}}
-
-
-_console_page = {"description": "the web console (docs/API.md, The console)",
-                 "content": {"text/html": {"schema": {"type": "string"}}}}  # fmt: skip
-
-
-def _json(schema_ref: str, description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}},
-    }
-
-
-def _speech_properties(settings: Settings) -> dict[str, Any]:
-    text = {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": settings.max_input_chars,
-        "pattern": r"\S",
-    }
-    properties: dict[str, Any] = {
-        "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
-                  "description": "every name is the one OmniVoice model"},
-        "input": {**text, "description": "the text to speak; long text is chunked. As read (SSML, "
-                  f"lexicon, normalisation) at most {cost.EXPANSION * settings.max_input_chars} characters "
-                  "(input_too_long), and at most --max-request-audio-s of audio with its pauses "
-                  f"({settings.max_request_audio_s:g} s; audio_too_long)"},
-        "voice": {"anyOf": [
-            {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
-            {"type": "string", "minLength": 1, "pattern": r"\S", "description": "a saved voice's name"},
-            {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"], "additionalProperties": False},
-        ], "default": "auto"},
-        "instructions": {"type": "string", "maxLength": settings.max_input_chars,
-                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
-                                        "free-form text is read for the items it names (X-OmniVoice-Instructions says which)"},
-        "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": settings.default_response_format},
-        "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
-        "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},
-        "language": {"type": ["string", "null"], "description": "a language id ('en') or English name ('German'); none: the model tells"},
-        "num_step": {"type": "integer", "minimum": 1, "maximum": 128, "default": settings.num_step},
-        "guidance_scale": {"type": "number", "minimum": 0, "maximum": 10, "default": 2.0},
-        "duration": {"type": "number", "exclusiveMinimum": 0, "maximum": schemas.MAX_DURATION_S,
-                     "description": "seconds of audio to make, instead of the estimate"},
-        "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
-        "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
-        "denoise": {"type": "boolean", "default": True},
-        "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
-        "dialogue": {"type": "boolean", "description": "the input is one turn per line: '[voice] text'"},
-        "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
-                     "description": "silence between dialogue turns"},
-        "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
-        "sample_rate": {"type": "integer", "minimum": delivery.SAMPLE_RATES[0], "maximum": delivery.SAMPLE_RATES[1],
-                        "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)"},
-        "loudness": {"anyOf": [
-            {"type": "string", "enum": list(delivery.PRESETS)},
-            {"type": "object", "properties": {
-                "lufs": {"type": "number", "minimum": delivery.LUFS_RANGE[0], "maximum": delivery.LUFS_RANGE[1]},
-                "true_peak_db": {"type": "number", "minimum": delivery.TRUE_PEAK_RANGE[0], "maximum": delivery.TRUE_PEAK_RANGE[1],
-                                 "default": delivery.DEFAULT_TRUE_PEAK_DB}},
-             "required": ["lufs"], "additionalProperties": False},
-        ], "description": "normalise the whole output (buffered: the answer starts when it is all made)"},
-        # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
-        "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
-        "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
-        "instruct": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
-        "description": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
-        "request_timeout_s": {"type": "number", "minimum": schemas.REQUEST_TIMEOUT_S[0], "maximum": schemas.REQUEST_TIMEOUT_S[1],
-                              "description": "answer 504 if not done by then (default: the server's --request-timeout-s)"},
-        "preprocess_prompt": {"type": "boolean", "deprecated": True, "description": "OmniVoice-Studio: accepted; a saved voice was preprocessed when saved"},
-        "chunk_duration": {"type": "number", "minimum": 1, "maximum": schemas.MAX_DURATION_S, "description": "this request's chunk length, seconds"},
-        "chunk_threshold": {"type": "number", "minimum": 0, "maximum": 2 * schemas.MAX_DURATION_S,
-                            "description": "input estimated at up to this many seconds stays one chunk"},
-    }  # fmt: skip
-    return {k: v if k == "input" else _nullable(v) for k, v in properties.items()}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """An optional field: null means "not given" (the default), as some clients send it."""
-    out = dict(schema)
-    if "anyOf" in out:
-        out["anyOf"] = [*out["anyOf"], {"type": "null"}]
-        return out
-    kind = out.get("type")
-    if kind is not None:
-        out["type"] = [
-            *(kind if isinstance(kind, list) else [kind]),
-            *([] if "null" in kind else ["null"]),
-        ]
-    if "enum" in out:
-        out["enum"] = [*out["enum"], None]
+def paths(parts: Parts) -> dict[str, Any]:
+    """Each documented route's operation under its path, with the path's parameters."""
+    out: dict[str, Any] = {}
+    for route in ROUTES:
+        if route.operation is None:
+            continue
+        path = _PARAMETER.sub(r"{\1}", route.path)
+        if path not in out:
+            names = _PARAMETER.findall(route.path)
+            out[path] = {"parameters": [
+                {"name": n, "in": "path", "required": True,
+                 "schema": PATH_PARAMETERS.get(n, {"type": "string"})} for n in names
+            ]} if names else {}  # fmt: skip
+        operation = route.operation(parts)
+        if route.open:
+            operation = {**operation, "security": []}
+        out[path][route.method.lower()] = operation
     return out
 
 
-def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def document(settings: Settings) -> dict[str, Any]:
-    speech = _speech_properties(settings)
-    options = {k: v for k, v in speech.items() if k not in ("voice", "speaker")}
-    upload = {"type": "string", "format": "binary", "description": "WAV, FLAC, MP3 or OGG, at most "
-              f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s"}  # fmt: skip
-    reference = {"file": upload, "transcript": {"type": "string", "minLength": 1, "description": "what the reference says"},
-                 "preprocess": {"type": "boolean", "default": True, "description": "trim silences of the reference"}}  # fmt: skip
-    audio = {"description": "audio in the requested format; text/event-stream with stream_format sse",
-             "content": {**{t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()},
-                         "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {
-                             "event": {"type": "string"},
-                             "data": {"type": "string", "contentMediaType": "application/json",
-                                      "contentSchema": {"$ref": "#/components/schemas/SpeechStreamEvent"}}}}}}}  # fmt: skip
-    speech_errors = (400, 413, 415, 429, 500, 503, 504)
-    paths: dict[str, Any] = {
-        "/v1/audio/speech": {"post": {
-            "operationId": "createSpeech", "summary": "Speech from text (OpenAI-compatible)",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSpeechRequest"}}}},
-            "responses": _responses(audio, *speech_errors),
-        }},
-        "/v1/audio/speech/captioned": {"post": {
-            "operationId": "createCaptionedSpeech", "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateCaptionedSpeechRequest"}}}},
-            "responses": _responses(_json("CaptionedSpeech", "the audio and its segments"), *speech_errors),
-        }},
-        "/v1/audio/clone": {"post": {
-            "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
-            "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form({**options, **reference}, ["input", "file", "transcript"])}}},
-            "responses": _responses(audio, *speech_errors, 422),
-        }},
-        "/v1/audio/design": {"post": {
-            "operationId": "designSpeech", "summary": "Speech in a voice described by instructions (one shot)",
-            "requestBody": {"required": True, "content": {
-                t: {"schema": _form(options, ["input", "instructions"])}
-                for t in ("multipart/form-data", "application/x-www-form-urlencoded", "application/json")}},
-            "responses": _responses(audio, *speech_errors),
-        }},
-        "/v1/audio/voices": {
-            "get": {"operationId": "listVoices", "summary": "Built-in and saved voices",
-                    "responses": _responses(_json("VoiceList", "the voices"))},
-            "post": {"operationId": "createVoice", "summary": "Save a voice from a reference clip and its transcript",
-                     "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _form(
-                         {"name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
-                          "type": {"type": "string", "enum": ["audio_sample", "prompt"], "default": "audio_sample"},
-                          "audio_sample": upload, **reference, "consent": {"type": "string"},
-                          "prompt": {"type": "string", "description": "type prompt: voice-design items"},
-                          "model": {"type": "string"}, "script_hint": {"type": "string"}},
-                         ["name"])}}},
-                     "responses": {"201": _json("Voice", "the saved voice"),
-                                   **{str(s): _error(s) for s in (400, 401, 403, 409, 413, 415, 422, 429, 503, 507)}}},
-        },
-        "/v1/audio/voices/{name}": {
-            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "get": {"operationId": "getVoice", "responses": _responses(_json("Voice", "the voice"), 404)},
-            "delete": {"operationId": "deleteVoice", "responses": _responses(_json("DeletedVoice", "deleted"), 400, 403, 404)},
-        },
-        "/v1/audio/lexicons": {"get": {"operationId": "listLexicons", "responses": _responses(_json("LexiconList", "the lexicons"))}},
-        "/v1/audio/lexicons/{name}": {
-            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "get": {"operationId": "getLexicon", "responses": _responses(_json("Lexicon", "the lexicon"), 404)},
-            "put": {"operationId": "putLexicon", "summary": "Save a pronunciation lexicon, replacing one of that name",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                        "type": "object", "required": ["language", "entries"], "additionalProperties": False, "properties": {
-                            "language": {"type": "string"},
-                            "voice": {"type": ["string", "null"], "minLength": 1,
-                                      "description": "only the spans read in this voice (default: every span)"},
-                            "entries": {"type": "object", "maxProperties": lexicons.MAX_ENTRIES,
-                                        "additionalProperties": {"type": "string", "minLength": 1,
-                                                                 "maxLength": lexicons.MAX_ENTRY_CHARS}}}}}}},
-                    "responses": {"200": _json("Lexicon", "replaced"), "201": _json("Lexicon", "saved"),
-                                  **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 507)}}},
-            "delete": {"operationId": "deleteLexicon", "responses": _responses(_json("DeletedLexicon", "deleted"), 404)},
-        },
-        "/v1/jobs": {
-            "post": {"operationId": "createJob", "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
-                     "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                                     "schema": {"type": "string", "minLength": 1, "maxLength": 255}}],
-                     "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                         "type": "object", "required": ["items"], "additionalProperties": False, "properties": {"items": {
-                             "type": "array", "minItems": 1, "maxItems": settings.max_job_items,
-                             "items": {"$ref": "#/components/schemas/JobItemRequest"}},
-                             "not_before": {"type": "string", "format": "date-time"},
-                             "deadline": {"type": "string", "format": "date-time"},
-                             "callback_url": {"type": "string", "format": "uri"},
-                             "callback_secret": {"type": "string", "pattern": callbacks.SECRET_PATTERN, "writeOnly": True,
-                                                 "description": "signs this job's callback in place of the key's secret; never shown back"}}}}}},
-                     "responses": {"202": _json("Job", "the job, committed to disk"),
-                                   **{str(s): _error(s) for s in (400, 401, 409, 413, 415, 503, 507)}}},
-            "get": {"operationId": "listJobs", "summary": "Jobs, newest first, without their items",
-                    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
-                                   {"name": "after", "in": "query", "schema": {"type": "string"}}],
-                    "responses": _responses(_json("JobList", "a page of jobs"), 400)},
-        },
-        "/v1/jobs/{job_id}": {
-            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "get": {"operationId": "getJob", "responses": _responses(_json("Job", "the job and its items"), 404)},
-            "delete": {"operationId": "cancelJob", "summary": "Cancel: items not yet done end cancelled",
-                       "responses": _responses(_json("Job", "the job"), 404)},
-        },
-        "/v1/jobs/{job_id}/items/{n}/audio": {
-            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
-            "get": {"operationId": "getJobItemAudio", "summary": "An item's result, once it is done",
-                    "responses": _responses({"description": "the audio file", "content": {
-                        t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()}}, 404, 409)},
-        },
-        **{f"/v1/jobs/{{job_id}}/items/{{n}}/captions.{kind}": {
-            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                           {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
-            "get": {"operationId": f"getJobItemCaptions{kind.title()}", "summary": "An item's captions, if it asked for them",
-                    "responses": _responses({"description": "the captions", "content": {
-                        media: {"schema": {"type": "string"}}}}, 404, 409)},
-        } for kind, media in (("srt", "application/x-subrip"), ("vtt", "text/vtt"))},
-        "/v1/cache": {"delete": {"operationId": "purgeCache", "summary": "Remove the API key's result-cache entries; an admin key's: all (docs/API.md)",
-                                 "responses": _responses({"description": "what was removed", "content": {"application/json": {"schema": {
-                                     "type": "object", "required": ["object", "enabled", "deleted", "bytes"], "properties": {
-                                         "object": {"const": "cache.purge"}, "enabled": {"type": "boolean"},
-                                         "deleted": {"type": "integer"}, "bytes": {"type": "integer"}}}}}})}},
-        "/v1/models": {"get": {"operationId": "listModels", "responses": _responses(_json("ModelList", "the models"))}},
-        "/v1/models/{model}": {
-            "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "get": {"operationId": "retrieveModel", "responses": _responses(_json("Model", "the model"), 404)},
-        },
-        "/health": {"get": {"operationId": "health", "security": [], "responses": {"200": {
-            "description": "status and one entry per sidecar", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
-        "/ready": {"get": {"operationId": "ready", "security": [], "responses": {
-            "200": {"description": "can take work", "content": {"application/json": {"schema": {"type": "object"}}}},
-            "503": {"description": "starting, draining or failed", "content": {"application/json": {"schema": {"type": "object"}}},
-                    "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}}},
-        "/metrics": {"get": {"operationId": "metrics", "responses": _responses(
-            {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}})}},
-        "/openapi.json": {"get": {"operationId": "openapi", "responses": _responses(
-            {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}})}},
-        # the web console: its page and assets hold no data, so they need no key
-        "/": {"get": {"operationId": "console", "security": [],
-                      "responses": {"200": _console_page}}},
-        "/console": {"get": {"operationId": "consolePage", "security": [],
-                             "responses": {"200": _console_page}}},
-        "/console/{asset}": {
-            "parameters": [{"name": "asset", "in": "path", "required": True,
-                            "schema": {"type": "string", "enum": ["console.js", "console.css"]}}],
-            "get": {"operationId": "consoleAsset", "security": [], "responses": {"200": {
-                "description": "the console's script or style sheet",
-                "content": {"text/javascript": {"schema": {"type": "string"}},
-                            "text/css": {"schema": {"type": "string"}}}},
-                "404": _error(404)}}},
-    }  # fmt: skip
+    parts = Parts.of(settings)
     return {
         "openapi": "3.1.0",
         "info": {"title": "omnivoice-supervisor", "version": VERSION,
                  "description": "OpenAI-compatible OmniVoice text to speech. docs/API.md describes every field."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "paths": paths,
+        "paths": paths(parts),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": _components(speech),
+            "schemas": _components(parts.speech),
         },
     }  # fmt: skip
 

@@ -4,13 +4,13 @@ and `DELETE /v1/cache` (empties the result cache)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from supervisor import metrics
 from supervisor.errors import NotFound
-from supervisor.http import openapi
 from supervisor.http.auth import AUTHENTICATED_KEY, tenant
 from supervisor.http.routes import services
 from supervisor.speech.schemas import MODELS
@@ -87,7 +87,8 @@ async def prometheus(request: Request) -> Response:
 
 
 async def openapi_json(request: Request) -> JSONResponse:
-    return JSONResponse(openapi.document(services(request).settings))
+    document: dict[str, Any] = request.app.state.openapi_document  # made by create_app
+    return JSONResponse(document)
 
 
 async def purge_cache(request: Request) -> JSONResponse:
