@@ -9,6 +9,10 @@ before lending it, so one cut by the network or `pg_terminate_backend` is replac
 safely run again (`retry=True`) gets a second connection when the first breaks mid-way. A
 database that cannot be reached raises StoreUnavailable, which the API answers with a 503; a
 database whose disk is full raises OSError(ENOSPC), as a full data directory does (a 507).
+
+The stores' errors live here, whichever database raised them: `StoreUnavailable` (PostgreSQL
+unreachable), `StoreLocked` and `StoreCorrupt` (a SQLite data directory another server holds, or
+a damaged one).
 """
 
 from __future__ import annotations
@@ -21,8 +25,6 @@ from typing import TypeVar
 import psycopg
 import psycopg_pool
 from psycopg.rows import DictRow, dict_row
-
-from supervisor.jobs.storage import StoreUnavailable
 
 log = logging.getLogger("omnivoice.pg")
 
@@ -115,6 +117,18 @@ MIGRATIONS = [
     ALTER TABLE jobs ADD COLUMN callback_secret TEXT;
     """,
 ]
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached now (stopped, or the network to it is down): a 503."""
+
+
+class StoreLocked(RuntimeError):
+    """Another server holds this data directory's job store (SQLite)."""
+
+
+class StoreCorrupt(RuntimeError):
+    """The job database fails SQLite's quick check (or is not a database at all)."""
 
 
 def is_postgres(url: str) -> bool:

@@ -32,7 +32,7 @@ from supervisor.commands import pidfile
 from supervisor.commands.sd_notify import Notifier, ServiceState
 from supervisor.http.app import create_app
 from supervisor.http.read_deadlines import ReadDeadlines
-from supervisor.jobs import store as jobs
+from supervisor.jobs import sqlite_schema
 from supervisor.services import Services
 from supervisor.settings import Settings, redacted_url
 from supervisor.supervision.slot import SlotState
@@ -173,7 +173,7 @@ class Server(uvicorn.Server):
 async def serve(settings: Settings) -> int:
     faulthandler.enable()  # a watchdog SIGABRT then leaves every thread's traceback in the log
     data_dir = settings.resolved_data_dir()
-    holder = jobs.lock_holder(data_dir)
+    holder = sqlite_schema.lock_holder(data_dir)
     if holder is not None:  # one line, before anything starts (the job store would refuse later)
         port = re.search(r"port (\d+)", holder)
         log.error(

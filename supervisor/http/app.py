@@ -25,17 +25,16 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from supervisor import metrics
-from supervisor.database import Database, is_postgres
+from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_postgres
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http import openapi, route_table
 from supervisor.http.auth import BearerAuth
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
 from supervisor.http.routes.speech import CLIENT_CLOSED
-from supervisor.jobs.pg_store import PgJobStore
+from supervisor.jobs.postgres_store import PostgresJobStore
 from supervisor.jobs.runner import JobRunner
-from supervisor.jobs.storage import StoreUnavailable
-from supervisor.jobs.store import JobStore, StoreCorrupt
+from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.services import Services
 from supervisor.settings import Settings, redacted_url
 from supervisor.speech import hearing, result_cache
@@ -83,9 +82,12 @@ def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dic
     """The job runner and the store's state for /health; no runner when the database is damaged
     (the jobs routes then answer 503 and speech carries on)."""
     if db is not None:
-        return JobRunner(svc, PgJobStore(db, svc.settings.lease_s)), {"state": "ok", "error": None}
+        return JobRunner(svc, PostgresJobStore(db, svc.settings.lease_s)), {
+            "state": "ok",
+            "error": None,
+        }
     try:
-        store = JobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
+        store = SqliteJobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
     except StoreCorrupt as exc:
         log.error("%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)",
                   exc)  # fmt: skip

@@ -30,8 +30,7 @@ from supervisor.jobs.callbacks import (
     receiver_host,
     signature,
 )
-from supervisor.jobs.storage import JobStorage
-from supervisor.jobs.store import CallbackDue
+from supervisor.jobs.storage import CallbackDue, JobStorage
 from supervisor.settings import Settings
 
 log = logging.getLogger("omnivoice.callbacks")

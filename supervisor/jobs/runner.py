@@ -63,6 +63,7 @@ import time
 from typing import Any
 
 from supervisor import metrics
+from supervisor.database import StoreUnavailable
 from supervisor.errors import (
     InsufficientStorage,
     Overloaded,
@@ -74,8 +75,7 @@ from supervisor.errors import (
 from supervisor.jobs.callback_sender import CallbackSender
 from supervisor.jobs.outlook import Outlook
 from supervisor.jobs.space import SpaceWait, refused_item_end
-from supervisor.jobs.storage import JobStorage, StoreUnavailable
-from supervisor.jobs.store import Claimed, out_of_space
+from supervisor.jobs.storage import Claimed, JobStorage, out_of_space
 from supervisor.services import Services
 from supervisor.speech import delivery, result_cache, schemas, service, words
 from supervisor.speech.result_cache import CachedResult

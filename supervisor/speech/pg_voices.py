@@ -26,9 +26,8 @@ from dataclasses import replace
 import psycopg
 from psycopg.errors import UniqueViolation
 
-from supervisor.database import CONNECT_TIMEOUT_S, Connection, Database
+from supervisor.database import CONNECT_TIMEOUT_S, Connection, Database, StoreUnavailable
 from supervisor.errors import Conflict, Unavailable
-from supervisor.jobs.storage import StoreUnavailable
 from supervisor.speech.voices import SavedVoice
 
 log = logging.getLogger("omnivoice.voices")

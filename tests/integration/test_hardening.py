@@ -311,10 +311,12 @@ def test_synth_gives_its_embedded_server_the_key_through_the_environment(
 
 
 def test_a_damaged_job_database_is_reported_and_speech_carries_on(tmp_path: Path) -> None:
-    from supervisor.jobs.store import DB_NAME, JobStore, NewItem
+    from supervisor.jobs.sqlite_schema import DB_NAME
+    from supervisor.jobs.sqlite_store import SqliteJobStore
+    from supervisor.jobs.storage import NewItem
 
     data = tmp_path / "data"
-    store = JobStore(data)
+    store = SqliteJobStore(data)
     store.create([NewItem({"input": f"item {i} " * 40}, None, "wav") for i in range(300)], "sha")
     store.close()
     with sqlite3.connect(data / DB_NAME) as db:

@@ -21,7 +21,7 @@ from callback_receivers import OK, Receiver, close, gzip_answer, serve
 from test_callback_sender import ended_job
 
 from supervisor.jobs.callback_sender import CallbackSender
-from supervisor.jobs.store import JobStore
+from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.settings import Settings
 
 
@@ -34,13 +34,13 @@ def receivers() -> Iterator[list[Receiver]]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[JobStore]:
-    opened = JobStore(tmp_path)
+def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
+    opened = SqliteJobStore(tmp_path)
     yield opened
     opened.close()
 
 
-def callback(store: JobStore, job_id: str) -> dict[str, Any]:
+def callback(store: SqliteJobStore, job_id: str) -> dict[str, Any]:
     job = store.job(job_id, False)
     assert job is not None
     return dict(job["callback"])
@@ -61,7 +61,7 @@ def settings(**values: Any) -> Settings:
 
 
 def test_a_trickling_receiver_fails_each_attempt_at_the_deadline(
-    store: JobStore, receivers: list[Receiver]
+    store: SqliteJobStore, receivers: list[Receiver]
 ) -> None:
     """A byte every 0.2 s never lets a read wait 1 s: only a deadline on the whole exchange ends
     it. Both attempts are counted, and the callback ends `failed`."""
@@ -89,7 +89,7 @@ def test_a_trickling_receiver_fails_each_attempt_at_the_deadline(
 
 
 def test_a_gzip_answer_inflating_to_a_gibibyte_is_neither_read_nor_inflated(
-    store: JobStore, receivers: list[Receiver]
+    store: SqliteJobStore, receivers: list[Receiver]
 ) -> None:
     """The status decides; the body (1 MiB of gzip, 1 GiB inflated) is left unread. The
     process's resident memory, sampled every 10 ms through the exchange, stays within 32 MiB of
@@ -130,7 +130,7 @@ def test_a_gzip_answer_inflating_to_a_gibibyte_is_neither_read_nor_inflated(
 
 
 def test_slow_receivers_on_one_host_leave_slots_for_another_host(
-    store: JobStore, receivers: list[Receiver]
+    store: SqliteJobStore, receivers: list[Receiver]
 ) -> None:
     """Six callbacks to a trickling host, two slots per host, three in all: the healthy host's
     callback is delivered while most of the slow ones still wait for their host's slots (without
@@ -172,7 +172,7 @@ def test_slow_receivers_on_one_host_leave_slots_for_another_host(
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/a\tb", "http://[127.0.0.1]:9/",
                                  "http://127.0.0.1:9/\r\nX: 1", "http://10.0.0.1/"])  # fmt: skip
 def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
-    store: JobStore, url: str, caplog: pytest.LogCaptureFixture
+    store: SqliteJobStore, url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A URL stored before submissions were checked this strictly (or off today's allow-list):
     every attempt is counted, one log line each, no traceback, and the callback ends `failed`."""
@@ -196,7 +196,7 @@ def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
 
 
 def test_a_summary_that_cannot_be_made_is_a_counted_attempt_then_failed(
-    store: JobStore, receivers: list[Receiver], caplog: pytest.LogCaptureFixture
+    store: SqliteJobStore, receivers: list[Receiver], caplog: pytest.LogCaptureFixture
 ) -> None:
     """An error of no family the sender expects (here the summary raising) is an attempt like
     any other: the receiver gets nothing, and the callback ends `failed`, one line per attempt."""

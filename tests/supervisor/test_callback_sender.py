@@ -15,7 +15,8 @@ import pytest
 
 from supervisor.jobs.callback_sender import HOLD_S, CallbackSender, backoff_s
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.store import JobStore, NewItem
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem
 from supervisor.settings import Settings
 
 
@@ -45,13 +46,13 @@ def receiver() -> Iterator[Any]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[JobStore]:
-    opened = JobStore(tmp_path)
+def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
+    opened = SqliteJobStore(tmp_path)
     yield opened
     opened.close()
 
 
-def ended_job(store: JobStore, url: str) -> str:
+def ended_job(store: SqliteJobStore, url: str) -> str:
     job_id, _ = store.create([NewItem({"input": "x"}, None, "wav")], "sha",
                              schedule=JobSchedule(callback_url=url))  # fmt: skip
     store.claim([(job_id, 0)])
@@ -65,7 +66,7 @@ def test_the_backoff_doubles_up_to_its_cap() -> None:
 
 
 def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
-    store: JobStore, receiver: Any
+    store: SqliteJobStore, receiver: Any
 ) -> None:
     settings = Settings(engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s",
                         callback_backoff_s=0.5)  # fmt: skip
@@ -95,7 +96,7 @@ def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
 
 
 def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
-    store: JobStore, receiver: Any, monkeypatch: pytest.MonkeyPatch
+    store: SqliteJobStore, receiver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store's write fails as on a full disk (the real full disk, a tmpfs, is in
     tests/integration/test_hardening.py); here the failure is injected into the store method."""

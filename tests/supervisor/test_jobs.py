@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.database import StoreCorrupt, StoreLocked
 from supervisor.errors import Conflict, QualityFailed, TaskFailed
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.store import (
-    DB_NAME,
-    SCHEMA,
-    JobStore,
-    NewItem,
-    StoreCorrupt,
-    StoreLocked,
-    body_digest,
-    out_of_space,
-)
+from supervisor.jobs.sqlite_schema import DB_NAME, SCHEMA
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem, body_digest, out_of_space
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,14 +29,14 @@ def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> JobStore:
-    opened = JobStore(tmp_path)
+def store(tmp_path: Path) -> SqliteJobStore:
+    opened = SqliteJobStore(tmp_path)
     yield opened
     opened.close()
 
 
 def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_returns(
-    store: JobStore, tmp_path: Path
+    store: SqliteJobStore, tmp_path: Path
 ) -> None:
     job_id, created = store.create(new_items(3), "sha")
     assert created and job_id.startswith("job_")
@@ -66,7 +60,7 @@ def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_return
     assert [i["id"] for i in job["items"]] == ["id0", "id1", "id2"]
 
 
-def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
+def test_an_idempotency_key_never_makes_a_second_job(store: SqliteJobStore) -> None:
     body = {"items": [{"input": "a"}]}
     first, created = store.create(new_items(1), body_digest(body), "key-1")
     again, created_again = store.create(
@@ -76,10 +70,10 @@ def test_an_idempotency_key_never_makes_a_second_job(store: JobStore) -> None:
     with pytest.raises(Conflict) as raised:
         store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
     assert raised.value.code == "idempotency_key_reused" and first in raised.value.message
-    assert store.list(10)[0] == [store.job(first, with_items=False)]
+    assert store.jobs_page(10)[0] == [store.job(first, with_items=False)]
 
 
-def test_an_item_keeps_its_qa_whether_it_passed_or_failed(store: JobStore) -> None:
+def test_an_item_keeps_its_qa_whether_it_passed_or_failed(store: SqliteJobStore) -> None:
     job_id, _ = store.create(new_items(2), "sha")
     keys = [c.key for c in store.queued(10)]
     store.claim(keys)
@@ -101,7 +95,7 @@ def test_a_store_from_before_the_quality_checks_gains_its_qa_column(tmp_path: Pa
                "NOT NULL DEFAULT 0, started_at REAL, finished_at REAL, error TEXT, seed INTEGER, "
                "audio_s REAL, PRIMARY KEY (job_id, n)) WITHOUT ROWID")  # fmt: skip
     db.close()
-    opened = JobStore(tmp_path)
+    opened = SqliteJobStore(tmp_path)
     try:
         job_id, _ = opened.create(new_items(1), "sha")
         job = opened.job(job_id)
@@ -115,7 +109,7 @@ def test_body_digest_ignores_spacing_and_key_order() -> None:
     assert body_digest({"a": 1}) != body_digest({"a": 2})
 
 
-def test_each_move_happens_once(store: JobStore) -> None:
+def test_each_move_happens_once(store: SqliteJobStore) -> None:
     job_id, _ = store.create(new_items(3), "sha")
     queued = store.queued(10)
     assert [c.n for c in queued] == [0, 1, 2]
@@ -144,7 +138,7 @@ def test_each_move_happens_once(store: JobStore) -> None:
     assert job is not None and job["state"] == "failed" and job["finished_at"] is not None
 
 
-def test_an_item_a_drain_hands_back_keeps_its_attempts(store: JobStore) -> None:
+def test_an_item_a_drain_hands_back_keeps_its_attempts(store: SqliteJobStore) -> None:
     """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
     job_id, _ = store.create(new_items(1), "sha")
     key = (job_id, 0)
@@ -157,7 +151,7 @@ def test_an_item_a_drain_hands_back_keeps_its_attempts(store: JobStore) -> None:
 
 
 def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(
-    store: JobStore,
+    store: SqliteJobStore,
 ) -> None:
     job_id, _ = store.create(new_items(3), "sha")
     running = store.queued(1)[0].key
@@ -171,7 +165,7 @@ def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released
     assert not store.cancel("job_nonexistent")
 
 
-def test_cancelling_a_finished_job_changes_nothing(store: JobStore) -> None:
+def test_cancelling_a_finished_job_changes_nothing(store: SqliteJobStore) -> None:
     job_id, _ = store.create(new_items(1), "sha")
     key = store.queued(1)[0].key
     store.claim([key])
@@ -184,7 +178,7 @@ def test_cancelling_a_finished_job_changes_nothing(store: JobStore) -> None:
 def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into_place(
     tmp_path: Path,
 ) -> None:
-    store = JobStore(tmp_path)
+    store = SqliteJobStore(tmp_path)
     job_id, _ = store.create(new_items(3), "sha")
     keys = [c.key for c in store.queued(3)]
     store.claim(keys)
@@ -196,7 +190,7 @@ def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into
     (store.results / "job_orphan").mkdir()
     store.close()
 
-    again = JobStore(tmp_path)
+    again = SqliteJobStore(tmp_path)
     assert again.recover() == (1, 2)
     job = again.job(job_id)
     assert job is not None
@@ -212,11 +206,11 @@ def test_recover_requeues_running_items_and_keeps_a_result_that_was_renamed_into
 
 
 def test_a_second_server_on_the_same_data_directory_is_refused(
-    store: JobStore, tmp_path: Path
+    store: SqliteJobStore, tmp_path: Path
 ) -> None:
     with pytest.raises(StoreLocked):
-        JobStore(tmp_path)
-    code = "import sys; from supervisor.jobs.store import JobStore, StoreLocked\ntry:\n JobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
+        SqliteJobStore(tmp_path)
+    code = "import sys; from supervisor.database import StoreLocked; from supervisor.jobs.sqlite_store import SqliteJobStore\ntry:\n SqliteJobStore(sys.argv[1])\nexcept StoreLocked:\n sys.exit(7)"
     assert (
         subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT).returncode == 7
     )
@@ -226,18 +220,18 @@ def test_the_lock_goes_with_a_killed_process(tmp_path: Path) -> None:
     """The child must have taken the lock (it says so) and died by SIGKILL, holding it; a child
     that failed before locking would prove nothing."""
     code = (
-        "import sys, os, signal; from supervisor.jobs.store import JobStore\n"
-        "JobStore(sys.argv[1]); print('locked', flush=True)\n"
+        "import sys, os, signal; from supervisor.jobs.sqlite_store import SqliteJobStore\n"
+        "SqliteJobStore(sys.argv[1]); print('locked', flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
     child = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True
     )
     assert child.returncode == -signal.SIGKILL and child.stdout == "locked\n", child.stderr
-    JobStore(tmp_path).close()
+    SqliteJobStore(tmp_path).close()
 
 
-def test_sweep_removes_ended_jobs_past_retention_with_their_files(store: JobStore) -> None:
+def test_sweep_removes_ended_jobs_past_retention_with_their_files(store: SqliteJobStore) -> None:
     old, _ = store.create(new_items(1), "a")
     key = store.queued(1)[0].key
     store.claim([key])
@@ -249,18 +243,18 @@ def test_sweep_removes_ended_jobs_past_retention_with_their_files(store: JobStor
     assert store.job(unfinished) is not None  # still queued: never removed
 
 
-def test_list_pages_newest_first(store: JobStore) -> None:
+def test_list_pages_newest_first(store: SqliteJobStore) -> None:
     ids = [store.create(new_items(1), str(i))[0] for i in range(5)]
-    page, more = store.list(2)
+    page, more = store.jobs_page(2)
     assert [j["id"] for j in page] == ids[:2:-1][:2] and more
-    page2, more2 = store.list(2, after=page[-1]["id"])
+    page2, more2 = store.jobs_page(2, after=page[-1]["id"])
     assert [j["id"] for j in page2] == [ids[2], ids[1]] and more2
-    page3, more3 = store.list(2, after=page2[-1]["id"])
+    page3, more3 = store.jobs_page(2, after=page2[-1]["id"])
     assert [j["id"] for j in page3] == [ids[0]] and not more3
-    assert store.list(2, after="job_unknown") == ([], False)
+    assert store.jobs_page(2, after="job_unknown") == ([], False)
 
 
-def test_results_are_written_without_leaving_temporary_files(store: JobStore) -> None:
+def test_results_are_written_without_leaving_temporary_files(store: SqliteJobStore) -> None:
     job_id, _ = store.create(new_items(1, "mp3"), "sha")
     key = store.queued(1)[0].key
     store.claim([key])
@@ -273,8 +267,8 @@ def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_p
     SIGKILLed before the runner released them. Before, recovery queued them again."""
     code = (
         "import os, signal, sys\n"
-        "from supervisor.jobs.store import JobStore, NewItem\n"
-        "store = JobStore(sys.argv[1])\n"
+        "from supervisor.jobs.sqlite_store import SqliteJobStore; from supervisor.jobs.storage import NewItem\n"
+        "store = SqliteJobStore(sys.argv[1])\n"
         "job_id, _ = store.create([NewItem({'input': f'item {i}'}, None, 'wav') for i in range(3)], 'sha')\n"
         "store.claim([c.key for c in store.queued(2)])\n"
         "store.cancel(job_id)\n"
@@ -286,7 +280,7 @@ def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_p
     )
     assert crashed.returncode == -9, crashed.stderr
     job_id = crashed.stdout.strip()
-    again = JobStore(tmp_path)
+    again = SqliteJobStore(tmp_path)
     again.recover()
     job = again.job(job_id)
     assert job is not None and job["state"] == "cancelled"
@@ -296,7 +290,7 @@ def test_items_of_a_job_cancelled_just_before_a_crash_are_not_run_after_it(tmp_p
 
 
 def test_a_damaged_database_is_found_when_the_store_opens(tmp_path: Path) -> None:
-    store = JobStore(tmp_path)
+    store = SqliteJobStore(tmp_path)
     store.create([NewItem({"input": f"item {i} " * 40}, None, "wav") for i in range(300)], "sha")
     store.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
@@ -305,8 +299,10 @@ def test_a_damaged_database_is_found_when_the_store_opens(tmp_path: Path) -> Non
     damaged[4096 * 2 : 4096 * 4] = b"\x5a" * 8192
     (tmp_path / DB_NAME).write_bytes(bytes(damaged))
     with pytest.raises(StoreCorrupt, match="damaged"):
-        JobStore(tmp_path)
-    JobStore(tmp_path / "elsewhere").close()  # the failed open let go of nothing it should keep
+        SqliteJobStore(tmp_path)
+    SqliteJobStore(
+        tmp_path / "elsewhere"
+    ).close()  # the failed open let go of nothing it should keep
 
 
 def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -320,7 +316,7 @@ def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path
     ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        store = JobStore(mount)
+        store = SqliteJobStore(mount)
         job_id, _ = store.create(new_items(1), "sha")
         store.claim([c.key for c in store.queued(1)])
         with pytest.raises(OSError) as raised:
@@ -345,7 +341,7 @@ def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(
     )
     old.commit()
     old.close()
-    store = JobStore(tmp_path)
+    store = SqliteJobStore(tmp_path)
     try:
         job = store.job("job_old")
         assert job is not None and job["state"] == "queued" and job["progress"]["queued"] == 1
@@ -355,10 +351,10 @@ def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(
         assert [item.key for item in store.queued(10)] == [("job_old", 0)]
     finally:
         store.close()
-    JobStore(tmp_path).close()  # opening it again migrates nothing twice
+    SqliteJobStore(tmp_path).close()  # opening it again migrates nothing twice
 
 
-def test_queued_items_wait_for_not_before_and_come_by_deadline(store: JobStore) -> None:
+def test_queued_items_wait_for_not_before_and_come_by_deadline(store: SqliteJobStore) -> None:
     now = time.time()
     plain, _ = store.create(new_items(1), "a")
     late, _ = store.create(new_items(1), "b", schedule=JobSchedule(deadline=now + 900))
@@ -377,7 +373,7 @@ def test_queued_items_wait_for_not_before_and_come_by_deadline(store: JobStore) 
 
 
 def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
-    store: JobStore,
+    store: SqliteJobStore,
 ) -> None:
     url = "http://127.0.0.1:9/done"
     job_id, _ = store.create(new_items(2), "sha", schedule=JobSchedule(callback_url=url))
@@ -399,7 +395,7 @@ def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
     assert store.callbacks_due(time.time() + 3600) == []
 
 
-def test_a_cancelled_jobs_callback_is_due_at_once(store: JobStore) -> None:
+def test_a_cancelled_jobs_callback_is_due_at_once(store: SqliteJobStore) -> None:
     job_id, _ = store.create(
         new_items(3), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/")
     )

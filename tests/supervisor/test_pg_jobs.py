@@ -11,12 +11,11 @@ import psycopg
 import pytest
 from pg_cluster import Cluster
 
-from supervisor.database import MIGRATIONS, Database
+from supervisor.database import MIGRATIONS, Database, StoreUnavailable
 from supervisor.errors import InvalidRequest, QualityFailed, TaskFailed
-from supervisor.jobs.pg_store import CALLBACK_CLAIM_S, PgJobStore
+from supervisor.jobs.postgres_store import CALLBACK_CLAIM_S, PostgresJobStore
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.storage import StoreUnavailable
-from supervisor.jobs.store import NewItem
+from supervisor.jobs.storage import NewItem
 
 LEASE_S = 3.0
 
@@ -26,13 +25,13 @@ def items(count: int) -> list[NewItem]:
 
 
 @pytest.fixture
-def stores(pg_url: str) -> Iterator[Callable[[str], PgJobStore]]:
+def stores(pg_url: str) -> Iterator[Callable[[str], PostgresJobStore]]:
     """Stores as servers named by the caller, on one fresh database; all closed afterwards."""
     opened: list[Database] = []
 
-    def store(owner: str) -> PgJobStore:
+    def store(owner: str) -> PostgresJobStore:
         opened.append(Database.open(pg_url, owner))
-        return PgJobStore(opened[-1], LEASE_S)
+        return PostgresJobStore(opened[-1], LEASE_S)
 
     yield store
     for db in opened:
@@ -75,7 +74,7 @@ def test_a_database_newer_than_the_server_is_refused(pg_url: str) -> None:
         Database.open(pg_url, "old")
 
 
-def test_the_api_side_matches_the_sqlite_store(stores: Callable[[str], PgJobStore]) -> None:
+def test_the_api_side_matches_the_sqlite_store(stores: Callable[[str], PostgresJobStore]) -> None:
     store = stores("a")
     job_id, created = store.create(items(3), "digest", "key-1")
     assert created and store.create(items(3), "digest", "key-1") == (job_id, False)
@@ -85,7 +84,7 @@ def test_the_api_side_matches_the_sqlite_store(stores: Callable[[str], PgJobStor
     view = store.job(job_id)
     assert view is not None and view["state"] == "queued" and view["progress"]["total"] == 3
     assert [i["id"] for i in view["items"]] == ["i0", "i1", "i2"]
-    page, more = store.list(10)
+    page, more = store.jobs_page(10)
     assert [j["id"] for j in page] == [job_id] and not more and "items" not in page[0]
     assert store.job("job_nope") is None and store.item(job_id, 3) is None
     assert store.cancel(job_id) and not store.cancel("job_nope")
@@ -96,7 +95,7 @@ def test_the_api_side_matches_the_sqlite_store(stores: Callable[[str], PgJobStor
 
 
 def test_two_servers_claiming_at_once_never_share_an_item(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
     job_id, _ = a.create(items(200), "d")
@@ -104,7 +103,7 @@ def test_two_servers_claiming_at_once_never_share_an_item(
     got: dict[str, set[tuple[str, int]]] = {}
     barrier = threading.Barrier(2)
 
-    def claim(name: str, store: PgJobStore) -> None:
+    def claim(name: str, store: PostgresJobStore) -> None:
         barrier.wait()
         got[name] = set()
         for start in range(0, 200, 10):  # in small claims, racing each other
@@ -121,7 +120,7 @@ def test_two_servers_claiming_at_once_never_share_an_item(
 
 
 def test_an_item_a_drain_hands_back_keeps_its_attempts(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
     a = stores("a")
@@ -136,7 +135,7 @@ def test_an_item_a_drain_hands_back_keeps_its_attempts(
 
 
 def test_an_expired_lease_lets_another_server_finish_the_item_exactly_once(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
     job_id, _ = a.create(items(2), "d")
@@ -161,7 +160,7 @@ def test_an_expired_lease_lets_another_server_finish_the_item_exactly_once(
 
 
 def test_an_expired_item_of_a_cancelled_job_ends_cancelled(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a = stores("a")
     job_id, _ = a.create(items(2), "d")
@@ -173,7 +172,7 @@ def test_an_expired_item_of_a_cancelled_job_ends_cancelled(
 
 
 def test_a_stopped_database_is_unavailable_and_the_store_recovers_by_itself(
-    pg_cluster: Cluster, stores: Callable[[str], PgJobStore]
+    pg_cluster: Cluster, stores: Callable[[str], PostgresJobStore]
 ) -> None:
     store = stores("a")
     job_id, _ = store.create(items(1), "d")
@@ -188,7 +187,7 @@ def test_a_stopped_database_is_unavailable_and_the_store_recovers_by_itself(
 
 
 def test_a_cut_connection_is_replaced_without_an_error(
-    pg_cluster: Cluster, stores: Callable[[str], PgJobStore]
+    pg_cluster: Cluster, stores: Callable[[str], PostgresJobStore]
 ) -> None:
     store = stores("cut-me")
     job_id, _ = store.create(items(1), "d")
@@ -198,7 +197,7 @@ def test_a_cut_connection_is_replaced_without_an_error(
 
 
 def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelled(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
     job_id, _ = a.create(items(2), "d")
@@ -212,7 +211,7 @@ def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelle
 
 
 def test_queued_items_wait_for_not_before_and_come_by_deadline(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     store, now = stores("a"), time.time()
     plain, _ = store.create(items(1), "a")
@@ -235,7 +234,7 @@ def test_queued_items_wait_for_not_before_and_come_by_deadline(
 
 
 def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     store, url = stores("a"), "http://127.0.0.1:9/done"
     job_id, _ = store.create(items(2), "sha", schedule=JobSchedule(callback_url=url))
@@ -257,7 +256,9 @@ def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
     assert store.callbacks_due(time.time() + 3600) == [] and store.backlog() == []
 
 
-def test_captions_and_qa_are_kept_with_the_result(stores: Callable[[str], PgJobStore]) -> None:
+def test_captions_and_qa_are_kept_with_the_result(
+    stores: Callable[[str], PostgresJobStore],
+) -> None:
     store = stores("a")
     job_id, _ = store.create(items(3), "sha")
     keys = [c.key for c in store.queued(10)]
@@ -292,7 +293,7 @@ def test_a_database_of_version_1_is_migrated_and_its_queued_items_estimated(pg_u
         )
     db = Database.open(pg_url, "new")
     try:
-        store = PgJobStore(db, LEASE_S)
+        store = PostgresJobStore(db, LEASE_S)
         job = store.job("job_old")
         assert job is not None and job["state"] == "queued" and job["progress"]["queued"] == 1
         assert (job["not_before"], job["deadline"], job["callback"]) == (None, None, None)
@@ -304,7 +305,7 @@ def test_a_database_of_version_1_is_migrated_and_its_queued_items_estimated(pg_u
 
 
 def test_a_due_callback_is_taken_by_one_server_and_by_another_if_it_dies(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
     job_id, _ = a.create(items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/"))
@@ -320,7 +321,7 @@ def test_a_due_callback_is_taken_by_one_server_and_by_another_if_it_dies(
 
 
 def test_a_due_callback_given_back_for_want_of_a_slot_is_due_at_once_to_every_server(
-    stores: Callable[[str], PgJobStore],
+    stores: Callable[[str], PostgresJobStore],
 ) -> None:
     """A server whose slots for the receiver's host are all busy gives the callback back
     (callbacks_release) rather than holding its claim: another server takes it in its next pass,

@@ -11,7 +11,8 @@ import pytest
 
 from supervisor.errors import InsufficientStorage
 from supervisor.jobs import space
-from supervisor.jobs.store import JobStore, NewItem
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def fill(disk: Path) -> Path:
 def test_the_reserve_records_ends_on_a_full_disk_and_the_probe_sees_space_return(
     disk: Path,
 ) -> None:
-    store = JobStore(disk)
+    store = SqliteJobStore(disk)
     try:
         assert (disk / space.RESERVE_NAME).stat().st_size == space.RESERVE_BYTES
         job_id, _ = store.create(

@@ -14,7 +14,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from supervisor.jobs.store import DB_NAME, JobStore, NewItem
+from supervisor.jobs.sqlite_schema import DB_NAME
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem
 from supervisor.settings import Settings, SettingsError
 from supervisor.speech.voices import SavedVoice
 from supervisor.tenants import OPEN, Tenant, owner_of, parse_key_file
@@ -106,7 +108,7 @@ def test_an_old_sqlite_store_gives_its_jobs_and_keys_to_the_default_owner(tmp_pa
                "VALUES ('job_old', 'nightly-1', 'sha', 1)")  # fmt: skip
     db.commit()
     db.close()
-    store = JobStore(tmp_path)
+    store = SqliteJobStore(tmp_path)
     try:
         assert store.job("job_old", owner="default") is not None
         assert store.job("job_old", owner="alice") is None and store.job("job_old") is not None
@@ -114,8 +116,8 @@ def test_an_old_sqlite_store_gives_its_jobs_and_keys_to_the_default_owner(tmp_pa
         job_id, created = store.create(items(), "sha", "nightly-1", owner="alice")
         assert created and job_id != "job_old"
         assert store.create(items(), "sha", "nightly-1", owner="alice") == (job_id, False)
-        assert [j["id"] for j in store.list(10, owner="alice")[0]] == [job_id]
-        assert [j["id"] for j in store.list(10)[0]] == [job_id, "job_old"]
+        assert [j["id"] for j in store.jobs_page(10, owner="alice")[0]] == [job_id]
+        assert [j["id"] for j in store.jobs_page(10)[0]] == [job_id, "job_old"]
         assert not store.cancel(job_id, owner="default") and store.cancel(job_id, owner="alice")
         assert store.item(job_id, 0, owner="bob") is None and store.item(job_id, 0) is not None
         assert [(c.job_id, c.owner) for c in store.queued(10)] == []  # cancelled: none queued
@@ -127,7 +129,7 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
     import psycopg
 
     from supervisor.database import MIGRATIONS, Database
-    from supervisor.jobs.pg_store import PgJobStore
+    from supervisor.jobs.postgres_store import PostgresJobStore
     from supervisor.speech.pg_voices import PgVoiceStore
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -143,7 +145,7 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
                      (legacy_voice(),))  # fmt: skip
     db = Database.open(pg_url, "new")
     try:
-        store = PgJobStore(db, 3.0)
+        store = PostgresJobStore(db, 3.0)
         assert store.job("job_old", owner="default") is not None
         assert store.job("job_old", owner="alice") is None
         assert store.create(items(), "sha", "nightly-1") == ("job_old", False)
@@ -152,8 +154,8 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
             job_id,
             False,
         )
-        assert [j["id"] for j in store.list(10, owner="alice")[0]] == [job_id]
-        assert [j["id"] for j in store.list(10)[0]] == [job_id, "job_old"]
+        assert [j["id"] for j in store.jobs_page(10, owner="alice")[0]] == [job_id]
+        assert [j["id"] for j in store.jobs_page(10)[0]] == [job_id, "job_old"]
         assert store.item("job_old", 0, owner="alice") is None
         assert not store.cancel("job_old", owner="alice") and store.cancel(
             "job_old", owner="default"

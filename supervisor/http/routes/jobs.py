@@ -39,7 +39,7 @@ from supervisor.jobs import body as job_body
 from supervisor.jobs import schedule
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.store import NewItem, body_digest, out_of_space
+from supervisor.jobs.storage import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
 from supervisor.speech import cost, formats, schemas, words
 from supervisor.speech.text import script
@@ -181,7 +181,7 @@ async def list_jobs(request: Request) -> JSONResponse:
         )
     jobs = runner(request)
     page, has_more = await asyncio.to_thread(
-        jobs.store.list, int(raw), request.query_params.get("after"), tenant(request).scope
+        jobs.store.jobs_page, int(raw), request.query_params.get("after"), tenant(request).scope
     )
     page = [jobs.with_outlook(job) for job in page]
     return JSONResponse({

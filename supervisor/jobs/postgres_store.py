@@ -1,6 +1,6 @@
 """The job store in PostgreSQL: many servers share one queue, each item done exactly once.
 
-Tables (schema in `pg.MIGRATIONS`): `jobs`, `items`, `results`, the encoded audio of each
+Tables (schema in `database.MIGRATIONS`): `jobs`, `items`, `results`, the encoded audio of each
 done item as bytea (a few KB to a few MB here), and `beside`, the files kept with a result
 (an item's captions.srt and captions.vtt), committed with it. Results live in the database rather than a shared
 directory so that every server reaches them with no shared file system to set up, and so that a
@@ -20,7 +20,6 @@ was cancelled meanwhile).
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import time
@@ -30,51 +29,40 @@ from typing import Any
 from psycopg.errors import UniqueViolation
 
 from supervisor.database import Connection, Database
-from supervisor.errors import Conflict, QualityFailed, ServerError
+from supervisor.errors import QualityFailed, ServerError
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.store import (
-    PROGRESS_SQL,
+from supervisor.jobs.storage import (
     UNFINISHED,
     CallbackDue,
     Claimed,
+    Key,
     NewItem,
     error_record,
-    item_view,
-    job_view,
     out_of_space,
+    reused_key,
     scoped_key,
 )
 from supervisor.jobs.timeline import Pending, item_audio_s
+from supervisor.jobs.views import PROGRESS_SQL, item_view, job_view
 from supervisor.tenants import DEFAULT_OWNER
 
-Key = tuple[str, int]
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one leases go by
 # How long a server's claim on sending a callback lasts: longer than an attempt may take
 # (--callback-timeout-s, 10 s by default), so the callback is never sent by two at once.
 CALLBACK_CLAIM_S = 120.0
-OWNED = "(%s::text IS NULL OR owner = %s)"  # as store.OWNED
+OWNED = "(%s::text IS NULL OR owner = %s)"  # as sqlite_store.OWNED
 KEYS = "(job_id, n) IN (SELECT * FROM unnest(%(jobs)s::text[], %(ns)s::int[]))"
 
 
-def key_params(keys: builtins.list[Key]) -> dict[str, Any]:
+def key_params(keys: list[Key]) -> dict[str, Any]:
     return {"jobs": [job_id for job_id, _ in keys], "ns": [n for _, n in keys]}
-
-
-def reused_key(idempotency_key: str, job_id: str) -> Conflict:
-    error = Conflict(
-        f"Idempotency-Key {idempotency_key!r} was already used for job {job_id} with a "
-        "different body; use a new key for a different job.",
-        param="Idempotency-Key",
-    )
-    error.code = "idempotency_key_reused"
-    return error
 
 
 class RolledBack(Exception):
     """Raised inside a transaction to roll back what it wrote (`room_for`'s probe)."""
 
 
-class PgJobStore:
+class PostgresJobStore:
     def __init__(self, db: Database, lease_s: float) -> None:
         self.db = db
         self.lease_s = lease_s
@@ -88,13 +76,13 @@ class PgJobStore:
 
     def create(
         self,
-        items: builtins.list[NewItem],
+        items: list[NewItem],
         body_sha256: str,
         idempotency_key: str | None = None,
         schedule: JobSchedule | None = None,
         owner: str = DEFAULT_OWNER,
     ) -> tuple[str, bool]:
-        """As JobStore.create. Two servers given one new key at once: the second insert fails on
+        """As SqliteJobStore.create. Two servers given one new key at once: the second insert fails on
         the key's uniqueness and answers the first one's job."""
         stored_key = None if idempotency_key is None else scoped_key(owner, idempotency_key)
 
@@ -159,10 +147,10 @@ class PgJobStore:
 
         return self.db.run(read)
 
-    def list(
+    def jobs_page(
         self, limit: int, after: str | None = None, owner: str | None = None
-    ) -> tuple[builtins.list[dict[str, Any]], bool]:
-        def read(conn: Connection) -> tuple[builtins.list[dict[str, Any]], bool]:
+    ) -> tuple[list[dict[str, Any]], bool]:
+        def read(conn: Connection) -> tuple[list[dict[str, Any]], bool]:
             seq = 2**63 - 1
             if after is not None:
                 anchor = conn.execute(
@@ -239,8 +227,8 @@ class PgJobStore:
 
     # ------------------------------------------------------------ the runner's moves
 
-    def queued(self, limit: int, now: float | None = None) -> builtins.list[Claimed]:
-        """As JobStore.queued (jobs whose `not_before` has come, earliest deadline first, then
+    def queued(self, limit: int, now: float | None = None) -> list[Claimed]:
+        """As SqliteJobStore.queued (jobs whose `not_before` has come, earliest deadline first, then
         the oldest job), skipping items another server is claiming right now (rows locked)."""
         now = time.time() if now is None else now
         rows = self.db.run(
@@ -255,7 +243,7 @@ class PgJobStore:
         )
         return [Claimed.from_row(r) for r in rows]
 
-    def backlog(self) -> builtins.list[Pending]:
+    def backlog(self) -> list[Pending]:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""
         rows = self.db.run(
             lambda conn: conn.execute(
@@ -281,7 +269,7 @@ class PgJobStore:
         )
         return None if row is None or row["start"] is None else float(row["start"])
 
-    def claim(self, keys: builtins.list[Key]) -> set[Key]:
+    def claim(self, keys: list[Key]) -> set[Key]:
         """queued -> running under our lease; the keys we got (not those another server took)."""
         rows = self.db.run(
             lambda conn: conn.execute(
@@ -294,7 +282,7 @@ class PgJobStore:
         )
         return {(r["job_id"], r["n"]) for r in rows}
 
-    def renew(self, keys: builtins.list[Key]) -> set[Key]:
+    def renew(self, keys: list[Key]) -> set[Key]:
         """Extend our leases; the keys still ours to run. An item missing was taken over, or its
         job was cancelled (perhaps through another server): stop it."""
         if not keys:
@@ -434,7 +422,7 @@ class PgJobStore:
         left expires with its leases. (0, items put back now)."""
         return 0, self.expire()
 
-    def sweep(self, retention_s: float, now: float | None = None) -> builtins.list[str]:
+    def sweep(self, retention_s: float, now: float | None = None) -> list[str]:
         """Remove jobs whose every item ended more than retention_s ago, results and all."""
         cutoff = (time.time() if now is None else now) - retention_s
         rows = self.db.run(
@@ -449,7 +437,7 @@ class PgJobStore:
 
     # ------------------------------------------------------------ callbacks
 
-    def callbacks_due(self, now: float) -> builtins.list[CallbackDue]:
+    def callbacks_due(self, now: float) -> list[CallbackDue]:
         """Jobs that have ended (no item queued or running) whose callback is due by `now`,
         taken by this server: each is put off by CALLBACK_CLAIM_S, so another server's pass
         does not send it too. The attempt's record sets the next time; a server that died
@@ -473,7 +461,7 @@ class PgJobStore:
             for r in rows
         ]
 
-    def callbacks_release(self, job_ids: builtins.list[str], now: float) -> None:
+    def callbacks_release(self, job_ids: list[str], now: float) -> None:
         """Give back callbacks taken by `callbacks_due` but not started (no free slot): due
         again at `now`, to whichever server has a slot first."""
         self.db.run(
@@ -487,7 +475,7 @@ class PgJobStore:
     def callback_attempted(
         self, job_id: str, status: int | None, error: str | None, state: str, next_at: float | None
     ) -> None:
-        """Record one attempt (as JobStore.callback_attempted)."""
+        """Record one attempt (as SqliteJobStore.callback_attempted)."""
         self.db.run(
             lambda conn: conn.execute(
                 "UPDATE jobs SET callback_attempts = callback_attempts + 1, callback_status = %s, "
