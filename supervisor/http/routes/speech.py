@@ -240,46 +240,13 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     started = request.scope.get(metrics.STARTED_KEY)
     if started is not None:
         metrics.first_audio.observe(time.monotonic() - started)
-    fmt = speech.response_format
-    wanted = delivery.profile(speech)
-    # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
-    rate = str(wanted.rate(fmt, first["sample_rate"]))
-    headers = {
-        "X-Seed": str(synthesis.seed),
-        "X-Chunks": str(len(synthesis.chunks)),
-        "X-Sample-Rate": rate,
-        "X-Audio-Sample-Rate": rate,
-        quality.HEADER: synthesis.verdict.header(),
-    }
+    fmt, wanted = speech.response_format, delivery.profile(speech)
+    rate = wanted.rate(fmt, first["sample_rate"])
+    headers = _headers(synthesis, rate, flight)
     rest = _passing(pieces, synthesis) if synthesis.verdict.passed else pieces
-    if speech.instructions_read is not None:
-        headers[instructions.HEADER] = speech.instructions_read
-
-    def keep(data: bytes) -> None:
-        # Only audio that passed its checks is kept: a failed answer is asked for again, and
-        # one the ASR sidecar did not hear is heard next time.
-        if flight is not None and synthesis.verdict.passed and not synthesis.verdict.asr_skipped:
-            meta = service.cache_meta(synthesis, fmt, int(rate), synthesis.verdict.header())
-            cached.keep(svc, flight.key, data, meta, flight)
-
-    if flight is not None:
-        headers[cached.HEADER] = "miss"
+    keep = _keeper(svc, synthesis, rate, flight)
     if wanted.loudness is not None:
-        # Loudness is measured over the whole output: every chunk first, then one file.
-        try:
-            whole = await until_disconnected(request, _rest(rest))
-        except ClientGone:
-            return Response(status_code=CLIENT_CLOSED)
-        finally:
-            synthesis.close()
-        pcm = b"".join(piece["audio"] for piece in [first, *whole])
-        content = await service.encode_whole(fmt, pcm, first["sample_rate"], wanted)
-        keep(content)
-        if speech.stream_format == "sse":
-            headers["Cache-Control"] = "no-cache"
-            return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
-                                   "text/event-stream", headers)  # fmt: skip
-        return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+        return await _loud(request, synthesis, first, rest, headers, keep)
     body = service.encoded(first, rest, fmt, wanted)
     if flight is not None:
         body = cached.recorded(body, keep)
@@ -291,6 +258,62 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     await pieces.aclose()
     content = await service.encode_whole(fmt, first["audio"], first["sample_rate"], wanted)
     keep(content)
+    return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
+
+
+def _headers(synthesis: Synthesis, rate: int, flight: Flight | None) -> dict[str, str]:
+    """A made answer's headers, known once its first audio is in (`rate`: the file's)."""
+    # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
+    headers = {
+        "X-Seed": str(synthesis.seed),
+        "X-Chunks": str(len(synthesis.chunks)),
+        "X-Sample-Rate": str(rate),
+        "X-Audio-Sample-Rate": str(rate),
+        quality.HEADER: synthesis.verdict.header(),
+    }
+    if synthesis.request.instructions_read is not None:
+        headers[instructions.HEADER] = synthesis.request.instructions_read
+    if flight is not None:
+        headers[cached.HEADER] = "miss"
+    return headers
+
+
+def _keeper(
+    svc: Services, synthesis: Synthesis, rate: int, flight: Flight | None
+) -> Callable[[bytes], None]:
+    """What keeps a whole answer once it is made: in the result cache and for the requests
+    waiting on `flight`, when there is one."""
+
+    def keep(data: bytes) -> None:
+        # Only audio that passed its checks is kept: a failed answer is asked for again, and
+        # one the ASR sidecar did not hear is heard next time.
+        if flight is not None and synthesis.verdict.passed and not synthesis.verdict.asr_skipped:
+            fmt = synthesis.request.response_format
+            meta = service.cache_meta(synthesis, fmt, rate, synthesis.verdict.header())
+            cached.keep(svc, flight.key, data, meta, flight)
+
+    return keep
+
+
+async def _loud(request: Request, synthesis: Synthesis, first: dict[str, Any],
+                rest: AsyncIterator[dict[str, Any]], headers: dict[str, str],
+                keep: Callable[[bytes], None]) -> Response:  # fmt: skip
+    """An answer with a loudness target, measured over the whole output: every chunk first,
+    then one file."""
+    try:
+        whole = await until_disconnected(request, _rest(rest))
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        synthesis.close()
+    speech, pcm = synthesis.request, b"".join(piece["audio"] for piece in [first, *whole])
+    fmt = speech.response_format
+    content = await service.encode_whole(fmt, pcm, first["sample_rate"], delivery.profile(speech))
+    keep(content)
+    if speech.stream_format == "sse":
+        headers["Cache-Control"] = "no-cache"
+        return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
+                               "text/event-stream", headers)  # fmt: skip
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 
