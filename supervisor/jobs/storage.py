@@ -3,8 +3,9 @@
 Two stores implement `JobStorage`: `sqlite_store.SqliteJobStore` (SQLite in the data directory,
 one server, the default) and `postgres_store.PostgresJobStore` (PostgreSQL, shared by many
 servers); `--store` picks one. Both show jobs and items through `views`, so a field added to the
-API is added once (and a column to each store's schema). Every method is synchronous: the server
-calls them through `asyncio.to_thread`, tests and tools call them directly.
+API is added once (and a column to each store's schema). Every method is synchronous: the routes
+call them through `access.JobAccess`, the runner through `asyncio.to_thread`, tests and
+tools directly.
 
 An item's states, and who moves it:
 

@@ -37,6 +37,7 @@ from supervisor.http.routes import services
 from supervisor.http.routes.speech import read_json
 from supervisor.jobs import body as job_body
 from supervisor.jobs import schedule
+from supervisor.jobs.access import JobAccess
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
@@ -64,6 +65,11 @@ def runner(request: Request) -> JobRunner:
         error.code = "job_store_corrupt"
         raise error
     return jobs
+
+
+def store(request: Request) -> JobAccess:
+    """The job store, each call off the event loop."""
+    return JobAccess(runner(request).store)
 
 
 def located(error: InvalidRequest, index: int) -> InvalidRequest:
@@ -155,8 +161,8 @@ async def create_job(request: Request) -> JSONResponse:
     # 10,000 items take a while to check: off the event loop
     items, when, digest = await asyncio.to_thread(job_items, body, request)
     try:
-        job_id, created = await asyncio.to_thread(
-            jobs.store.create, items, digest, key, when, tenant(request).owner
+        job_id, created = await store(request).create(
+            items, digest, key, when, tenant(request).owner
         )
     except (OSError, sqlite3.OperationalError) as exc:
         if not out_of_space(exc):
@@ -166,7 +172,7 @@ async def create_job(request: Request) -> JSONResponse:
     if created:
         await jobs.refresh_outlook()
         jobs.wake()
-    job = jobs.with_outlook(await asyncio.to_thread(jobs.store.job, job_id))
+    job = jobs.with_outlook(await store(request).job(job_id))
     headers = {"Location": f"/v1/jobs/{job_id}"}
     if not created:
         headers["Idempotent-Replayed"] = "true"
@@ -180,8 +186,8 @@ async def list_jobs(request: Request) -> JSONResponse:
             f"'limit' must be an integer from 1 to {MAX_PAGE}; got {raw!r}.", param="limit"
         )
     jobs = runner(request)
-    page, has_more = await asyncio.to_thread(
-        jobs.store.jobs_page, int(raw), request.query_params.get("after"), tenant(request).scope
+    page, has_more = await store(request).jobs_page(
+        int(raw), request.query_params.get("after"), tenant(request).scope
     )
     page = [jobs.with_outlook(job) for job in page]
     return JSONResponse({
@@ -212,36 +218,36 @@ CANCEL_WAIT_S = 10.0
 async def get_job(request: Request) -> JSONResponse:
     job_id = request.path_params["job_id"]
     jobs = runner(request)
-    job = await asyncio.to_thread(jobs.store.job, job_id, True, tenant(request).scope)
+    job = await store(request).job(job_id, True, tenant(request).scope)
     if job is None:
         raise no_job(job_id)
     return JSONResponse(jobs.with_outlook(job))
 
 
-async def owned_item(request: Request, jobs: JobRunner, job_id: str, raw: str) -> dict[str, Any]:
+async def owned_item(request: Request, job_id: str, raw: str) -> dict[str, Any]:
     """Item `raw` of a job of the request's key; 404 for no such job, or no such item."""
     owner = tenant(request).scope
     # Only ASCII digits that fit SQLite's integers can name an item ("²" and 10**30 cannot).
     index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
     item = None
     if index is not None:
-        item = await asyncio.to_thread(jobs.store.item, job_id, index, owner)
+        item = await store(request).item(job_id, index, owner)
     if item is None:
-        if await asyncio.to_thread(jobs.store.job, job_id, False, owner) is None:
+        if await store(request).job(job_id, False, owner) is None:
             raise no_job(job_id)
         raise NotFound(f"Job {job_id} has no item {raw}: items are numbered from 0.", param="n")
     return item
 
 
 async def item_audio(request: Request) -> Response:
-    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
-    item = await owned_item(request, jobs, job_id, raw)
+    job_id, raw = request.path_params["job_id"], request.path_params["n"]
+    item = await owned_item(request, job_id, raw)
     if item["state"] != "done":
         why = NO_AUDIO_YET[item["state"]]
         error = Conflict(f"Item {raw} of job {job_id} is {item['state']}; {why}", param="n")
         error.code = "item_not_done"
         raise error
-    data = await asyncio.to_thread(jobs.store.read_result, job_id, item["index"], item["format"])
+    data = await store(request).read_result(job_id, item["index"], item["format"])
     if data is None:
         raise NotFound(
             f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n"
@@ -253,9 +259,9 @@ async def item_audio(request: Request) -> Response:
 
 async def item_captions(request: Request) -> Response:
     """`captions.srt` or `captions.vtt` of an item that asked for captions, once it is done."""
-    jobs, job_id, raw = runner(request), request.path_params["job_id"], request.path_params["n"]
+    job_id, raw = request.path_params["job_id"], request.path_params["n"]
     kind = request.url.path.rsplit(".", 1)[1]
-    item = await owned_item(request, jobs, job_id, raw)
+    item = await owned_item(request, job_id, raw)
     if item["state"] != "done":
         error = Conflict(
             f"Item {raw} of job {job_id} is {item['state']}; its captions exist once it is done.",
@@ -263,7 +269,7 @@ async def item_captions(request: Request) -> Response:
         )
         error.code = "item_not_done"
         raise error
-    data = await asyncio.to_thread(jobs.store.read_beside, job_id, item["index"], kind)
+    data = await store(request).read_beside(job_id, item["index"], kind)
     if data is None:
         raise NotFound(
             f'Item {raw} of job {job_id} has no captions: send the item with "captions": true.',
@@ -279,8 +285,8 @@ async def item_captions(request: Request) -> Response:
 
 async def cancel_job(request: Request) -> JSONResponse:
     jobs, job_id = runner(request), request.path_params["job_id"]
-    if not await asyncio.to_thread(jobs.store.cancel, job_id, tenant(request).scope):
+    if not await store(request).cancel(job_id, tenant(request).scope):
         raise no_job(job_id)
     await jobs.cancel_job(job_id, CANCEL_WAIT_S)
     jobs.wake()  # its callback, if it has one
-    return JSONResponse(jobs.with_outlook(await asyncio.to_thread(jobs.store.job, job_id, False)))
+    return JSONResponse(jobs.with_outlook(await store(request).job(job_id, False)))
