@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from job_helpers import ended, submit, wait_job
 from live_server import LiveServer, live
+from pg_cluster import Cluster
 
 from supervisor.jobs.space import SPACE_ATTEMPTS
 
@@ -58,8 +59,8 @@ def leave_free(disk: Path, nbytes: int) -> Path:
     return filler
 
 
-def results_on(disk: Path, url: str) -> None:
-    """Move the PostgreSQL store's `results` (uncompressed) into a tablespace on `disk`."""
+def results_on(disk: Path, url: str) -> str:
+    """Move the PostgreSQL store's `results` (uncompressed) into a tablespace on `disk`; its name."""
     place = disk / "tablespace"
     place.mkdir()
     shutil.chown(place, "nobody")  # the test cluster runs as nobody (tests/pg_cluster.py)
@@ -68,6 +69,17 @@ def results_on(disk: Path, url: str) -> None:
         conn.execute(f"CREATE TABLESPACE {name} LOCATION '{place}'")
         conn.execute(f"ALTER TABLE results SET TABLESPACE {name}")
         conn.execute("ALTER TABLE results ALTER COLUMN data SET STORAGE EXTERNAL")
+    return name
+
+
+def forget_tablespace(cluster: Cluster, url: str, name: str) -> None:
+    """Drop the test's database and its tablespace, then checkpoint: the session's cluster is
+    shared, and a later restart (test_pg_store stops and starts it) would otherwise replay the
+    tablespace's creation from the log and fail on its folder, gone with the tmpfs."""
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
+        conn.execute(f"DROP TABLESPACE IF EXISTS {name}")
+        conn.execute("CHECKPOINT")
 
 
 def items(count: int) -> list[dict[str, Any]]:
@@ -97,10 +109,15 @@ def small_disk_server(
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(sql.encode())
 
-    with live(tmp_path, "--max-batch-size", "4", *flags) as server:
-        if store == "postgresql":
-            results_on(tmpfs, url)
-        yield server, run_sql
+    space = None
+    try:
+        with live(tmp_path, "--max-batch-size", "4", *flags) as server:
+            if store == "postgresql":
+                space = results_on(tmpfs, url)
+            yield server, run_sql
+    finally:
+        if space is not None:
+            forget_tablespace(request.getfixturevalue("pg_cluster"), url, space)
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
