@@ -163,9 +163,14 @@ def render_env_file(values: dict[str, str]) -> str:
             continue
         name = env_of(f)
         lines.append(f"# {f.metadata['help']}")
-        lines.append(
-            f"{name}={values[name]}" if name in values else f"#{name}={_as_variable(f.default)}"
-        )
+        if name in values:
+            lines.append(f"{name}={values[name]}")
+        elif f.name == "api_keys":
+            # No keys is the variable unset: an empty value is refused, so it has no line to
+            # uncomment as it stands, only a pattern to fill in.
+            lines.append(f"# {name}=KEY[,KEY...]  (unset: no keys, an open server)")
+        else:
+            lines.append(f"#{name}={_as_variable(f.default)}")
     return "\n".join(lines) + "\n"
 
 
