@@ -78,6 +78,7 @@ from supervisor.jobs.space import SpaceWait, refused_item_end
 from supervisor.jobs.storage import Claimed, JobStorage, out_of_space
 from supervisor.services import Services
 from supervisor.speech import delivery, result_cache, schemas, service, words
+from supervisor.speech.piece import Piece
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
@@ -442,7 +443,7 @@ class JobRunner:
         key = item.key
         try:
             pieces = [piece async for piece in synthesis.pieces()]
-            pcm = b"".join(piece["audio"] for piece in pieces)
+            pcm = b"".join(piece.audio for piece in pieces)
             await words.item_words(item.request, self.svc.asr, synthesis, pcm,
                                    self.svc.settings.asr_timeout_s)  # fmt: skip
         except asyncio.CancelledError:
@@ -478,14 +479,14 @@ class JobRunner:
         await self.write(item, synthesis, pieces, name)
 
     async def write(
-        self, item: Claimed, synthesis: Synthesis, pieces: list[dict[str, Any]], name: str | None
+        self, item: Claimed, synthesis: Synthesis, pieces: list[Piece], name: str | None
     ) -> None:
         """Encode and store a finished item, and keep it in the result cache under `name`;
         from here on nothing cancels it."""
-        pcm = b"".join(piece["audio"] for piece in pieces)
+        pcm = b"".join(piece.audio for piece in pieces)
         try:
             wanted = delivery.profile(synthesis.request)
-            data = await service.encode_whole(item.format, pcm, pieces[0]["sample_rate"], wanted)
+            data = await service.encode_whole(item.format, pcm, pieces[0].sample_rate, wanted)
         except (
             Exception
         ) as exc:  # libav refusing the audio is this item's failure, not the runner's
@@ -503,7 +504,7 @@ class JobRunner:
             and not self.space.waiting
             and not unheard
         ):
-            rate = wanted.rate(item.format, pieces[0]["sample_rate"])
+            rate = wanted.rate(item.format, pieces[0].sample_rate)
             meta = service.cache_meta(synthesis, item.format, rate, synthesis.verdict.summary())
             await asyncio.to_thread(self.svc.results.put, name, CachedResult(data, meta))
         beside = None

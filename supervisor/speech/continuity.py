@@ -9,15 +9,13 @@ admission counts it so (`prompted_frames`), or the audio made could outgrow the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from sidecar.shared.duration import FRAME_RATE, target_tokens
-from sidecar.shared.protocol import Item, TokenArray, VoicePayload
+from sidecar.shared.protocol import Item, Result, TokenArray, VoicePayload
 from supervisor.speech import chunking
 
 
 def continuity(
-    result: dict[str, Any], text: str, max_frames: int = 0, max_words: int = 0
+    result: Result, text: str, max_frames: int = 0, max_words: int = 0
 ) -> VoicePayload | None:
     """A finished chunk as the voice prompt of later chunks (None if the runtime split it itself),
     cut to its last `max_frames` codec frames and its last `max_words` words (0: all)."""

@@ -33,7 +33,6 @@ from supervisor.supervision.scheduler import Priority, Scheduler
 
 log = logging.getLogger("omnivoice.asr")
 
-SKIPPED = "skipped"
 TAKES_WORK = ("ready", "busy", "reaped")
 
 

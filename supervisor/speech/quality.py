@@ -22,6 +22,7 @@ from typing import Any
 
 from sidecar.shared.protocol import QA_CHECKS, QaCheck
 from supervisor import metrics
+from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import MAX_SEED
 
 HEADER = "X-OmniVoice-QA"
@@ -35,9 +36,9 @@ def retry_seed(seed: int, attempt: int) -> int:
     return (seed + (attempt - 1) * QA_SEED_STRIDE) % (MAX_SEED + 1)
 
 
-def failed_checks(result: dict[str, Any]) -> list[str]:
-    """The names of the checks a `result` frame failed."""
-    return [name for name, check in result.get("qa", {}).items() if not check["passed"]]
+def failed_checks(qa: dict[str, QaCheck]) -> list[str]:
+    """The names of the checks failed among `qa` (a `result` frame's, or a piece's)."""
+    return [name for name, check in qa.items() if not check["passed"]]
 
 
 def count_attempt(failed: list[str], retrying: bool) -> None:
@@ -57,9 +58,9 @@ class Verdict:
     chunks: list[tuple[dict[str, QaCheck], int]] = field(default_factory=list)  # checks, attempts
     asr_skipped: bool = False  # a chunk went out unheard by the ASR sidecar (speech/hearing.py)
 
-    def add(self, result: dict[str, Any], attempts: int) -> None:
-        self.chunks.append((result.get("qa", {}), attempts))
-        self.asr_skipped = self.asr_skipped or result.get("asr") == "skipped"
+    def add(self, piece: Piece) -> None:
+        self.chunks.append((piece.qa, piece.attempts))
+        self.asr_skipped = self.asr_skipped or piece.asr_skipped
 
     @property
     def passed(self) -> bool:

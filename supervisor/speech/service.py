@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from supervisor.services import Services
 from supervisor.speech import delivery
 from supervisor.speech.delivery import Profile
+from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
@@ -69,14 +70,14 @@ async def encode_whole(fmt: str, pcm: bytes, rate: int, wanted: Profile) -> byte
 
 
 async def _streamed(
-    first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str, wanted: Profile
+    first: Piece, rest: AsyncIterator[Piece], fmt: str, wanted: Profile
 ) -> AsyncIterator[bytes]:
-    rate = first["sample_rate"]
+    rate = first.sample_rate
     cheap = delivery.is_cheap(fmt, rate, wanted)
     encoder = await off_loop(cheap, delivery.encoder, fmt, rate, wanted)
-    yield await off_loop(cheap, encoder.feed, first["audio"])
+    yield await off_loop(cheap, encoder.feed, first.audio)
     async for piece in rest:
-        data = await off_loop(cheap, encoder.feed, piece["audio"])
+        data = await off_loop(cheap, encoder.feed, piece.audio)
         if data:
             yield data
     tail = await off_loop(cheap, encoder.finish)
@@ -84,7 +85,7 @@ async def _streamed(
         yield tail
 
 
-async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fmt: str,
+async def encoded(first: Piece, rest: AsyncIterator[Piece], fmt: str,
                   wanted: Profile) -> AsyncIterator[bytes]:  # fmt: skip
     """Pieces' audio as one file in its format, each piece's sent as soon as it is encoded
     (one encoder for the whole file); with a loudness target, measured over all of it first."""
@@ -92,8 +93,8 @@ async def encoded(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]], fm
         async for data in _streamed(first, rest, fmt, wanted):
             yield data
         return
-    pcm = first["audio"] + b"".join([piece["audio"] async for piece in rest])
-    yield await encode_whole(fmt, pcm, first["sample_rate"], wanted)
+    pcm = first.audio + b"".join([piece.audio async for piece in rest])
+    yield await encode_whole(fmt, pcm, first.sample_rate, wanted)
 
 
 def cache_meta(synthesis: Synthesis, fmt: str, rate: int, qa: object) -> dict[str, Any]:

@@ -40,11 +40,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE
-from sidecar.shared.protocol import Item, VoicePayload
+from sidecar.shared.protocol import Item, Result, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
-from supervisor.speech import chunking, continuity, cost, hearing, quality
+from supervisor.speech import chunking, continuity, cost, quality
 from supervisor.speech.hearing import Hearing
+from supervisor.speech.piece import Attempt, Piece, piece
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
@@ -112,8 +113,8 @@ class Synthesis:
         self.parts: list[Part] = []
         self.chunks = self.plan(chunk_s)
         self.mode = "none" if len(self.chunks) == 1 else request.chunk_mode
-        self.futures: list[asyncio.Future[Any]] = []
-        self.scheduled: list[asyncio.Future[Any]] = []  # the generation tasks' own, of `futures`
+        self.futures: list[asyncio.Future[Any]] = []  # of the tasks and of their retry loops
+        self.scheduled: list[asyncio.Future[Result]] = []  # the generation tasks' own
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
@@ -227,15 +228,17 @@ class Synthesis:
             item["return_tokens"] = True
         return item
 
-    async def hear(self, result: dict[str, Any], index: int) -> dict[str, Any]:
-        """The result with the ASR round trip's checks added to its own."""
+    async def hear(self, result: Result, index: int, count: int) -> Attempt:
+        """The attempt, the ASR round trip's checks added to its own."""
         assert self.asr is not None
         fields = {"audio": result["audio"], "encoding": "s16le", "sample_rate": result["sample_rate"],
                   "text": self.chunks[index], "language": self.parts[index].language}  # fmt: skip
         transcript = await self.asr.transcript(fields, self.priority)
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
-            return {**result, "asr": hearing.SKIPPED}
-        return {**result, "qa": {**result.get("qa", {}), **transcript["qa"]}}
+            return Attempt(result, count, unheard=True)
+        heard = result.copy()
+        heard["qa"] = {**result.get("qa", {}), **transcript["qa"]}
+        return Attempt(heard, count)
 
     def related(self, first: int, later: int) -> bool:
         """Whether chunk `later` is prompted with chunk `first`'s audio: both in one voice, and
@@ -250,26 +253,24 @@ class Synthesis:
             return index - 1 if index and self.related(index - 1, index) else None
         return next((j for j in range(index) if self.related(j, index)), None)
 
-    def follow(self, result: dict[str, Any], index: int) -> VoicePayload | None:
+    def follow(self, done: Attempt, index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
-        return continuity.continuity(
-            result, self.chunks[index], s.max_continuity_audio_tokens, s.max_continuity_text_words
-        )
+        return continuity.continuity(done.result, self.chunks[index],
+                                     s.max_continuity_audio_tokens, s.max_continuity_text_words)  # fmt: skip
 
     def submit(
         self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
-    ) -> asyncio.Future[Any]:
+    ) -> asyncio.Future[Attempt]:
         """Chunk `index`, generated until its audio passes the checks or the retries run out;
-        the future resolves to its last `result`, with "attempts" added. The first attempt is
-        queued at once."""
+        the future resolves to its last attempt. The first attempt is queued at once."""
         first = self.queue(index, prompt, return_tokens, 1)
         future = asyncio.ensure_future(self.attempts(first, index, prompt, return_tokens))
         self.futures.append(future)
         return future
 
     def queue(self, index: int, prompt: VoicePayload | None, return_tokens: bool,
-              attempt: int) -> asyncio.Future[Any]:  # fmt: skip
+              attempt: int) -> asyncio.Future[Result]:  # fmt: skip
         item = self.item(index, prompt, return_tokens, attempt)
         [future] = self.scheduler.submit([item], self.priority, self.reservation)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
@@ -281,38 +282,37 @@ class Synthesis:
         scheduler's tasks no sidecar has taken (`Scheduler.waiting`)."""
         return any(future not in waiting for future in self.scheduled)
 
-    async def attempts(self, pending: asyncio.Future[Any], index: int,
-                       prompt: VoicePayload | None, return_tokens: bool) -> dict[str, Any]:  # fmt: skip
+    async def attempts(self, pending: asyncio.Future[Result], index: int,
+                       prompt: VoicePayload | None, return_tokens: bool) -> Attempt:  # fmt: skip
         retries = self.scheduler.settings.qa_retries
         attempt = 1
         while True:
-            result: dict[str, Any] = await pending
-            if self.asr is not None and not quality.failed_checks(result):
-                result = await self.hear(result, index)
-            failed = quality.failed_checks(result)
+            done = Attempt(await pending, attempt)
+            if self.asr is not None and not quality.failed_checks(done.result.get("qa", {})):
+                done = await self.hear(done.result, index, attempt)
+            failed = quality.failed_checks(done.result.get("qa", {}))
             if failed:
                 quality.count_attempt(failed, retrying=attempt <= retries)
             if not failed or attempt > retries:
-                return {**result, "attempts": attempt}
+                return done
             if self.scheduler.closed is not None:  # draining: a retry is new work, refused
                 raise self.scheduler.closed
             attempt += 1
             pending = self.queue(index, prompt, return_tokens, attempt)
 
-    async def pieces(self) -> AsyncGenerator[dict[str, Any], None]:
-        """The `result` of each chunk, in order, with its silences; raises the first chunk's
-        error."""
+    async def pieces(self) -> AsyncGenerator[Piece, None]:
+        """Each chunk's piece, in order, with its silences; raises the first chunk's error."""
         count = len(self.chunks)
         try:
             if self.mode == "sequential":
                 pending = self.submit(0, return_tokens=count > 1 and self.related(0, 1))
                 for i in range(count):
-                    result = await pending
+                    done = await pending
                     if i + 1 < count:
-                        prompt = self.follow(result, i) if self.related(i, i + 1) else None
+                        prompt = self.follow(done, i) if self.related(i, i + 1) else None
                         tokens = i + 2 < count and self.related(i + 1, i + 2)
                         pending = self.submit(i + 1, prompt, return_tokens=tokens)
-                    yield self.account(result, i)
+                    yield self.account(done, i)
             else:
                 # The first chunk of each voice leads: all leaders at once; each later chunk in
                 # a leader's voice is submitted, prompted with it, once the leader is done.
@@ -327,25 +327,24 @@ class Synthesis:
                     j: self.submit(j, return_tokens=bool(later)) for j, later in followers.items()
                 }
                 for i in range(count):
-                    result = await futures[i]
+                    done = await futures[i]
                     if followers.get(i):
-                        prompt = self.follow(result, i)
+                        prompt = self.follow(done, i)
                         futures.update({f: self.submit(f, prompt) for f in followers[i]})
-                    yield self.account(result, i)
+                    yield self.account(done, i)
         finally:
             self.close()
 
-    def account(self, result: dict[str, Any], index: int) -> dict[str, Any]:
-        """The chunk's result with the silence asked for before and after it (16-bit samples)."""
-        self.verdict.add(result, result["attempts"])
-        part, rate = self.parts[index], result["sample_rate"]
+    def account(self, done: Attempt, index: int) -> Piece:
+        """The chunk's piece: its audio with the silence asked for before and after it."""
+        part, rate = self.parts[index], done.result["sample_rate"]
         lead, spoken, pause = (
             round(part.lead_s * rate),
-            len(result["audio"]) // 2,
+            len(done.result["audio"]) // 2,
             round(part.pause_s * rate),
         )
-        if lead or pause:
-            result = {**result, "audio": bytes(2 * lead) + result["audio"] + bytes(2 * pause)}
+        made = piece(done, lead, pause)
+        self.verdict.add(made)
         self.sample_rate = self.sample_rate or rate
         if self.captions:  # in samples, so that a boundary is exact
             start = self.samples + lead
@@ -353,8 +352,8 @@ class Synthesis:
                 {"text": self.chunks[index], "start": start / rate, "end": (start + spoken) / rate}
             )
         self.samples += lead + spoken + pause
-        self.audio_s += len(result["audio"]) / 2 / max(1, rate)
-        return result
+        self.audio_s += made.samples / max(1, rate)
+        return made
 
     def close(self) -> None:
         """Cancel what has not finished and give back the reservation. Idempotent."""

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
+from supervisor.speech.piece import Piece
 from supervisor.speech.text.captions import Segment, Word
 from supervisor.supervision.scheduler import Priority, Scheduler
 
@@ -148,12 +149,10 @@ async def add_words(
         )
 
 
-async def kept(
-    pieces: AsyncIterator[dict[str, Any]], pcm: list[bytes]
-) -> AsyncIterator[dict[str, Any]]:
+async def kept(pieces: AsyncIterator[Piece], pcm: list[bytes]) -> AsyncIterator[Piece]:
     """The pieces passed on as they come, each one's 16-bit samples also kept in `pcm`."""
     async for piece in pieces:
-        pcm.append(piece["audio"])
+        pcm.append(piece.audio)
         yield piece
 
 

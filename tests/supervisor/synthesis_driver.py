@@ -12,6 +12,7 @@ from typing import Any
 from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.lexicons import Lexicon
+from supervisor.speech.piece import Piece
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
 from supervisor.supervision.scheduler import Scheduler
@@ -24,7 +25,7 @@ LEVEL = struct.pack("<h", 1000)
 class Run:
     synthesis: Synthesis
     payloads: list[dict[str, Any]]  # what each task asked the sidecar, in submission order
-    pieces: list[dict[str, Any]]  # what the synthesis yielded, in order
+    pieces: list[Piece]  # what the synthesis yielded, in order
 
 
 def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,

@@ -53,7 +53,7 @@ def produce(synthesis: Synthesis) -> int:
         async def consume() -> None:
             nonlocal total
             async for piece in synthesis.pieces():
-                total += len(piece["audio"])
+                total += len(piece.audio)
 
         consumer = asyncio.ensure_future(consume())
         while not consumer.done():

@@ -49,7 +49,7 @@ def test_each_turn_is_read_in_its_voice_with_pauses_between() -> None:
     assert alice["return_tokens"] and "voice" not in bob and "return_tokens" not in bob
     assert narrator["voice"] == PROMPT and "instruct" not in narrator
     pause = bytes(2 * round(0.75 * RATE))
-    assert [p["audio"] for p in run.pieces] == [LEVEL * 2400 + pause] * 3 + [LEVEL * 2400]
+    assert [p.audio for p in run.pieces] == [LEVEL * 2400 + pause] * 3 + [LEVEL * 2400]
 
 
 def test_the_default_pause_is_300_ms_and_a_request_seed_wins() -> None:
@@ -58,7 +58,7 @@ def test_the_default_pause_is_300_ms_and_a_request_seed_wins() -> None:
         voices=VOICES.__getitem__,
     )
     assert [p["seed"] for p in run.payloads] == [9, (9 + CHUNK_SEED_STRIDE) % 2**63]
-    assert run.pieces[0]["audio"] == LEVEL * 2400 + bytes(2 * round(0.3 * RATE))
+    assert run.pieces[0].audio == LEVEL * 2400 + bytes(2 * round(0.3 * RATE))
 
 
 def test_without_dialogue_brackets_are_read_as_text() -> None:

@@ -50,7 +50,7 @@ def test_break_is_silence_stitched_between_chunks() -> None:
         }
     )
     assert [p["text"] for p in run.payloads] == ["One.", "Two.", "Three."]
-    audio = [p["audio"] for p in run.pieces]
+    audio = [p.audio for p in run.pieces]
     spoken = LEVEL * 2400
     assert audio[0] == bytes(2 * round(0.2 * RATE)) + spoken + bytes(2 * round(1.5 * RATE))
     assert audio[1] == spoken + bytes(2 * round(0.5 * RATE))  # a bare <break/> is "medium": 0.5 s

@@ -123,8 +123,8 @@ def test_concurrent_runs_chunk_zero_then_the_rest_prompted_with_it() -> None:
                 "ref_rms": None,
             }
             assert "return_tokens" not in task.payload
-        assert [p["id"] for p in pieces] == [f"{synthesis.id}-{i}" for i in range(count)]
-        assert [p["seed"] for p in pieces] == [
+        assert [p.id for p in pieces] == [f"{synthesis.id}-{i}" for i in range(count)]
+        assert [p.seed for p in pieces] == [
             (7 + i * CHUNK_SEED_STRIDE) % 2**63 for i in range(count)
         ]
         assert (
@@ -284,7 +284,7 @@ def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> 
         chunk_seed = (7 + CHUNK_SEED_STRIDE) % 2**63
         assert retried[0]["seed"] == quality.retry_seed(chunk_seed, 2) != chunk_seed
         assert retried[0]["text"] == synthesis.chunks[1]
-        assert [p["attempts"] for p in pieces] == [1, 2] + [1] * (len(synthesis.chunks) - 2)
+        assert [p.attempts for p in pieces] == [1, 2] + [1] * (len(synthesis.chunks) - 2)
         assert synthesis.verdict.passed and synthesis.verdict.header() == "passed; attempts=2"
         after = (
             counter(metrics.qa_retries),
@@ -345,7 +345,7 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
         listener = asyncio.ensure_future(listen())
         batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(0, 0))
         listener.cancel()
-        assert len(batches) == 2 and [p["attempts"] for p in pieces] == [2]
+        assert len(batches) == 2 and [p.attempts for p in pieces] == [2]
         assert [h["text"] for h in heard] == [synthesis.chunks[0]] * 2
         assert heard[0]["encoding"] == "s16le" and heard[0]["sample_rate"] == 24000
         summary = synthesis.verdict.summary()

@@ -49,7 +49,7 @@ async def captioned(request: Request) -> Response:
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:
-        pcm = b"".join([piece["audio"] async for piece in deadline.pieces(synthesis.pieces())])
+        pcm = b"".join([piece.audio async for piece in deadline.pieces(synthesis.pieces())])
         if timed_words and svc.asr is not None:
             await words.add_words(svc.asr, pcm, synthesis.sample_rate, synthesis.segments,
                                   speech.language, Priority.INTERACTIVE,

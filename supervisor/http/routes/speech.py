@@ -48,6 +48,7 @@ from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
 from supervisor.speech import delivery, formats, instructions, quality, schemas, service
+from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
 from supervisor.speech.synthesis import Synthesis, Voice
@@ -125,9 +126,7 @@ class Deadline:
             raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
                                  "what was left of it is cancelled") from None  # fmt: skip
 
-    async def pieces(
-        self, pieces: AsyncGenerator[dict[str, Any], None]
-    ) -> AsyncGenerator[dict[str, Any], None]:
+    async def pieces(self, pieces: AsyncGenerator[Piece, None]) -> AsyncGenerator[Piece, None]:
         """The pieces, each awaited within the deadline; closing this closes them."""
         try:
             while True:
@@ -163,7 +162,7 @@ class SynthesisStream(StreamingResponse):
                 self.on_end()
 
 
-async def _rest(pieces: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _rest(pieces: AsyncIterator[Piece]) -> list[Piece]:
     return [piece async for piece in pieces]
 
 
@@ -182,12 +181,10 @@ async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncI
     yield formats.sse_done(synthesis.usage())
 
 
-async def _passing(
-    pieces: AsyncIterator[dict[str, Any]], synthesis: Synthesis
-) -> AsyncIterator[dict[str, Any]]:
+async def _passing(pieces: AsyncIterator[Piece], synthesis: Synthesis) -> AsyncIterator[Piece]:
     """The later pieces of a stream whose header said `passed`; one that failed raises."""
     async for piece in pieces:
-        if quality.failed_checks(piece):
+        if quality.failed_checks(piece.qa):
             raise QualityFailed(synthesis.verdict.reason())
         yield piece
 
@@ -241,7 +238,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     if started is not None:
         metrics.first_audio.observe(time.monotonic() - started)
     fmt, wanted = speech.response_format, delivery.profile(speech)
-    rate = wanted.rate(fmt, first["sample_rate"])
+    rate = wanted.rate(fmt, first.sample_rate)
     headers = _headers(synthesis, rate, flight)
     rest = _passing(pieces, synthesis) if synthesis.verdict.passed else pieces
     keep = _keeper(svc, synthesis, rate, flight)
@@ -256,7 +253,7 @@ async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: V
     if len(synthesis.chunks) > 1:
         return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
     await pieces.aclose()
-    content = await service.encode_whole(fmt, first["audio"], first["sample_rate"], wanted)
+    content = await service.encode_whole(fmt, first.audio, first.sample_rate, wanted)
     keep(content)
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
@@ -295,8 +292,8 @@ def _keeper(
     return keep
 
 
-async def _loud(request: Request, synthesis: Synthesis, first: dict[str, Any],
-                rest: AsyncIterator[dict[str, Any]], headers: dict[str, str],
+async def _loud(request: Request, synthesis: Synthesis, first: Piece,
+                rest: AsyncIterator[Piece], headers: dict[str, str],
                 keep: Callable[[bytes], None]) -> Response:  # fmt: skip
     """An answer with a loudness target, measured over the whole output: every chunk first,
     then one file."""
@@ -306,9 +303,9 @@ async def _loud(request: Request, synthesis: Synthesis, first: dict[str, Any],
         return Response(status_code=CLIENT_CLOSED)
     finally:
         synthesis.close()
-    speech, pcm = synthesis.request, b"".join(piece["audio"] for piece in [first, *whole])
+    speech, pcm = synthesis.request, b"".join(piece.audio for piece in [first, *whole])
     fmt = speech.response_format
-    content = await service.encode_whole(fmt, pcm, first["sample_rate"], delivery.profile(speech))
+    content = await service.encode_whole(fmt, pcm, first.sample_rate, delivery.profile(speech))
     keep(content)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"

@@ -327,13 +327,13 @@ class Session:
             pieces = words.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
             first = await pieces.__anext__()
             fmt, wanted = request.response_format, delivery.profile(request)
-            made.fmt, made.rate = fmt, wanted.rate(fmt, first["sample_rate"])
+            made.fmt, made.rate = fmt, wanted.rate(fmt, first.sample_rate)
             made.started.set()
             async for data in service.encoded(first, pieces, fmt, wanted):
                 made.frames.put_nowait(data)
             made.qa = synthesis.verdict.header()
             if made.segment.words and self.svc.asr is not None:
-                made.words = await words.pcm_words(self.svc.asr, pcm, first["sample_rate"],
+                made.words = await words.pcm_words(self.svc.asr, pcm, first.sample_rate,
                                                    made.segment.text, request.language,
                                                    self.svc.settings.asr_timeout_s)  # fmt: skip
             made.frames.put_nowait(None)
