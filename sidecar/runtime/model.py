@@ -56,6 +56,7 @@ class Attention(nn.Module):
         # The packed path's q/k norm and rotary as one Triton kernel (sidecar/runtime/kernels/norm_rope.py); the
         # runner turns it on, on a GPU in half precision, where the custom op is registered.
         self.fused_norm_rope = False
+        self.attention_kernel = "fa2"  # the runner's choice (sidecar/runtime/attention.py)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
@@ -117,7 +118,9 @@ class Attention(nn.Module):
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
-        out = varlen_attention(q, k, v, cu_seqlens, max_seqlen, self.head_dim**-0.5)
+        out = varlen_attention(
+            q, k, v, cu_seqlens, max_seqlen, self.head_dim**-0.5, self.attention_kernel
+        )
         return out.reshape(x.shape[0], -1)
 
 

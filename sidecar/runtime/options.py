@@ -43,6 +43,9 @@ DEFAULT_BUCKETS = (
     65536,
 )
 
+# The varlen attention kernels a GPU in half precision can run (sidecar/runtime/attention.py).
+ATTENTION_KERNELS = ("fa2", "cudnn")
+
 
 @dataclass(frozen=True)
 class RuntimeOptions:
@@ -63,6 +66,10 @@ class RuntimeOptions:
       stream in place, on a GPU in half precision; the same logits without copying the stream.
     - `buckets`: the token counts that get graphs; a benchmark may ask for fewer, since each
       graph costs start time.
+    - `attention`: the packed segments' attention kernel on a GPU in half precision: `fa2`
+      (FlashAttention-2, PyTorch's own) or `cudnn` (cuDNN's fused attention on Hopper, from the
+      `nvidia-cudnn-frontend` package; it rounds differently, so it stays off until a fidelity
+      run passes with it). One that cannot run there falls back to `fa2` with a warning.
     """
 
     cuda_graphs: bool = True
@@ -72,6 +79,13 @@ class RuntimeOptions:
     fused_norm_rope: bool = True
     residual_in_place: bool = True
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    attention: str = "fa2"
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention must be one of {', '.join(ATTENTION_KERNELS)}, not {self.attention!r}"
+            )
 
     def resolved(self, on_gpu: bool, half: bool) -> RuntimeOptions:
         """These options for a device and precision: `compile` decided, and `cuda_graphs` on only

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from sidecar.runtime.attention import choose_kernel
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 
@@ -142,6 +143,13 @@ class ModelRunner:
 
             for layer in model.llm.layers:
                 layer.self_attn.fused_norm_rope = True
+        cfg = model.cfg
+        self.attention_kernel = choose_kernel(
+            options.attention, self.device, model.llm.embed_tokens.weight.dtype,
+            (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim),
+        )  # fmt: skip
+        for layer in model.llm.layers:
+            layer.self_attn.attention_kernel = self.attention_kernel
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
         if compile:
             self.stack_fn = torch.compile(
