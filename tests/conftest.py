@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pg_cluster import Cluster, running
+
+from tests.helpers.pg_cluster import Cluster, running
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPO_ROOT.parent / "shared" / "parity" / "fixtures"
@@ -41,7 +42,7 @@ def checkpoint_dir(fixtures_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
-    """One real PostgreSQL server for the session (tests/pg_cluster.py)."""
+    """One real PostgreSQL server for the session (tests/helpers/pg_cluster.py)."""
     with running() as cluster:
         if cluster is None:
             pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql)")

@@ -26,7 +26,7 @@ def _normal(gen: torch.Generator, shape: Iterable[int], std: float) -> torch.Ten
 # A confident checkpoint's audio head gives logits of this standard deviation: over 1025 classes,
 # softmax of independent N(0, 4.6^2) logits puts 0.50 on its top class on average (a Monte
 # Carlo draw of 4096 positions gives 0.499; the tiny model measures 0.53 in
-# tests/sidecar/test_checkpoint.py, the plain tiny head 0.20). A trained model is sure of some
+# tests/sidecar/devtools/test_checkpoint.py, the plain tiny head 0.20). A trained model is sure of some
 # frames and torn on others; half the mass on the winner is a middle guess (the published weights
 # cannot be fetched here).
 CONFIDENT_LOGIT_STD = 4.6

@@ -35,7 +35,7 @@ _LEGACY_WEIGHT_NORM = {
 }
 
 
-# Measured on the decoder (tests/sidecar/test_codec.py keeps it true): frames appended after an
+# Measured on the decoder (tests/sidecar/runtime/test_codec.py keeps it true): frames appended after an
 # item change its last ~7 frames of audio, and ~8 frames of left context make a decode of a
 # window equal to the full decode. Both margins are doubled.
 TAIL_FRAMES = 16

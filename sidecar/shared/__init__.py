@@ -1,4 +1,4 @@
 """Code both processes import: the standard library and msgpack only.
 
-tests/test_boundaries.py checks every module here, and that the supervisor loads no other
+tests/integration/test_boundaries.py checks every module here, and that the supervisor loads no other
 sidecar module."""

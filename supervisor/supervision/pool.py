@@ -12,7 +12,7 @@ things in the same order every time:
 
 Each sidecar's conversation is a `Session` (session.py), whose events the pool turns into
 scheduler calls; a slot's states are in slot.py, the stop in shutdown.py. The clock and the
-process factory are parameters: tests/supervisor/test_arbiter.py drives the verbs in
+process factory are parameters: tests/supervisor/supervision/test_pool.py drives the verbs in
 milliseconds with fake ones. A pass that raises is logged; after LOOP_FAILURE_LIMIT in a row
 the pool gives up (`give_up`) and the server exits non-zero, for systemd to restart it.
 """

@@ -18,9 +18,9 @@ from typing import Any
 import av
 import openai
 import pytest
-from live_server import KEY, LiveServer, live, tone_wav
 
 from supervisor.speech.chunking import estimate_s
+from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
 
 SHORT = "Hello from the quiet harbour."
 LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import LiveServer, live, tone_wav
+
+from tests.helpers.live_server import LiveServer, live, tone_wav
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from live_server import AUTH, LiveServer, live
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
+
+from tests.helpers.live_server import AUTH, LiveServer, live
 
 EXAMPLES = 25  # per operation and mode: about 450 requests in all
 

@@ -23,9 +23,10 @@ import httpx
 import pytest
 import srt
 import webvtt
-from job_helpers import KEY, ended, run_synth, submit, wait_job
-from live_server import AUTH, LiveServer, live, tone_wav
 from websockets.sync.client import connect
+
+from tests.helpers.job_helpers import KEY, ended, run_synth, submit, wait_job
+from tests.helpers.live_server import AUTH, LiveServer, live, tone_wav
 
 TEXT = "Please stand clear of the closing doors."
 LOOSE = "max_wer=1000,max_divergent_run=100000"

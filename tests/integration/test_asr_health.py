@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_helpers import ended, submit, wait_job
-from live_server import LiveServer, live, tone_wav
+
+from tests.helpers.job_helpers import ended, submit, wait_job
+from tests.helpers.live_server import LiveServer, live, tone_wav
 
 LOOSE = "max_wer=1000,max_divergent_run=100000"
 DEADLINE_S = 3

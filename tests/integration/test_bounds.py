@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from live_server import KEY, LiveServer, live
 
 from supervisor.settings import Settings
 from supervisor.speech import schemas
@@ -32,6 +31,7 @@ from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
 from supervisor.supervision.scheduler import Scheduler
+from tests.helpers.live_server import KEY, LiveServer, live
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LATE = 60_000  # ms: a queued batch is not sent ahead to a busy sidecar while a test looks at it

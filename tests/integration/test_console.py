@@ -17,7 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from live_server import KEY, LiveServer, live, tone_wav
+
+from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is in the test extra"

@@ -23,7 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import SPAWN_S, assert_gone
+
+from tests.helpers.harness import SPAWN_S, assert_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WATCHDOG_S = 1.0  # systemd would ping-check every 1 s; the server pings every 0.5 s
@@ -193,7 +194,7 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     assert b"NOTIFY_SOCKET" not in sidecar_env and b"WATCHDOG_USEC" not in sidecar_env
 
     # Pings every half interval from the event loop (the cadence itself is checked on a fake
-    # clock in tests/supervisor/test_systemd.py; here, that this server runs it) ...
+    # clock in tests/supervisor/commands/test_sd_notify.py; here, that this server runs it) ...
     assert "pinging every 0.5 s from the event loop" in server.log.read_text()
     manager.until(lambda: len(manager.pings(ready_at, time.monotonic())) >= 3, "three pings")
 

@@ -19,8 +19,9 @@ import numpy as np
 import pyloudnorm
 import pytest
 import soundfile
-from live_server import LiveServer, live
 from scipy.signal import resample_poly
+
+from tests.helpers.live_server import LiveServer, live
 
 LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
         "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip

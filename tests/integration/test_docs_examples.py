@@ -40,7 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from doc_blocks import (
+
+from tests.helpers.doc_blocks import (
     RUN_LANGUAGES,
     Block,
     blocks,
@@ -50,8 +51,8 @@ from doc_blocks import (
     printed_lines,
     python_notes,
 )
-from harness import assert_gone
-from live_server import KEY, REPO_ROOT, LiveServer, start, stop
+from tests.helpers.harness import assert_gone
+from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer, start, stop
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 ALL_BLOCKS = [block for path in DOCS for block in blocks(path)]

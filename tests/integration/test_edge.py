@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live, tone_wav
+
+from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live, tone_wav
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 DEADLINE_S = 3  # the module server's --body-deadline-s

@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import (
+
+from sidecar.devtools.faults import LOAD_ENV
+from supervisor.errors import InvalidRequest, PoisonRequest, TaskFailed, Unavailable
+from tests.helpers.harness import (
     SPAWN_S,
     fast_settings,
     is_ready,
@@ -27,9 +30,6 @@ from harness import (
     running_pool,
     wait_for,
 )
-
-from sidecar.devtools.faults import LOAD_ENV
-from supervisor.errors import InvalidRequest, PoisonRequest, TaskFailed, Unavailable
 
 BOUND_S = 120.0  # every request of a scenario ends within this, respawns included
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from job_helpers import ended, submit, wait_job
-from live_server import LiveServer, live
-from pg_cluster import Cluster
 
 from supervisor.jobs.space import SPACE_ATTEMPTS
+from tests.helpers.job_helpers import ended, submit, wait_job
+from tests.helpers.live_server import LiveServer, live
+from tests.helpers.pg_cluster import Cluster
 
 BOUND_S = 120.0
 DISK = "8m"
@@ -63,7 +63,7 @@ def results_on(disk: Path, url: str) -> str:
     """Move the PostgreSQL store's `results` (uncompressed) into a tablespace on `disk`; its name."""
     place = disk / "tablespace"
     place.mkdir()
-    shutil.chown(place, "nobody")  # the test cluster runs as nobody (tests/pg_cluster.py)
+    shutil.chown(place, "nobody")  # the test cluster runs as nobody (tests/helpers/pg_cluster.py)
     name = "tiny_" + uuid.uuid4().hex[:8]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE TABLESPACE {name} LOCATION '{place}'")

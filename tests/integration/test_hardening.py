@@ -20,8 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from job_helpers import ended, submit, wait_job
-from live_server import KEY, REPO_ROOT, LiveServer, free_port, live
+
+from tests.helpers.job_helpers import ended, submit, wait_job
+from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer, free_port, live
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 

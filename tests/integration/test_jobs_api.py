@@ -2,7 +2,7 @@
 
 One server serves the module (`--max-batch-size 4`, so a job runs in several batches, and
 `--chunk-s 2`, so a long item is chunked), once with each job store: SQLite, then PostgreSQL (a
-real server the session starts, tests/pg_cluster.py), so the tests using it run against both.
+real server the session starts, tests/helpers/pg_cluster.py), so the tests using it run against both.
 The synth-resume test kills and restarts its own (SQLite).
 Every result is decoded by libav to its end.
 """
@@ -23,10 +23,19 @@ from typing import Any
 
 import pytest
 import srt
-from job_helpers import KEY, decoded_seconds, ended, job, run_synth, submit, wait_gone, wait_job
-from live_server import REPO_ROOT, LiveServer, live
 
 from supervisor.tenants import owner_of
+from tests.helpers.job_helpers import (
+    KEY,
+    decoded_seconds,
+    ended,
+    job,
+    run_synth,
+    submit,
+    wait_gone,
+    wait_job,
+)
+from tests.helpers.live_server import REPO_ROOT, LiveServer, live
 
 SENTENCES = [
     "The 6:15 to Brighton is delayed by ten minutes.",

@@ -7,9 +7,10 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import live_server
 import pytest
-from live_server import free_port, live
+
+from tests.helpers import live_server
+from tests.helpers.live_server import free_port, live
 
 
 def test_a_server_whose_port_was_taken_meanwhile_starts_again_on_another(

@@ -1,7 +1,7 @@
 """Many servers on one PostgreSQL database (issue 21): a shared job queue, leases, failover.
 
 Three real servers (each with its own CPU sidecar on the tiny checkpoint) share a fresh database
-on the session's real PostgreSQL server (tests/pg_cluster.py). A 300-item job is sent to one of
+on the session's real PostgreSQL server (tests/helpers/pg_cluster.py). A 300-item job is sent to one of
 them; one server is SIGKILLed while it holds items, another's database connections are cut with
 `pg_terminate_backend`. Every item must end done exactly once, every result must decode, and the
 job must read the same through every live server.
@@ -19,9 +19,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from job_helpers import decoded_seconds, ended, job, submit, wait_gone, wait_job
-from live_server import LiveServer, live
-from pg_cluster import Cluster
+
+from tests.helpers.job_helpers import decoded_seconds, ended, job, submit, wait_gone, wait_job
+from tests.helpers.live_server import LiveServer, live
+from tests.helpers.pg_cluster import Cluster
 
 ITEMS = 300
 LEASE_S = 5  # short: the killed server's items run elsewhere within seconds

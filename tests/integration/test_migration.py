@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import SPAWN_S, assert_gone
-from live_server import REPO_ROOT, free_port, tone_wav
+
+from tests.helpers.harness import SPAWN_S, assert_gone
+from tests.helpers.live_server import REPO_ROOT, free_port, tone_wav
 
 WORDS_36 = ("The harbour opens at dawn and the first ferry leaves at six. Fishing boats come back before noon with the catch. "
             "In the evening the lights along the pier are lit one by one, and the town goes quiet.")  # fmt: skip
@@ -276,7 +277,7 @@ def test_studio_environment_names(
 
 
 def test_request_timeout_s_answers_504_and_frees_the_queue(tmp_path: Path) -> None:
-    from live_server import live
+    from tests.helpers.live_server import live
 
     with live(tmp_path, "--test-faults", "--request-timeout-s", "30") as server:
         started = time.monotonic()

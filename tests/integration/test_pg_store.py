@@ -2,7 +2,7 @@
 database, which stops jobs (503) but not speech, and which the servers get over by themselves.
 
 Real servers with real CPU sidecars on the tiny checkpoint, on a fresh database of the session's
-real PostgreSQL server (tests/pg_cluster.py).
+real PostgreSQL server (tests/helpers/pg_cluster.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import NamedTuple
 import httpx
 import psycopg
 import pytest
-from job_helpers import ended, submit, wait_job
-from live_server import REPO_ROOT, LiveServer, free_port, live, tone_wav
-from pg_cluster import Cluster
+
+from tests.helpers.job_helpers import ended, submit, wait_job
+from tests.helpers.live_server import REPO_ROOT, LiveServer, free_port, live, tone_wav
+from tests.helpers.pg_cluster import Cluster
 
 VISIBLE_S = 2.0  # the issue's promise: a voice made on one server is usable on another this soon
 SHORT = "The museum will close in fifteen minutes."

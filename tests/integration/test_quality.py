@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from job_helpers import decoded_seconds, ended, submit, wait_job
-from live_server import AUTH, LiveServer, live
+
+from tests.helpers.job_helpers import decoded_seconds, ended, submit, wait_job
+from tests.helpers.live_server import AUTH, LiveServer, live
 
 TEXT = "Please stand clear of the closing doors."  # 7 words, about 2.6 s on the tiny checkpoint
 # Which checks each fault makes fail, when it hits every attempt.

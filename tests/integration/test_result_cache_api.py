@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from job_helpers import KEY, run_synth
-from live_server import LiveServer, live
+
+from tests.helpers.job_helpers import KEY, run_synth
+from tests.helpers.live_server import LiveServer, live
 
 SENTENCES = [
     "The 6:15 to Brighton is delayed by ten minutes.",

@@ -2,7 +2,7 @@
 deadline outlook, and signed callbacks to a real receiver on 127.0.0.1.
 
 One server serves the module (`--max-batch-size 1`, so a job's items run one after another),
-once with each job store: SQLite, then PostgreSQL (a real server, tests/pg_cluster.py). The
+once with each job store: SQLite, then PostgreSQL (a real server, tests/helpers/pg_cluster.py). The
 warm-up test starts a server of its own, with SQLite: the warm-up is the pool's and the runner's,
 the store only answers `next_start`, which the schedule tests above cover on both.
 """
@@ -27,14 +27,14 @@ from typing import Any
 
 import psutil
 import pytest
-from callback_receivers import OK, close, gzip_answer, serve
-from callback_receivers import Receiver as RawReceiver
-from job_helpers import ended, job, submit, wait_job
-from live_server import KEY, LiveServer, live
 
 from supervisor.commands import install_service as service
 from supervisor.commands import synth_timer
 from supervisor.jobs.runner import WINDOW_BATCHES
+from tests.helpers.callback_receivers import OK, close, gzip_answer, serve
+from tests.helpers.callback_receivers import Receiver as RawReceiver
+from tests.helpers.job_helpers import ended, job, submit, wait_job
+from tests.helpers.live_server import KEY, LiveServer, live
 
 SECRET = "whsec-test"
 SENTENCE = "Please stand clear of the closing doors."

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import SPAWN_S, assert_gone
-from live_server import AUTH, KEY, REPO_ROOT, free_port
 
 from sidecar.devtools.faults import LOAD_ENV
+from tests.helpers.harness import SPAWN_S, assert_gone
+from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, free_port
 
 
 class Server:

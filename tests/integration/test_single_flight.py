@@ -19,8 +19,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from job_helpers import ended, submit, wait_job
-from live_server import KEY, LiveServer, live
+
+from tests.helpers.job_helpers import ended, submit, wait_job
+from tests.helpers.live_server import KEY, LiveServer, live
 
 BOUND_S = 120.0
 

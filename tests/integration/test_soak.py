@@ -36,8 +36,9 @@ from typing import Any
 
 import httpx
 import pytest
-from job_helpers import decoded_seconds, ended, submit, wait_gone, wait_job
-from live_server import AUTH, live
+
+from tests.helpers.job_helpers import decoded_seconds, ended, submit, wait_gone, wait_job
+from tests.helpers.live_server import AUTH, live
 
 pytestmark = pytest.mark.soak
 

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_gone
-from live_server import AUTH, KEY, LiveServer, live, start, stop
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
+
+from tests.helpers.harness import assert_gone
+from tests.helpers.live_server import AUTH, KEY, LiveServer, live, start, stop
 
 RECV_S = 120  # a whole segment on a loaded 2-core machine; the tests wait on messages, not time
 BUFFER = 160  # --stream-buffer-chars

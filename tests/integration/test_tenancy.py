@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from job_helpers import ended
-from live_server import LiveServer, live
+
+from tests.helpers.job_helpers import ended
+from tests.helpers.live_server import LiveServer, live
 
 ALICE, BOB, ADMIN = "sk-alice", "sk-bob", "sk-ops"
 ALICE_SECRET, SERVER_SECRET = "whsec-alice", "whsec-server"

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import srt
 import webvtt
-from job_helpers import ended, run_synth, submit, wait_job
-from live_server import KEY, LiveServer, live, tone_wav
 
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.speech.schemas import MAX_SEED, OPENAI_VOICES, default_seed
+from tests.helpers.job_helpers import ended, run_synth, submit, wait_job
+from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
 
 RATE = 24000
 

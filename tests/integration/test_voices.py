@@ -7,7 +7,7 @@ import math
 import struct
 from pathlib import Path
 
-from harness import fast_settings, outcomes, run, running_pool
+from tests.helpers.harness import fast_settings, outcomes, run, running_pool
 
 
 def sine_s16le(seconds: float, rate: int = 24000, hz: float = 220.0) -> bytes:
