@@ -12,6 +12,10 @@ The forward is the runtime's (`BatchState.logits`: bf16 logits, which the scorin
 as they are); until 2026-12-01 it was `BatchState.forward`, whose float32 upcast added an ATen
 copy (0.83 ms at 64 items) that the runtime no longer makes.
 
+`--attention cudnn` runs the forward with cuDNN's attention kernel (`RuntimeOptions.attention`;
+the row's `attention_kernel` says which one ran, a fallback included); its `attention_tflops` is
+the in-model rate that bench/attention_kernels.py leaves to this script.
+
 `--ops` also attributes the forward's device time to the operators that launched it, with their
 input shapes (the profiler's `record_shapes`): which operator makes a copy, and of what; and
 each device-to-device copy (`Memcpy DtoD`, 1.9 ms of a forward at 64 items at 4dd9956, from no
@@ -39,7 +43,7 @@ from profile_step import TEXT
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
-from sidecar.runtime.options import RuntimeOptions
+from sidecar.runtime.options import ATTENTION_KERNELS, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
@@ -49,7 +53,7 @@ from sidecar.runtime.request import GenerationRequest
 # 2026-11-30-kernels.json, where the FlashAttention kernel itself ran at 198.
 KINDS = (
     ("compiled element-wise (Triton)", ("triton",)),
-    ("attention", ("flash", "fmha", "attention")),
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
     ("convolution", ("conv", "fprop", "dgrad", "implicit_gemm", "winograd", "cudnn")),
     ("matrix product", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
 )
@@ -215,6 +219,12 @@ def main() -> int:
         help="each layer's projections added onto a copy of the residual (the runtime's way until "
         "2026-12-02) rather than in place (sidecar/runtime/residual.py)",
     )
+    ap.add_argument(
+        "--attention",
+        default="fa2",
+        choices=ATTENTION_KERNELS,
+        help="the packed segments' attention kernel (RuntimeOptions.attention)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     model = OmniVoice.load(
@@ -222,7 +232,10 @@ def main() -> int:
         device=args.device,
         dtype="bfloat16",
         options=RuntimeOptions(
-            cuda_graphs=False, compile=True, residual_in_place=not args.residual_copy
+            cuda_graphs=False,
+            compile=True,
+            residual_in_place=not args.residual_copy,
+            attention=args.attention,
         ),
     )
     eager_codec = (
@@ -249,6 +262,7 @@ def main() -> int:
                 useful_flops(cfg, packed.segment_lens, packed.num_targets) - attn
             )  # matrix products and head
             row.update(batch=b, tokens=packed.num_tokens, attention_flops=attn, dense_flops=dense)
+            row["attention_kernel"] = model.runner.attention_kernel
             if row["by_kind_ms"].get("matrix product"):
                 row["matrix_product_tflops"] = round(
                     dense / row["by_kind_ms"]["matrix product"] / 1e9, 1

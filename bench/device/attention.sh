@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# cuDNN's fused attention against FlashAttention-2 varlen over the packed segments, in one call
+# of about four minutes: bench/attention_kernels.py (the kernels alone, their CUDA graphs and
+# whether a segment's result depends on its company; then the runtime with cuDNN's kernel:
+# forward time and packing, bit for bit), then the in-model attention rate from
+# bench/profile_kernels.py --attention cudnn.
+#
+# Assumes: the `device` machine (one Hopper GPU, Python 3.12, no network, 64 MiB carried a call),
+# run from the repository root, with `.whl/` carried: what the server needs
+# (bench/device/harness.sh lists it) and nvidia-cudnn-frontend 1.20.0 (a 2.5 MB wheel of
+# prebuilt Python bindings; cuDNN itself is the image's, PyTorch's own).
+#
+#   bash bench/device/attention.sh prepare   # here: the frontend's wheel into .whl
+#   bash bench/device/attention.sh run       # there (carry .whl): $OUT/attention-kernels.json,
+#                                            # $OUT/kernels-cudnn.json, $OUT/attention.log
+set -u
+case $1 in
+prepare)
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        -d .whl nvidia-cudnn-frontend==1.20.0
+    ls -la .whl/nvidia_cudnn_frontend-*
+    ;;
+run)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+        .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+    log=$OUT/attention.log
+    python3 -c "import cudnn, torch; print('cudnn frontend', cudnn.__version__, 'library', cudnn.backend_version(), 'torch', torch.__version__)" 2>&1 | tee "$log"
+    python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
+    timeout 210 python3 bench/attention_kernels.py /tmp/full --items 56 --in-model cudnn \
+        --out "$OUT/attention-kernels.json" 2>&1 | grep -v Warning | tee -a "$log"
+    timeout 120 python3 bench/profile_kernels.py /tmp/full --batch 64 --skip-decode \
+        --attention cudnn --out "$OUT/kernels-cudnn.json" 2>&1 | grep -v Warning | tail -20 | tee -a "$log"
+    ;;
+*)
+    echo "usage: $0 prepare|run" >&2
+    exit 2
+    ;;
+esac
