@@ -25,6 +25,7 @@ import tokenizers
 import torch
 
 from sidecar.audio import processing as audio_ops
+from sidecar.runtime import compile_cache
 from sidecar.runtime.codec import Codec, load_codec
 from sidecar.runtime.generate import Prompt, generate_tokens
 from sidecar.runtime.loader import (
@@ -178,12 +179,16 @@ class OmniVoice:
         options = options.resolved(torch_device.type == "cuda", dtype in ("bfloat16", "float16"))
         report("codec")
         codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
-        if options.compile:
-            codec.fuse_activations()
         runner = ModelRunner(model, options)
-        if options.cuda_graphs:
-            report("cuda_graphs")
-            runner.capture()
+
+        def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it
+            if options.compile:
+                codec.fuse_activations()
+            if options.cuda_graphs:
+                report("cuda_graphs")
+                runner.capture()
+
+        compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
         log.info("loaded %s on %s (%s)", root, device, dtype)
         return cls(model, tokenizer, codec, torch_device, runner)
 

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import IO
 
+from sidecar.runtime import compile_cache
 from sidecar.serve import engines
 from sidecar.serve.loop import Sidecar
 from sidecar.serve.wire import Channel
@@ -55,6 +56,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=Thresholds(),
         help="the quality checks' thresholds that differ from the defaults: NAME=VALUE,...",
     )
+    parser.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR",
+        help="torch.compile's on-disk cache (Inductor's; Triton's in DIR/triton unless "
+        "TRITON_CACHE_DIR is set); none: torch's default",
+    )
     parser.add_argument("--test-fault-dir", default=None,
                         help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
     return parser.parse_args(argv)
@@ -79,6 +87,7 @@ def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     watch_parent(os.getppid())
+    compile_cache.use(args.compile_cache)
     channel = Channel(rfile, wfile, args.max_frame_bytes)
     if args.engine == "whisper":
         from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars

@@ -195,6 +195,8 @@ class Fields:
     warmup_steps: int = setting(
         2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
     )
+    compile_cache_dir: str = setting("", "torch.compile's cache, kept across sidecar starts "
+        "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)")  # fmt: skip
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB", minimum=1)
     load_timeout_s: float = setting(
         120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)"

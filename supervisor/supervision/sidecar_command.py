@@ -6,6 +6,9 @@ sidecar crash-loops. `-P` (Python 3.11+) leaves the working directory out. Pytho
 `-P`, so there a tiny bootstrap drops `-c`'s '' entry before running the module. `-I` would
 do it too but also ignores PYTHON* variables, which the sidecar's environment sets on purpose
 (PYTHONPATH, PYTHONUNBUFFERED).
+
+The command line also names the directory where torch.compile keeps its cache across starts
+(`compile_cache_dir`), so that a respawn or a restarted server reads its compiled kernels back.
 """
 
 from __future__ import annotations
@@ -60,8 +63,20 @@ def sidecar_argv(
         "--qa-thresholds",
         s.qa_thresholds,
     ]
+    cache = compile_cache_dir(s)
+    argv += ["--compile-cache", cache] if cache else []
     faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
     return argv + (faults if s.test_faults else [])
+
+
+def compile_cache_dir(settings: Settings) -> str | None:
+    """Where sidecars keep torch.compile's cache across starts: --compile-cache-dir, else the
+    TORCHINDUCTOR_CACHE_DIR we were given (the systemd unit's), else DATA_DIR/compile-cache;
+    None for 'off'. The sidecar makes it (mode 0700) and refuses one that others may write."""
+    chosen = settings.compile_cache_dir or os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    if chosen == "off":
+        return None
+    return chosen or os.path.join(settings.resolved_data_dir(), "compile-cache")
 
 
 def sidecar_env(device: Device) -> dict[str, str]:

@@ -49,6 +49,7 @@ def fast_settings(checkpoint: Path | None, **overrides: Any) -> Settings:
         "restart_window_s": 300.0,
         "memory_reclaim_s": 5.0,
         "max_batch_latency_ms": 0.0,
+        "compile_cache_dir": "off",  # not in the user's state directory; tests pass their own
     }
     values.update(overrides)
     return Settings(**values)
