@@ -24,6 +24,8 @@ from typing import Any
 import cudnn  # the nvidia-cudnn-frontend package; a missing one is the caller's ImportError
 import torch
 
+from sidecar.runtime.kernels.ragged import ragged_dims, segment_table
+
 _DTYPES = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}
 
 
@@ -59,13 +61,8 @@ class _Built:
         )
 
         def packed(name: str, heads: int) -> Any:
-            # [slots, heads, cap, dim] over rows laid end to end: token stride heads * dim.
-            return g.tensor(
-                name=name,
-                dim=[s.slots, heads, s.cap, s.dim],
-                stride=[s.cap * heads * s.dim, s.dim, heads * s.dim, 1],
-                data_type=io,
-            )
+            dims, strides = ragged_dims(s.slots, heads, s.cap, s.dim)
+            return g.tensor(name=name, dim=dims, stride=strides, data_type=io)
 
         def column(name: str, rows: int, data_type: Any) -> Any:
             return g.tensor(
@@ -97,9 +94,8 @@ class _Built:
             self.o, _ = g.sdpa(generate_stats=False, **common)
         except TypeError:  # frontends before `generate_stats` name it the other way round
             self.o, _ = g.sdpa(is_inference=True, **common)
-        self.o.set_output(True).set_dim([s.slots, s.heads, s.cap, s.dim]).set_stride(
-            [s.cap * s.heads * s.dim, s.dim, s.heads * s.dim, 1]
-        ).set_data_type(io)
+        dims, strides = ragged_dims(s.slots, s.heads, s.cap, s.dim)
+        self.o.set_output(True).set_dim(dims).set_stride(strides).set_data_type(io)
         self.o_off = column("o_offsets", s.slots + 1, offset_type)
         self.o.set_ragged_offset(self.o_off)
         g.validate()
@@ -112,6 +108,10 @@ class _Built:
         # execution keeps its address.
         self.workspace = torch.empty(
             max(int(g.get_workspace_size()), 1), dtype=torch.uint8, device=device
+        )
+        # Elements a token takes in q (and the output) and in k/v (`segment_table`).
+        self.row_sizes = torch.tensor(
+            [[s.heads * s.dim], [s.kv_heads * s.dim]], dtype=self.offset_dtype, device=device
         )
 
 
@@ -172,14 +172,7 @@ def attend(
     heads, dim, kv_heads = q.shape[1], q.shape[2], k.shape[1]
     shape = Shape(slots, cap, heads, kv_heads, dim, q.dtype, scale)
     built, handle = _CACHE.get(q.device, shape)
-    cu = cu_seqlens.to(built.offset_dtype)
-    extra = slots + 1 - cu.numel()
-    if extra > 0:  # empty slots: zero length, starting where the last segment ends
-        cu = torch.cat([cu, cu[-1:].expand(extra)])
-    # Clamped to the cap: a graph's warm-up runs on whatever its static inputs hold.
-    lens = (cu[1:] - cu[:-1]).clamp(max=cap).to(torch.int32).view(slots, 1, 1, 1)
-    q_off = (cu * (heads * dim)).view(slots + 1, 1, 1, 1)
-    kv_off = (cu * (kv_heads * dim)).view(slots + 1, 1, 1, 1)
+    lens, q_off, kv_off = segment_table(cu_seqlens, slots, built.row_sizes)
     out = torch.empty_like(q)
     cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream(q.device).cuda_stream)
     built.graph.execute(

@@ -1,10 +1,12 @@
 """sidecar/runtime/attention.py's choice of kernel, on the CPU: which kernel a runner gets for
-what it asked, and the fallback to FlashAttention-2 where cuDNN's cannot run. The kernels
-themselves need a Hopper GPU (not in CI): bench/attention_kernels.py measures them there, their
-speed, their CUDA graphs and whether an item's result depends on what it is packed with."""
+what it asked, the fallback to FlashAttention-2 where cuDNN's cannot run, and the ragged layout
+cuDNN is told (sidecar/runtime/kernels/ragged.py). The kernels themselves need a Hopper GPU (not
+in CI): bench/attention_kernels.py measures them there, their speed, their CUDA graphs and
+whether an item's result depends on what it is packed with."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 
@@ -14,6 +16,7 @@ import torch
 from sidecar.runtime import attention
 from sidecar.runtime.attention import choose_kernel, cudnn_shape, cudnn_unavailable
 from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.kernels.ragged import ragged_dims, segment_table
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
@@ -115,3 +118,31 @@ def test_a_runner_on_the_cpu_asked_for_cudnn_uses_the_per_segment_path() -> None
     runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, attention="cudnn"))
     assert runner.attention_kernel == "fa2"
     assert {layer.self_attn.attention_kernel for layer in model.llm.layers} == {"fa2"}
+
+
+@pytest.mark.parametrize("graph_input", [False, True])
+def test_the_ragged_description_addresses_each_segments_rows(graph_input: bool) -> None:
+    """What cuDNN is told (sidecar/runtime/kernels/ragged.py), read back the way cuDNN reads a
+    ragged tensor: slot b's element (h, s, d) at its ragged offset plus h, s and d times their
+    strides. Every segment's rows come back as they are packed, for q and for the fewer k/v
+    heads; the empty slots (an eager call's padding, or a runner graph's) are empty and start
+    at the end of the rows."""
+    heads, kv_heads, dim, cap, slots = 4, 2, 8, 16, 8
+    lens = [5, 16, 1, 9]
+    n = sum(lens)
+    bounds = [0, *itertools.accumulate(lens)]
+    cu = torch.tensor(bounds, dtype=torch.int32)
+    if graph_input:  # as a runner's static input holds them: every slot present, the rest at n
+        cu = torch.cat([cu, torch.full((slots - len(lens),), n, dtype=torch.int32)])
+    row_sizes = torch.tensor([[heads * dim], [kv_heads * dim]], dtype=torch.int64)
+    got_lens, q_off, kv_off = segment_table(cu, slots, row_sizes)
+    assert got_lens.flatten().tolist() == [*lens, 0, 0, 0, 0]
+    for rows, offsets in ((heads, q_off), (kv_heads, kv_off)):
+        packed = torch.randn(n, rows, dim)
+        _, strides = ragged_dims(slots, rows, cap, dim)
+        assert offsets.flatten().tolist() == [b * rows * dim for b in bounds + [n] * 4]
+        for b, length in enumerate(lens):
+            seen = torch.as_strided(
+                packed, (rows, length, dim), strides[1:], int(offsets.flatten()[b])
+            )
+            assert torch.equal(seen, packed[bounds[b] : bounds[b + 1]].transpose(0, 1))
