@@ -13,7 +13,17 @@
 #   bash bench/device/attention.sh prepare   # here: the frontend's wheel into .whl
 #   bash bench/device/attention.sh run       # there (carry .whl): $OUT/attention-kernels.json,
 #                                            # $OUT/kernels-cudnn.json, $OUT/attention.log
+#   bash bench/device/attention.sh baseline  # there, the next call: $OUT/kernels-fa2.json, the
+#                                            # same profile with FlashAttention-2 (same lease)
 set -u
+setup() {  # the carried wheels and the full-size checkpoint, once per machine
+    if [ ! -d /tmp/site/cudnn ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --target /tmp/site .whl/*.whl || exit 1
+    fi
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+    [ -d /tmp/full ] || python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
+}
 case $1 in
 prepare)
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
@@ -22,19 +32,21 @@ prepare)
     ls -la .whl/nvidia_cudnn_frontend-*
     ;;
 run)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-        .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+    setup
     log=$OUT/attention.log
-    python3 -c "import cudnn, torch; print('cudnn frontend', cudnn.__version__, 'library', cudnn.backend_version(), 'torch', torch.__version__)" 2>&1 | tee "$log"
-    python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
-    timeout 210 python3 bench/attention_kernels.py /tmp/full --items 56 --in-model cudnn \
+    python3 -c "import torch, cudnn; print('cudnn frontend', cudnn.__version__, 'library', cudnn.backend_version(), 'torch', torch.__version__)" 2>&1 | tee "$log"
+    timeout 190 python3 bench/attention_kernels.py /tmp/full --items 56 --in-model cudnn \
         --out "$OUT/attention-kernels.json" 2>&1 | grep -v Warning | tee -a "$log"
-    timeout 120 python3 bench/profile_kernels.py /tmp/full --batch 64 --skip-decode \
+    timeout 100 python3 bench/profile_kernels.py /tmp/full --batch 64 --skip-decode \
         --attention cudnn --out "$OUT/kernels-cudnn.json" 2>&1 | grep -v Warning | tail -20 | tee -a "$log"
     ;;
+baseline)
+    setup
+    timeout 150 python3 bench/profile_kernels.py /tmp/full --batch 64 --skip-decode \
+        --attention fa2 --out "$OUT/kernels-fa2.json" 2>&1 | grep -v Warning | tail -20
+    ;;
 *)
-    echo "usage: $0 prepare|run" >&2
+    echo "usage: $0 prepare|run|baseline" >&2
     exit 2
     ;;
 esac
