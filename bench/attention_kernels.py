@@ -241,6 +241,11 @@ def main() -> int:
     model_rows = [
         in_model(args.checkpoint, kern, args.items, args.device) for kern in args.in_model
     ]
+    cudnn_plans = {}
+    if reason is None:  # the engine cuDNN chose for each shape it built
+        from sidecar.runtime.kernels import cudnn_attention
+
+        cudnn_plans = cudnn_attention.plans()
     result = {
         "items": args.items,
         "segments": len(lens),
@@ -251,6 +256,7 @@ def main() -> int:
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version(),
         "cudnn_unavailable": reason,
+        "cudnn_plans": cudnn_plans,
         "rows": rows,
         "in_model": model_rows,
     }

@@ -104,6 +104,10 @@ class _Built:
         g.check_support()
         g.build_plans()
         self.graph = g
+        try:  # which engine cuDNN chose: the benchmark reports it with each shape
+            self.plan = str(g.get_plan_name_at_index(0))
+        except Exception:  # an older frontend without it
+            self.plan = "?"
         # Its own workspace, never freed while the graph lives: a CUDA graph that captured an
         # execution keeps its address.
         self.workspace = torch.empty(
@@ -155,6 +159,12 @@ def prepare(
     workspace size in bytes. Raises whatever cuDNN raises for a shape it does not support."""
     built, _ = _CACHE.get(device, Shape(slots, cap, heads, kv_heads, dim, dtype, scale))
     return built.workspace.numel()
+
+
+def plans() -> dict[str, str]:
+    """The engine each built shape runs, by shape (for the benchmark's report)."""
+    with _CACHE.lock:
+        return {f"{s.slots}x{s.cap}": b.plan for (_, s), b in _CACHE.built.items()}
 
 
 def attend(
