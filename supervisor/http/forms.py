@@ -71,7 +71,9 @@ async def parse_form(
                                       max_part_size=max_part_size).parse()  # fmt: skip
     except NotText as exc:
         error = InvalidRequest(f"{exc.message}: send UTF-8", param=exc.field)
-        error.code = "invalid_text"  # as text with a lone surrogate (schemas.refuse_unencodable)
+        error.code = (
+            "invalid_text"  # as text with a lone surrogate (field_checks.refuse_unencodable)
+        )
         raise error from None
     except MultiPartException as exc:
         raise InvalidRequest(f"The form could not be parsed: {exc.message}") from None

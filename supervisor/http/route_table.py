@@ -27,7 +27,16 @@ from supervisor.http.openapi_parts import (
     json_ref,
     responses,
 )
-from supervisor.http.routes import captioned, console, jobs, lexicons, ops, speech, speech_stream
+from supervisor.http.routes import (
+    captioned,
+    console,
+    jobs,
+    lexicons,
+    one_shot,
+    ops,
+    speech,
+    speech_stream,
+)
 from supervisor.http.routes import voices as voice_routes
 from supervisor.jobs import callbacks
 from supervisor.settings import Settings
@@ -132,13 +141,13 @@ ROUTES: tuple[ApiRoute, ...] = (
         "requestBody": _request(_schema("CreateCaptionedSpeechRequest")),
         "responses": responses(json_ref("CaptionedSpeech", "the audio and its segments"), *SPEECH_ERRORS)}),
     ApiRoute("/v1/audio/speech/stream", WEBSOCKET, speech_stream.stream),
-    ApiRoute("/v1/audio/design", "POST", voice_routes.design, body_limit=json_body, operation=lambda p: {
+    ApiRoute("/v1/audio/design", "POST", one_shot.design, body_limit=json_body, operation=lambda p: {
         "operationId": "designSpeech", "summary": "Speech in a voice described by instructions (one shot)",
         "requestBody": {"required": True, "content": {
             t: {"schema": form(p.options, ["input", "instructions"])}
             for t in ("multipart/form-data", "application/x-www-form-urlencoded", "application/json")}},
         "responses": responses(p.audio, *SPEECH_ERRORS)}),
-    ApiRoute("/v1/audio/clone", "POST", voice_routes.clone, body_limit=clone_body, operation=lambda p: {
+    ApiRoute("/v1/audio/clone", "POST", one_shot.clone, body_limit=clone_body, operation=lambda p: {
         "operationId": "cloneSpeech", "summary": "Speech in the voice of an uploaded reference (one shot)",
         "requestBody": _request(form({**p.options, **p.reference}, ["input", "file", "transcript"]), "multipart/form-data"),
         "responses": responses(p.audio, *SPEECH_ERRORS, 422)}),

@@ -18,7 +18,7 @@ from typing import Any
 
 from supervisor.errors import InvalidRequest
 from supervisor.jobs.schedule import FIELDS as SCHEDULE_FIELDS
-from supervisor.speech import schemas
+from supervisor.speech import aliases
 
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -59,7 +59,7 @@ def parse(body: bytes, max_items: int) -> Any:
     mark, at = _expect(text, at + 1, '"', "}")
     while mark == '"':
         key, at = _DECODER.raw_decode(text, at - 1)
-        schemas.refuse_unknown({key: None}, FIELDS)
+        aliases.refuse_unknown({key: None}, FIELDS)
         if key in parsed:
             raise InvalidRequest(f"'{key}' is given more than once.", param=key)
         _, at = _expect(text, at, ":")

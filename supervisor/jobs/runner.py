@@ -7,7 +7,7 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
     puts back items whose lease ran out (PostgreSQL: a server died or lost the database)
     removes jobs past their retention (once a minute)
     refreshes each job's estimated finish (once a second; supervisor/jobs/outlook.py), and warms up
-    a sidecar for the next `not_before` (`warm_for_schedule`)
+    a sidecar for the next `not_before` (supervisor/jobs/warm_up.py)
     sends the callbacks of jobs that ended (supervisor/jobs/callback_sender.py)
     starts queued items while there is room: of jobs whose `not_before` has come, the earliest
     deadline first (jobs without one last), then the oldest job
@@ -16,38 +16,14 @@ A second task renews the leases of the items this server works on (PostgreSQL; a
 SQLite, where one server holds the store) and stops any another server took over, or whose job
 was cancelled through another server.
 
-An item is validated again as a speech request, its voice resolved, and it becomes a
-`Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
-bounded twice: by count (enough to fill three batches per usable sidecar), and by admitted audio,
-of which job items may take at most `BULK_SHARE` of the admission limit, so that interactive
-requests are still admitted while a large job runs. An item is claimed in the store (queued ->
-running) only once its Synthesis has been admitted.
+Which items start, and what each becomes: supervisor/jobs/intake.py; how a finished one is
+written: supervisor/jobs/results.py; the warm-up for a scheduled job: supervisor/jobs/warm_up.py.
+An item is claimed in the store (queued -> running) only once its Synthesis has been admitted.
 
-An item always has a seed (its own, its voice's, or one derived from its fields), so it is
-looked up in the result cache first: one found there is claimed and written at once, with no
-synthesis; one generated is kept there (`result_cache`). Identical items in flight are made once
-(`single_flight`): an item whose cache key is being made by another stays queued, and is found
-in the cache once that one is kept (or leads, if that one ended with nothing kept).
-
-How an item ends:
-
-    in the result cache     that file written atomically, `done`
-    all its audio           encoded (delivery profile applied), written atomically, `done`
-                            (with its `qa` checks)
-    audio failing a check   `failed` with code `qa_failed` and its `qa`, once retries ran out
-    an error of the item    `failed`, with the error (bad input, a poison request, ...)
-    not the item's fault    `queued` again: over capacity, draining, or no device left
-    its job cancelled       `cancelled` (a synthesis already running is closed)
-
-A full disk (supervisor/jobs/space.py): a result that cannot be written for want of space puts
-its item back in the queue (its attempt counted; after `SPACE_ATTEMPTS` it fails with
-`insufficient_storage`), the temporary file removed, and the runner waits for space: no item
-starts until a probe finds room, then they run again by themselves. Another write error fails
-the item, saying so; a database that cannot be reached puts the item back in the queue. When the
-store itself cannot record an item's end, the end is kept here and written again each pass until
-the store takes it; meanwhile no item starts, and the condition is logged once (not a traceback
-per pass), and once more when it is over. New jobs get a 507 (a full disk) or a 503 (a database
-that cannot be reached).
+When the store itself cannot record an item's end (a full disk, a stopped database), the end is
+kept here and written again each pass until the store takes it; meanwhile no item starts, and the
+condition is logged once (not a traceback per pass), and once more when it is over. New jobs get a
+507 (a full disk) or a 503 (a database that cannot be reached).
 """
 
 from __future__ import annotations
@@ -55,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import functools
 import logging
 import sqlite3
@@ -64,48 +39,27 @@ from typing import Any
 
 from supervisor import metrics
 from supervisor.database import StoreUnavailable
-from supervisor.errors import (
-    InsufficientStorage,
-    Overloaded,
-    QualityFailed,
-    ServerError,
-    SidecarLost,
-    Unavailable,
-)
+from supervisor.errors import Overloaded, QualityFailed, ServerError, SidecarLost, Unavailable
+from supervisor.jobs import intake
 from supervisor.jobs.callback_sender import CallbackSender
+from supervisor.jobs.intake import Intake
 from supervisor.jobs.outlook import Outlook
-from supervisor.jobs.space import SpaceWait, refused_item_end
-from supervisor.jobs.storage import Claimed, JobStorage, out_of_space
+from supervisor.jobs.results import ResultWriter
+from supervisor.jobs.space import SpaceWait
+from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
+from supervisor.jobs.warm_up import WarmUp
 from supervisor.services import Services
-from supervisor.speech import delivery, result_cache, schemas, service, words
-from supervisor.speech.piece import Piece
-from supervisor.speech.result_cache import CachedResult
-from supervisor.speech.schemas import SpeechRequest
+from supervisor.speech import words
 from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import Synthesis, Voice
-from supervisor.speech.text import captions
-from supervisor.supervision.scheduler import Priority
-from supervisor.tenants import Tenant
+from supervisor.speech.synthesis import Synthesis
 
 log = logging.getLogger("omnivoice.jobs")
 
-BULK_SHARE = 0.5  # most of the admission limit job items may hold
-# Items in flight: this many full batches per usable sidecar, as many as a sidecar may hold
-# (Session.room_ahead: one denoising, one in its pipe, one decoding).
-WINDOW_BATCHES = 3
 TICK_S = 0.5
 SWEEP_EVERY_S = 60.0
 OUTLOOK_EVERY_S = 1.0
-# A sidecar is started this many times its measured time to ready, plus WARM_EXTRA_S, before a
-# job's not_before, and kept until WARM_AFTER_S after it (then idle reaping applies as ever).
-WARM_MARGIN = 1.5
-WARM_EXTRA_S = 10.0
-WARM_AFTER_S = 5.0
-UNMEASURED_READY_S = 120.0  # no sidecar ever ready yet: DESIGN's load deadline
-WARM_STATES = ("ready", "busy", "starting", "stopping", "backoff", "reaped", "failed")  # best first
 STOP_WAIT_S = 10.0  # at shutdown, how long items already generated get to be written
 
-Key = tuple[str, int]
 # The store refusing or unreachable, not a bug: a full disk, a damaged file, a stopped database.
 STORAGE_ERRORS = (OSError, sqlite3.Error, StoreUnavailable)
 
@@ -129,10 +83,11 @@ class JobRunner:
         # Set when stop() cancels the items still running (Task.cancelling() would say so, but
         # only from Python 3.11).
         self._stopping = False
-        self.outlook = Outlook(store, svc.scheduler, self.startup_s)
+        self.warm = WarmUp(svc, store)
+        self.outlook = Outlook(store, svc.scheduler, self.warm.startup_s)
         self._deadline_metrics: metrics.DeadlineCollector | None = None
         self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
-        self.warming_for: float | None = None  # the not_before a warm-up was last asked for
+        self.results = ResultWriter(svc, store, self.space, self.record, self.storage_failed)
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -157,29 +112,11 @@ class JobRunner:
         """A job object from the store, with its estimated finish and deadline risk, and how the
         warm-up for it goes while one is under way (else `warm_up` is null)."""
         assert job is not None
-        not_before = self.outlook.not_before.get(job["id"])
-        warming = (
-            job["state"] == "queued"
-            and not_before is not None
-            and not_before == self.warming_for
-            and time.time() < not_before
-        )
-        job["warm_up"] = self.warm_up_report() if warming else None
+        warming = self.warm.warming(job, self.outlook.not_before.get(job["id"]))
+        job["warm_up"] = self.warm.report() if warming else None
         unfinished = job["state"] in ("queued", "running")
         job["waiting_for_space"] = self.space.report() if unfinished else None
         return self.outlook.annotate(job)
-
-    def warm_up_report(self) -> dict[str, Any]:
-        """The sidecars as a job waiting for its not_before sees them: the best state of any
-        (ready, starting, backoff, reaped, failed), their restarts, and the last error."""
-        sidecars = self.svc.pool.health()["sidecars"]
-        states = {s["state"] for s in sidecars}
-        best = next((state for state in WARM_STATES if state in states), "failed")
-        return {
-            "state": "ready" if best == "busy" else best,
-            "restarts": sum(s["restarts"] for s in sidecars),
-            "last_error": next((s["last_error"] for s in sidecars if s["last_error"]), None),
-        }
 
     async def run(self) -> None:
         next_sweep = 0.0
@@ -204,7 +141,7 @@ class JobRunner:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
                 if time.monotonic() - self.outlook.refreshed_at >= OUTLOOK_EVERY_S:
                     await self.outlook.refresh()
-                    await self.warm_for_schedule()
+                    await self.warm.keep_ready()
                 await self.callbacks.dispatch()
                 if await self.space.over(self.store):
                     await self.start_items()
@@ -216,29 +153,6 @@ class JobRunner:
                 log.exception("job runner pass failed")
             else:
                 self.storage_works()
-
-    def startup_s(self) -> float:
-        """How long until a sidecar can take work: 0 with one running, else its last start time."""
-        if any(s["state"] in ("ready", "busy") for s in self.svc.pool.health()["sidecars"]):
-            return 0.0
-        return self.svc.pool.time_to_ready_s or UNMEASURED_READY_S
-
-    async def warm_for_schedule(self) -> None:
-        """Have a sidecar ready at the next job's not_before: a reaped one is started ahead of
-        it by the time the last start took, with a margin."""
-        now = time.time()
-        start = await asyncio.to_thread(self.store.next_start, now)
-        if start is None:
-            return
-        pool = self.svc.pool
-        ready_s = pool.time_to_ready_s or UNMEASURED_READY_S
-        if start - now > ready_s * WARM_MARGIN + WARM_EXTRA_S:
-            return
-        pool.warm_up(time.monotonic() + start - now + WARM_AFTER_S)
-        if self.warming_for != start:
-            self.warming_for = start
-            log.info("jobs: a job may start in %.0f s: keeping a sidecar ready for it (its last "
-                     "start took %.1f s)", start - now, ready_s)  # fmt: skip
 
     # ------------------------------------------------------------ the store refusing writes
 
@@ -313,129 +227,51 @@ class JobRunner:
 
     # ------------------------------------------------------------ starting items
 
-    def room(self) -> int:
-        s, scheduler = self.svc.settings, self.svc.scheduler
-        if scheduler.closed is not None or scheduler.capacity < 1 or self.over_share():
-            return 0
-        return s.max_batch_size * scheduler.capacity * WINDOW_BATCHES - len(self.generating)
-
-    def over_share(self) -> bool:
-        scheduler = self.svc.scheduler
-        return (
-            scheduler.admitted_audio_s
-            >= self.svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
-        )
-
-    def owner(self, item: Claimed) -> Tenant:
-        """Whose the item's job is: its voices and lexicons are its API key's (supervisor.tenants)."""
-        return self.svc.settings.tenancy.for_owner(item.owner)
-
-    def resolve(self, item: Claimed) -> tuple[SpeechRequest, Voice]:
-        """The item as a speech request and its voice; raises as the speech route would. An item
-        always has a seed (derived from its fields when it names none), so it is reproducible."""
-        fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
-        speech = schemas.speech_request(fields, self.svc.settings)
-        voice = service.voice(self.svc, self.owner(item), speech)
-        if speech.seed is None:
-            seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
-            speech = dataclasses.replace(speech, seed=seed)
-        return speech, voice
-
-    async def synthesis(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> Synthesis:
-        """The item admitted at bulk priority, its text read off the event loop; raises as the
-        speech route would."""
-        return await service.start(self.svc, self.owner(item), speech, voice,
-                                   priority=Priority.BULK,
-                                   captions=item.request.get("captions") is True)  # fmt: skip
-
-    def cache_key(self, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
-        """The item's result-cache entry; none for an item with captions (the cache keeps the
-        audio alone) or one the cache cannot key (`result_cache.cacheable`)."""
-        cache = self.svc.results
-        if cache is None or item.request.get("captions") is True:
-            return None
-        if not result_cache.cacheable(speech):
-            return None
-        return result_cache.key(cache.identity, speech, voice, self.svc.settings, "job", item.owner)
-
     async def start_items(self) -> None:
-        room = self.room()
+        room = intake.room(self.svc, len(self.generating))
         if room <= 0:
             return
-        admitted: dict[Key, tuple[Claimed, Synthesis, str | None]] = {}
-        found: dict[Key, tuple[Claimed, CachedResult]] = {}
-        leading: set[str] = set()  # the admitted items' cache keys
-        for item in await asyncio.to_thread(self.store.queued, room):
-            if item.key in self.item_tasks:  # ours still, its lease lost in an outage: not twice
-                continue
-            try:
-                speech, voice = self.resolve(item)
-                name = self.cache_key(item, speech, voice)
-                if name is not None and self.svc.results is not None:
-                    entry = await asyncio.to_thread(self.svc.results.get, name)
-                    if entry is not None:
-                        found[item.key] = (item, entry)
-                        continue
-                if name is not None and (self.flights.flying(name) or name in leading):
-                    continue  # an identical item is being made: it stays queued until it is kept
-                synthesis = await self.synthesis(item, speech, voice)
-                admitted[item.key] = (item, synthesis, name)
-                if name is not None:
-                    leading.add(name)
-            except (Overloaded, Unavailable):
-                break  # not now; it stays queued
-            except ServerError as exc:  # no longer valid: a saved voice deleted, a limit lowered
-                await asyncio.to_thread(self.store.fail, item.key, exc, False)
-                continue
-            except (
-                Exception
-            ) as exc:  # a bug must not leave the item at the head of the queue for ever
-                log.exception("jobs: item %s/%d cannot be prepared", item.job_id, item.n)
-                await asyncio.to_thread(
-                    self.store.fail,
-                    item.key,
-                    ServerError(f"the item cannot be run: {exc!r}"),
-                    False,
-                )
-                continue
-            if self.over_share():
-                break
-        if not admitted and not found:
+        taken = Intake(self.svc, self.store, self.flights)
+        await taken.gather(await asyncio.to_thread(self.store.queued, room), self.item_tasks)
+        if not taken:
             return
-        flights = {key: self.flights.lead(name) for key, (_, _, name) in admitted.items() if name}
+        flights = taken.lead()
         try:
-            claimed = await asyncio.to_thread(self.store.claim, [*admitted, *found])
+            claimed = await asyncio.to_thread(self.store.claim, [*taken.admitted, *taken.found])
         except BaseException:
-            for _, synthesis, _ in admitted.values():
-                synthesis.close()  # give the admitted audio back
-            for flight in flights.values():
-                flight.land(None)
+            taken.give_back(flights)
             raise
-        if len(claimed) < len(admitted) + len(found):
+        if len(claimed) < len(taken.admitted) + len(taken.found):
             self.wake()  # another server took some: look again now, not a tick later
-        for key, (item, entry) in found.items():
+        for key, (item, entry) in taken.found.items():
             if key in claimed:  # from the cache: nothing to generate
-                meta = entry.meta
-                qa = meta.get("qa")
-                await self.store_result(item, entry.data, meta["seed"], meta["audio_s"], qa=qa)
-        if found:
+                await self.results.write_found(item, entry)
+        if taken.found:
             self.wake()  # the next items at once, not at the next tick
-        for key, (item, synthesis, name) in admitted.items():
-            if key not in claimed:  # cancelled meanwhile, or claimed by another server
-                synthesis.close()
-                if key in flights:
-                    flights[key].land(None)
+        for key, (item, synthesis, name) in taken.admitted.items():
+            flight = flights.get(key)
+            if key in claimed:
+                self.launch(item, synthesis, name, flight)
                 continue
-            self.generating[key] = synthesis
-            task = asyncio.create_task(
-                self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
-            )
-            self.tasks.add(task)
-            self.item_tasks[key] = task
-            task.add_done_callback(self.tasks.discard)
-            task.add_done_callback(functools.partial(self.forget_task, key))
-            if key in flights:  # ended, its audio kept or not: identical items go on from there
-                task.add_done_callback(functools.partial(self.landed, flights[key]))
+            synthesis.close()  # cancelled meanwhile, or claimed by another server
+            if flight is not None:
+                flight.land(None)
+
+    def launch(
+        self, item: Claimed, synthesis: Synthesis, name: str | None, flight: Flight | None
+    ) -> None:
+        """Run a claimed item's synthesis in a task of its own."""
+        key = item.key
+        self.generating[key] = synthesis
+        task = asyncio.create_task(
+            self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
+        )
+        self.tasks.add(task)
+        self.item_tasks[key] = task
+        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(functools.partial(self.forget_task, key))
+        if flight is not None:  # ended, its audio kept or not: identical items go on from there
+            task.add_done_callback(functools.partial(self.landed, flight))
 
     # ------------------------------------------------------------ one item
 
@@ -476,85 +312,7 @@ class JobRunner:
             log.info("jobs: item %s/%d failed: %s", item.job_id, item.n, verdict.reason())
             await self.record(key, QualityFailed(verdict.reason(), verdict.summary()))
             return
-        await self.write(item, synthesis, pieces, name)
-
-    async def write(
-        self, item: Claimed, synthesis: Synthesis, pieces: list[Piece], name: str | None
-    ) -> None:
-        """Encode and store a finished item, and keep it in the result cache under `name`;
-        from here on nothing cancels it."""
-        pcm = b"".join(piece.audio for piece in pieces)
-        try:
-            wanted = delivery.profile(synthesis.request)
-            data = await service.encode_whole(item.format, pcm, pieces[0].sample_rate, wanted)
-        except (
-            Exception
-        ) as exc:  # libav refusing the audio is this item's failure, not the runner's
-            log.exception(
-                "jobs: item %s/%d could not be encoded as %s", item.job_id, item.n, item.format
-            )
-            await self.record(
-                item.key, ServerError(f"encoding the audio as {item.format} failed: {exc}")
-            )
-            return
-        unheard = synthesis.verdict.asr_skipped  # heard next time, not kept as heard
-        if (
-            name is not None
-            and self.svc.results is not None
-            and not self.space.waiting
-            and not unheard
-        ):
-            rate = wanted.rate(item.format, pieces[0].sample_rate)
-            meta = service.cache_meta(synthesis, item.format, rate, synthesis.verdict.summary())
-            await asyncio.to_thread(self.svc.results.put, name, CachedResult(data, meta))
-        beside = None
-        if synthesis.captions:
-            beside = {
-                "srt": captions.srt(synthesis.segments).encode(),
-                "vtt": captions.vtt(synthesis.segments).encode(),
-            }
-        qa = synthesis.verdict.summary()
-        await self.store_result(item, data, synthesis.seed, synthesis.audio_s, beside, qa)
-
-    async def store_result(
-        self,
-        item: Claimed,
-        data: bytes,
-        seed: int,
-        audio_s: float,
-        beside: dict[str, bytes] | None = None,
-        qa: dict[str, Any] | None = None,
-    ) -> None:
-        """Write a result and end its item `done`; a full disk puts it back in the queue."""
-        if self.space.waiting:  # the reserve's room is for recording items' ends: no write now
-            log.info("jobs: item %s/%d goes back to the queue: waiting for space", *item.key)
-            await self.record(item.key, None)
-            return
-        try:
-            stored = await asyncio.to_thread(
-                self.store.finish, item.key, item.format, data, seed, audio_s, beside, qa
-            )
-            if not stored:  # cancelled meanwhile, or taken over by another server
-                log.info("jobs: item %s/%d: result not stored, the item is no longer ours to "
-                         "finish", item.job_id, item.n)  # fmt: skip
-        except StoreUnavailable as exc:  # the database is gone: the item runs again later
-            log.error("jobs: item %s/%d: storing the result failed: %s", item.job_id, item.n, exc)
-            self.storage_failed(exc)
-            await self.record(item.key, None)
-        except (OSError, sqlite3.Error) as exc:
-            if out_of_space(
-                exc
-            ):  # back to the queue (or failed after its attempts); wait for space
-                self.space.refused(len(data) + sum(map(len, (beside or {}).values())), exc)
-                end = refused_item_end(item.attempts + 1, exc)  # this one counted at its claim
-                log.info("jobs: item %s/%d: the disk is full: %s", item.job_id, item.n,
-                         "back to the queue" if end is None else "failed")  # fmt: skip
-                await self.record(item.key, end)
-                return
-            # The data directory gone, say: it fails, saying so.
-            log.error("jobs: item %s/%d: writing the result failed: %s", item.job_id, item.n, exc)
-            self.storage_failed(exc)
-            await self.record(item.key, InsufficientStorage(f"writing the result failed: {exc}"))
+        await self.results.write(item, synthesis, pieces, name)
 
     # ------------------------------------------------------------ cancelling and stopping
 

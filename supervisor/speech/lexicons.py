@@ -31,7 +31,7 @@ from typing import Any
 
 from sidecar.shared.text import contains_cjk
 from supervisor.errors import InvalidRequest, NotFound
-from supervisor.speech import schemas
+from supervisor.speech import field_checks, schemas
 from supervisor.storage_errors import storage_error
 from supervisor.tenants import DEFAULT_OWNER, OWNER_NAME
 
@@ -110,7 +110,7 @@ def parse(name: str, body: Any, owner: str = DEFAULT_OWNER) -> Lexicon:
             f"Unrecognized field(s): {', '.join(unknown)}. Accepted: entries, language, voice.",
             param=unknown[0],
         )
-    language = schemas.language(schemas.string(body, "language"))
+    language = schemas.language(field_checks.string(body, "language"))
     if language is None:
         raise InvalidRequest("Missing required field: 'language' (such as 'en').", param="language")
     voice = body.get("voice")

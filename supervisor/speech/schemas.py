@@ -5,16 +5,14 @@ Unknown fields are refused, never ignored: a misspelt `num_steps` must not silen
 the default. Form fields (the clone and design forms) arrive as strings and are converted to
 the type the JSON field has before the same checks run.
 
-Clients of omnivoice-triton-server and OmniVoice-Studio send fields of their own; `ALIASES`
-lists each with the field of ours it means (docs/MIGRATING.md), and `fold_aliases` rewrites a
-body into our fields before the checks, so an error names the field the client sent.
+Other systems' field names are folded into ours first (supervisor/speech/aliases.py); the
+checks of one field each are in supervisor/speech/field_checks.py.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +23,16 @@ from sidecar.shared.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import delivery
+from supervisor.speech.aliases import aliases_for, fold_aliases, refuse_unknown
+from supervisor.speech.field_checks import (
+    boolean,
+    choice,
+    integer,
+    number,
+    string,
+    type_name,
+    wrong_type,
+)
 from supervisor.speech.formats import FORMATS
 from supervisor.speech.instructions import read_free_form
 from supervisor.speech.loudness import Target
@@ -65,37 +73,6 @@ SPEECH_FIELDS = frozenset({
 })  # fmt: skip
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
-# Fields other systems' clients send: name -> (our field it stands for, who sends it). An alias
-# is accepted wherever its field is; `request_timeout_s`, `chunk_duration` and `chunk_threshold`
-# have no field of OpenAI's and are ours under those names.
-ALIASES: dict[str, tuple[str, str]] = {
-    "stream": (
-        "stream_format",
-        "omnivoice-triton-server: true means stream_format 'sse' (and pcm unless response_format says otherwise)",
-    ),
-    "speaker": ("voice", "omnivoice-triton-server: the voice; given with 'voice', it wins"),
-    "instruct": ("instructions", "OmniVoice-Studio"),
-    "description": ("instructions", "OmniVoice-Studio"),
-    "request_timeout_s": (
-        "request_timeout_s",
-        "omnivoice-triton-server: the request's deadline, 1 to 1200 s",
-    ),
-    "preprocess_prompt": (
-        "preprocess_prompt",
-        "OmniVoice-Studio: a saved voice's prompt was preprocessed when it was saved; no effect here",
-    ),
-    "chunk_duration": (
-        "chunk_duration",
-        "OmniVoice-Studio: this request's chunk length in seconds (--chunk-s)",
-    ),
-    "chunk_threshold": (
-        "chunk_threshold",
-        "OmniVoice-Studio: this request's input estimated at up to this many seconds stays whole",
-    ),
-}
-DESIGN_PREFIX = (
-    "design:"  # omnivoice-triton-server: voice "design:<items>" is instructions "<items>"
-)
 REQUEST_TIMEOUT_S = (1.0, 1200.0)
 
 # How a form's string becomes the JSON type of each field.
@@ -145,193 +122,6 @@ class SpeechRequest:
 def default_seed(voice: str) -> int:
     """The seed an OpenAI voice name uses when the request gives none."""
     return int.from_bytes(hashlib.sha256(voice.encode()).digest()[:8], "big") >> 1
-
-
-# ---------------------------------------------------------------- field checks
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def unencodable(body: Any) -> str | None:
-    """Where in a parsed body a string holds a lone surrogate (a JSON `\\ud800` escape, or raw
-    CESU-8 bytes, which `json.loads` lets through): its param path, else None. Such text can be
-    encoded as UTF-8 for neither a sidecar nor the job store. A loop, not recursion: a body may
-    nest as deep as the JSON parser allows."""
-    pending: list[tuple[str, Any]] = [("", body)]
-    while pending:
-        param, value = pending.pop()
-        if isinstance(value, str) and not _encodable(value):
-            return param or "body"
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not _encodable(key):
-                    return param or "body"
-                pending.append((f"{param}.{key}" if param else key, item))
-        elif isinstance(value, list):
-            pending.extend((f"{param}[{index}]", item) for index, item in enumerate(value))
-    return None
-
-
-def refuse_unencodable(value: Any) -> None:
-    """A 400 naming the first string of a body that is not valid Unicode text."""
-    where = unencodable(value)
-    if where is not None:
-        error = InvalidRequest(
-            f"'{where}' holds text that is not valid Unicode "
-            "(a lone UTF-16 surrogate); send UTF-8 text.",
-            param=where,
-        )
-        error.code = "invalid_text"
-        raise error
-
-
-def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
-
-
-def _wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:
-    return InvalidRequest(
-        f"Invalid type for '{key}': expected {expected}, but got {_type_name(value)} instead.",
-        param=key,
-    )
-
-
-def string(
-    body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None
-) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise _wrong_type(key, "a string", value)
-    if max_chars is not None and len(value) > max_chars:
-        error = InvalidRequest(
-            f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key
-        )
-        error.code = "string_above_max_length"
-        raise error
-    return value
-
-
-def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
-    value = string(body, key, default)
-    assert value is not None
-    if value not in choices:
-        raise InvalidRequest(
-            f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key
-        )
-    return value
-
-
-def number(
-    body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False
-) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _wrong_type(key, "a number", value)
-    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
-        bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
-        raise InvalidRequest(
-            f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key
-        )
-    return float(value)
-
-
-def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong_type(key, "an integer", value)
-    if not low <= value <= high:
-        raise InvalidRequest(f"'{key}' must be between {low} and {high}; got {value}.", param=key)
-    return value
-
-
-def boolean(body: dict[str, Any], key: str) -> bool | None:
-    value = body.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    raise _wrong_type(key, "a boolean", value)
-
-
-def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
-    """The alias fields a route takes: those whose field it takes, and those that are ours alone
-    (named as their own target) on every route that takes an input text."""
-    return frozenset(
-        name
-        for name, (target, _) in ALIASES.items()
-        if target in allowed or (name == target and "input" in allowed)
-    )
-
-
-def fold_aliases(
-    body: dict[str, Any], allowed: frozenset[str]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The body in our fields, and for each field set from an alias the alias's name (for errors)."""
-    out = dict(body)
-    sent: dict[str, str] = {}
-    if "stream" in out and "stream_format" in allowed:
-        stream = boolean(out, "stream")
-        del out["stream"]
-        if stream:
-            if out.get("stream_format") not in (None, "sse"):
-                raise InvalidRequest(f"'stream': true asks for server-sent events, but 'stream_format' is {out['stream_format']!r}; "
-                                     "send one of them.", param="stream")  # fmt: skip
-            out["stream_format"] = "sse"
-            sent["stream_format"] = "stream"
-            if out.get("response_format") is None:
-                out["response_format"] = (
-                    "pcm"  # what omnivoice-triton-server streams, whatever its response_format
-                )
-    for name in ("instruct", "description"):
-        if name in out and "instructions" in allowed:
-            value = out.pop(name)
-            if value is None:
-                continue
-            if out.get("instructions") is not None and out["instructions"] != value:
-                raise InvalidRequest(f"'{name}' and '{sent.get('instructions', 'instructions')}' are both given and differ; "
-                                     "they are the same field (voice design): send one.", param=name)  # fmt: skip
-            out["instructions"] = value
-            sent["instructions"] = name
-    if "speaker" in out and "voice" in allowed:
-        speaker = out.pop("speaker")
-        if speaker is not None:
-            out["voice"] = speaker
-            sent["voice"] = "speaker"
-    voice = out.get("voice")
-    if isinstance(voice, str) and voice.strip().lower().startswith(DESIGN_PREFIX):
-        out["voice"] = "auto"
-        if (
-            out.get("instructions") is None
-        ):  # as omnivoice-triton-server: instructions win over the voice
-            out["instructions"] = voice.strip()[len(DESIGN_PREFIX) :].strip()
-            sent["instructions"] = sent.get("voice", "voice")
-    return out, sent
-
-
-def refuse_unknown(
-    body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()
-) -> None:
-    """A 400 for any field not in `allowed` nor in `also` (aliases); the message lists `allowed` and
-    the aliases that are fields of their own (request_timeout_s), not other names for ours."""
-    unknown = sorted(set(body) - allowed - also)
-    if unknown:
-        listed = allowed | {name for name in also if name in ALIASES and ALIASES[name][0] == name}
-        raise InvalidRequest(
-            f"Unrecognized request argument(s): {', '.join(unknown)}. "
-            f"Accepted: {', '.join(sorted(listed))}.",
-            param=unknown[0],
-        )
 
 
 @functools.lru_cache(maxsize=1)
@@ -395,9 +185,9 @@ def voice(value: Any) -> str:
             raise InvalidRequest("'voice' as an object takes exactly one key, 'id'.", param="voice")
         value = value["id"]
         if not isinstance(value, str):
-            raise _wrong_type("voice.id", "a string", value)
+            raise wrong_type("voice.id", "a string", value)
     elif not isinstance(value, str):
-        raise _wrong_type("voice", 'a string or an object {"id": ...}', value)
+        raise wrong_type("voice", 'a string or an object {"id": ...}', value)
     if not value.strip():
         raise InvalidRequest(
             "'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.",
@@ -419,7 +209,7 @@ def speech_request(
     """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong.
     `strict_instructions` (or the setting): instructions that are not design items are a 400."""
     if not isinstance(body, dict):
-        raise InvalidRequest(f"The request body must be a JSON object, not {_type_name(body)}.")
+        raise InvalidRequest(f"The request body must be a JSON object, not {type_name(body)}.")
     refuse_unknown(body, allowed, aliases_for(allowed))
     body, sent = fold_aliases(body, allowed)
     try:

@@ -30,7 +30,7 @@ import pytest
 
 from supervisor.commands import install_service as service
 from supervisor.commands import synth_timer
-from supervisor.jobs.runner import WINDOW_BATCHES
+from supervisor.jobs.intake import WINDOW_BATCHES
 from tests.helpers.callback_receivers import OK, close, gzip_answer, serve
 from tests.helpers.callback_receivers import Receiver as RawReceiver
 from tests.helpers.job_helpers import ended, job, submit, wait_job

@@ -42,7 +42,7 @@ from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
-from supervisor.speech import cost, formats, schemas, words
+from supervisor.speech import aliases, cost, field_checks, formats, schemas, words
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice
 
@@ -87,7 +87,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
     svc = services(request)
     if not isinstance(body, dict):
         raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
-    schemas.refuse_unknown(body, job_body.FIELDS)
+    aliases.refuse_unknown(body, job_body.FIELDS)
     when = schedule.job_schedule(body, svc.settings.callback_allow)
     items = body.get("items")
     if not isinstance(items, list) or not items:
@@ -118,7 +118,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
             # An item's own fields: .srt and .vtt beside its audio, by sentence or by word.
-            schemas.boolean(fields, "captions")
+            field_checks.boolean(fields, "captions")
             words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
                 {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS}, svc.settings

@@ -47,7 +47,15 @@ from supervisor.errors import (
 from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
-from supervisor.speech import delivery, formats, instructions, quality, schemas, service
+from supervisor.speech import (
+    delivery,
+    field_checks,
+    formats,
+    instructions,
+    quality,
+    schemas,
+    service,
+)
 from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
@@ -87,7 +95,7 @@ async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads
         raise InvalidRequest(
             "We could not parse the JSON body of your request: it is not valid JSON."
         ) from None
-    schemas.refuse_unencodable(parsed)
+    field_checks.refuse_unencodable(parsed)
     return parsed
 
 

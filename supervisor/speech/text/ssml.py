@@ -108,19 +108,7 @@ class _Reader:
 
     def element(self, node: ET.Element, context: _Context) -> None:
         tag = node.tag.rsplit("}", 1)[-1] if isinstance(node.tag, str) else str(node.tag)
-        allowed = ELEMENTS.get(tag)
-        if allowed is None:
-            raise _error(
-                f"element <{tag}> is not supported; use {', '.join(f'<{t}>' for t in ELEMENTS)}"
-            )
-        for name in node.attrib:
-            if name not in allowed and not name.startswith("{http://www.w3.org/2000/xmlns"):
-                shown = "xml:lang" if name == XML_LANG else name
-                takes = sorted("xml:lang" if a == XML_LANG else a for a in allowed)
-                raise _error(
-                    f"<{tag}> does not take the attribute {shown!r}; it takes "
-                    f"{', '.join(takes) or 'none'}"
-                )
+        _check_attributes(tag, node)
         if tag == "break":
             if len(node) or (node.text or "").strip():
                 raise _error('<break> must be empty: <break time="500ms"/>')
@@ -133,19 +121,7 @@ class _Reader:
             return
         if tag == "speak" and node is not self.root:
             raise _error("<speak> is the document itself and cannot be nested")
-        if tag in ("lang", "speak") and XML_LANG in node.attrib:
-            context = replace(context, language=_language(node.attrib[XML_LANG], tag))
-        elif tag == "lang":
-            raise _error('<lang> needs xml:lang, such as <lang xml:lang="de">')
-        if tag == "voice":
-            name = node.attrib.get("name", "").strip()
-            if not name:
-                raise _error("<voice> needs a name: a saved voice, an OpenAI voice name or 'auto'")
-            context = replace(context, voice=name)
-        if tag == "prosody":
-            # Nested rates multiply, within the model's range (four of 25 % are still 0.25).
-            rate = clamp_speed(context.speed * _rate(node.attrib.get("rate")))
-            context = replace(context, speed=rate)
+        context = _inner_context(tag, node, context)
         self.add(node.text, context)
         for child in node:
             self.element(child, context)
@@ -184,6 +160,40 @@ class _Reader:
 def parse(document: str, language: str | None = None) -> Script:
     """An SSML document as spans; a 400 naming what is wrong with it."""
     return _Reader(language).read(document)
+
+
+def _check_attributes(tag: str, node: ET.Element) -> None:
+    """A 400 for an element we do not read, or an attribute it does not take."""
+    allowed = ELEMENTS.get(tag)
+    if allowed is None:
+        raise _error(
+            f"element <{tag}> is not supported; use {', '.join(f'<{t}>' for t in ELEMENTS)}"
+        )
+    for name in node.attrib:
+        if name not in allowed and not name.startswith("{http://www.w3.org/2000/xmlns"):
+            shown = "xml:lang" if name == XML_LANG else name
+            takes = sorted("xml:lang" if a == XML_LANG else a for a in allowed)
+            raise _error(
+                f"<{tag}> does not take the attribute {shown!r}; it takes "
+                f"{', '.join(takes) or 'none'}"
+            )
+
+
+def _inner_context(tag: str, node: ET.Element, context: _Context) -> _Context:
+    """The language, voice or rate an element sets for what it holds."""
+    if tag in ("lang", "speak") and XML_LANG in node.attrib:
+        return replace(context, language=_language(node.attrib[XML_LANG], tag))
+    if tag == "lang":
+        raise _error('<lang> needs xml:lang, such as <lang xml:lang="de">')
+    if tag == "voice":
+        name = node.attrib.get("name", "").strip()
+        if not name:
+            raise _error("<voice> needs a name: a saved voice, an OpenAI voice name or 'auto'")
+        return replace(context, voice=name)
+    if tag == "prosody":
+        # Nested rates multiply, within the model's range (four of 25 % are still 0.25).
+        return replace(context, speed=clamp_speed(context.speed * _rate(node.attrib.get("rate"))))
+    return context
 
 
 def _break_s(node: ET.Element) -> float:

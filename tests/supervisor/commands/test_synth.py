@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.commands.synth import ManifestEntry, ManifestError, RunState, read_manifest
+from supervisor.commands.synth_manifest import ManifestEntry, ManifestError, RunState, read_manifest
 
 
 def manifest(tmp_path: Path, *lines: str) -> Path:
@@ -75,7 +75,7 @@ def test_a_download_cut_short_is_not_renamed_into_place(tmp_path: Path) -> None:
     import socket
     import threading
 
-    from supervisor.commands.synth import Client, Incomplete
+    from supervisor.commands.synth_client import Client, Incomplete
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -18,7 +18,7 @@ import pytest
 from supervisor.cli import FlagFormatter, build_parser
 from supervisor.commands import logs
 from supervisor.errors import InvalidRequest
-from supervisor.http.routes.voices import fold_form_aliases
+from supervisor.http.routes.one_shot import fold_form_aliases
 from supervisor.settings import IGNORED, Settings, SettingsError
 from supervisor.speech import chunking, formats, schemas
 from supervisor.speech.continuity import last_frames, last_words

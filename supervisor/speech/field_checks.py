@@ -1,0 +1,126 @@
+"""Checks of one JSON field each: its type, its range or choices, text that UTF-8 can carry.
+
+Each names the offending field in the error's `param` (an InvalidRequest, a 400) and says what
+would be accepted; None stands for a field not sent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from supervisor.errors import InvalidRequest
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unencodable(body: Any) -> str | None:
+    """Where in a parsed body a string holds a lone surrogate (a JSON `\\ud800` escape, or raw
+    CESU-8 bytes, which `json.loads` lets through): its param path, else None. Such text can be
+    encoded as UTF-8 for neither a sidecar nor the job store. A loop, not recursion: a body may
+    nest as deep as the JSON parser allows."""
+    pending: list[tuple[str, Any]] = [("", body)]
+    while pending:
+        param, value = pending.pop()
+        if isinstance(value, str) and not _encodable(value):
+            return param or "body"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodable(key):
+                    return param or "body"
+                pending.append((f"{param}.{key}" if param else key, item))
+        elif isinstance(value, list):
+            pending.extend((f"{param}[{index}]", item) for index, item in enumerate(value))
+    return None
+
+
+def refuse_unencodable(value: Any) -> None:
+    """A 400 naming the first string of a body that is not valid Unicode text."""
+    where = unencodable(value)
+    if where is not None:
+        error = InvalidRequest(
+            f"'{where}' holds text that is not valid Unicode "
+            "(a lone UTF-16 surrogate); send UTF-8 text.",
+            param=where,
+        )
+        error.code = "invalid_text"
+        raise error
+
+
+def type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid type for '{key}': expected {expected}, but got {type_name(value)} instead.",
+        param=key,
+    )
+
+
+def string(
+    body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None
+) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise wrong_type(key, "a string", value)
+    if max_chars is not None and len(value) > max_chars:
+        error = InvalidRequest(
+            f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key
+        )
+        error.code = "string_above_max_length"
+        raise error
+    return value
+
+
+def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
+    value = string(body, key, default)
+    assert value is not None
+    if value not in choices:
+        raise InvalidRequest(
+            f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key
+        )
+    return value
+
+
+def number(
+    body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False
+) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise wrong_type(key, "a number", value)
+    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+        bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
+        raise InvalidRequest(
+            f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key
+        )
+    return float(value)
+
+
+def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(key, "an integer", value)
+    if not low <= value <= high:
+        raise InvalidRequest(f"'{key}' must be between {low} and {high}; got {value}.", param=key)
+    return value
+
+
+def boolean(body: dict[str, Any], key: str) -> bool | None:
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise wrong_type(key, "a boolean", value)
