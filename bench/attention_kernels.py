@@ -125,7 +125,7 @@ def kernel_rows(
     return rows
 
 
-def invariance(
+def invariance(  # noqa: PLR0913  a probe: one measurement's attention inputs and the kernel under test
     kernel: str,
     attend: Any,
     q: torch.Tensor,

@@ -88,7 +88,7 @@ def choose_kernel(
     return requested
 
 
-def varlen_attention(
+def varlen_attention(  # noqa: PLR0913  the packed attention's tensors and sizes, as every kernel takes them
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,

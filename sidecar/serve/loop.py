@@ -331,7 +331,7 @@ class Sidecar:
             batch, entries[middle:], failed
         )
 
-    def answer_batch(
+    def answer_batch(  # noqa: PLR0913  one batch's answer state, handed whole to the finisher thread
         self,
         batch: int,
         encoding: str,

@@ -238,7 +238,7 @@ def under_home(*paths: str) -> bool:
     )
 
 
-def install(
+def install(  # noqa: PLR0913  keyword-only, one per flag of install-service, passed by name
     *,
     model: str | None,
     host: str | None,

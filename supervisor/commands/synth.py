@@ -266,7 +266,7 @@ class Synth:
         return EXIT_FAILED
 
 
-def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_key: str | None,
+def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_key: str | None,  # noqa: PLR0913  one per flag of synth, passed by name from the CLI
           job_size: int = 1000, poll_s: float = 1.0, retry_s: float = 300.0, log: TextIO = sys.stderr) -> int:  # fmt: skip
     """The whole command; returns its exit status."""
     try:

@@ -146,7 +146,7 @@ def instance_paths(unit_dir: str, name: str) -> tuple[str, str]:
     )
 
 
-def install_timer(
+def install_timer(  # noqa: PLR0913  keyword-only flags of synth --install-timer, and the two effects tests replace
     name: str,
     calendar: str | None,
     *,

@@ -115,7 +115,7 @@ class PostgresQueue:
         )
         return {(r["job_id"], r["n"]) for r in rows}
 
-    def finish(
+    def finish(  # noqa: PLR0913  one column each of the row it writes: JobStorage.finish's signature
         self,
         key: Key,
         fmt: str,

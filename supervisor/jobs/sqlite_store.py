@@ -260,7 +260,7 @@ class SqliteJobStore(SqliteDataDir):
         """No leases to expire: `recover` at start puts back what a crash left running."""
         return 0
 
-    def finish(
+    def finish(  # noqa: PLR0913  one column each of the row it writes: JobStorage.finish's signature
         self,
         key: Key,
         fmt: str,

@@ -16,7 +16,7 @@ class SettingsError(ValueError):
     """A setting with a value it cannot take; the message names the flag and the variable."""
 
 
-def setting(
+def setting(  # noqa: PLR0913  a field's declaration: each keyword one property, as dataclasses.field
     default: Any,
     help: str,
     *,

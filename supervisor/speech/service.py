@@ -36,7 +36,7 @@ def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
     return resolve_voice(speech, svc.voices_for(owner))
 
 
-async def start(
+async def start(  # noqa: PLR0913  the request's four parts and three keyword-only admission options
     svc: Services,
     owner: Tenant,
     speech: SpeechRequest,

@@ -80,7 +80,7 @@ VoiceResolver = Callable[[str], Voice]  # a voice name in the text (SSML <voice>
 
 
 class Synthesis:
-    def __init__(
+    def __init__(  # noqa: PLR0913  a synthesis's parts, the optional ones by name; built in speech.service
         self,
         scheduler: Scheduler,
         request: SpeechRequest,

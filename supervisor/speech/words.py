@@ -104,7 +104,7 @@ def tidy(raw: list[dict[str, Any]], text: str, start: float, end: float) -> list
     return out
 
 
-async def segment_words(
+async def segment_words(  # noqa: PLR0913  one segment's audio and how it is heard: the ASR task's fields
     asr: Scheduler,
     pcm: bytes,
     sample_rate: int,
@@ -130,7 +130,7 @@ async def segment_words(
     return tidy(message["words"], segment["text"], segment["start"], segment["end"])
 
 
-async def add_words(
+async def add_words(  # noqa: PLR0913  the answer's audio and how it is heard: the ASR task's fields
     asr: Scheduler,
     pcm: bytes,
     sample_rate: int,

@@ -93,7 +93,7 @@ def decode_exit(returncode: int, killed_by_us: bool) -> str:
 class SidecarProcess:
     """The parent's handle on one sidecar process."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  the child's command and environment, and the hooks and clock tests inject
         self,
         device: Device,
         argv: list[str],

@@ -232,7 +232,7 @@ class Session:
 
     # ------------------------------------------------------------ receiving
 
-    def handle(self, message: Message) -> list[Event]:
+    def handle(self, message: Message) -> list[Event]:  # noqa: C901  one branch per op a sidecar sends, in the protocol's order
         """What one valid frame means; ProtocolError if it breaks the conversation."""
         if message["op"] == "hello":
             if message["protocol"] != PROTOCOL_VERSION:

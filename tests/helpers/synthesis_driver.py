@@ -28,7 +28,7 @@ class Run:
     pieces: list[Piece]  # what the synthesis yielded, in order
 
 
-def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,
+def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,  # noqa: PLR0913  a test driver: each keyword one thing a test varies
           voices: Callable[[str], Voice] | None = None, lexicon: Lexicon | None = None, audio_samples: int = 2400,
           chunk_s: float = 5.0, captions: bool = False) -> Run:  # fmt: skip
     settings = settings or Settings(engine="null")

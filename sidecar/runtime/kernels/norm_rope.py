@@ -47,7 +47,7 @@ def _rounded(x, dtype: tl.constexpr):
 
 
 @triton.jit
-def _norm_rope_kernel(
+def _norm_rope_kernel(  # noqa: PLR0913  a Triton kernel: its launch's pointers and sizes; it takes no struct
     x,  # [rows, 2 * HALF] (one head of one token per row), contiguous
     weight,  # [2 * HALF], the norm's
     cos,  # [tokens, 2 * HALF]
