@@ -70,6 +70,12 @@ def main() -> int:
         action="store_true",
         help="compiled stack keeps float32 between fused operations (Inductor's default)",
     )
+    ap.add_argument(
+        "--graphs-at-load",
+        default="all",
+        help="RuntimeOptions.graphs_at_load: a token count, or 'all' (every graph before the "
+        "timed runs, as before the option existed; load_s then counts them all)",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -81,6 +87,7 @@ def main() -> int:
             cuda_graphs=not args.no_graphs,
             compile={"auto": None, "on": True, "off": False}[args.compile],
             eager_rounding=not args.no_eager_rounding,
+            graphs_at_load=None if args.graphs_at_load == "all" else int(args.graphs_at_load),
         ),
     )
     load_s = time.perf_counter() - t0

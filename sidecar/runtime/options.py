@@ -66,6 +66,13 @@ class RuntimeOptions:
       stream in place, on a GPU in half precision; the same logits without copying the stream.
     - `buckets`: the token counts that get graphs; a benchmark may ask for fewer, since each
       graph costs start time.
+    - `graphs_at_load`: buckets of at most this many tokens get their graphs at load (those of
+      single requests and small batches), a larger bucket's at its first batch, which runs
+      eagerly at the bucket's shapes (the graph's kernels, so the same results) before the
+      capture; None: every graph at load. Each graph at load costs start time, so a respawn
+      waits for 16 graphs instead of 50. The first graph at load has a cap below its token
+      count: the compiled stack is traced with the two as different sizes, so that no later
+      shape makes it compile again.
     - `attention`: the packed segments' attention kernel on a GPU in half precision: `fa2`
       (FlashAttention-2, PyTorch's own) or `cudnn` (cuDNN's fused attention on Hopper, from the
       `nvidia-cudnn-frontend` package; it rounds differently, so it stays off until a fidelity
@@ -79,6 +86,7 @@ class RuntimeOptions:
     fused_norm_rope: bool = True
     residual_in_place: bool = True
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    graphs_at_load: int | None = 4096
     attention: str = "fa2"
 
     def __post_init__(self) -> None:

@@ -2,16 +2,17 @@
 
 A packed batch is padded up to the smallest *bucket* (a token count) that holds it: the padding
 tokens belong to no segment and the segment table is filled up with empty segments, so every
-bucket has fixed tensor shapes. On a GPU the CUDA graphs are captured when the sidecar starts
-(largest first, sharing one memory pool), and a forward pass is then a copy into the bucket's
-static inputs and one replay. A graph fixes its attention *cap*, the longest segment its
+bucket has fixed tensor shapes. On a GPU the graphs of buckets up to `graphs_at_load` tokens are
+captured when the sidecar starts, a larger bucket's after its first pass (runtime/capture.py; all
+share one memory pool), and a forward pass is then a copy into the bucket's static inputs and
+one replay. A graph fixes its attention *cap*, the longest segment its
 attention launch grid covers: FlashAttention launches a row of blocks per 128 query positions of
 the cap for every segment, and the rows past a segment's end only exit, so a cap far above the
 batch's longest segment costs ~10 % of attention (bit-equal results either way). Buckets above
 `SHORT_SEGMENT_LEN` tokens therefore have two graphs, one capped there (the batches of ordinary
 text) and one at `MAX_SEGMENT_LEN`; smaller buckets one, capped at their own size. A batch that
 fits no bucket (too many tokens or segments, or one segment longer than `MAX_SEGMENT_LEN`) runs
-eagerly: an explicit condition, counted as a graph miss.
+eagerly: an explicit condition, counted as a graph miss (as is a bucket's first, uncaptured pass).
 
 With `RuntimeOptions.compile` the layer stack is compiled by torch.compile (dynamic shapes, one
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
@@ -39,6 +40,7 @@ from typing import Any
 import torch
 
 from sidecar.runtime.attention import choose_kernel
+from sidecar.runtime.capture import Recorder
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 
@@ -71,7 +73,9 @@ class RunnerStats:
     forward_s: float = 0.0
     batch_s: float = 0.0
     gap_s: float = 0.0
-    capture_s: float = 0.0
+    capture_s: float = 0.0  # the graphs captured at load, their compilation and warm-up included
+    late_captures: int = 0  # graphs captured at their bucket's first batch (graphs_at_load)
+    late_capture_s: float = 0.0
     buckets: list[int] = field(default_factory=list)
 
     def counts(self) -> dict[str, float | int]:
@@ -103,6 +107,7 @@ class _Bucket:
     num_tokens: int
     inputs: dict[str, torch.Tensor]
     graphs: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)  # by attention cap
+    uncapturable: set[int] = field(default_factory=set)  # caps whose late capture failed
     # The batch layout last staged (the tensors themselves): the next step of the same batch
     # only changes input_ids, so `stage` copies the rest once per batch.
     layout: tuple[torch.Tensor, ...] = ()
@@ -175,6 +180,7 @@ class ModelRunner:
         self._ended: collections.deque[_EndedBatch] = collections.deque()
         self._unreported = dict.fromkeys(DEVICE_TIMES, 0.0)
         self._settling = threading.Lock()
+        self.recorder = Recorder()
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
         self.hidden_out = torch.zeros(
@@ -233,35 +239,44 @@ class ModelRunner:
 
     @torch.inference_mode()
     def capture(self) -> None:
-        """Warm up and capture each bucket's graphs, largest first, in one shared memory pool."""
+        """Warm up and capture the graphs of the buckets `graphs_at_load` names (all by default),
+        largest first, in one shared memory pool; the others wait for their first batch."""
         if not self.use_graphs:
             return
         start = time.perf_counter()
-        pool = None
-        for n in sorted(self.bucket_sizes, reverse=True):  # the largest first sizes hidden_out once
+        # Every graph writes into hidden_out: sized once for the largest bucket, since a graph
+        # captured later must not move it from under the graphs before it.
+        self._bucket(max(self.bucket_sizes))
+        warm = torch.cuda.Stream()
+        for n in sorted(filter(self._at_load, self.bucket_sizes), reverse=True):
             bucket = self._bucket(n)
-            for cap in reversed(self.segment_caps(n)):
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    for _ in range(2):  # compile and autotune outside the capture
-                        self._run(bucket, cap)
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool):
-                    self._run(bucket, cap)
-                pool = graph.pool()
-                bucket.graphs[cap] = graph
+            for cap in self.segment_caps(n):  # the tight cap first: see RuntimeOptions
+                run = functools.partial(self._run, bucket, cap)
+                bucket.graphs[cap] = self.recorder.at_load(run, warm)
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # the warm-up passes' blocks, cached for a stream now unused
         self.stats.capture_s = round(time.perf_counter() - start, 2)
         self.stats.buckets = list(self.bucket_sizes)
-        log.info(
-            "captured %d CUDA graphs for %d buckets (%s tokens) in %.1f s",
-            sum(len(b.graphs) for b in self.buckets.values()),
-            len(self.buckets),
-            ",".join(map(str, self.stats.buckets)),
-            self.stats.capture_s,
-        )
+        late = [n for n in self.bucket_sizes if not self._at_load(n)]
+        self.recorder.report(self.stats.capture_s, late, bool(self.options.compile))
+
+    def _at_load(self, n: int) -> bool:
+        limit = self.options.graphs_at_load
+        return limit is None or n <= limit
+
+    @torch.inference_mode()
+    def _capture_late(self, bucket: _Bucket, cap: int) -> None:
+        self._run(bucket, cap)  # this batch's pass; its graph is for the passes after it
+        if cap in bucket.uncapturable:
+            return
+        what = f"bucket {bucket.num_tokens} (cap {cap})"
+        graph, seconds = self.recorder.late(functools.partial(self._run, bucket, cap), what)
+        if graph is None:
+            bucket.uncapturable.add(cap)
+            return
+        bucket.graphs[cap] = graph
+        self.stats.late_captures += 1
+        self.stats.late_capture_s += seconds
 
     def stage(
         self,
@@ -365,7 +380,7 @@ class ModelRunner:
         found = self.bucket_for(n, cu_seqlens.numel() - 1, max_seqlen) if self.use_graphs else None
         self.stats.real_tokens += n
         bucket, cap = found if found is not None else (None, 0)
-        if bucket is None or cap not in bucket.graphs:
+        if bucket is None:
             if self.use_graphs:
                 self.stats.graph_misses += 1
             self.stats.padded_tokens += n
@@ -373,7 +388,12 @@ class ModelRunner:
                 self.hidden_fn(input_ids, audio_mask, positions, cu_seqlens, max_seqlen, head_index)
             )
         self.stage(bucket, input_ids, audio_mask, positions, cu_seqlens, head_index)
-        self.stats.graph_hits += 1
         self.stats.padded_tokens += bucket.num_tokens
-        bucket.graphs[cap].replay()
+        graph = bucket.graphs.get(cap)
+        if graph is not None:
+            self.stats.graph_hits += 1
+            graph.replay()
+        else:  # a bucket left for its first batch: the graph's kernels, run eagerly, then captured
+            self.stats.graph_misses += 1
+            self._capture_late(bucket, cap)
         return self.model.head(self.hidden_out[:m])
