@@ -51,7 +51,14 @@ from sidecar.shared.frames import (
 )
 from sidecar.shared.messages import ITEM_OPTIONS, MESSAGE_TYPES, Message
 from sidecar.shared.messages.generation import Denoised, Done, Generate, Item, Result, Step
-from sidecar.shared.messages.hearing import Align, Aligned, Transcribe, Transcript, WordTiming
+from sidecar.shared.messages.hearing import (
+    Align,
+    Aligned,
+    AudioToHear,
+    Transcribe,
+    Transcript,
+    WordTiming,
+)
 from sidecar.shared.messages.lifecycle import Error, Hello, Ping, Pong, Progress, Ready, Shutdown
 from sidecar.shared.messages.payloads import (
     QA_CHECKS,
@@ -61,7 +68,7 @@ from sidecar.shared.messages.payloads import (
     UploadEncoding,
     VoicePayload,
 )
-from sidecar.shared.messages.voices import Encoded, EncodeVoice
+from sidecar.shared.messages.voices import Encoded, EncodeVoice, VoiceToEncode
 from sidecar.shared.ops import (
     FROM_SIDECAR,
     MAX_FRAME_BYTES,
@@ -84,6 +91,7 @@ __all__ = [
     "TO_SIDECAR",
     "Align",
     "Aligned",
+    "AudioToHear",
     "Denoised",
     "Done",
     "EncodeVoice",
@@ -111,6 +119,7 @@ __all__ = [
     "Transcript",
     "UploadEncoding",
     "VoicePayload",
+    "VoiceToEncode",
     "WordTiming",
     "decode_payload",
     "encode_frame",

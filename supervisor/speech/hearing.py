@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sidecar.shared.protocol import AudioToHear, Transcript
 from supervisor.errors import ServerError
 
 if TYPE_CHECKING:
@@ -67,13 +68,13 @@ class Hearing:
             return False
         return any(s["state"] in TAKES_WORK for s in self.sidecars())
 
-    async def transcript(self, fields: dict[str, Any], priority: Priority) -> dict[str, Any] | None:
+    async def transcript(self, fields: AudioToHear, priority: Priority) -> Transcript | None:
         """The ASR sidecar's `transcript` of a chunk, or None: skipped (see the module)."""
         if not self.can_hear():
             return None
         try:
             future = self.scheduler.submit_transcribe(fields, priority)
-            message: dict[str, Any] = await asyncio.wait_for(future, self.deadline_s)
+            message = await asyncio.wait_for(future, self.deadline_s)
         except asyncio.TimeoutError:
             self.quiet_until, self.quiet_restarts = self.clock() + self.quiet_s, self.restarts()
             log.warning("asr: no transcript within %.0f s: chunks go out unheard (asr=skipped) for "

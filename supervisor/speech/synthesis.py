@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE
-from sidecar.shared.protocol import Item, Result, VoicePayload
+from sidecar.shared.protocol import AudioToHear, Item, Result, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.speech import chunking, continuity, cost, quality
@@ -231,8 +231,9 @@ class Synthesis:
     async def hear(self, result: Result, index: int, count: int) -> Attempt:
         """The attempt, the ASR round trip's checks added to its own."""
         assert self.asr is not None
-        fields = {"audio": result["audio"], "encoding": "s16le", "sample_rate": result["sample_rate"],
-                  "text": self.chunks[index], "language": self.parts[index].language}  # fmt: skip
+        fields: AudioToHear = {"audio": result["audio"], "encoding": "s16le",
+                               "sample_rate": result["sample_rate"], "text": self.chunks[index],
+                               "language": self.parts[index].language}  # fmt: skip
         transcript = await self.asr.transcript(fields, self.priority)
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)

@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from sidecar.shared.protocol import AudioToHear, WordTiming
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
 from supervisor.speech.piece import Piece
 from supervisor.speech.text.captions import Segment, Word
@@ -85,7 +86,7 @@ async def item_words(
                         synthesis.request.language, Priority.BULK, deadline_s)  # fmt: skip
 
 
-def tidy(raw: list[dict[str, Any]], text: str, start: float, end: float) -> list[Word]:
+def tidy(raw: list[WordTiming], text: str, start: float, end: float) -> list[Word]:
     """The sidecar's word times (relative to the segment) on the answer's time line, checked
     against the segment's words, clamped into [start, end], ordered and non-overlapping."""
     words = text.split()
@@ -116,12 +117,10 @@ async def segment_words(  # noqa: PLR0913  one segment's audio and how it is hea
     """The words of one segment whose 16-bit samples are `pcm` (the segment's own audio)."""
     if not segment["text"].split():
         return []
-    fields = {"audio": pcm, "encoding": "s16le", "sample_rate": sample_rate,
-              "text": segment["text"], "language": language}  # fmt: skip
+    fields: AudioToHear = {"audio": pcm, "encoding": "s16le", "sample_rate": sample_rate,
+                           "text": segment["text"], "language": language}  # fmt: skip
     try:
-        message: dict[str, Any] = await asyncio.wait_for(
-            asr.submit_align(fields, priority), deadline_s
-        )
+        message = await asyncio.wait_for(asr.submit_align(fields, priority), deadline_s)
     except asyncio.TimeoutError:
         raise Unavailable(
             f"word timing: the ASR sidecar gave no answer within {deadline_s:.0f} s",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
+from sidecar.shared.protocol import AudioToHear
 from supervisor.errors import Unavailable, Unprocessable
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
@@ -45,9 +45,10 @@ def asr_devices(found: list[Device]) -> list[Device]:
 async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float) -> str:
     """What is said in an uploaded reference clip (any format a voice upload takes); a 503
     saying to send the transcript if none comes back within deadline_s (a stalled sidecar)."""
-    fields = {"audio": upload, "encoding": "file", "sample_rate": 0, "text": "", "language": None}
+    fields: AudioToHear = {"audio": upload, "encoding": "file", "sample_rate": 0, "text": "",
+                           "language": None}  # fmt: skip
     try:
-        message: dict[str, Any] = await asyncio.wait_for(
+        message = await asyncio.wait_for(
             asr.submit_transcribe(fields, Priority.INTERACTIVE), deadline_s
         )
     except asyncio.TimeoutError:
@@ -57,7 +58,7 @@ async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float)
             param="transcript",
             retry_after_s=5,
         ) from None
-    heard = str(message["text"]).strip()
+    heard = message["text"].strip()
     if not heard:
         raise Unprocessable(
             "no speech was heard in the reference audio: send its 'transcript'", param="transcript"

@@ -31,7 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE, target_tokens
-from sidecar.shared.protocol import Item
+from sidecar.shared.protocol import (
+    Aligned,
+    AudioToHear,
+    Encoded,
+    Item,
+    Result,
+    Transcript,
+    VoiceToEncode,
+)
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
@@ -50,6 +58,9 @@ class Priority(enum.IntEnum):
 
 # Task kinds that run one to a batch, and the op of their frame.
 SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe", "align": "align"}
+# What a task's future resolves to: by kind, generate a `result`, encode an `encoded`,
+# transcribe a `transcript`, align an `aligned` (the `submit...` methods' futures say which).
+Answer = Result | Encoded | Transcript | Aligned
 
 
 @dataclass(eq=False)
@@ -57,12 +68,12 @@ class Task:
     """One unit of work for a sidecar: a generation item, or a voice to encode."""
 
     id: str
-    kind: str  # "generate", "encode" or "transcribe"
-    payload: dict[str, Any]  # an Item, or the fields of an encode_voice or transcribe frame
+    kind: str  # "generate", or one of SINGLE_OPS
+    payload: Item | VoiceToEncode | AudioToHear  # an Item, or a single task's frame's fields
     priority: Priority
     est_audio_s: float
     est_tokens: int
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any]  # its kind's Answer, as the `submit...` methods type it
     queued_at: float
     kills: list[str] = field(default_factory=list)  # reasons of the killed batches it ran in
     answered: bool = False  # the sidecar sent its result or error
@@ -166,7 +177,7 @@ class Scheduler:
         items: list[Item],
         priority: Priority = Priority.INTERACTIVE,
         reservation: Reservation | None = None,
-    ) -> list[asyncio.Future[Any]]:
+    ) -> list[asyncio.Future[Result]]:
         """Admit generation items; their futures resolve to `result` messages or raise ServerError.
 
         With a reservation the items were admitted when it was made: no check, even while draining.
@@ -179,7 +190,7 @@ class Scheduler:
                 Task(
                     item["id"],
                     "generate",
-                    dict(item),
+                    item.copy(),
                     priority,
                     audio_s,
                     tokens,
@@ -211,25 +222,25 @@ class Scheduler:
             self._idle.set()
 
     def submit_encode(
-        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
-    ) -> asyncio.Future[Any]:
+        self, fields: VoiceToEncode, priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Encoded]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
         return self.submit_single("encode", fields, priority)
 
     def submit_transcribe(
-        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
-    ) -> asyncio.Future[Any]:
+        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Transcript]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
         return self.submit_single("transcribe", fields, priority)
 
     def submit_align(
-        self, fields: dict[str, Any], priority: Priority = Priority.INTERACTIVE
-    ) -> asyncio.Future[Any]:
+        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+    ) -> asyncio.Future[Aligned]:
         """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
         return self.submit_single("align", fields, priority)
 
     def submit_single(
-        self, kind: str, fields: dict[str, Any], priority: Priority
+        self, kind: str, fields: VoiceToEncode | AudioToHear, priority: Priority
     ) -> asyncio.Future[Any]:
         """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
         loop = asyncio.get_running_loop()
@@ -350,7 +361,7 @@ class Scheduler:
 
     # ------------------------------------------------------------ outcomes
 
-    def resolve(self, task: Task, message: Any) -> None:
+    def resolve(self, task: Task, message: Answer) -> None:
         if not task.done:
             task.future.set_result(message)
 

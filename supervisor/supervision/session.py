@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +108,7 @@ def unsendable_tasks(batch: Batch, max_frame_bytes: int) -> list[tuple[Task, str
 TRACED_FIELDS = ("id", "text", "seed", "language", "instruct", "speed", "duration")
 
 
-def describe_item(item: dict[str, Any]) -> str:
+def describe_item(item: Mapping[str, Any]) -> str:
     """A generation item as one JSON line, its voice prompt by its transcript (the prompt's
     codec tokens are too long for a log)."""
     shown = {key: item[key] for key in TRACED_FIELDS if key in item}

@@ -8,15 +8,22 @@ from typing import Literal, TypedDict
 from sidecar.shared.messages.payloads import QaCheck, UploadEncoding
 
 
-class Transcribe(TypedDict):
-    op: Literal["transcribe"]
-    batch: int
-    id: str
+class AudioToHear(TypedDict):
+    """A `transcribe` or `align` frame's fields but `op`, `batch` and `id` (the scheduler's)."""
+
     audio: bytes
     encoding: UploadEncoding
     sample_rate: int  # of PCM audio; ignored for "file"
-    text: str  # what was read, to compare with; "" to transcribe only (a clone reference)
+    # what was read: to compare with (transcribe; "" to transcribe only, a clone reference),
+    # or whose words (split at white space) are timed (align)
+    text: str
     language: str | None
+
+
+class Transcribe(AudioToHear):
+    op: Literal["transcribe"]
+    batch: int
+    id: str
 
 
 class Transcript(TypedDict):
@@ -27,15 +34,10 @@ class Transcript(TypedDict):
     qa: dict[str, QaCheck]  # `wer` and `divergent_run` against the text read (none without one)
 
 
-class Align(TypedDict):
+class Align(AudioToHear):
     op: Literal["align"]
     batch: int
     id: str
-    audio: bytes
-    encoding: UploadEncoding
-    sample_rate: int  # of PCM audio; ignored for "file"
-    text: str  # what was read: its words (split at white space) are timed
-    language: str | None
 
 
 class WordTiming(TypedDict):

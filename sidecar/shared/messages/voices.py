@@ -7,10 +7,7 @@ from typing import Literal, TypedDict
 from sidecar.shared.messages.payloads import UploadEncoding, VoicePayload
 
 
-class _EncodeVoiceBase(TypedDict):
-    op: Literal["encode_voice"]
-    batch: int
-    id: str
+class _VoiceToEncodeBase(TypedDict):
     audio: bytes
     encoding: UploadEncoding
     sample_rate: int  # of PCM audio; ignored for "file", which says its own
@@ -18,8 +15,16 @@ class _EncodeVoiceBase(TypedDict):
     preprocess: bool
 
 
-class EncodeVoice(_EncodeVoiceBase, total=False):
+class VoiceToEncode(_VoiceToEncodeBase, total=False):
+    """An `encode_voice` frame's fields but `op`, `batch` and `id` (the scheduler's)."""
+
     max_duration_s: float  # refuse a clip longer than this once decoded (invalid_input)
+
+
+class EncodeVoice(VoiceToEncode):
+    op: Literal["encode_voice"]
+    batch: int
+    id: str
 
 
 class Encoded(TypedDict):

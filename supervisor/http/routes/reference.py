@@ -154,5 +154,4 @@ async def encode_reference(
         raise Unprocessable(
             f"the reference audio cannot be used: {exc.message}", param=form.file_key
         ) from None
-    prompt: VoicePayload = message["voice"]
-    return prompt
+    return message["voice"]
