@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# The fidelity gate (bench/fidelity.py) on the GPU, in two calls made back to back: `start`
-# installs and starts everything in the background, `finish` waits for the rest.
+# The fidelity gate (bench/fidelity.py, its band from the reference's own bf16 variants) on the
+# GPU: `start` installs and starts the run in the background and waits for it; should the call
+# end first, `finish`, made right after while the machine is warm, waits for the rest.
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, the machine kept warm a
 # short while between calls, no network), run from the repository root with the wheels carried:
 # WHL (default .whl: soundfile and its needs) and WHL_REF (default .whl-ref: omnivoice 0.2.1 and
-# pydub); with WHL_PEER (a folder of the seed server's wheels, see bench/peer_arm.py) a short
-# run of the seed server's arm follows, to check the arm before a harness run. $OUT is the
-# folder whose files come back.
+# pydub, `pip download --no-deps omnivoice==0.2.1 pydub==0.25.1 -d .whl-ref`); with WHL_PEER (a
+# folder of the seed server's wheels, see bench/peer_arm.py) a short run of the seed server's
+# arm follows, to check the arm before a harness run. $OUT is the folder whose files come back.
 #
-#   bash bench/device/fidelity.sh start COMMIT    # the plain and confident full-size checkpoints;
-#                                                 # bench/runtime_speed.py with and without eager
-#                                                 # rounding (its cost); bench/fidelity.py; then,
-#                                                 # with AGREEMENT=1, bench/agreement.py on both
+#   bash bench/device/fidelity.sh start COMMIT    # both checkpoints at once, each in a process
+#                                                 # of its own (the GPU holds both; one compiles
+#                                                 # while the other computes), then
+#                                                 # bench/fidelity_gate.py judges the two parts
 #   bash bench/device/fidelity.sh finish COMMIT   # waits for the rest
 #
-# Each call copies what there is so far to $OUT: fidelity.json, and run.tar.gz with the logs and
-# the other results. FIDELITY_ARGS adds flags to bench/fidelity.py (say --unfused-norm-rope: the
-# q/k norm and rotary as the compiler makes them, without sidecar/runtime/kernels/norm_rope.py).
+# Each call copies what there is so far to $OUT: fidelity.json (the judged run, once both parts
+# are there), the parts, and run.tar.gz with the logs; once the gate has judged, the call exits
+# with its status (1: outside the band; before that, 0). WAIT_S (default 540) bounds a call's wait.
+# FIDELITY_ARGS adds flags to bench/fidelity.py (say --attention cudnn, or --variants to run
+# fewer). SPEED=1 first times bench/runtime_speed.py with and without eager rounding (its
+# cost); AGREEMENT=1 runs bench/agreement.py on both checkpoints after the gate.
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -31,14 +35,21 @@ if [ "$what" = start ]; then
     "${pip[@]}" --target /tmp/refsite "${WHL_REF:-.whl-ref}"/*.whl || exit 1
     if [ -n "${WHL_PEER:-}" ]; then "${pip[@]}" --target /tmp/peersite "$WHL_PEER"/*.whl || exit 1; fi
     setsid nohup bash -c "
-        python3 -m sidecar.devtools.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
-        python3 -m sidecar.devtools.checkpoint $work/confident --size full --confident >> $run/checkpoint.log 2>&1
-        for rounding in '' --no-eager-rounding; do
-            python3 bench/runtime_speed.py $work/plain \$rounding \
-                --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1
+        if [ '${SPEED:-0}' = 1 ]; then
+            python3 -m sidecar.devtools.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
+            for rounding in '' --no-eager-rounding; do
+                python3 bench/runtime_speed.py $work/plain \$rounding \
+                    --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1
+            done
+        fi
+        for ck in plain confident; do
+            python3 bench/fidelity.py --workdir $work --commit $commit --checkpoints \$ck \
+                --out $run/fidelity-\$ck.json ${FIDELITY_ARGS:-} > $run/fidelity-\$ck.log 2>&1 &
         done
-        python3 bench/fidelity.py --workdir $work --commit $commit --out $run/fidelity.json ${FIDELITY_ARGS:-} \
-            > $run/fidelity.log 2>&1
+        wait
+        python3 bench/fidelity_gate.py $run/fidelity-plain.json $run/fidelity-confident.json \
+            --out $run/fidelity.json > $run/gate.log 2>&1
+        echo \$? > $run/gate.rc
         if [ -n '${WHL_PEER:-}' ]; then
             python3 bench/peer_arm.py $work/plain --site /tmp/peersite --requests ${PEER_REQUESTS:-200} \
                 --out $run/peer.json > $run/peer.log 2>&1
@@ -53,9 +64,12 @@ if [ "$what" = start ]; then
         fi
         touch $run/done" > /dev/null 2>&1 < /dev/null &
 fi
-until [ -e "$run/done" ] || [ $SECONDS -gt 560 ]; do sleep 5; done
-cp "$run/fidelity.json" "$OUT/" 2>/dev/null
+until [ -e "$run/done" ] || [ $SECONDS -gt "${WAIT_S:-540}" ]; do sleep 5; done
+cp "$run"/fidelity*.json "$OUT/" 2>/dev/null
 tar -czf "$OUT/run.tar.gz" -C "$run" .
-for f in "$run"/*.log; do echo "== $f"; tail -n 4 "$f" | cut -c1-400; done
-[ -e "$run/done" ] && echo "all done" || echo "still running"
-exit 0
+for f in "$run"/*.log; do echo "== $f"; grep -v Warning "$f" | tail -n 4 | cut -c1-400; done
+if [ -e "$run/gate.rc" ]; then
+    echo "gate exit status $(cat "$run/gate.rc") (0 green, 1 outside the band)"
+fi
+if [ -e "$run/done" ]; then echo "all done"; else echo "still running: call finish"; fi
+exit "$(cat "$run/gate.rc" 2>/dev/null || echo 0)"  # the gate's status once it has judged
