@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -72,12 +73,15 @@ def judge_step(name: str, step: dict[str, Any]) -> list[str]:
     step["band"] = band(variants)
     step["allowed"] = limit = allowed(step)
     ours, failures = step["ours_bf16"], []
-    if ours["kl"] > limit["kl"]:
+    if not all(math.isfinite(v[k]) for v in variants.values() for k in ("kl", "top1")):
+        failures.append(f"{where}: a variant's KL or top1 is not a number")
+    # Written so that a NaN fails: every comparison with one is false.
+    if not ours["kl"] <= limit["kl"]:
         failures.append(
             f"{where}: KL {ours['kl']:.4g} > {limit['kl']:.4g} "
             f"(band top {step['band']['kl_max']:.4g})"
         )
-    if ours["top1"] < limit["top1"]:
+    if not ours["top1"] >= limit["top1"]:
         failures.append(
             f"{where}: top1 {ours['top1']:.4f} < {limit['top1']:.4f} "
             f"(band bottom {step['band']['top1_min']:.4f})"
@@ -89,7 +93,7 @@ def judge_step(name: str, step: dict[str, Any]) -> list[str]:
 def judge_checkpoint(name: str, c: dict[str, Any]) -> list[str]:
     failures = [f for s in c["steps"] for f in judge_step(name, s)]
     pooled = c["top1_all_steps"]
-    if pooled["ours_bf16"] < pooled["ref_bf16"] - POOLED_TOP1_SLACK:
+    if not pooled["ours_bf16"] >= pooled["ref_bf16"] - POOLED_TOP1_SLACK:
         failures.append(
             f"{name} all steps: top1 {pooled['ours_bf16']:.4f} < {pooled['ref_bf16']:.4f} - "
             f"{POOLED_TOP1_SLACK}"

@@ -182,6 +182,15 @@ def sdpa_backend(name: str) -> AbstractContextManager[Any]:
     return sdpa_kernel([backend])
 
 
+def finite(logits: Any) -> Any:
+    """The logits (a tensor, or a list of them), or ValueError where one is NaN or infinite: such
+    a variant is a failed kernel, and a NaN would slip through every comparison of the gate."""
+    for x in logits if isinstance(logits, list) else [logits]:
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError("logits not finite")
+    return logits
+
+
 class Variants:
     """The reference's bf16 variants over one model; those that cannot run are skipped, with
     the reason, and measured nowhere."""
@@ -225,7 +234,7 @@ class Variants:
         if name in self.skipped:
             return None
         try:
-            return run()
+            return finite(run())
         except (RuntimeError, NotImplementedError, ValueError, AssertionError) as e:
             if name == DEFAULT:
                 raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,10 @@ def spoil(r: dict[str, Any], how: str) -> None:
         c["prompts_equal_to_ours"] = False
     elif how == "missing":
         del r["checkpoints"]["confident"]
+    elif how == "nan_variant":
+        c["steps"][1]["variants"]["eager"]["kl"] = math.nan
+    elif how == "nan_ours":
+        c["steps"][1]["ours_bf16"]["kl"] = math.nan
 
 
 @pytest.mark.parametrize(
@@ -120,6 +125,8 @@ def spoil(r: dict[str, Any], how: str) -> None:
         ("packing", "confident: packing changes logits"),
         ("prompts", "confident: our prompt builder"),
         ("missing", "confident: not measured"),
+        ("nan_variant", "confident step 16: a variant's KL or top1 is not a number"),
+        ("nan_ours", "confident step 16: KL nan >"),
     ],
 )
 def test_each_other_condition_makes_the_run_red(how: str, says: str) -> None:

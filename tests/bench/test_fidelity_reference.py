@@ -104,6 +104,17 @@ def test_the_reference_as_it_runs_failing_ends_the_run() -> None:
             list(arms)
 
 
+def test_a_variant_whose_logits_are_not_finite_is_skipped() -> None:
+    """A kernel that writes NaN fails; left in, a NaN would pass every comparison of the gate."""
+    variants = ref.Variants(Network(), ["batch_seed1"])
+    good = torch.zeros(2, 3)
+    assert variants._guard("batch_seed1", lambda: [good, good.clone()]) is not None
+    assert variants._guard("batch_seed1", lambda: [good, good / 0 * 0]) is None
+    assert variants.skipped == {"batch_seed1": "ValueError: logits not finite"}
+    with pytest.raises(ValueError, match="not finite"):
+        variants._guard(ref.DEFAULT, lambda: good / 0)
+
+
 def test_unknown_variants_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown variants"):
         ref.Variants(Network(), ["sdpa", "fp8"])
