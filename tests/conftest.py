@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.pg_cluster import Cluster, running
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPO_ROOT.parent / "shared" / "parity" / "fixtures"
 
 

@@ -26,8 +26,9 @@ import yaml
 
 from supervisor import metrics
 from supervisor.settings import Settings
+from tests.helpers.paths import REPO_ROOT
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = REPO_ROOT / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
 KUSTOMIZATIONS = ["base", "overlays/gpu", "overlays/monitoring", "overlays/production"]
 PLAIN_API_VERSIONS = {"v1", "apps/v1", "policy/v1"}  # what every cluster serves

@@ -1,16 +1,20 @@
-"""Receivers that misbehave on purpose, for the callback tests: small TCP servers on the
-loopback that read a request whole, then answer at once, a byte at a time, or never finish their
-headers; and a gzip answer that inflates to a gibibyte."""
+"""Receivers for the callback tests, on the loopback: one that behaves (`webhook`), and small
+TCP servers that misbehave on purpose: they read a request whole, then answer at once, a byte at
+a time, or never finish their headers; and a gzip answer that inflates to a gibibyte."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import http.server
 import itertools
 import socket
 import socketserver
 import struct
 import threading
 import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 
@@ -93,3 +97,57 @@ def close(receiver: Receiver) -> None:
     receiver.stop.set()  # a trickle stops at its next byte
     receiver.shutdown()
     receiver.server_close()
+
+
+class Webhook(http.server.ThreadingHTTPServer):
+    """A receiver that behaves: answers each POST with the next status of `answers` (then 200),
+    and keeps every request it got as (answered, headers by lower-case name, body)."""
+
+    def __init__(self, answers: Iterable[int] = (), host: str = "127.0.0.1") -> None:
+        self.answers = list(answers)
+        self.got: list[tuple[int, dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        super().__init__((host, 0), WebhookHandler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/hooks/job"
+
+    @property
+    def statuses(self) -> list[int]:
+        with self.lock:
+            return [status for status, _, _ in self.got]
+
+    def accepted(self) -> list[tuple[dict[str, str], bytes]]:
+        with self.lock:
+            return [(headers, body) for status, headers, body in self.got if status == 200]
+
+
+class WebhookHandler(http.server.BaseHTTPRequestHandler):
+    server: Webhook
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            status = self.server.answers.pop(0) if self.server.answers else 200
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            self.server.got.append((status, headers, body))
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def webhook(answers: Iterable[int] = (), host: str = "127.0.0.1") -> Iterator[Webhook]:
+    """A Webhook serving in a thread of its own for the block."""
+    server = Webhook(answers, host)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 
 from tests.helpers.harness import SPAWN_S, assert_gone
+from tests.helpers.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
@@ -131,10 +131,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def live(log_dir: Path, *flags: str, checkpoint: Path | None = None) -> Iterator[LiveServer]:
-    """A ready server on a free port; the tiny checkpoint if given, else the null engine."""
+def live(
+    log_dir: Path, *flags: str, checkpoint: Path | None = None, key: str | None = KEY
+) -> Iterator[LiveServer]:
+    """A ready server on a free port; the tiny checkpoint if given, else the null engine; open to
+    anyone with `key=None`."""
     model = ["--model", str(checkpoint)] if checkpoint else ["--engine", "null"]
-    argv = [sys.executable, "-m", "supervisor", "serve", *model, "--api-key", KEY,
+    keys = ["--api-key", key] if key else []
+    argv = [sys.executable, "-m", "supervisor", "serve", *model, *keys,
             "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
     server, pids = start(log_dir, argv)
     try:

@@ -21,10 +21,9 @@ import pytest
 
 from supervisor.speech.chunking import estimate_s
 from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
+from tests.helpers.texts import LONG
 
 SHORT = "Hello from the quiet harbour."
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-        "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
 RATE = 24000
 
 

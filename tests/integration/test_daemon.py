@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from tests.helpers.harness import SPAWN_S, assert_gone
+from tests.helpers.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WATCHDOG_S = 1.0  # systemd would ping-check every 1 s; the server pings every 0.5 s
 
 

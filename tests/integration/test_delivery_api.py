@@ -22,9 +22,8 @@ import soundfile
 from scipy.signal import resample_poly
 
 from tests.helpers.live_server import LiveServer, live
+from tests.helpers.texts import LONG
 
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-        "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
 SHORT = "Hello from the quiet harbour."
 
 

@@ -31,7 +31,6 @@ How a doc example is run (write new ones to these rules):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -51,8 +50,7 @@ from tests.helpers.doc_blocks import (
     printed_lines,
     python_notes,
 )
-from tests.helpers.harness import assert_gone
-from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer, start, stop
+from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer, live
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 ALL_BLOCKS = [block for path in DOCS for block in blocks(path)]
@@ -62,25 +60,13 @@ DOC_ADDRESS = re.compile(r"\b(localhost|127\.0\.0\.1):9194\b")
 BLOCK_TIMEOUT_S = 150
 
 
-@contextlib.contextmanager
-def doc_server(log_dir: Path, checkpoint: Path, *flags: str) -> Iterator[LiveServer]:
-    argv = [sys.executable, "-m", "supervisor", "serve", "--model", str(checkpoint),
-            "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
-    server, pids = start(log_dir, argv)
-    try:
-        yield server
-    finally:
-        stop(server.proc)
-        assert_gone(pids)
-
-
 @pytest.fixture(scope="module")
 def keyed_server(
     checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     # The harness's own key beside the docs' one: start() reads /health's settings with it.
     keys = ["--api-key", DOC_KEY, "--api-key", KEY]
-    with doc_server(tmp_path_factory.mktemp("keyed"), checkpoint_dir, *keys) as s:
+    with live(tmp_path_factory.mktemp("keyed"), *keys, checkpoint=checkpoint_dir, key=None) as s:
         yield s
 
 
@@ -88,7 +74,7 @@ def keyed_server(
 def open_server(
     checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    with doc_server(tmp_path_factory.mktemp("open"), checkpoint_dir) as s:
+    with live(tmp_path_factory.mktemp("open"), checkpoint=checkpoint_dir, key=None) as s:
         yield s
 
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port, live, tone_wav
+from tests.helpers.tmpfs import fill, mount_tmpfs
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 DEADLINE_S = 3  # the module server's --body-deadline-s
@@ -266,29 +267,9 @@ def test_invalid_utf8_anywhere_else_is_a_400(server: LiveServer) -> None:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs as the data directory: a disk that really fills up (as test_hardening's)."""
-    mount = tmp_path / "data"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    """A 2 MiB tmpfs as the data directory: a disk that really fills up."""
+    with mount_tmpfs(tmp_path / "data", "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as out:
-        for block in (65536, 4096, 1):
-            try:
-                while True:
-                    out.write(b"\0" * block)
-            except OSError:
-                pass
-    return filler
 
 
 def test_a_full_disk_is_a_507_on_every_route_that_writes(tmp_path: Path, tiny_disk: Path) -> None:

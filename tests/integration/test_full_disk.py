@@ -13,7 +13,6 @@ import datetime
 import os
 import shutil
 import sqlite3
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from supervisor.jobs.space import SPACE_ATTEMPTS
 from tests.helpers.job_helpers import ended, submit, wait_job
 from tests.helpers.live_server import LiveServer, live
 from tests.helpers.pg_cluster import Cluster
+from tests.helpers.tmpfs import mount_tmpfs
 
 BOUND_S = 120.0
 DISK = "8m"
@@ -37,17 +37,13 @@ LEFT_FREE = 700 * 1024  # room for some results, not for all 30
 def tmpfs() -> Iterator[Path]:
     """A tmpfs of DISK, at a path PostgreSQL's user (nobody) can reach (not under pytest's
     tmp_path, which only root may enter)."""
-    mount = Path(tempfile.mkdtemp(prefix="omnivoice-disk-"))
-    mount.chmod(0o755)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    place = Path(tempfile.mkdtemp(prefix="omnivoice-disk-"))
+    place.chmod(0o755)
     try:
-        yield mount
+        with mount_tmpfs(place, DISK) as mount:
+            yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-        mount.rmdir()
+        place.rmdir()
 
 
 def leave_free(disk: Path, nbytes: int) -> Path:

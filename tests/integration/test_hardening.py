@@ -23,6 +23,7 @@ import pytest
 
 from tests.helpers.job_helpers import ended, submit, wait_job
 from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer, free_port, live
+from tests.helpers.tmpfs import fill, mount_tmpfs
 
 BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machine
 
@@ -394,32 +395,8 @@ def test_a_job_body_of_millions_of_tiny_items_is_refused_at_the_item_limit(
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs as the data directory: a disk that really fills up."""
-    mount = tmp_path / "data"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mount_tmpfs(tmp_path / "data", "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the filesystem to its last byte (a gap of even a few KiB would hold a short result)."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as out:
-        for block in (65536, 4096, 1):
-            try:
-                while True:
-                    out.write(b"\0" * block)
-            except OSError:
-                pass
-    return filler
 
 
 def test_a_full_disk_sends_items_back_to_the_queue_and_they_run_when_space_returns(

@@ -36,15 +36,8 @@ from tests.helpers.job_helpers import (
     wait_job,
 )
 from tests.helpers.live_server import REPO_ROOT, LiveServer, live
+from tests.helpers.texts import LONG, SENTENCES
 
-SENTENCES = [
-    "The 6:15 to Brighton is delayed by ten minutes.",
-    "Please stand clear of the closing doors.",
-    "Chapter one. It was a bright cold day in April.",
-    "The museum will close in fifteen minutes.",
-]
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-        "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
 FORMATS = ["wav", "mp3", "flac", "opus", "aac", "pcm"]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,15 +16,9 @@ import pytest
 
 from tests.helpers.job_helpers import KEY, run_synth
 from tests.helpers.live_server import LiveServer, live
+from tests.helpers.texts import LONG, SENTENCES
+from tests.helpers.tmpfs import fill, mount_tmpfs
 
-SENTENCES = [
-    "The 6:15 to Brighton is delayed by ten minutes.",
-    "Please stand clear of the closing doors.",
-    "Chapter one. It was a bright cold day in April.",
-    "The museum will close in fifteen minutes.",
-]
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-        "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
 ITEMS = 200
 CHANGED = (3, 50, 101, 150, 199)
 
@@ -156,29 +149,15 @@ def test_a_manifest_rerun_with_five_lines_changed_synthesises_five(
 
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mount_tmpfs(tmp_path / "disk", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_cache_disk_never_fails_a_request(
     checkpoint_dir: Path, tmp_path: Path, full_disk: Path
 ) -> None:
     with live(tmp_path, "--cache-dir", str(full_disk / "results"), checkpoint=checkpoint_dir) as s:
-        with (full_disk / "filler").open("wb", buffering=0) as out:
-            for block in (65536, 4096, 1):
-                try:
-                    while True:
-                        out.write(b"\0" * block)
-                except OSError:
-                    pass
+        fill(full_disk)
         for seed in (1, 2):
             _, headers = speak(s, seed=seed, response_format="wav")
             assert headers["x-cache"] == "miss"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import http.server
 import json
 import os
 import re
@@ -31,72 +30,28 @@ import pytest
 from supervisor.commands import install_service as service
 from supervisor.commands import synth_timer
 from supervisor.jobs.intake import WINDOW_BATCHES
-from tests.helpers.callback_receivers import OK, close, gzip_answer, serve
+from tests.helpers.callback_receivers import OK, Webhook, close, gzip_answer, serve, webhook
 from tests.helpers.callback_receivers import Receiver as RawReceiver
 from tests.helpers.job_helpers import ended, job, submit, wait_job
 from tests.helpers.live_server import KEY, LiveServer, live
+from tests.helpers.texts import LONG
 
 SECRET = "whsec-test"
 SENTENCE = "Please stand clear of the closing doors."
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket "
-        "of bread. Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
-
-
-class Receiver(http.server.ThreadingHTTPServer):
-    """A webhook receiver: answers each POST with the next status of `answers` (then 200), and
-    keeps every request it got."""
-
-    def __init__(self, answers: list[int], host: str = "127.0.0.1") -> None:
-        self.answers = list(answers)
-        self.got: list[tuple[int, dict[str, str], bytes]] = []  # (answered, headers, body)
-        self.lock = threading.Lock()
-        super().__init__((host, 0), ReceiverHandler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/hooks/job"
-
-    def accepted(self) -> list[tuple[dict[str, str], bytes]]:
-        with self.lock:
-            return [(headers, body) for status, headers, body in self.got if status == 200]
-
-
-class ReceiverHandler(http.server.BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.server.lock:
-            status = self.server.answers.pop(0) if self.server.answers else 200
-            self.server.got.append((status, dict(self.headers), body))
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver() -> Iterator[Webhook]:
     """A receiver that answers 500 twice, then 200."""
-    server = Receiver([500, 500])
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with webhook([500, 500]) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
-def pinned() -> Iterator[Receiver]:
+def pinned() -> Iterator[Webhook]:
     """A receiver on 127.0.0.3 whose port alone the module's server allows."""
-    server = Receiver([], host="127.0.0.3")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with webhook(host="127.0.0.3") as server:
+        yield server
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -104,7 +59,7 @@ def server(
     request: pytest.FixtureRequest,
     checkpoint_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
-    pinned: Receiver,
+    pinned: Webhook,
 ) -> Iterator[LiveServer]:
     """The module's server, once per job store: the tests using it run against both. No result
     cache: these jobs repeat one sentence, and items answered from the cache would finish at
@@ -271,7 +226,7 @@ def verify(headers: dict[str, str], body: bytes) -> int:
 
 
 def test_a_callback_answered_500_twice_is_delivered_once_signed(
-    server: LiveServer, receiver: Receiver
+    server: LiveServer, receiver: Webhook
 ) -> None:
     created = submit_with(server, items(2), callback_url=receiver.url)
     assert created["callback"] == {"state": "pending", "attempts": 0, "last_status": None,
@@ -289,7 +244,7 @@ def test_a_callback_answered_500_twice_is_delivered_once_signed(
     assert summary["progress"]["done"] == 2 and "items" not in summary
 
 
-def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: Receiver) -> None:
+def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: Webhook) -> None:
     receiver.answers.clear()
     created = submit_with(server, items(3), not_before=at(3600), callback_url=receiver.url)
     assert server.request("DELETE", f"/v1/jobs/{created['id']}").status_code == 200
@@ -301,7 +256,7 @@ def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: 
 
 
 def test_a_host_on_the_allow_list_with_a_port_gets_callbacks_on_that_port_only(
-    server: LiveServer, pinned: Receiver
+    server: LiveServer, pinned: Webhook
 ) -> None:
     port = pinned.server_address[1]
     refused = post(server, {"items": items(1), "callback_url": f"http://127.0.0.3:{port + 1}/h"})

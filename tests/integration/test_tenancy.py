@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.callback_receivers import Webhook, webhook
 from tests.helpers.job_helpers import ended
 from tests.helpers.live_server import LiveServer, live
 
@@ -32,39 +32,10 @@ shared-voices: narrator
 """
 
 
-class Receiver(http.server.ThreadingHTTPServer):
-    """A webhook receiver that keeps every callback it got (and answers 200)."""
-
-    def __init__(self) -> None:
-        self.got: list[tuple[dict[str, str], bytes]] = []
-        super().__init__(("127.0.0.1", 0), Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def receiver() -> Iterator[Webhook]:
+    with webhook() as server:
+        yield server
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -143,13 +114,13 @@ def signed_with(secret: str, headers: dict[str, str], body: bytes) -> bool:
 
 
 def test_each_keys_callbacks_are_signed_with_its_own_secret(
-    server: LiveServer, receiver: Receiver
+    server: LiveServer, receiver: Webhook
 ) -> None:
     alices = submit(server, ALICE, "Called back.", callback_url=receiver.url).json()["id"]
     bobs = submit(server, BOB, "Called back.", callback_url=receiver.url).json()["id"]
     for key, job_id in ((ALICE, alices), (BOB, bobs)):
         assert wait_ended(server, key, job_id)["callback"]["state"] == "delivered"
-    got = {body_id: (headers, body) for headers, body in receiver.got
+    got = {body_id: (headers, body) for headers, body in receiver.accepted()
            for body_id in [httpx.Response(200, content=body).json()["id"]]}  # fmt: skip
     alice_headers, alice_body = got[alices]
     assert signed_with(ALICE_SECRET, alice_headers, alice_body)
@@ -160,13 +131,13 @@ def test_each_keys_callbacks_are_signed_with_its_own_secret(
 
 
 def test_a_jobs_own_callback_secret_signs_its_callback_and_is_never_shown(
-    server: LiveServer, receiver: Receiver
+    server: LiveServer, receiver: Webhook
 ) -> None:
     secret = "job-own-secret-0123456789"
     job_id = submit(server, ALICE, "Called back with my own secret.", callback_url=receiver.url,
                     callback_secret=secret).json()["id"]  # fmt: skip
     assert wait_ended(server, ALICE, job_id)["callback"]["state"] == "delivered"
-    headers, body = next((h, b) for h, b in receiver.got if job_id.encode() in b)
+    headers, body = next((h, b) for h, b in receiver.accepted() if job_id.encode() in b)
     assert signed_with(secret, headers, body)
     assert not signed_with(ALICE_SECRET, headers, body)  # in place of its key's, not beside it
     shown = [body, call(server, ALICE, "GET", f"/v1/jobs/{job_id}").content,

@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from sidecar.runtime.codec import Codec, load_codec
 from sidecar.shared.errors import CheckpointError
+from tests.helpers.paths import REPO_ROOT
 
 SR = 24000
 
@@ -273,7 +274,7 @@ def test_matches_transformers_higgs_with_live_codebooks(
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[3]
+    root = REPO_ROOT
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),

@@ -11,60 +11,18 @@ import time
 import pytest
 import torch
 
-from sidecar.runtime.batch import PackedBatch, pack
-from sidecar.runtime.config import ModelConfig
+from sidecar.runtime.batch import PackedBatch
 from sidecar.runtime.generate import Prompt, generate_tokens
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
-
-CFG = ModelConfig(
-    num_codebooks=8,
-    audio_vocab_size=1025,
-    audio_mask_id=1024,
-    hidden_size=32,
-    intermediate_size=64,
-    num_layers=2,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=8,
-    vocab_size=1100,
-    rms_norm_eps=1e-6,
-    rope_theta=1e6,
-)
+from tests.helpers.packed_batches import CFG, batch_of, forward_args, prompts_of
 
 
 @pytest.fixture(scope="module")
 def model() -> OmniVoiceModel:
     torch.manual_seed(0)
     return OmniVoiceModel(CFG).eval()
-
-
-def prompts_of(lengths: list[tuple[int, int, int]]) -> list[tuple[torch.Tensor, int, int]]:
-    """(input ids, audio start, target length) per item: text, then audio, then masked target."""
-    prompts = []
-    for c_len, audio_start, t_len in lengths:
-        ids = torch.randint(0, 300, (8, c_len))
-        ids[:, audio_start:] = torch.randint(0, 1024, (8, c_len - audio_start))
-        ids[:, c_len - t_len :] = 1024
-        prompts.append((ids, audio_start, t_len))
-    return prompts
-
-
-def batch_of(lengths: list[tuple[int, int, int]]) -> PackedBatch:
-    return pack(prompts_of(lengths))
-
-
-def forward_args(batch: PackedBatch) -> tuple:
-    """The arguments of `OmniVoiceModel.forward_packed` (and `hidden_packed`) for a batch."""
-    return (
-        batch.input_ids,
-        batch.audio_mask,
-        batch.positions,
-        batch.cu_seqlens,
-        batch.max_seqlen,
-        batch.head_index,
-    )
 
 
 @pytest.mark.parametrize(

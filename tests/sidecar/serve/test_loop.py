@@ -9,19 +9,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sidecar.shared.protocol import FROM_SIDECAR, encode_frame, read_frame
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers.paths import REPO_ROOT
 
 
 class NullSidecar:
     def __init__(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         argv = [
             sys.executable,
             "-m",
@@ -33,7 +31,7 @@ class NullSidecar:
             "0",
         ]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT
         )
         assert self.read_until("ready")["op"] == "ready"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,25 +13,15 @@ import pytest
 
 from supervisor.commands import install_service as service
 from supervisor.settings import Settings
+from tests.helpers.paths import REPO_ROOT
+from tests.helpers.systemd import systemd_analyze
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 COMMITTED_UNIT = REPO_ROOT / "systemd" / "omnivoice-supervisor.service"
 # `systemd-analyze security` exposure, 0 (locked down) to 10 (exposed), times ten. The unit scores
 # 1.7 with systemd 252; the gate at 2.0 leaves room for a small relaxation, never for losing the
 # system-call filter (3.0 without it) or the empty capability set (3.7). The device policy does
 # not move the score (only PrivateDevices= does), so the line checks below guard it.
 SECURITY_THRESHOLD = 20
-
-
-def systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
-        if not sys.platform.startswith("linux"):
-            pytest.skip("systemd-analyze exists only on Linux")
-        pytest.fail(
-            "systemd-analyze is missing: install Debian's `systemd` package (.ci/run does: apt-get install -y systemd)"
-        )
-    return found
 
 
 def installed_unit(tmp_path: Path, *extra: str) -> Path:

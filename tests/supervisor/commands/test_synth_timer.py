@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from supervisor.commands import synth_timer
-from tests.supervisor.commands.test_install_service import REPO_ROOT, systemd_analyze
+from tests.helpers.paths import REPO_ROOT
+from tests.helpers.systemd import systemd_analyze
 
 SYSTEMD_DIR = REPO_ROOT / "systemd"
 

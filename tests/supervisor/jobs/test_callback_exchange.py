@@ -22,7 +22,7 @@ from supervisor.jobs.callback_sender import CallbackSender
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.settings import Settings
 from tests.helpers.callback_receivers import OK, Receiver, close, gzip_answer, serve
-from tests.supervisor.jobs.test_callback_sender import ended_job
+from tests.helpers.job_store import ended_job
 
 
 @pytest.fixture

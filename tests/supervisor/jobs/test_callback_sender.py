@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import http.server
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,35 +12,16 @@ from typing import Any
 import pytest
 
 from supervisor.jobs.callback_sender import HOLD_S, CallbackSender, backoff_s
-from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.sqlite_store import SqliteJobStore
-from supervisor.jobs.storage import NewItem
 from supervisor.settings import Settings
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    server: Any
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        status = self.server.answers.pop(0) if self.server.answers else 200
-        self.server.statuses.append(status)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+from tests.helpers.callback_receivers import Webhook, webhook
+from tests.helpers.job_store import ended_job
 
 
 @pytest.fixture
-def receiver() -> Iterator[Any]:
-    server: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.answers, server.statuses = [503], []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def receiver() -> Iterator[Webhook]:
+    with webhook([503]) as server:
+        yield server
 
 
 @pytest.fixture
@@ -52,21 +31,13 @@ def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
     opened.close()
 
 
-def ended_job(store: SqliteJobStore, url: str) -> str:
-    job_id, _ = store.create([NewItem({"input": "x"}, None, "wav")], "sha",
-                             schedule=JobSchedule(callback_url=url))  # fmt: skip
-    store.claim([(job_id, 0)])
-    store.finish((job_id, 0), "wav", b"RIFF", 1, 1.0)
-    return job_id
-
-
 def test_the_backoff_doubles_up_to_its_cap() -> None:
     assert [backoff_s(2.0, n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
     assert backoff_s(2.0, 30) == 600.0
 
 
 def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
-    store: SqliteJobStore, receiver: Any
+    store: SqliteJobStore, receiver: Webhook
 ) -> None:
     settings = Settings(engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s",
                         callback_backoff_s=0.5)  # fmt: skip
@@ -96,7 +67,7 @@ def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
 
 
 def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
-    store: SqliteJobStore, receiver: Any, monkeypatch: pytest.MonkeyPatch
+    store: SqliteJobStore, receiver: Webhook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store's write fails as on a full disk (the real full disk, a tmpfs, is in
     tests/integration/test_hardening.py); here the failure is injected into the store method."""

@@ -3,7 +3,6 @@ full tmpfs, and how an item whose result a full disk refused ends."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,33 +12,13 @@ from supervisor.errors import InsufficientStorage
 from supervisor.jobs import space
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem
+from tests.helpers.tmpfs import fill, mount_tmpfs
 
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mount_tmpfs(tmp_path / "disk", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the filesystem to its last byte."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as out:
-        for block in (65536, 4096, 1):
-            try:
-                while True:
-                    out.write(b"\0" * block)
-            except OSError:
-                pass
-    return filler
 
 
 def test_the_reserve_records_ends_on_a_full_disk_and_the_probe_sees_space_return(

@@ -18,8 +18,8 @@ from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.sqlite_schema import DB_NAME, SCHEMA
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers.paths import REPO_ROOT
+from tests.helpers.tmpfs import mount_tmpfs
 
 
 def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
@@ -306,16 +306,7 @@ def test_a_damaged_database_is_found_when_the_store_opens(tmp_path: Path) -> Non
 
 
 def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path) -> None:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if (
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
-        ).returncode
-        != 0
-    ):
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
+    with mount_tmpfs(tmp_path / "disk", "1m") as mount:
         store = SqliteJobStore(mount)
         job_id, _ = store.create(new_items(1), "sha")
         store.claim([c.key for c in store.queued(1)])
@@ -324,8 +315,6 @@ def test_a_result_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path: Path
         assert out_of_space(raised.value)
         assert not list(mount.rglob("*.tmp"))
         store.close()
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(

@@ -24,8 +24,8 @@ from supervisor.speech import chunking, formats, schemas
 from supervisor.speech.continuity import last_frames, last_words
 from supervisor.speech.voices import PromptCache
 from supervisor.supervision import gpu
+from tests.helpers.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = Settings(engine="null")
 
 

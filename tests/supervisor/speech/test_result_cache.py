@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from supervisor.settings import Settings
 from supervisor.speech import result_cache, schemas
 from supervisor.speech.result_cache import CachedResult, ResultCache
 from supervisor.speech.synthesis import Voice
+from tests.helpers.tmpfs import fill, mount_tmpfs
 
 META = {"format": "wav", "sample_rate": 24000, "seed": 1, "audio_s": 1.0, "chunks": 1}
 
@@ -91,16 +91,8 @@ def test_purge_removes_everything(tmp_path: Path) -> None:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mount_tmpfs(tmp_path / "disk", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk_is_logged_once_and_never_raised(
@@ -108,13 +100,7 @@ def test_a_full_disk_is_logged_once_and_never_raised(
 ) -> None:
     cache = ResultCache(tiny_disk / "cache", 10 * 2**20)
     cache.load()
-    with (tiny_disk / "filler").open("wb", buffering=0) as out:
-        for block in (65536, 4096, 1):
-            try:
-                while True:
-                    out.write(b"\0" * block)
-            except OSError:
-                pass
+    fill(tiny_disk)
     with caplog.at_level(logging.ERROR, "omnivoice.cache"):
         cache.put("k1", entry(5000))
         cache.put("k2", entry(5000))

@@ -1,0 +1,16 @@
+"""Jobs made straight in a real SQLite job store, for the tests of what reads them."""
+
+from __future__ import annotations
+
+from supervisor.jobs.schedule import JobSchedule
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem
+
+
+def ended_job(store: SqliteJobStore, url: str) -> str:
+    """A one-item job, finished, whose callback to `url` is due."""
+    job_id, _ = store.create([NewItem({"input": "x"}, None, "wav")], "sha",
+                             schedule=JobSchedule(callback_url=url))  # fmt: skip
+    store.claim([(job_id, 0)])
+    store.finish((job_id, 0), "wav", b"RIFF", 1, 1.0)
+    return job_id
