@@ -19,7 +19,7 @@ from sidecar.runtime.capture import Recorder, StartTimes
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
-from tests.sidecar.runtime.test_runner import CFG, batch_of, forward_args
+from tests.helpers.packed_batches import CFG, batch_of, forward_args
 
 
 class StandInGraph:
