@@ -9,6 +9,9 @@ channel to the supervisor within milliseconds of the exec.
 
 import os
 import sys
+import time
+
+STARTED = time.monotonic()  # the start's stages are timed from here (sidecar/serve/load_timer.py)
 
 
 def _claim_stdio() -> tuple[int, int]:
@@ -33,7 +36,7 @@ def main() -> int:
 
     from sidecar.serve.main import main as serve
 
-    return serve(sys.argv[1:], rfile, wfile)
+    return serve(sys.argv[1:], rfile, wfile, STARTED)
 
 
 if __name__ == "__main__":

@@ -86,9 +86,9 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]:
     try:
-        return load_file(str(path))
+        return load_file(str(path), device=device)
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path}: unreadable safetensors file ({exc})") from None
 
@@ -108,7 +108,9 @@ def load_tokenizer(root: Path) -> Tokenizer:
 
 def load_model(root: Path, device: str, dtype: torch.dtype) -> OmniVoiceModel:
     cfg = ModelConfig.from_dict(read_json(root / "config.json"), where=str(root / "config.json"))
-    weights = read_safetensors(root / "model.safetensors")
+    # Straight to the device: the cast to the model's dtype then runs there, not on the host's
+    # cores, and the weights cross to the device once, as stored.
+    weights = read_safetensors(root / "model.safetensors", device)
     with torch.device("meta"):
         model = OmniVoiceModel(cfg)
     expected = set(model.state_dict().keys())

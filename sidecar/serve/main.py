@@ -17,8 +17,8 @@ from typing import IO
 
 from sidecar.runtime import compile_cache
 from sidecar.serve import engines
+from sidecar.serve.load_timer import TimedChannel
 from sidecar.serve.loop import Sidecar
-from sidecar.serve.wire import Channel
 from sidecar.shared.protocol import MAX_FRAME_BYTES, ExitCode
 from sidecar.shared.thresholds import Thresholds
 
@@ -81,14 +81,17 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
-def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes]) -> int:
+def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes], started: float | None = None) -> int:
+    """Serve frames; `started` is the monotonic time of the exec (`python -m sidecar`), from
+    which the start's stages are timed."""
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     watch_parent(os.getppid())
     compile_cache.use(args.compile_cache)
-    channel = Channel(rfile, wfile, args.max_frame_bytes)
+    began = time.monotonic() if started is None else started
+    channel = TimedChannel(rfile, wfile, args.max_frame_bytes, began)
     if args.engine == "whisper":
         from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars
 

@@ -1,0 +1,68 @@
+"""How long each stage of a sidecar's start took, logged once it is ready.
+
+A loading sidecar announces its stages with `progress` frames (start, import, resolve, tokenizer,
+model, codec, cuda_graphs, warmup); `TimedChannel` notes when each one first appears and, as
+`ready` goes out, logs one line: the seconds from the process's exec to the first frame
+(Python and the frame channel's imports), each stage's seconds, and the total. The runtime's own
+line (sidecar/runtime/capture.py) splits `cuda_graphs` into compilation, warm-up and capture;
+bench/start_arm.py reads both from the server's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import IO, Any, cast
+
+from sidecar.serve.wire import Channel
+from sidecar.shared.protocol import Message
+
+log = logging.getLogger("sidecar")
+
+START_PREFIX = "start stages:"  # what bench/start_arm.py looks for
+
+
+class LoadTimer:
+    """The stages seen so far and when each began (the host's monotonic clock)."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.marks: list[tuple[str, float]] = []
+        self.done = False
+
+    def observe(self, message: Message | dict[str, Any], now: float) -> str | None:
+        """Note a frame on its way out; the summary line once `ready` goes out, else None."""
+        if self.done:
+            return None
+        frame = cast(dict[str, Any], message)
+        if frame["op"] == "progress":
+            if not self.marks or self.marks[-1][0] != frame["stage"]:
+                self.marks.append((frame["stage"], now))
+            return None
+        if frame["op"] != "ready":
+            return None
+        self.done = True
+        return self.summary(now)
+
+    def summary(self, now: float) -> str:
+        ends = [t for _, t in self.marks[1:]] + [now]
+        first = self.marks[0][1] if self.marks else now
+        parts = [f"exec to first stage {first - self.started:.2f} s"]
+        parts += [f"{name} {end - began:.2f} s" for (name, began), end in zip(self.marks, ends)]
+        return f"{START_PREFIX} {', '.join(parts)}; ready {now - self.started:.2f} s after exec"
+
+
+class TimedChannel(Channel):
+    """A frame channel that times the start's stages from the frames it sends."""
+
+    def __init__(
+        self, rfile: IO[bytes], wfile: IO[bytes], max_frame_bytes: int, started: float
+    ) -> None:
+        super().__init__(rfile, wfile, max_frame_bytes)
+        self.timer = LoadTimer(started)
+
+    def send(self, message: Message | dict[str, Any]) -> None:
+        line = self.timer.observe(message, time.monotonic())
+        super().send(message)
+        if line is not None:
+            log.info("%s", line)
