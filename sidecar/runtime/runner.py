@@ -243,7 +243,7 @@ class ModelRunner:
         largest first, in one shared memory pool; the others wait for their first batch."""
         if not self.use_graphs:
             return
-        start = time.perf_counter()
+        start, self.recorder = time.perf_counter(), Recorder()  # anew if a start compiles again
         # Every graph writes into hidden_out: sized once for the largest bucket, since a graph
         # captured later must not move it from under the graphs before it.
         self._bucket(max(self.bucket_sizes))
