@@ -70,9 +70,9 @@ class RuntimeOptions:
       single requests and small batches), a larger bucket's at its first batch, which runs
       eagerly at the bucket's shapes (the graph's kernels, so the same results) before the
       capture; None: every graph at load. Each graph at load costs start time, so a respawn
-      waits for 16 graphs instead of 50. The first graph at load has a cap below its token
-      count: the compiled stack is traced with the two as different sizes, so that no later
-      shape makes it compile again.
+      waits for 16 graphs instead of 50. The compiled stack is first traced, as before at the
+      largest bucket, with a cap below the token count (a precaution: traced with the two
+      equal, it might keep them equal and compile again for other shapes).
     - `attention`: the packed segments' attention kernel on a GPU in half precision: `fa2`
       (FlashAttention-2, PyTorch's own) or `cudnn` (cuDNN's fused attention on Hopper, from the
       `nvidia-cudnn-frontend` package; it rounds differently, so it stays off until a fidelity
