@@ -69,6 +69,8 @@ cp "$run"/fidelity*.json "$OUT/" 2>/dev/null
 tar -czf "$OUT/run.tar.gz" -C "$run" .
 for f in "$run"/*.log; do echo "== $f"; grep -v Warning "$f" | tail -n 4 | cut -c1-400; done
 if [ -e "$run/gate.rc" ]; then
+    echo "== the gate (bench/fidelity_gate.py): each step, then the verdict"
+    cat "$run/gate.log"
     echo "gate exit status $(cat "$run/gate.rc") (0 green, 1 outside the band)"
 fi
 if [ -e "$run/done" ]; then echo "all done"; else echo "still running: call finish"; fi
