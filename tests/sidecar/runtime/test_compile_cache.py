@@ -20,9 +20,11 @@ from sidecar.runtime.compile_cache import INDUCTOR_ENV, TRITON_ENV
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`use` writes both variables and the module's active cache: leave neither behind."""
-    monkeypatch.delenv(INDUCTOR_ENV, raising=False)
-    monkeypatch.delenv(TRITON_ENV, raising=False)
+    """`use` writes both variables and the module's active cache: leave neither behind (set
+    first, so that monkeypatch removes them again even when they were not there)."""
+    for name in (INDUCTOR_ENV, TRITON_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(compile_cache, "_active", None)
 
 

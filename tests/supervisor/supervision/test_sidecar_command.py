@@ -68,6 +68,7 @@ def test_a_sidecar_makes_its_compile_cache_private_and_starts_beside_a_bad_one(
     refused with a warning, and the sidecar still starts."""
     # Inductor writes the variable into os.environ once any test here has compiled something
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     data = tmp_path / "data"
 
     async def start(settings: Settings) -> None:
