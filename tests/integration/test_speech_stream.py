@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from tests.helpers.harness import assert_gone
-from tests.helpers.live_server import AUTH, KEY, LiveServer, live, start, stop
+from tests.helpers.live_server import AUTH, KEY, LiveServer, live
 
 RECV_S = 120  # a whole segment on a loaded 2-core machine; the tests wait on messages, not time
 BUFFER = 160  # --stream-buffer-chars
@@ -257,18 +255,7 @@ def test_an_idle_session_is_closed_and_a_busy_one_is_not(server: LiveServer) -> 
 
 
 def test_an_open_server_takes_no_key_and_no_other_site(tmp_path: Path) -> None:
-    argv = [
-        sys.executable,
-        "-m",
-        "supervisor",
-        "serve",
-        "--engine",
-        "null",
-        "--stop-timeout-s",
-        "5",
-    ]
-    server, pids = start(tmp_path, argv)
-    try:
+    with live(tmp_path, key=None) as server:
         with session(server, {}) as ws:
             send(ws, "input.text", text="Hello, nobody asked for a key.")
             send(ws, "input.done")
@@ -277,6 +264,3 @@ def test_an_open_server_takes_no_key_and_no_other_site(tmp_path: Path) -> None:
         with pytest.raises(InvalidStatus) as refused:
             session(server, {"Origin": "https://elsewhere.example"})
         assert refused.value.response.status_code == 403
-    finally:
-        stop(server.proc)
-        assert_gone(pids)
