@@ -27,7 +27,10 @@ and `x-should-retry: false` where a retry cannot help but the official client wo
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.speech.quality import QaSummary
 
 
 class ServerError(Exception):
@@ -167,7 +170,7 @@ class QualityFailed(TaskFailed):
 
     code = "qa_failed"
 
-    def __init__(self, message: str, qa: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, qa: QaSummary | None = None) -> None:
         super().__init__(message)
         self.qa = qa
 

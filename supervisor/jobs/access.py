@@ -8,10 +8,10 @@ handler must not call one on the event loop. `JobAccess` runs each in a worker t
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import JobStorage, NewItem
+from supervisor.jobs.views import ItemView, JobView
 
 
 class JobAccess:
@@ -33,18 +33,18 @@ class JobAccess:
 
     async def job(
         self, job_id: str, with_items: bool = True, owner: str | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JobView | None:
         return await asyncio.to_thread(self.store.job, job_id, with_items, owner)
 
     async def jobs_page(
         self, limit: int, after: str | None, owner: str | None
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[JobView], bool]:
         return await asyncio.to_thread(self.store.jobs_page, limit, after, owner)
 
     async def cancel(self, job_id: str, owner: str | None) -> bool:
         return await asyncio.to_thread(self.store.cancel, job_id, owner)
 
-    async def item(self, job_id: str, n: int, owner: str | None) -> dict[str, Any] | None:
+    async def item(self, job_id: str, n: int, owner: str | None) -> ItemView | None:
         return await asyncio.to_thread(self.store.item, job_id, n, owner)
 
     async def read_result(self, job_id: str, n: int, fmt: str) -> bytes | None:

@@ -20,7 +20,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from supervisor.errors import InvalidRequest
 from supervisor.jobs import callback_exchange
@@ -31,6 +30,7 @@ from supervisor.jobs.callbacks import (
     signature,
 )
 from supervisor.jobs.storage import CallbackDue, JobStorage
+from supervisor.jobs.views import JobView
 from supervisor.settings import Settings
 
 log = logging.getLogger("omnivoice.callbacks")
@@ -52,7 +52,7 @@ class CallbackSender:
         self,
         settings: Settings,
         store: JobStorage,
-        summary: Callable[[dict[str, Any]], dict[str, Any]],
+        summary: Callable[[JobView], JobView],
     ) -> None:
         """`summary` turns the store's job object into the body (the runner adds its outlook)."""
         self.settings = settings
@@ -107,9 +107,7 @@ class CallbackSender:
         status, error = await self.exchange(due, job)
         await self.record(due, status, error)
 
-    async def exchange(
-        self, due: CallbackDue, job: dict[str, Any]
-    ) -> tuple[int | None, str | None]:
+    async def exchange(self, due: CallbackDue, job: JobView) -> tuple[int | None, str | None]:
         """One attempt: the answer's status (None without one) and what went wrong (None: it
         was delivered). Every failure is an error here, whatever its type: one that comes back
         at each attempt (a URL the sender refuses, a summary that cannot be made) ends `failed`
@@ -127,11 +125,11 @@ class CallbackSender:
             return None, (f"{type(exc).__name__}: {exc}".rstrip(": "))[:ERROR_CHARS]
         return status, None if 200 <= status < 300 else f"HTTP {status}"
 
-    def signed(self, job: dict[str, Any], secret: str) -> tuple[bytes, dict[str, str]]:
+    def signed(self, job: JobView, secret: str) -> tuple[bytes, dict[str, str]]:
         """The body (the job's summary) and its headers, signed now."""
-        job = self.summary(job)
-        job.pop("callback", None)  # the delivery's own record: not part of the summary
-        body = json.dumps(job, separators=(",", ":")).encode()
+        # The delivery's own record, `callback`, is not part of the summary.
+        summary = {key: value for key, value in self.summary(job).items() if key != "callback"}
+        body = json.dumps(summary, separators=(",", ":")).encode()
         return body, {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: signature(secret, int(time.time()), body),

@@ -15,11 +15,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from supervisor.jobs.schedule import rfc3339
 from supervisor.jobs.storage import JobStorage
 from supervisor.jobs.timeline import at_risk, finishes
+from supervisor.jobs.views import JobView
 from supervisor.supervision.scheduler import Priority, Scheduler
 
 ENDED = ("completed", "failed", "cancelled")  # job states
@@ -57,7 +57,7 @@ class Outlook:
         }
         self.refreshed_at = time.monotonic()
 
-    def annotate(self, job: dict[str, Any]) -> dict[str, Any]:
+    def annotate(self, job: JobView) -> JobView:
         """The job object with `estimated_finish` (RFC 3339 or null) and `deadline_at_risk`."""
         job_id = job["id"]
         if job["state"] in ENDED:  # the cache may not know yet

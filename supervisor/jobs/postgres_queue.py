@@ -22,6 +22,7 @@ from supervisor.database import Connection, Database
 from supervisor.errors import QualityFailed, ServerError
 from supervisor.jobs.storage import UNFINISHED, Claimed, Key, error_record, out_of_space
 from supervisor.jobs.timeline import Pending, item_audio_s
+from supervisor.speech.quality import QaSummary
 
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one leases go by
 KEYS = "(job_id, n) IN (SELECT * FROM unnest(%(jobs)s::text[], %(ns)s::int[]))"
@@ -123,7 +124,7 @@ class PostgresQueue:
         seed: int | None,
         audio_s: float,
         beside: dict[str, bytes] | None = None,
-        qa: dict[str, Any] | None = None,
+        qa: QaSummary | None = None,
     ) -> bool:
         """The result, the files `beside` it (captions, by extension) and running -> done in
         one transaction, with `qa`, its quality checks. False if the item is no longer ours; a

@@ -30,7 +30,7 @@ from supervisor.jobs.storage import (
     reused_key,
     scoped_key,
 )
-from supervisor.jobs.views import PROGRESS_SQL, item_view, job_view
+from supervisor.jobs.views import PROGRESS_SQL, ItemView, JobView, item_view, job_view
 from supervisor.tenants import DEFAULT_OWNER
 
 # How long a server's claim on sending a callback lasts: longer than an attempt may take
@@ -99,10 +99,8 @@ class PostgresJobStore(PostgresQueue):
             assert found is not None  # the row that violated the key
             return found, False
 
-    def job(
-        self, job_id: str, with_items: bool = True, owner: str | None = None
-    ) -> dict[str, Any] | None:
-        def read(conn: Connection) -> dict[str, Any] | None:
+    def job(self, job_id: str, with_items: bool = True, owner: str | None = None) -> JobView | None:
+        def read(conn: Connection) -> JobView | None:
             row = conn.execute(
                 f"SELECT * FROM jobs WHERE id = %s AND {OWNED}", (job_id, owner, owner)
             ).fetchone()
@@ -120,8 +118,8 @@ class PostgresJobStore(PostgresQueue):
 
     def jobs_page(
         self, limit: int, after: str | None = None, owner: str | None = None
-    ) -> tuple[list[dict[str, Any]], bool]:
-        def read(conn: Connection) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[JobView], bool]:
+        def read(conn: Connection) -> tuple[list[JobView], bool]:
             seq = 2**63 - 1
             if after is not None:
                 anchor = conn.execute(
@@ -139,7 +137,7 @@ class PostgresJobStore(PostgresQueue):
         return self.db.run(read)
 
     @staticmethod
-    def _view(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
+    def _view(conn: Connection, row: dict[str, Any]) -> JobView:
         progress = conn.execute(PROGRESS_SQL, (row["id"],)).fetchall()
         return job_view(
             row, ([r["state"], r["count"], r["attempted"], r["last_end"]] for r in progress)
@@ -168,7 +166,7 @@ class PostgresJobStore(PostgresQueue):
 
         return self.db.run(cancel)
 
-    def item(self, job_id: str, n: int, owner: str | None = None) -> dict[str, Any] | None:
+    def item(self, job_id: str, n: int, owner: str | None = None) -> ItemView | None:
         row = self.db.run(
             lambda conn: conn.execute(
                 "SELECT i.* FROM items i JOIN jobs j ON j.id = i.job_id "

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from supervisor.database import StoreUnavailable
 from supervisor.errors import InsufficientStorage, ServerError
@@ -32,6 +31,7 @@ from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
 from supervisor.services import Services
 from supervisor.speech import delivery, service
 from supervisor.speech.piece import Piece
+from supervisor.speech.quality import QaSummary
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.text import captions
@@ -110,7 +110,7 @@ class ResultWriter:
         seed: int,
         audio_s: float,
         beside: dict[str, bytes] | None = None,
-        qa: dict[str, Any] | None = None,
+        qa: QaSummary | None = None,
     ) -> None:
         """Write a result and end its item `done`; a full disk puts it back in the queue."""
         if self.space.waiting:  # the reserve's room is for recording items' ends: no write now

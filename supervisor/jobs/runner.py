@@ -35,7 +35,6 @@ import functools
 import logging
 import sqlite3
 import time
-from typing import Any
 
 from supervisor import metrics
 from supervisor.database import StoreUnavailable
@@ -47,6 +46,7 @@ from supervisor.jobs.outlook import Outlook
 from supervisor.jobs.results import ResultWriter
 from supervisor.jobs.space import SpaceWait
 from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
+from supervisor.jobs.views import JobView
 from supervisor.jobs.warm_up import WarmUp
 from supervisor.services import Services
 from supervisor.speech import words
@@ -108,7 +108,7 @@ class JobRunner:
     async def refresh_outlook(self) -> None:
         await self.outlook.refresh()
 
-    def with_outlook(self, job: dict[str, Any] | None) -> dict[str, Any]:
+    def with_outlook(self, job: JobView | None) -> JobView:
         """A job object from the store, with its estimated finish and deadline risk, and how the
         warm-up for it goes while one is under way (else `warm_up` is null)."""
         assert job is not None

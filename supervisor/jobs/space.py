@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from supervisor.errors import InsufficientStorage
 
@@ -37,6 +37,12 @@ RESERVE_NAME = "jobs.reserve"
 RESERVE_BYTES = 256 * 1024  # room for SQLite to record a few hundred items' ends
 PROBE_NAME = ".space-probe.tmp"
 PROBE_MARGIN_BYTES = 64 * 1024  # beyond the result: the database's own pages for its `done`
+
+
+class SpaceReport(TypedDict):
+    since: float  # when the disk was found full (Unix time)
+    needed_bytes: int
+    error: str
 
 
 class SpaceWait:
@@ -82,7 +88,7 @@ class SpaceWait:
             self.since, self.needed_bytes, self.error = None, 0, ""
         return room
 
-    def report(self) -> dict[str, Any] | None:
+    def report(self) -> SpaceReport | None:
         """The job object's and /health's `waiting_for_space`: null unless waiting."""
         if self.since is None:
             return None

@@ -24,7 +24,6 @@ import shutil
 import sqlite3
 import time
 import uuid
-from typing import Any
 
 from supervisor.errors import QualityFailed, ServerError
 from supervisor.jobs.schedule import JobSchedule
@@ -40,7 +39,8 @@ from supervisor.jobs.storage import (
     scoped_key,
 )
 from supervisor.jobs.timeline import Pending
-from supervisor.jobs.views import PROGRESS_SQL, item_view, job_view
+from supervisor.jobs.views import PROGRESS_SQL, ItemView, JobView, item_view, job_view
+from supervisor.speech.quality import QaSummary
 from supervisor.tenants import DEFAULT_OWNER
 
 # A query limited to one owner's jobs, or (NULL: an admin) to none; takes the owner twice.
@@ -93,9 +93,7 @@ class SqliteJobStore(SqliteDataDir):
             )  # fmt: skip
         return job_id, True
 
-    def job(
-        self, job_id: str, with_items: bool = True, owner: str | None = None
-    ) -> dict[str, Any] | None:
+    def job(self, job_id: str, with_items: bool = True, owner: str | None = None) -> JobView | None:
         """The job as the API shows it, or None (also when `owner` is given and not its own)."""
         with self.lock:
             row = self.db.execute(
@@ -114,7 +112,7 @@ class SqliteJobStore(SqliteDataDir):
 
     def jobs_page(
         self, limit: int, after: str | None = None, owner: str | None = None
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[JobView], bool]:
         """Jobs newest first, without their items: (a page of at most `limit`, whether more
         follow); only `owner`'s, when given."""
         with self.lock:
@@ -132,7 +130,7 @@ class SqliteJobStore(SqliteDataDir):
             ).fetchall()
             return [self._view(row) for row in rows[:limit]], len(rows) > limit
 
-    def _view(self, row: sqlite3.Row) -> dict[str, Any]:
+    def _view(self, row: sqlite3.Row) -> JobView:
         """A job's fields and progress (the lock is held)."""
         return job_view(row, self.db.execute(PROGRESS_SQL.replace("%s", "?"), (row["id"],)))
 
@@ -154,7 +152,7 @@ class SqliteJobStore(SqliteDataDir):
             )
         return True
 
-    def item(self, job_id: str, n: int, owner: str | None = None) -> dict[str, Any] | None:
+    def item(self, job_id: str, n: int, owner: str | None = None) -> ItemView | None:
         """Item n of a job (of `owner`'s, when given), or None."""
         with self.lock:
             row = self.db.execute(
@@ -268,7 +266,7 @@ class SqliteJobStore(SqliteDataDir):
         seed: int | None,
         audio_s: float,
         beside: dict[str, bytes] | None = None,
-        qa: dict[str, Any] | None = None,
+        qa: QaSummary | None = None,
     ) -> bool:
         """Write the result atomically, then running -> done. False if the item was not running.
         `beside`: more files by extension (captions), written before the audio, so that an item

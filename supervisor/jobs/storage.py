@@ -27,12 +27,16 @@ import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import Conflict, ServerError
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.timeline import Pending
+from supervisor.speech.quality import QaSummary
 from supervisor.tenants import DEFAULT_OWNER
+
+if TYPE_CHECKING:
+    from supervisor.jobs.views import ItemView, JobView
 
 Key = tuple[str, int]
 ITEM_STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -132,12 +136,12 @@ class JobStorage(Protocol):
     # `owner`: only that owner's jobs are found (None: every owner's, for an admin key)
     def job(
         self, job_id: str, with_items: bool = True, owner: str | None = None
-    ) -> dict[str, Any] | None: ...
+    ) -> JobView | None: ...
     def jobs_page(
         self, limit: int, after: str | None = None, owner: str | None = None
-    ) -> tuple[list[dict[str, Any]], bool]: ...
+    ) -> tuple[list[JobView], bool]: ...
     def cancel(self, job_id: str, owner: str | None = None) -> bool: ...
-    def item(self, job_id: str, n: int, owner: str | None = None) -> dict[str, Any] | None: ...
+    def item(self, job_id: str, n: int, owner: str | None = None) -> ItemView | None: ...
     def read_result(self, job_id: str, n: int, fmt: str) -> bytes | None: ...
     def read_beside(self, job_id: str, n: int, extension: str) -> bytes | None: ...
 
@@ -155,7 +159,7 @@ class JobStorage(Protocol):
         seed: int | None,
         audio_s: float,
         beside: dict[str, bytes] | None = None,
-        qa: dict[str, Any] | None = None,
+        qa: QaSummary | None = None,
     ) -> bool: ...
     def fail(self, key: Key, error: ServerError, claimed: bool = True) -> bool: ...
     def release(self, key: Key, counted: bool = True) -> str | None: ...

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from supervisor.jobs.schedule import rfc3339
 from supervisor.jobs.storage import ITEM_STATES
+from supervisor.speech.quality import QaSummary
+
+if TYPE_CHECKING:
+    from supervisor.jobs.space import SpaceReport
+    from supervisor.jobs.warm_up import WarmUpReport
 
 # A job's progress: per item state, how many, the most attempts, the last end (%s: the job id).
 PROGRESS_SQL = (
@@ -17,9 +22,56 @@ PROGRESS_SQL = (
 )
 
 
+class CallbackView(TypedDict):
+    state: str  # pending, delivered or failed
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+
+
+class ItemView(TypedDict):
+    index: int
+    id: str | None  # the client's
+    state: str  # one of ITEM_STATES
+    attempts: int
+    format: str
+    started_at: float | None
+    finished_at: float | None
+    error: dict[str, Any] | None  # its error record (storage.error_record), as stored
+    seed: int | None
+    audio_seconds: float | None
+    qa: QaSummary | None
+    audio_url: str | None
+
+
+class _JobViewBase(TypedDict):
+    id: str
+    object: Literal["job"]
+    owner: str
+    state: str  # queued, running, completed, failed or cancelled
+    created_at: float
+    finished_at: float | None
+    cancelled_at: float | None
+    progress: dict[str, int]  # "total", and each of ITEM_STATES
+    not_before: str | None  # RFC 3339
+    deadline: str | None
+    callback_url: str | None
+    callback: CallbackView | None
+
+
+class JobView(_JobViewBase, total=False):
+    """A job as the API shows it: the store's view, and what the runner adds to it."""
+
+    items: list[ItemView]  # unless the store was asked for the job alone
+    estimated_finish: str | None  # the runner's outlook (supervisor/jobs/outlook.py)
+    deadline_at_risk: bool
+    warm_up: WarmUpReport | None  # the warm-up for it, while one is under way
+    waiting_for_space: SpaceReport | None  # while a full disk holds the items back
+
+
 def job_view(
     row: Mapping[str, Any] | sqlite3.Row, progress_rows: Iterable[Sequence[Any]]
-) -> dict[str, Any]:
+) -> JobView:
     """A job as the API shows it, from its row and PROGRESS_SQL's rows (both stores use it)."""
     progress = {state: 0 for state in ITEM_STATES}
     started, last_end = False, None
@@ -58,7 +110,7 @@ def job_view(
     }
 
 
-def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> dict[str, Any]:
+def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> ItemView:
     """An item as the API shows it, from its row (both stores use it)."""
     return {
         "index": item["n"],

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TypedDict
 
 from supervisor.jobs.storage import JobStorage
+from supervisor.jobs.views import JobView
 from supervisor.services import Services
 
 log = logging.getLogger("omnivoice.jobs")
@@ -21,6 +22,12 @@ WARM_EXTRA_S = 10.0
 WARM_AFTER_S = 5.0
 UNMEASURED_READY_S = 120.0  # no sidecar ever ready yet: DESIGN's load deadline
 WARM_STATES = ("ready", "busy", "starting", "stopping", "backoff", "reaped", "failed")  # best first
+
+
+class WarmUpReport(TypedDict):
+    state: str  # the best of WARM_STATES (busy shown as ready)
+    restarts: int
+    last_error: str | None
 
 
 class WarmUp:
@@ -35,7 +42,7 @@ class WarmUp:
             return 0.0
         return self.svc.pool.time_to_ready_s or UNMEASURED_READY_S
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> WarmUpReport:
         """The sidecars as a job waiting for its not_before sees them: the best state of any
         (ready, starting, backoff, reaped, failed), their restarts, and the last error."""
         sidecars = self.svc.pool.health()["sidecars"]
@@ -47,7 +54,7 @@ class WarmUp:
             "last_error": next((s["last_error"] for s in sidecars if s["last_error"]), None),
         }
 
-    def warming(self, job: dict[str, Any], not_before: float | None) -> bool:
+    def warming(self, job: JobView, not_before: float | None) -> bool:
         """Whether the warm-up under way is for this queued job."""
         return (
             job["state"] == "queued"

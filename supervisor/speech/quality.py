@@ -18,7 +18,7 @@ chunk the ASR sidecar could not hear (supervisor/speech/hearing.py) adds `"asr":
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypedDict
 
 from sidecar.shared.protocol import QA_CHECKS, QaCheck
 from supervisor import metrics
@@ -29,6 +29,19 @@ HEADER = "X-OmniVoice-QA"
 # An odd 64-bit constant (the fractional bits of sqrt(3)) other than the chunk stride, so that a
 # retry's seed does not land on the seed of another chunk of the same request.
 QA_SEED_STRIDE = 0xBB67AE8584CAA73B
+
+
+class _QaSummaryBase(TypedDict):
+    passed: bool
+    attempts: int
+    checks: dict[str, QaCheck]
+
+
+class QaSummary(_QaSummaryBase, total=False):
+    """The `qa` block of a job item, and of a `qa_failed` error (the module says what each
+    field means)."""
+
+    asr: Literal["skipped"]  # a chunk went out unheard by the ASR sidecar
 
 
 def retry_seed(seed: int, attempt: int) -> int:
@@ -70,15 +83,17 @@ class Verdict:
     def attempts(self) -> int:
         return max((attempts for _, attempts in self.chunks), default=1)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> QaSummary:
         """The `qa` block of a job item (DESIGN, "Quality and delivery")."""
         merged: dict[str, QaCheck] = {}
         for checks, _ in self.chunks:
             for name, check in checks.items():
                 if name not in merged or (merged[name]["passed"] and not check["passed"]):
                     merged[name] = {"passed": check["passed"], "value": check["value"]}
-        summary = {"passed": self.passed, "attempts": self.attempts, "checks": merged}
-        return {**summary, "asr": "skipped"} if self.asr_skipped else summary
+        summary: QaSummary = {"passed": self.passed, "attempts": self.attempts, "checks": merged}
+        if self.asr_skipped:
+            summary["asr"] = "skipped"
+        return summary
 
     def header(self) -> str:
         """The X-OmniVoice-QA value: `passed; attempts=1`, `failed; attempts=3`, and

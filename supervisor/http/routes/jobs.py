@@ -42,6 +42,7 @@ from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
+from supervisor.jobs.views import ItemView
 from supervisor.speech import aliases, cost, field_checks, formats, schemas, words
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice
@@ -224,7 +225,7 @@ async def get_job(request: Request) -> JSONResponse:
     return JSONResponse(jobs.with_outlook(job))
 
 
-async def owned_item(request: Request, job_id: str, raw: str) -> dict[str, Any]:
+async def owned_item(request: Request, job_id: str, raw: str) -> ItemView:
     """Item `raw` of a job of the request's key; 404 for no such job, or no such item."""
     owner = tenant(request).scope
     # Only ASCII digits that fit SQLite's integers can name an item ("²" and 10**30 cannot).
