@@ -101,7 +101,9 @@ class ResultWriter:
     async def write_found(self, item: Claimed, entry: CachedResult) -> None:
         """An item found in the result cache: its entry is the result."""
         meta = entry.meta
-        await self.store_result(item, entry.data, meta["seed"], meta["audio_s"], qa=meta.get("qa"))
+        qa = meta.get("qa")  # a job item's entry keeps its `qa` block
+        await self.store_result(item, entry.data, meta["seed"], meta["audio_s"],
+                                qa=None if qa is None or isinstance(qa, str) else qa)  # fmt: skip
 
     async def store_result(
         self,

@@ -23,14 +23,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sidecar.shared.protocol import AudioToHear, Transcript
 from supervisor.errors import ServerError
+from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.slot import SidecarHealth
 
 if TYPE_CHECKING:
     from supervisor.supervision.pool import Pool
-from supervisor.supervision.scheduler import Priority, Scheduler
 
 log = logging.getLogger("omnivoice.asr")
 
@@ -43,7 +44,7 @@ class Hearing:
     def __init__(
         self,
         scheduler: Scheduler,
-        sidecars: Callable[[], list[dict[str, Any]]],
+        sidecars: Callable[[], list[SidecarHealth]],
         deadline_s: float,
         quiet_s: float,
         clock: Callable[[], float] = time.monotonic,

@@ -43,10 +43,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from supervisor import metrics
 from supervisor.settings import Settings
+from supervisor.speech.quality import QaSummary
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.synthesis import Voice
 from supervisor.tenants import DEFAULT_OWNER
@@ -74,10 +75,21 @@ CHUNKING_SETTINGS = (
 _MODEL_FILES = (".json", ".safetensors", ".txt", ".model", ".tiktoken")
 
 
+class CacheMeta(TypedDict):
+    """What an entry keeps beside its audio, to answer from it as the answer was made."""
+
+    format: str
+    sample_rate: int  # the file's
+    seed: int
+    audio_s: float
+    chunks: int
+    qa: str | QaSummary  # a speech answer's X-OmniVoice-QA header, or a job item's `qa` block
+
+
 @dataclass(frozen=True)
 class CachedResult:
     data: bytes  # the encoded file
-    meta: dict[str, Any]  # format, sample_rate, seed, audio_s, chunks
+    meta: CacheMeta
 
 
 def _canonical(value: Any) -> Any:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from supervisor.services import Services
 from supervisor.speech import delivery
 from supervisor.speech.delivery import Profile
 from supervisor.speech.piece import Piece
+from supervisor.speech.quality import QaSummary
+from supervisor.speech.result_cache import CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
@@ -97,7 +99,7 @@ async def encoded(first: Piece, rest: AsyncIterator[Piece], fmt: str,
     yield await encode_whole(fmt, pcm, first.sample_rate, wanted)
 
 
-def cache_meta(synthesis: Synthesis, fmt: str, rate: int, qa: object) -> dict[str, Any]:
+def cache_meta(synthesis: Synthesis, fmt: str, rate: int, qa: str | QaSummary) -> CacheMeta:
     """What the result cache keeps beside an answer's audio (`rate`: the file's): its headers'
     worth, and `qa`, the verdict as the answer's reader takes it (a header, or a job item's
     summary)."""

@@ -17,7 +17,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sidecar.shared.protocol import (
     FROM_SIDECAR,
@@ -156,7 +155,7 @@ class SidecarProcess:
         log.debug("%s: %s -> %s", self.tag, self.state.value, new.value)
         self.state = new
 
-    def send(self, message: Message | dict[str, Any]) -> bool:
+    def send(self, message: Message) -> bool:
         """Queue one frame for the child; False if its stdin is already gone.
 
         Never blocks: a SIGSTOPped child cannot stall the pool, whose deadlines kill it.

@@ -28,15 +28,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sidecar.shared.duration import FRAME_RATE, target_tokens
 from sidecar.shared.protocol import (
+    Align,
     Aligned,
     AudioToHear,
     Encoded,
+    EncodeVoice,
+    Generate,
     Item,
     Result,
+    Transcribe,
     Transcript,
     VoiceToEncode,
 )
@@ -104,14 +108,16 @@ class Batch:
     def pending(self) -> list[Task]:
         return [t for t in self.tasks if not t.done]
 
-    def frame(self) -> dict[str, Any]:
+    def frame(self) -> Generate | EncodeVoice | Transcribe | Align:
+        """Its frame: a task's kind says its payload's type (an Item for "generate")."""
         if self.kind in SINGLE_OPS:
             (task,) = self.tasks
-            return {"op": SINGLE_OPS[self.kind], "batch": self.id, "id": task.id, **task.payload}
+            frame = {"op": SINGLE_OPS[self.kind], "batch": self.id, "id": task.id, **task.payload}
+            return cast("EncodeVoice | Transcribe | Align", frame)
         return {
             "op": "generate",
             "batch": self.id,
-            "items": [t.payload for t in self.tasks],
+            "items": [cast(Item, t.payload) for t in self.tasks],
             "encoding": "s16le",
         }
 

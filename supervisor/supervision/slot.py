@@ -17,7 +17,7 @@ import enum
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import psutil
 
@@ -65,6 +65,20 @@ def backoff_delay(settings: Settings, failures_in_row: int) -> float:
     if failures_in_row <= 1:
         return 0.0
     return min(settings.backoff_max_s, settings.backoff_initial_s * 2.0 ** (failures_in_row - 2))
+
+
+class SidecarHealth(TypedDict):
+    """A slot's entry in /health's `sidecars`."""
+
+    id: str
+    device: str
+    pid: int | None
+    state: str  # starting, ready, busy, reaped, backoff, failed or stopping
+    restarts: int
+    kills: dict[str, int]  # by reason
+    last_kill: str | None
+    last_error: str | None
+    memory_bytes: int | None  # the sidecar's resident memory
 
 
 @dataclass(eq=False)
@@ -180,7 +194,7 @@ class Slot:
             self.change_state(SlotState.FAILED, self.last_error)
         return False
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> SidecarHealth:
         """Its entry in /health's `sidecars`."""
         return {
             "id": self.device.id,

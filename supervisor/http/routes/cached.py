@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from starlette.responses import Response
 
 from supervisor.services import Services
 from supervisor.speech import formats, instructions, quality, result_cache
-from supervisor.speech.result_cache import CachedResult
+from supervisor.speech.result_cache import CachedResult, CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Voice, usage
@@ -43,8 +42,9 @@ def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
     rate = str(meta["sample_rate"])
     headers = {"X-Seed": str(meta["seed"]), "X-Chunks": str(meta["chunks"]),
                "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate, HEADER: "hit"}  # fmt: skip
-    if "qa" in meta:  # the verdict it had (only passing answers are kept)
-        headers[quality.HEADER] = meta["qa"]
+    qa = meta.get("qa")
+    if isinstance(qa, str):  # the verdict it had (only passing answers are kept)
+        headers[quality.HEADER] = qa
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
     if speech.stream_format == "sse":
@@ -56,7 +56,7 @@ def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
                     headers=headers)  # fmt: skip
 
 
-def keep(svc: Services, name: str, data: bytes, meta: dict[str, Any], flight: Flight) -> None:
+def keep(svc: Services, name: str, data: bytes, meta: CacheMeta, flight: Flight) -> None:
     """Answer the requests waiting on `flight` with this answer, and store it in a worker
     thread without holding it up (put never raises); the flight ends once it is stored."""
     entry = CachedResult(data, meta)
