@@ -27,10 +27,23 @@ and `x-should-retry: false` where a retry cannot help but the official client wo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from supervisor.speech.quality import QaSummary
+
+
+class ErrorObject(TypedDict):
+    """OpenAI's error object."""
+
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(TypedDict):
+    error: ErrorObject
 
 
 class ServerError(Exception):
@@ -49,7 +62,7 @@ class ServerError(Exception):
         self.param = param
         self.retry_after_s = retry_after_s
 
-    def to_body(self) -> dict[str, Any]:
+    def to_body(self) -> ErrorBody:
         return {
             "error": {
                 "message": self.message,

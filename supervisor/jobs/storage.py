@@ -29,7 +29,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import Conflict, ServerError
+from supervisor.errors import Conflict, ErrorObject, ServerError
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.timeline import Pending
 from supervisor.speech.quality import QaSummary
@@ -107,7 +107,13 @@ def out_of_space(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
-def error_record(error: ServerError) -> dict[str, Any]:
+class ErrorRecord(ErrorObject):
+    """What an item keeps of the error it failed with: OpenAI's error object and the status."""
+
+    status: int
+
+
+def error_record(error: ServerError) -> ErrorRecord:
     """What an item keeps of the error it failed with: OpenAI's error object plus the HTTP status."""
     return {**error.to_body()["error"], "status": error.status}
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from supervisor.jobs.schedule import rfc3339
-from supervisor.jobs.storage import ITEM_STATES
+from supervisor.jobs.storage import ITEM_STATES, ErrorRecord
 from supervisor.speech.quality import QaSummary
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class ItemView(TypedDict):
     format: str
     started_at: float | None
     finished_at: float | None
-    error: dict[str, Any] | None  # its error record (storage.error_record), as stored
+    error: ErrorRecord | None  # as stored
     seed: int | None
     audio_seconds: float | None
     qa: QaSummary | None

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from av.audio.stream import AudioStream
 
+    from supervisor.errors import ErrorBody
+
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw")
 MEDIA_TYPES = {
     "mp3": "audio/mpeg",
@@ -234,6 +236,6 @@ def sse_done(usage: dict[str, int]) -> bytes:
     return sse_event({"type": "speech.audio.done", "usage": usage})
 
 
-def sse_error(body: dict[str, Any]) -> bytes:
+def sse_error(body: ErrorBody) -> bytes:
     """Not in OpenAI's spec for speech: a failure after the stream started, then the end."""
     return sse_event({"type": "error", **body})

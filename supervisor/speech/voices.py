@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 import msgpack
 
@@ -47,6 +47,23 @@ SUFFIX = ".voice"
 FORMAT = 1
 
 
+class _VoiceObjectBase(TypedDict):
+    id: str
+    object: Literal["audio.voice"]
+    name: str
+    type: str  # "audio_sample" (a clone prompt) or "prompt" (a designed voice)
+    created_at: int
+
+
+class VoiceObject(_VoiceObjectBase, total=False):
+    """A voice as the API shows it."""
+
+    prompt: str | None  # prompt: the voice-design instruct (None: the model picks)
+    transcript: str | None  # audio_sample: what the reference says
+    duration_s: float | None  # audio_sample: the clone prompt's length
+    builtin: bool  # one of the server's own ('auto' and OpenAI's names)
+
+
 @dataclass(frozen=True)
 class SavedVoice:
     name: str
@@ -64,8 +81,8 @@ class SavedVoice:
         """Length of a clone prompt (after silence trimming), from its codec frames."""
         return round(self.voice["tokens"]["shape"][1] / FRAME_RATE, 2) if self.voice else None
 
-    def public(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {
+    def public(self) -> VoiceObject:
+        entry: VoiceObject = {
             "id": self.name,
             "object": "audio.voice",
             "name": self.name,
@@ -75,7 +92,7 @@ class SavedVoice:
         if self.type == "prompt":
             entry["prompt"] = self.prompt
         else:
-            entry.update(transcript=self.transcript, duration_s=self.duration_s)
+            entry["transcript"], entry["duration_s"] = self.transcript, self.duration_s
         return entry
 
     def to_file(self) -> bytes:

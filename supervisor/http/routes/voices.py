@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,7 +26,7 @@ from supervisor.http.routes.reference import (
 )
 from supervisor.http.routes.speech import CLIENT_CLOSED, ClientGone
 from supervisor.speech import field_checks, schemas
-from supervisor.speech.voices import SavedVoice
+from supervisor.speech.voices import SavedVoice, VoiceObject
 
 VOICE_FIELDS = frozenset(
     {
@@ -45,9 +44,9 @@ VOICE_FIELDS = frozenset(
 )
 
 
-def builtin_voices() -> list[dict[str, Any]]:
+def builtin_voices() -> list[VoiceObject]:
     """'auto' (the model picks a voice) and OpenAI's names, each a designed voice."""
-    entries: list[dict[str, Any]] = [
+    entries: list[VoiceObject] = [
         {
             "id": "auto",
             "object": "audio.voice",
