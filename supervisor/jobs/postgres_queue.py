@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TypedDict
 
 from supervisor.database import Connection, Database
 from supervisor.errors import QualityFailed, ServerError
@@ -28,7 +28,12 @@ NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one l
 KEYS = "(job_id, n) IN (SELECT * FROM unnest(%(jobs)s::text[], %(ns)s::int[]))"
 
 
-def key_params(keys: list[Key]) -> dict[str, Any]:
+class KeyParams(TypedDict):
+    jobs: list[str]
+    ns: list[int]
+
+
+def key_params(keys: list[Key]) -> KeyParams:
     return {"jobs": [job_id for job_id, _ in keys], "ns": [n for _, n in keys]}
 
 

@@ -36,7 +36,7 @@ class JobSchedule:
     callback_url: str | None = None
     callback_secret: str | None = field(default=None, repr=False)  # signs this job's callback
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> dict[str, float | str]:
         """The fields given, for the Idempotency-Key digest (none given: the digest of old)."""
         return {name: value for name, value in vars(self).items() if value is not None}
 

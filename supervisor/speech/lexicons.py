@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from sidecar.shared.text import contains_cjk
 from supervisor.errors import InvalidRequest, NotFound
@@ -43,6 +43,17 @@ MAX_BODY_BYTES = 4 * 2**20
 FIELDS = frozenset({"language", "voice", "entries"})
 
 
+class LexiconObject(TypedDict):
+    """A lexicon as the API shows it."""
+
+    name: str
+    object: Literal["audio.lexicon"]
+    language: str
+    voice: str | None
+    entries: dict[str, str]
+    updated_at: int
+
+
 @dataclass(frozen=True)
 class Lexicon:
     name: str
@@ -52,7 +63,7 @@ class Lexicon:
     voice: str | None = None  # only the spans read in this voice (None: every span)
     owner: str = DEFAULT_OWNER  # supervisor.tenants
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> LexiconObject:
         return {
             "name": self.name,
             "object": "audio.lexicon",
