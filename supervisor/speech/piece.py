@@ -37,17 +37,17 @@ class Piece:
     asr_skipped: bool  # it went out unheard by the ASR sidecar
     timings: dict[str, float]  # the sidecar's own (`audio_s`, stage times)
 
+    @classmethod
+    def of(cls, attempt: Attempt, lead: int = 0, pause: int = 0) -> Piece:
+        """The attempt's audio with `lead` samples of silence before it and `pause` after it."""
+        result = attempt.result
+        audio = result["audio"]
+        if lead or pause:
+            audio = bytes(2 * lead) + audio + bytes(2 * pause)
+        return cls(result["id"], audio, result["sample_rate"], result["seed"],
+                   result.get("qa", {}), attempt.count, attempt.unheard,
+                   result.get("timings", {}))  # fmt: skip
+
     @property
     def samples(self) -> int:
         return len(self.audio) // 2
-
-
-def piece(attempt: Attempt, lead: int = 0, pause: int = 0) -> Piece:
-    """The attempt's audio with `lead` samples of silence before it and `pause` after it."""
-    result = attempt.result
-    audio = result["audio"]
-    if lead or pause:
-        audio = bytes(2 * lead) + audio + bytes(2 * pause)
-    return Piece(result["id"], audio, result["sample_rate"], result["seed"],
-                 result.get("qa", {}), attempt.count, attempt.unheard,
-                 result.get("timings", {}))  # fmt: skip

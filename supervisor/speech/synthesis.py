@@ -45,7 +45,7 @@ from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.speech import chunking, continuity, cost, quality
 from supervisor.speech.hearing import Hearing
-from supervisor.speech.piece import Attempt, Piece, piece
+from supervisor.speech.piece import Attempt, Piece
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
@@ -344,7 +344,7 @@ class Synthesis:
             len(done.result["audio"]) // 2,
             round(part.pause_s * rate),
         )
-        made = piece(done, lead, pause)
+        made = Piece.of(done, lead, pause)
         self.verdict.add(made)
         self.sample_rate = self.sample_rate or rate
         if self.captions:  # in samples, so that a boundary is exact
