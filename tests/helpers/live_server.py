@@ -12,7 +12,6 @@ import io
 import math
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import httpx
 
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.ports import free_port
 
 KEY = "sk-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -46,12 +46,6 @@ def tone_wav(seconds: float, amplitude: int = 8000, hz: float = 220.0, rate: int
             )
         )
     return out.getvalue()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class LiveServer:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -20,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+
+from tests.helpers.ports import free_port
 
 BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)  # newest first
 RUN_AS = "nobody"
@@ -32,12 +33,6 @@ def binaries() -> Path | None:
         return found[0]
     initdb = shutil.which("initdb")
     return Path(initdb).parent if initdb else None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cluster:

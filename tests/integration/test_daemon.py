@@ -26,6 +26,7 @@ import pytest
 
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.ports import free_port
 
 WATCHDOG_S = 1.0  # systemd would ping-check every 1 s; the server pings every 0.5 s
 
@@ -104,12 +105,6 @@ class Server:
 
     def tail(self) -> str:
         return self.log.read_text()[-3000:]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

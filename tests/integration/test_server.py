@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import signal
@@ -20,13 +19,10 @@ import pytest
 
 from sidecar.devtools.faults import LOAD_ENV
 from tests.helpers.harness import SPAWN_S, assert_gone
-from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, free_port
+from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port
 
 
-class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-        self.proc, self.url, self.log = proc, url, log
-
+class Server(LiveServer):
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, timeout=30, **kw)
 
@@ -42,19 +38,6 @@ class Server:
         return [
             s["pid"] for s in self.get("/health", headers=AUTH).json()["sidecars"] if s["pid"]
         ]  # pids need the key
-
-    def wait_health(self, predicate: Any, timeout_s: float, what: str) -> dict[str, Any]:
-        start = time.monotonic()
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                body = self.get("/health", headers=AUTH).json()
-                if predicate(body):
-                    return body
-            if time.monotonic() - start > timeout_s or self.proc.poll() is not None:
-                raise AssertionError(
-                    f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}"
-                )
-            time.sleep(0.05)
 
 
 @pytest.fixture
@@ -102,7 +85,7 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
         if wait_ready:
-            server.wait_health(lambda b: b["status"] == "ok", SPAWN_S, "the server to be ready")
+            server.wait_for(lambda b: b["status"] == "ok", SPAWN_S, "the server to be ready")
         return server
 
     yield start
@@ -149,9 +132,9 @@ def test_speech_health_ready_auth_and_admission(start_server: Any) -> None:
         for _ in range(2)
     ]
     slow[0].start()
-    server.wait_health(lambda b: b["queue"]["tasks"] == 1, 10, "the first slow request")
+    server.wait_for(lambda b: b["queue"]["tasks"] == 1, 10, "the first slow request")
     slow[1].start()
-    server.wait_health(lambda b: b["queue"]["tasks"] == 2, 10, "the second slow request")
+    server.wait_for(lambda b: b["queue"]["tasks"] == 2, 10, "the second slow request")
     refused = server.speak("Hi.")
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
@@ -167,12 +150,10 @@ def test_sigterm_finishes_work_in_flight_then_exits_cleanly(start_server: Any) -
         target=lambda: outcome.setdefault("r", server.speak("Still going. [[fault:slow:3]]"))
     )
     in_flight.start()
-    server.wait_health(
-        lambda b: b["sidecars"][0]["state"] == "busy", 30, "the request to be running"
-    )
+    server.wait_for(lambda b: b["sidecars"][0]["state"] == "busy", 30, "the request to be running")
     server.proc.send_signal(signal.SIGTERM)
 
-    server.wait_health(lambda b: b["status"] == "draining", 10, "draining")
+    server.wait_for(lambda b: b["status"] == "draining", 10, "draining")
     refused = server.speak("Too late.")
     assert refused.status_code == 503 and "Retry-After" in refused.headers
     assert server.get("/ready").status_code == 503
@@ -204,7 +185,7 @@ def test_every_device_failed_means_failed_health_and_a_nonzero_exit(start_server
     server = start_server(
         "--max-restarts", "1", "--failed-exit-s", "1", env={LOAD_ENV: "crash"}, wait_ready=False
     )
-    body = server.wait_health(lambda b: b["status"] == "failed", 30, "every device to fail")
+    body = server.wait_for(lambda b: b["status"] == "failed", 30, "every device to fail")
     assert (
         body["sidecars"][0]["state"] == "failed"
         and "restart intensity" in body["sidecars"][0]["last_error"]

@@ -17,14 +17,9 @@ import httpx
 import pytest
 
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.ports import free_port
 
 START_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def command(*args: str) -> subprocess.CompletedProcess[str]:

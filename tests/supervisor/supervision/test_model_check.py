@@ -25,12 +25,7 @@ import pytest
 from sidecar.shared import layout
 from supervisor.settings import Settings
 from supervisor.supervision.model_check import model_problem
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers.ports import free_port
 
 
 def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
