@@ -97,11 +97,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     import os
 
-    from supervisor.commands.synth import synth
+    from supervisor.commands.synth import SynthOptions, synth
 
     api_key = args.api_key or os.environ.get("OMNIVOICE_API_KEY")
-    return synth(args.manifest, args.out, args.server, args.model, api_key, job_size=args.job_size, poll_s=args.poll_s,
-                 retry_s=args.retry_s)  # fmt: skip
+    options = SynthOptions(args.manifest, args.out, args.server, args.model, api_key,
+                           args.job_size, args.poll_s, args.retry_s)  # fmt: skip
+    return synth(options)
 
 
 class FlagFormatter(argparse.HelpFormatter):

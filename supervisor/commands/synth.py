@@ -35,6 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -266,11 +267,24 @@ class Synth:
         return EXIT_FAILED
 
 
-def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_key: str | None,  # noqa: PLR0913  one per flag of synth, passed by name from the CLI
-          job_size: int = 1000, poll_s: float = 1.0, retry_s: float = 300.0, log: TextIO = sys.stderr) -> int:  # fmt: skip
+@dataclass(frozen=True)
+class SynthOptions:
+    """The `synth` command's flags (supervisor/cli.py)."""
+
+    manifest: Path
+    out: Path
+    server: str | None = None  # else --model's embedded server, $OMNIVOICE_SERVER or the default
+    model: str | None = None
+    api_key: str | None = None
+    job_size: int = 1000
+    poll_s: float = 1.0
+    retry_s: float = 300.0
+
+
+def synth(options: SynthOptions, log: TextIO = sys.stderr) -> int:
     """The whole command; returns its exit status."""
     try:
-        entries = read_manifest(manifest)
+        entries = read_manifest(options.manifest)
     except OSError as exc:
         print(f"synth: cannot read the manifest: {exc}", file=log)
         return EXIT_USAGE
@@ -281,21 +295,23 @@ def synth(manifest: Path, out: Path, server: str | None, model: str | None, api_
             file=log,
         )
         return EXIT_USAGE
+    out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    run = Synth(out, entries, job_size, poll_s, log)
+    run = Synth(out, entries, options.job_size, options.poll_s, log)
     run.summary()
     if not run.pending:
         return EXIT_OK
     embedded = None
+    server, api_key = options.server, options.api_key
     try:
-        if model:
-            embedded = EmbeddedServer(model, out / SERVER_DIR, log)
+        if options.model:
+            embedded = EmbeddedServer(options.model, out / SERVER_DIR, log)
             server, api_key = embedded.start()
         return run.run(
             Client(
                 server or os.environ.get("OMNIVOICE_SERVER") or DEFAULT_SERVER,
                 api_key,
-                retry_s,
+                options.retry_s,
                 log,
             )
         )
