@@ -246,8 +246,8 @@ def main() -> int:
     cfg = model.model.cfg
     out = []
     for b in args.batch:
-        items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
-        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        items = [model.prompter.prepare(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
+        prompts = [model.prompter.prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
             if not args.skip_decode:
                 out += profile_decode(model, eager_codec, items, args.device)

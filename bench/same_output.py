@@ -75,9 +75,11 @@ def save(checkpoint: str, out: str) -> int:
     saved: dict[str, torch.Tensor] = {}
     start = time.time()
     model = load(cuda_graphs=False, compile=DEV.startswith("cuda"))
+    prepare = model.prompter.prepare if hasattr(model, "prompter") else model._normalise
+    make_prompt = model.prompter.prompt if hasattr(model, "prompter") else model._prompt
     for n in (1, 8, 64):
-        items = [model._normalise(r) for r in requests(n)]
-        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        items = [prepare(r) for r in requests(n)]
+        prompts = [make_prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
             state = BatchState(model.model, prompts, model.runner)
             saved[f"logits{n}"] = state.forward().float().cpu()
@@ -89,8 +91,37 @@ def save(checkpoint: str, out: str) -> int:
         for i, result in enumerate(model.generate(requests(8))):
             saved[f"audio{i}"] = torch.as_tensor(result.audio).clone()
     print(f"generations: {time.time() - start:.1f} s", flush=True)
+    if hasattr(model, "stepper"):
+        joined_equal(model, requests(8), saved)
     torch.save(saved, out)
     return 0
+
+
+def joined_equal(model: object, requests: list, saved: dict[str, torch.Tensor]) -> None:
+    """Two of the eight requests join the other six at their step 7 as interactive ones, with
+    the bulk ones paused (`step_tokens` 1) or partly running (4096): every audio must equal the
+    same request's in one batch from the start (`audio{i}`)."""
+    from sidecar.runtime.stepper import run_to_end
+
+    for step_tokens in (1, 4096):
+        stepper = model.stepper(step_tokens)  # type: ignore[attr-defined]
+        stepper.add("bulk", requests[:6])
+        finished = []
+        for _ in range(7):
+            finished += stepper.step()
+        stepper.add("urgent", requests[6:], interactive=True)
+        finished += run_to_end(stepper)
+        order = [key for key, _ in finished]
+        audio = {}
+        with torch.inference_mode():
+            for key, denoised in finished:
+                first = 0 if key == "bulk" else 6
+                for i, result in enumerate(model.decode(denoised)):  # type: ignore[attr-defined]
+                    audio[first + i] = torch.as_tensor(result.audio)
+        equal = all(torch.equal(audio[i], saved[f"audio{i}"]) for i in range(8))
+        print(f"joined at step 7, step_tokens {step_tokens}: finished {order}, "
+              f"{stepper.builds} builds: {'JOINED EQUAL' if equal else 'JOINED DIFFERENT'}",
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

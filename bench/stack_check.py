@@ -39,8 +39,8 @@ def logits(checkpoint: str, device: str, compile: bool, items: int) -> torch.Ten
         GenerationRequest(text=" ".join(words[: 6 + (i * 7) % len(words)]), seed=i)
         for i in range(items)
     ]
-    normalised = [model._normalise(r) for r in requests]
-    prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in normalised]
+    normalised = [model.prompter.prepare(r) for r in requests]
+    prompts = [model.prompter.prompt(it, it.text, it.target_len, None, None) for it in normalised]
     with torch.inference_mode():
         state = BatchState(model.model, prompts, model.runner)
         return state.forward().float().cpu()

@@ -114,10 +114,22 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 class BatchState:
-    """Device tensors of one running batch: the packed inputs, token state and per-item settings."""
+    """Device tensors of one running batch: the packed inputs, token state and per-item settings.
+
+    Each item carries its own step. `start` (one per prompt: steps already run, and the target's
+    tokens after them, or None for all MASK) lets an item continue in another batch where it
+    left one; the batch's iterations are then counted from 0 and item i is at step
+    `start[i][0] + iteration`. Its tokens come out the same as in one batch from the start,
+    because nothing an item computes depends on the others (random numbers are a hash of its
+    seed and its own step).
+    """
 
     def __init__(
-        self, model: OmniVoiceModel, prompts: Sequence[Prompt], runner: ModelRunner | None = None
+        self,
+        model: OmniVoiceModel,
+        prompts: Sequence[Prompt],
+        runner: ModelRunner | None = None,
+        start: Sequence[tuple[int, torch.Tensor | None]] | None = None,
     ) -> None:
         cfg = model.cfg
         self.runner = runner
@@ -148,6 +160,10 @@ class BatchState:
         self.tokens = torch.full(
             (cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device
         )
+        start = start or [(0, None)] * len(prompts)
+        first_steps = [done for done, _ in start]
+        if any(tokens is not None for _, tokens in start):
+            self._carry_tokens([tokens for _, tokens in start])
 
         def per_item(values: list[float]) -> torch.Tensor:
             return upload(torch.tensor(values, dtype=torch.float32))
@@ -166,6 +182,8 @@ class BatchState:
         self.position_noisy = self.position_temp > 0
         self.position_divisor = torch.where(self.position_noisy, self.position_temp, 1.0)
         self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
+        # Each item's step at iteration 0, for the noise (a function of the item's own step).
+        self.first_step = upload(torch.tensor(first_steps, dtype=torch.long))
         self.seed32 = upload(
             torch.tensor(
                 [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long
@@ -188,15 +206,28 @@ class BatchState:
             runner is not None and runner.fused_scoring and not self.any_class_sampling
         )
         self.any_position_noise = any(p.position_temperature > 0 for p in prompts)
-        self.num_steps = max(p.num_step for p in prompts)
+        # Iterations until the last item's last step; k[j][i]: what item i reveals at iteration j.
+        self.num_steps = max(p.num_step - done for p, done in zip(prompts, first_steps))
         self.k = [
-            [p.schedule[j] if j < p.num_step else 0 for p in prompts] for j in range(self.num_steps)
+            [p.schedule[done + j] if done + j < p.num_step else 0 for p, done in zip(prompts, first_steps)]
+            for j in range(self.num_steps)
         ]
         self.k_table = upload(torch.tensor(self.k, dtype=torch.long))  # [steps, B]
         # Made once rather than at every step: each would be a launch of its own.
         self.sentinel = torch.full((1, cfg.num_codebooks), -float("inf"), device=device)
         self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)
         self._noise_first, self._noise = -1, torch.empty(0, device=device)
+
+    def _carry_tokens(self, carried: Sequence[torch.Tensor | None]) -> None:
+        """Put each item's tokens so far into the token state and both rows' target columns."""
+        parts = [
+            t if t is not None else self.tokens[:, a:b]
+            for t, a, b in zip(carried, self.packed.target_offsets, self.packed.target_offsets[1:])
+        ]
+        self.tokens[:, :-1] = torch.cat(parts, dim=1)
+        new = self.tokens[:, :-1]
+        self.input_ids[:, self.cond_cols] = new
+        self.input_ids[:, self.uncond_cols] = new
 
     def logits(self) -> torch.Tensor:
         """Logits [2S, C, V] in the model's dtype: cond target columns, then uncond ones."""
@@ -230,7 +261,8 @@ class BatchState:
         return log_probs
 
     def choose(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token and confidence per target position ([S, C] each), as the reference scores them."""
+        """Token and confidence per target position ([S, C] each), as the reference scores them
+        (`step`: the batch's iteration; each item's own step adds its `first_step`)."""
         if self.fused_scoring:
             from sidecar.runtime.kernels import scoring  # Triton: imported only where it runs
 
@@ -244,7 +276,7 @@ class BatchState:
             item, t = self.target_item, self.target_t
             u = uniform_noise(
                 self.seed32[item].view(-1, 1, 1),
-                step,
+                (self.first_step[item] + step).view(-1, 1, 1),
                 NOISE_CLASS,
                 (self.layer.view(1, -1, 1) * COUNTER_STRIDE + t.view(-1, 1, 1)),
                 classes,
@@ -261,7 +293,8 @@ class BatchState:
         first = step - step % NOISE_STEPS
         if first != self._noise_first:
             last = min(first + NOISE_STEPS, self.num_steps)
-            steps = torch.arange(first, last, device=self.seed32.device).view(-1, 1, 1, 1)
+            iterations = torch.arange(first, last, device=self.seed32.device).view(-1, 1, 1, 1)
+            steps = iterations + self.first_step.view(1, -1, 1, 1)  # each item's own steps
             u = uniform_noise(
                 self.seed32.view(1, -1, 1, 1), steps, NOISE_POSITION, self.position_counter
             )
@@ -293,6 +326,11 @@ class BatchState:
         new = self.tokens[:, :-1]
         self.input_ids[:, self.cond_cols] = new
         self.input_ids[:, self.uncond_cols] = new
+
+    def item_tokens(self, i: int) -> torch.Tensor:
+        """Item i's target tokens as they stand ([C, T_i], a view on the device)."""
+        off = self.packed.target_offsets
+        return self.tokens[:, off[i] : off[i + 1]]
 
     def result(self) -> list[torch.Tensor]:
         off = self.packed.target_offsets

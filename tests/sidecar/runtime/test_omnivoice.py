@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from sidecar.runtime import omnivoice as runtime
+from sidecar.runtime import stepper
 from sidecar.runtime.omnivoice import OmniVoice
 from sidecar.runtime.request import GenerationRequest, VoicePrompt
 from sidecar.shared.errors import CheckpointError, InvalidAudio, InvalidInput, InvalidInstruct
@@ -355,15 +355,13 @@ def test_a_mixed_batch_runs_in_two_rounds_and_each_item_as_if_alone(
         ),  # long with a voice prompt: all chunks at once
     ]
     rounds: list[int] = []
-    real = runtime.generate_tokens
+    real = stepper.BatchState
 
-    def counting(
-        net: object, prompts: list, *rest: object
-    ) -> list[torch.Tensor]:  # counts, then runs the real model
+    def counting(net: object, prompts: list, *rest: object) -> object:  # counts, then builds
         rounds.append(len(prompts))
         return real(net, prompts, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(runtime, "generate_tokens", counting)
+    monkeypatch.setattr(stepper, "BatchState", counting)
     batch = model.generate(requests)
     assert len(batch[1].tokens) > 1 and len(batch[3].tokens) > 1
     # Round 1: both short items, chunk 0 of the bare long item, every chunk of the cloned one;

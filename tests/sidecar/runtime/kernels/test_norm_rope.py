@@ -94,8 +94,8 @@ from sidecar.runtime.omnivoice import OmniVoice
 model = OmniVoice.load(sys.argv[1])
 requests = [GenerationRequest(text="The quiet harbour at dawn.", seed=1),
             GenerationRequest(text="A second, longer sentence to pack beside it.", seed=2)]
-items = [model._normalise(r) for r in requests]
-prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+items = [model.prompter.prepare(r) for r in requests]
+prompts = [model.prompter.prompt(it, it.text, it.target_len, None, None) for it in items]
 """  # the tiny checkpoint's model and two packed prompts, for both scripts below
 MODEL = (
     PROMPTS

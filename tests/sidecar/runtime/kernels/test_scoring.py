@@ -95,8 +95,8 @@ requests = [
 
 def tokens(batch, fused):
     model.runner.fused_scoring = fused
-    items = [model._normalise(r) for r in batch]
-    prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+    items = [model.prompter.prepare(r) for r in batch]
+    prompts = [model.prompter.prompt(it, it.text, it.target_len, None, None) for it in items]
     return generate_tokens(model.model, prompts, runner=model.runner)
 
 

@@ -1,0 +1,235 @@
+"""Continuous batching: requests join a running batch between two denoising steps, and leave it
+as soon as their own last step is done.
+
+Every chunk of every request is a *member* with its own step and token state. Each `step` runs
+one forward pass over the members chosen for it, then reveals each one's positions for its own
+step. Which members run is the priority rule: while an interactive request has members, every
+one of them runs, and bulk members (oldest first) fill what is left of `step_tokens`; the other
+bulk members wait at their step, their tokens kept on the device. Without interactive members
+every member runs. When the members change, the batch's device state is built again from each
+member's step and tokens (`BatchState`'s `start`), so a member's tokens are the same whatever it
+ran beside and at whatever step it joined: nothing a member computes depends on the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from sidecar.runtime.generate import BatchState, Prompt, useful_flops
+from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.prompting import PreparedRequest, Prompter
+from sidecar.runtime.request import GenerationRequest
+from sidecar.runtime.runner import ModelRunner
+
+StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
+
+
+@dataclass
+class Denoised:
+    """One request's generated tokens (one [C, T] tensor per chunk), waiting to be decoded."""
+
+    item: PreparedRequest
+    tokens: list[torch.Tensor]
+    ready: torch.cuda.Event | None = None  # on a GPU: recorded after the tokens' last step
+
+
+@dataclass(eq=False)
+class _Group:
+    """The requests added together (one `add`): they are done, and decoded, together."""
+
+    key: Hashable
+    items: list[PreparedRequest]
+    texts: list[list[str]]  # each request's chunk texts
+    interactive: bool
+    on_step: StepCallback | None
+    finished: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    steps: int = 0
+
+    @property
+    def num_chunks(self) -> int:
+        return sum(len(chunks) for chunks in self.texts)
+
+    @property
+    def num_steps(self) -> int:
+        """Steps to run in all: a second round for chunks that wait for their chunk 0."""
+        rounds = 2 if any(it.is_long and it.ref_tokens is None for it in self.items) else 1
+        return rounds * max((it.request.num_step for it in self.items), default=0)
+
+    def result(self, ready: torch.cuda.Event | None) -> list[Denoised]:
+        return [
+            Denoised(item, [self.finished[i, ci] for ci in range(len(chunks))], ready)
+            for i, (item, chunks) in enumerate(zip(self.items, self.texts))
+        ]
+
+
+@dataclass(eq=False)
+class _Member:
+    group: _Group
+    item: int
+    chunk: int
+    prompt: Prompt
+    step: int = 0
+    tokens: torch.Tensor | None = None  # its target after `step` steps (None: all MASK)
+
+    @property
+    def cost(self) -> int:
+        """Tokens it adds to a forward pass: its conditional row and its target's row."""
+        return int(self.prompt.input_ids.shape[1]) + self.prompt.target_len
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.prompt.num_step
+
+
+class Stepper:
+    """The running batch of one device: `add` requests, then `step` until not `busy`."""
+
+    def __init__(
+        self,
+        prompter: Prompter,
+        model: OmniVoiceModel,
+        runner: ModelRunner,
+        step_tokens: int,
+        max_members: int,
+    ) -> None:
+        self.prompter, self.model, self.runner = prompter, model, runner
+        self.step_tokens = step_tokens
+        self.max_members = max_members
+        self.groups: list[_Group] = []
+        self.members: list[_Member] = []
+        self.running: list[_Member] = []  # the members `state` holds, in its order
+        self.state: BatchState | None = None
+        self.iteration = 0  # of `state`
+        self.builds = 0  # device states built: how often the members changed
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.groups)
+
+    def add(
+        self,
+        key: Hashable,
+        requests: Sequence[GenerationRequest],
+        interactive: bool = False,
+        on_step: StepCallback | None = None,
+    ) -> list[Exception | None]:
+        """Add requests as one group; they join at the next step. Returns, for each request,
+        why it was refused (`Prompter.prepare`'s InvalidInput), or None; a refused request is
+        left out of the group (and out of its `Denoised` list)."""
+        items, refused = [], []
+        for request in requests:
+            try:
+                items.append(self.prompter.prepare(request))
+                refused.append(None)
+            except Exception as exc:  # InvalidInput, or a value the request cannot hold
+                refused.append(exc)
+        if not items:
+            return refused
+        group = _Group(key, items, [self.prompter.chunk_texts(it) for it in items],
+                       interactive, on_step)  # fmt: skip
+        self.groups.append(group)
+        for i, chunks in enumerate(group.texts):
+            for ci in range(len(chunks)):
+                if not group.items[i].waits_for_chunk0(ci):
+                    self._join(group, i, ci, None)
+        return refused
+
+    def abandon(self) -> list[Hashable]:
+        """Drop every group (after a failed step): their keys, oldest first."""
+        keys = [group.key for group in self.groups]
+        self.groups, self.members, self.running, self.state = [], [], [], None
+        self.runner.end_batch()
+        return keys
+
+    def _join(self, group: _Group, i: int, ci: int, chunk0: torch.Tensor | None) -> None:
+        prompt = self.prompter.chunk_prompt(group.items[i], group.texts[i], ci, chunk0)
+        self.members.append(_Member(group, i, ci, prompt))
+
+    def step(self) -> list[tuple[Hashable, list[Denoised]]]:
+        """Run one denoising step of the chosen members; returns the groups it finished."""
+        chosen = self._choose()
+        if [id(m) for m in chosen] != [id(m) for m in self.running]:
+            self._build(chosen)
+        state = self.state
+        assert state is not None
+        if max(state.k[self.iteration]) > 0:  # a step that reveals nothing changes nothing
+            tokens, confidence = state.choose(state.logits(), self.iteration)
+            state.reveal(tokens, confidence, self.iteration)
+            self.runner.stats.useful_flops += useful_flops(
+                self.model.cfg, state.packed.segment_lens, state.packed.num_targets
+            )
+        self.iteration += 1
+        for member in self.running:
+            member.step += 1
+        for group in dict.fromkeys(m.group for m in self.running):
+            group.steps += 1
+            if group.on_step is not None:
+                group.on_step(group.steps, group.num_steps)
+        return self._collect()
+
+    def _choose(self) -> list[_Member]:
+        """The members the next step runs (see the module's docstring)."""
+        urgent = [m for m in self.members if m.group.interactive]
+        if not urgent:
+            return self.members[: self.max_members]
+        chosen, budget = list(urgent[: self.max_members]), self.step_tokens
+        budget -= sum(m.cost for m in chosen)
+        for member in self.members:
+            if len(chosen) >= self.max_members:
+                break
+            if not member.group.interactive and member.cost <= budget:
+                chosen.append(member)
+                budget -= member.cost
+        return chosen
+
+    def _build(self, chosen: list[_Member]) -> None:
+        """Take each running member's tokens out of the old state; build one for `chosen`."""
+        self._release()
+        start = [(m.step, m.tokens) for m in chosen]
+        self.state = BatchState(self.model, [m.prompt for m in chosen], self.runner, start)
+        self.running, self.iteration = chosen, 0
+        self.builds += 1
+
+    def _release(self) -> None:
+        if self.state is not None:
+            for index, member in enumerate(self.running):
+                member.tokens = self.state.item_tokens(index)
+            self.runner.end_batch()
+        self.state, self.running = None, []
+
+    def _collect(self) -> list[tuple[Hashable, list[Denoised]]]:
+        """Take finished members out; their groups' waiting chunks join; return finished groups."""
+        assert self.state is not None
+        for index, member in enumerate(self.running):
+            if member.done:
+                member.tokens = self.state.item_tokens(index)
+                member.group.finished[member.item, member.chunk] = member.tokens
+                self.members.remove(member)
+        for member in [m for m in self.running if m.done and m.chunk == 0]:
+            group, i = member.group, member.item
+            for ci in range(1, len(group.texts[i])):
+                if group.items[i].waits_for_chunk0(ci):
+                    self._join(group, i, ci, member.tokens)
+        done = [g for g in self.groups if len(g.finished) == g.num_chunks]
+        if not self.members:
+            self._release()
+        if not done:
+            return []
+        ready = None
+        if self.model.codebook_layer_offsets.device.type == "cuda":
+            ready = torch.cuda.Event()
+            ready.record()  # on the denoising stream, after the last step of their tokens
+        for group in done:
+            self.groups.remove(group)
+        return [(group.key, group.result(ready)) for group in done]
+
+
+def run_to_end(stepper: Stepper) -> list[tuple[Hashable, list[Denoised]]]:
+    """Step until every group is done; the groups in the order they finished."""
+    finished: list[tuple[Hashable, list[Denoised]]] = []
+    while stepper.busy:
+        finished += stepper.step()
+    return finished
