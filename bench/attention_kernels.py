@@ -181,8 +181,8 @@ def in_model(checkpoint: str, kernel: str, items: int, device: str) -> dict[str,
     texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]
     prompts = []
     for i, text in enumerate(texts):
-        it = model._normalise(GenerationRequest(text=text, seed=i))
-        prompts.append(model._prompt(it, it.text, it.target_len, None, None))
+        it = model.prompter.prepare(GenerationRequest(text=text, seed=i))
+        prompts.append(model.prompter.prompt(it, it.text, it.target_len, None, None))
     items = len(prompts)
     row: dict[str, Any] = {"in_model": kernel, "runner_kernel": runner.attention_kernel}
     with torch.inference_mode():

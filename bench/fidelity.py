@@ -253,8 +253,8 @@ def other_prompts(ours: Ours, voice: VoicePrompt, count: int) -> list[Prompt]:
         req = GenerationRequest(
             text=r.text, instruct=r.instruct, voice=voice if r.kind == "clone" else None, **GREEDY
         )
-        item = ours._normalise(req)
-        prompt = ours._chunk_prompt(item, ours._chunk_texts(item), 0, None)
+        item = ours.prompter.prepare(req)
+        prompt = ours.prompter.chunk_prompt(item, ours.prompter.chunk_texts(item), 0, None)
         target = prompt.input_ids[:, -prompt.target_len :]
         shown = torch.rand(target.shape, generator=rng) < 0.5
         codes = torch.randint(0, ours.mask_id, target.shape, generator=rng)
@@ -315,7 +315,7 @@ def prompts_match(ours: Ours, state: State, requests: list[GenerationRequest]) -
     made the same tokens. The length estimate sums floats with sum(), which Python 3.12
     compensates and 3.11 does not: on 3.11 (a CPU dry run) one item can come out a frame shorter
     in the reference, so expect false there."""
-    built = [ours._chunk_prompt(it, [it.text], 0, None) for it in map(ours._normalise, requests)]
+    built = [ours.prompter.chunk_prompt(it, [it.text], 0, None) for it in map(ours.prompter.prepare, requests)]
     return all(torch.equal(p.input_ids, q.input_ids) for p, q in zip(state.prompts(), built))
 
 

@@ -78,8 +78,8 @@ def segment_lens(checkpoint: str, items: int) -> tuple[list[int], tuple[int, int
     texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]
     prompts = []
     for i, text in enumerate(texts):
-        it = model._normalise(GenerationRequest(text=text, seed=i))
-        p = model._prompt(it, it.text, it.target_len, None, None)
+        it = model.prompter.prepare(GenerationRequest(text=text, seed=i))
+        p = model.prompter.prompt(it, it.text, it.target_len, None, None)
         prompts.append((p.input_ids, p.audio_start, p.target_len))
     cfg = model.model.cfg
     return pack(prompts).segment_lens, (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)

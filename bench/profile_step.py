@@ -195,8 +195,8 @@ def main() -> int:
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
     for b in args.batch:
-        items = [model._normalise(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
-        prompts = [model._prompt(it, it.text, it.target_len, None, None) for it in items]
+        items = [model.prompter.prepare(GenerationRequest(text=TEXT, seed=i)) for i in range(b)]
+        prompts = [model.prompter.prompt(it, it.text, it.target_len, None, None) for it in items]
         with torch.inference_mode():
             state = BatchState(model.model, prompts, model.runner)
             fwd = timeit(state.logits, sync)  # bf16, as the runtime's step reads them
