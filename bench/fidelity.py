@@ -315,7 +315,10 @@ def prompts_match(ours: Ours, state: State, requests: list[GenerationRequest]) -
     made the same tokens. The length estimate sums floats with sum(), which Python 3.12
     compensates and 3.11 does not: on 3.11 (a CPU dry run) one item can come out a frame shorter
     in the reference, so expect false there."""
-    built = [ours.prompter.chunk_prompt(it, [it.text], 0, None) for it in map(ours.prompter.prepare, requests)]
+    built = [
+        ours.prompter.chunk_prompt(it, [it.text], 0, None)
+        for it in map(ours.prompter.prepare, requests)
+    ]
     return all(torch.equal(p.input_ids, q.input_ids) for p, q in zip(state.prompts(), built))
 
 

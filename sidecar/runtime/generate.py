@@ -209,7 +209,10 @@ class BatchState:
         # Iterations until the last item's last step; k[j][i]: what item i reveals at iteration j.
         self.num_steps = max(p.num_step - done for p, done in zip(prompts, first_steps))
         self.k = [
-            [p.schedule[done + j] if done + j < p.num_step else 0 for p, done in zip(prompts, first_steps)]
+            [
+                p.schedule[done + j] if done + j < p.num_step else 0
+                for p, done in zip(prompts, first_steps)
+            ]
             for j in range(self.num_steps)
         ]
         self.k_table = upload(torch.tensor(self.k, dtype=torch.long))  # [steps, B]

@@ -201,7 +201,7 @@ class OmniVoice:
         prompt join once its chunk 0 is done, since they clone it. `on_step` counts the steps.
         """
         stepper = self.stepper()
-        for index, refused in enumerate(stepper.add(0, requests, on_step=on_step)):
+        for refused in stepper.add(0, requests, on_step=on_step):
             if refused is not None:
                 raise refused
         [(_, denoised)] = run_to_end(stepper)

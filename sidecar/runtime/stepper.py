@@ -6,9 +6,10 @@ one forward pass over the members chosen for it, then reveals each one's positio
 step. Which members run is the priority rule: while an interactive request has members, every
 one of them runs, and bulk members (oldest first) fill what is left of `step_tokens`; the other
 bulk members wait at their step, their tokens kept on the device. Without interactive members
-every member runs. When the members change, the batch's device state is built again from each
-member's step and tokens (`BatchState`'s `start`), so a member's tokens are the same whatever it
-ran beside and at whatever step it joined: nothing a member computes depends on the others.
+every member runs (`sidecar.runtime.priority`). When the members change, the batch's device
+state is built again from each member's step and tokens (`BatchState`'s `start`), so a member's
+tokens are the same whatever it ran beside and at whatever step it joined: nothing a member
+computes depends on the others.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import torch
 
 from sidecar.runtime.generate import BatchState, Prompt, useful_flops
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.priority import choose
 from sidecar.runtime.prompting import PreparedRequest, Prompter
 from sidecar.runtime.request import GenerationRequest
 from sidecar.runtime.runner import ModelRunner
+from sidecar.shared.errors import InvalidInput
 
 StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
 
@@ -83,6 +86,10 @@ class _Member:
     def done(self) -> bool:
         return self.step >= self.prompt.num_step
 
+    @property
+    def interactive(self) -> bool:
+        return self.group.interactive
+
 
 class Stepper:
     """The running batch of one device: `add` requests, then `step` until not `busy`."""
@@ -98,6 +105,8 @@ class Stepper:
         self.prompter, self.model, self.runner = prompter, model, runner
         self.step_tokens = step_tokens
         self.max_members = max_members
+        # A step beside an interactive member stays within the largest CUDA graph.
+        self.max_tokens = max(runner.bucket_sizes) if runner.use_graphs else 1 << 62
         self.groups: list[_Group] = []
         self.members: list[_Member] = []
         self.running: list[_Member] = []  # the members `state` holds, in its order
@@ -119,12 +128,13 @@ class Stepper:
         """Add requests as one group; they join at the next step. Returns, for each request,
         why it was refused (`Prompter.prepare`'s InvalidInput), or None; a refused request is
         left out of the group (and out of its `Denoised` list)."""
-        items, refused = [], []
+        items: list[PreparedRequest] = []
+        refused: list[Exception | None] = []
         for request in requests:
             try:
                 items.append(self.prompter.prepare(request))
                 refused.append(None)
-            except Exception as exc:  # InvalidInput, or a value the request cannot hold
+            except (InvalidInput, TypeError, ValueError) as exc:  # what a request may hold
                 refused.append(exc)
         if not items:
             return refused
@@ -171,19 +181,8 @@ class Stepper:
         return self._collect()
 
     def _choose(self) -> list[_Member]:
-        """The members the next step runs (see the module's docstring)."""
-        urgent = [m for m in self.members if m.group.interactive]
-        if not urgent:
-            return self.members[: self.max_members]
-        chosen, budget = list(urgent[: self.max_members]), self.step_tokens
-        budget -= sum(m.cost for m in chosen)
-        for member in self.members:
-            if len(chosen) >= self.max_members:
-                break
-            if not member.group.interactive and member.cost <= budget:
-                chosen.append(member)
-                budget -= member.cost
-        return chosen
+        """The members the next step runs (`sidecar.runtime.priority`)."""
+        return choose(self.members, self.step_tokens, self.max_members, self.max_tokens)
 
     def _build(self, chosen: list[_Member]) -> None:
         """Take each running member's tokens out of the old state; build one for `chosen`."""

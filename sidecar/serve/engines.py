@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from sidecar.runtime.priority import choose
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.shared.duration import FRAME_RATE, target_tokens
 
@@ -22,6 +24,26 @@ ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
 
 ENGINES = ("omnivoice", "null")
+
+
+class Stepper(Protocol):
+    """`sidecar.runtime.stepper.Stepper`'s surface: add groups of requests, step until idle;
+    each finished group comes back with one opaque `pending` per request that was not refused."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    def add(
+        self,
+        key: Hashable,
+        requests: Sequence[GenerationRequest],
+        interactive: bool = False,
+        on_step: StepCallback | None = None,
+    ) -> list[Exception | None]: ...
+
+    def step(self) -> Sequence[tuple[Hashable, Sequence[Any]]]: ...
+
+    def abandon(self) -> list[Hashable]: ...
 
 
 class Engine(Protocol):
@@ -40,8 +62,15 @@ class Engine(Protocol):
     ) -> Sequence[object]: ...
 
     def decode(
-        self, denoised: Sequence[Any], timings: dict[str, float] | None = None
+        self,
+        denoised: Sequence[Any],
+        timings: dict[str, float] | None = None,
+        express: bool = False,
     ) -> list[GenerationResult]: ...
+
+    def stepper(self, step_tokens: int) -> Stepper:
+        """A running batch that requests join between steps (`sidecar.runtime.stepper`)."""
+        ...
 
     def wait_denoised(self, denoised: Sequence[Any]) -> None:
         """Return once the device has run the steps that made these tokens."""
@@ -85,18 +114,18 @@ class NullEngine:
                 on_step(step, num_step)
         return list(requests)
 
+    def stepper(self, step_tokens: int) -> NullStepper:
+        return NullStepper(step_tokens)
+
     def decode(
-        self, requests: Sequence[GenerationRequest], timings: dict[str, float] | None = None
+        self,
+        requests: Sequence[GenerationRequest],
+        timings: dict[str, float] | None = None,
+        express: bool = False,
     ) -> list[GenerationResult]:
         results = []
         for r in requests:
-            if r.duration is not None:
-                frames = max(1, int(r.duration * FRAME_RATE))
-            else:
-                num_ref = r.voice.tokens.shape[1] if r.voice is not None else None
-                frames = target_tokens(
-                    r.text, r.voice.ref_text if r.voice else None, num_ref, speed=r.speed
-                )
+            frames = null_frames(r)
             audio = np.zeros(frames * self.sample_rate // FRAME_RATE, dtype=np.float32)
             tokens = (
                 [np.zeros((self.num_codebooks, frames), dtype=np.int64)] if r.return_tokens else []
@@ -118,6 +147,75 @@ class NullEngine:
             ref_text=ref_text,
             ref_rms=rms,
         )
+
+
+def null_frames(r: GenerationRequest) -> int:
+    """The frames of the null engine's silence: the duration asked for, or the estimate."""
+    if r.duration is not None:
+        return max(1, int(r.duration * FRAME_RATE))
+    num_ref = r.voice.tokens.shape[1] if r.voice is not None else None
+    return target_tokens(r.text, r.voice.ref_text if r.voice else None, num_ref, speed=r.speed)
+
+
+@dataclass(eq=False)
+class _NullMember:
+    key: Hashable
+    request: GenerationRequest
+    interactive: bool
+    on_step: StepCallback | None
+    step: int = 0
+
+    @property
+    def cost(self) -> int:
+        return 2 * null_frames(self.request)
+
+
+class NullStepper:
+    """The `Stepper` of the null engine: each request counts its steps, under the same
+    priority rule (`sidecar.runtime.priority`), so joins and pauses behave as on a model."""
+
+    def __init__(self, step_tokens: int, max_members: int = 64) -> None:
+        self.step_tokens, self.max_members = step_tokens, max_members
+        self.members: list[_NullMember] = []
+        self.groups: dict[Hashable, list[_NullMember]] = {}
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.groups)
+
+    def add(
+        self,
+        key: Hashable,
+        requests: Sequence[GenerationRequest],
+        interactive: bool = False,
+        on_step: StepCallback | None = None,
+    ) -> list[Exception | None]:
+        group = [_NullMember(key, r, interactive, on_step) for r in requests]
+        if group:
+            self.groups[key] = group
+            self.members += group
+        return [None] * len(requests)  # silence of any text
+
+    def step(self) -> list[tuple[Hashable, list[GenerationRequest]]]:
+        chosen = choose(self.members, self.step_tokens, self.max_members, 1 << 62)
+        for member in chosen:
+            member.step += 1
+        for key in dict.fromkeys(m.key for m in chosen):
+            group = self.groups[key]
+            if group[0].on_step is not None:
+                group[0].on_step(max(m.step for m in group), max(m.request.num_step for m in group))
+        done = [k for k, g in self.groups.items() if all(m.step >= m.request.num_step for m in g)]
+        finished = []
+        for key in done:
+            group = self.groups.pop(key)
+            self.members = [m for m in self.members if m.key != key]
+            finished.append((key, [m.request for m in group]))
+        return finished
+
+    def abandon(self) -> list[Hashable]:
+        keys = list(self.groups)
+        self.groups, self.members = {}, []
+        return keys
 
 
 def load_engine(

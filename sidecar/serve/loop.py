@@ -15,15 +15,16 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from sidecar.audio.checks import run_checks
-from sidecar.devtools.faults import Fault, Faults
+from sidecar.devtools.faults import Faults
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
+from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
+from sidecar.serve.inbox import Inbox, is_join
 from sidecar.serve.wire import (
     Channel,
     audio_to_wire,
@@ -50,28 +51,6 @@ log = logging.getLogger("sidecar")
 WARMUP_TEXT = "Warm up."
 
 
-ItemError = tuple[str, ErrorKind, str]  # item id, kind, message
-
-
-@dataclass
-class BatchEntry:
-    """One item of a batch, ready for the engine."""
-
-    id: str
-    request: GenerationRequest
-    faults: list[Fault]
-    attempt: int = 1  # of the same text: QA retries count up
-
-
-@dataclass
-class DenoisedGroup:
-    """Entries whose tokens exist (the engine's opaque `pending`, one per entry), to be decoded."""
-
-    entries: list[BatchEntry]
-    pending: Sequence[object]
-    started: float  # when their denoising began
-
-
 class Sidecar:
     def __init__(self, channel: Channel, args: argparse.Namespace) -> None:
         self.channel = channel
@@ -84,6 +63,8 @@ class Sidecar:
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
         # Decodes and answers batches in order while the frame loop denoises the next one.
         self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
+        self.express = ThreadPoolExecutor(max_workers=1, thread_name_prefix="express")
+        self.inbox: Inbox | None = None  # frames, read once the engine is ready
         # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
         # the finisher queues a batch's codec kernels at once, and the word does not wait for
         # the decoding of the batches before it.
@@ -96,10 +77,11 @@ class Sidecar:
         code = self.load()
         if code is not None:
             return code
+        self.inbox = inbox = Inbox(self.channel)
         while True:
             began = time.monotonic()
             try:
-                message = self.channel.receive()
+                message = inbox.get()
                 self.waited_s = time.monotonic() - began
             except ProtocolError as exc:
                 log.error("bad frame from the supervisor: %s", exc)
@@ -172,51 +154,42 @@ class Sidecar:
         )
 
     def handle_generate(self, message: Generate) -> None:
-        """Denoise the batch here, then hand it to the finisher thread to decode and answer.
+        """Denoise the batch here, with every interactive batch that arrives meanwhile joining
+        it at a step (`BatchRun`); each batch goes to a finisher thread to decode and answer as
+        soon as its tokens exist.
 
         The frame loop is free again as soon as the tokens exist, so the next batch (already
         waiting in the pipe) denoises on the GPU while this one decodes and its audio is sent.
-        Every answer of a batch (errors, results, `done`) goes through the finisher, in order.
+        Every answer of a batch (errors, results, `done`) goes through its finisher, in order:
+        interactive batches through one of their own, so they never wait for a bulk decode.
         """
-        batch = message["batch"]
-        started = time.monotonic()
-        self.steps = 0
-        entries, failed = [], []
-        for item in message["items"]:
-            try:
-                entries.append(self.to_entry(item))
-            except (InvalidInput, TypeError, ValueError) as exc:
-                failed.append((item["id"], ErrorKind.INVALID_INPUT, str(exc)))
-        before = self.engine.stats() if self.engine is not None else {}
-        denoise_started = time.monotonic()
-        groups = self.denoise_entries(batch, entries, failed) if entries else []
-        denoise_s = time.monotonic() - denoise_started
-        # The runtime's forward-pass counters (passes, tokens, useful FLOPs, graph hits and
-        # misses) for this batch alone, so the supervisor can add them up; its device seconds
-        # follow once the finisher has decoded it.
-        after = self.engine.stats() if self.engine is not None else {}
+        assert self.engine is not None
+        run = BatchRun(self, self.engine.stepper(self.args.step_tokens))
+        run.add(message, interactive=is_join(message), waited_s=self.waited_s)
+        run.run()
+
+    def engine_stats(self) -> dict[str, float]:
+        """The runtime's forward-pass counters (passes, tokens, useful FLOPs, graph hits and
+        misses), so that each batch reports its own and the supervisor can add them up."""
+        stats = self.engine.stats() if self.engine is not None else {}
+        return {k: float(v) for k, v in stats.items() if k != "capture_s"}
+
+    def batch_denoised(self, batch: RunningBatch, groups: list[DenoisedGroup]) -> None:
+        """Hand a batch whose tokens exist to its finisher (and the watcher, for `denoised`)."""
         # Host wall times: `denoise_s` here, `decode_s` in the finisher. Against the device time
         # of the forward passes they say where a batch's time went (docs/PERFORMANCE.md).
         stats: dict[str, float] = {
-            "items": len(message["items"]),
-            "steps": self.steps,
-            "denoise_s": denoise_s,
+            "items": batch.num_items,
+            "steps": batch.steps,
+            "denoise_s": time.monotonic() - batch.started,
             # The frame loop waiting for this batch to arrive (no work queued behind the last
             # one). The device may still have been finishing the last batch meanwhile: its
             # idle time between batches is the runtime's `gap_s`.
-            "wait_s": self.waited_s,
+            "wait_s": batch.waited_s,
         }
-        stats.update(
-            {
-                f"runtime_{k}": float(v) - float(before.get(k, 0))
-                for k, v in after.items()
-                if k != "capture_s"
-            }
-        )
-        said = self.watcher.submit(self.say_denoised, batch, groups)
-        self.finish(
-            self.answer_batch, batch, message["encoding"], failed, groups, started, stats, said
-        )
+        stats.update({f"runtime_{k}": v for k, v in batch.counters.items()})
+        said = self.watcher.submit(self.say_denoised, batch.id, groups)
+        self.finish(self.answer_batch, batch, groups, stats, said, express=batch.interactive)
 
     def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
         """In the watcher thread: `denoised` once the device has made the batch's tokens; the
@@ -225,9 +198,10 @@ class Sidecar:
         self.engine.wait_denoised([p for group in groups for p in group.pending])
         self.channel.send({"op": "denoised", "batch": batch})
 
-    def finish(self, fn: Callable[..., None], *args: object) -> None:
-        """Run fn in the finisher thread. An exception there is a bug that would leave a batch
-        unanswered, so the process exits and the pool replaces it (re-queueing the batch)."""
+    def finish(self, fn: Callable[..., None], *args: object, express: bool = False) -> None:
+        """Run fn in the finisher thread (the express one for an interactive batch). An
+        exception there is a bug that would leave a batch unanswered, so the process exits and
+        the pool replaces it (re-queueing the batch)."""
 
         def guarded() -> None:
             try:
@@ -244,11 +218,12 @@ class Sidecar:
                 )
                 os._exit(code)
 
-        self.finisher.submit(guarded)
+        (self.express if express else self.finisher).submit(guarded)
 
     def drain(self) -> None:
-        """Wait until every batch handed to the finisher has been answered."""
+        """Wait until every batch handed to the finishers has been answered."""
         self.finisher.submit(lambda: None).result()
+        self.express.submit(lambda: None).result()
         self.watcher.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
@@ -286,62 +261,14 @@ class Sidecar:
             )
         return BatchEntry(item["id"], GenerationRequest(**options), faults, item.get("attempt", 1))
 
-    def denoise_entries(
-        self, batch: int, entries: list[BatchEntry], failed: list[ItemError]
-    ) -> list[DenoisedGroup]:
-        """Denoise entries as one batch; on failure split it and retry each half.
-
-        Returns the groups that succeeded; the items that failed alone are added to `failed`."""
-        assert self.engine is not None
-        faults = [fault for entry in entries for fault in entry.faults]
-
-        def on_step(step: int, num_steps: int) -> None:
-            self.faults.on_step(faults, step, num_steps, len(entries))
-            self.steps += 1
-            self.channel.send({"op": "step", "batch": batch, "step": step, "of": num_steps})
-
-        started = time.monotonic()
-        failure: Exception | None = None
-        try:
-            pending = self.engine.denoise([entry.request for entry in entries], on_step)
-        except Exception as exc:
-            failure = exc
-        if failure is None:
-            return [DenoisedGroup(entries, pending, started)]
-        if engines.is_device_fatal(failure):
-            log.critical("device error, exiting so a fresh process takes over: %s", failure)
-            os._exit(ExitCode.DEVICE_FATAL)
-        if len(entries) == 1:
-            failed.extend(self.item_errors([entries[0].id], failure))
-            failure = None
-            engines.release_cached_memory()
-            return []
-        log.warning(
-            "batch %d of %d items failed (%s: %s); splitting",
-            batch,
-            len(entries),
-            type(failure).__name__,
-            failure,
-        )
-        # Drop the exception before retrying: its traceback holds the failed attempt's tensors.
-        failure = None
-        engines.release_cached_memory()
-        middle = len(entries) // 2
-        return self.denoise_entries(batch, entries[:middle], failed) + self.denoise_entries(
-            batch, entries[middle:], failed
-        )
-
-    def answer_batch(  # noqa: PLR0913  one batch's answer state, handed whole to the finisher thread
+    def answer_batch(
         self,
-        batch: int,
-        encoding: str,
-        failed: list[ItemError],
+        batch: RunningBatch,
         groups: list[DenoisedGroup],
-        started: float,
         stats: dict[str, float],
         said: Future[None],
     ) -> None:
-        """In the finisher thread: decode each group, send every answer, then `done` (after
+        """In a finisher thread: decode each group, send every answer, then `done` (after
         the watcher's `denoised`, which `said` waits for).
 
         `decode_s` is the finisher's whole time on the batch; of it, the engine reports its codec
@@ -350,27 +277,32 @@ class Sidecar:
         assert self.engine is not None
         decode_started = time.monotonic()
         stats.update(codec_s=0.0, postprocess_s=0.0, send_s=0.0)
-        self.send_errors(batch, failed)
+        self.send_errors(batch.id, batch.failed)
         for group in groups:
-            self.decode_group(batch, group, encoding, stats)
+            self.decode_group(batch.id, group, batch.encoding, stats, batch.interactive)
         # The batch's device times, now that its audio is decoded (the device is past its
         # steps): the frame loop did not wait for them, so the next batch started sooner.
         for key, seconds in self.engine.device_times().items():
             stats[f"runtime_{key}"] = seconds
         stats["decode_s"] = time.monotonic() - decode_started
-        stats["wall_s"] = time.monotonic() - started
+        stats["wall_s"] = time.monotonic() - batch.started
         stats.update(engines.memory_stats(self.device))
         said.result()  # raises what the watcher met (a device error: the process then exits)
-        self.channel.send({"op": "done", "batch": batch, "stats": stats})
+        self.channel.send({"op": "done", "batch": batch.id, "stats": stats})
 
     def decode_group(
-        self, batch: int, group: DenoisedGroup, encoding: str, timings: dict[str, float]
+        self,
+        batch: int,
+        group: DenoisedGroup,
+        encoding: str,
+        timings: dict[str, float],
+        express: bool = False,
     ) -> None:
         """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
         assert self.engine is not None
         try:
             self.faults.on_decode([fault for entry in group.entries for fault in entry.faults])
-            results = self.engine.decode(group.pending, timings)
+            results = self.engine.decode(group.pending, timings, express)
         except Exception as exc:
             if engines.is_device_fatal(exc):
                 raise
@@ -386,7 +318,7 @@ class Sidecar:
             )
             for entry, pending in zip(group.entries, group.pending):
                 alone = DenoisedGroup([entry], [pending], group.started)
-                self.decode_group(batch, alone, encoding, timings)
+                self.decode_group(batch, alone, encoding, timings, express)
             return
         sending = time.monotonic()
         wall = sending - group.started

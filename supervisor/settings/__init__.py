@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,20 @@ class Settings(Fields):
     def table(cls) -> list[tuple[str, str, str, str]]:
         """(flag, variable, default, help) per field, for the docs."""
         return flags.table(cls)
+
+    def resolved_data_dir(self) -> str:
+        if self.data_dir:
+            return self.data_dir
+        state = os.environ.get("STATE_DIRECTORY")
+        if state:
+            return state.split(":")[0]
+        return os.path.expanduser("~/.local/state/omnivoice-supervisor")
+
+    def resolved_cache_dir(self) -> str:
+        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
+
+    def resolved_test_fault_dir(self) -> str:
+        return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
 
 
 def _key_file(path: str | None) -> KeyFile:

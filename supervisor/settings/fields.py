@@ -10,7 +10,6 @@ setting live in aliases.py. Nothing writes to a Settings after startup; facts le
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,6 +194,12 @@ class Fields:
     warmup_steps: int = setting(
         2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
     )
+    interactive_step_tokens: int = setting(
+        8192,
+        "while an interactive request runs beside a bulk batch, each denoising step holds "
+        "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
+        minimum=0,
+    )
     compile_cache_dir: str = setting("", "torch.compile's cache, kept across sidecar starts "
         "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)")  # fmt: skip
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB", minimum=1)
@@ -375,20 +380,6 @@ class Fields:
     @property
     def max_frame_bytes(self) -> int:
         return self.max_frame_mb * 1024 * 1024
-
-    def resolved_data_dir(self) -> str:
-        if self.data_dir:
-            return self.data_dir
-        state = os.environ.get("STATE_DIRECTORY")
-        if state:
-            return state.split(":")[0]
-        return os.path.expanduser("~/.local/state/omnivoice-supervisor")
-
-    def resolved_cache_dir(self) -> str:
-        return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
-
-    def resolved_test_fault_dir(self) -> str:
-        return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
 
     def public(self) -> dict[str, Any]:
         """The settings in effect, for /health; API keys are never shown."""

@@ -48,6 +48,7 @@ from supervisor.supervision.session import (
     Finished,
     Loaded,
     Refused,
+    Session,
     Unsent,
 )
 from supervisor.supervision.shutdown import give_up, stop_pool
@@ -226,6 +227,7 @@ class Pool:
         if self.stopping:
             return
         held = [(slot, slot.session) for slot in self.slots if slot.session is not None]
+        self.dispatch_joins(held)
         idle = [(slot, x) for slot, x in held if x.state is SidecarState.READY]
         can_pipeline = [x for x in held if x[1].state is SidecarState.BUSY and x[1].room_ahead()]
         busy = [(slot, x) for slot, x in can_pipeline if not x.isolated]
@@ -233,6 +235,20 @@ class Pool:
         for slot, session in idle + busy:
             busy_now = session.state is SidecarState.BUSY
             batch = self.scheduler.next_batch(ahead=busy_now, only_full=len(session.batches) >= 2)
+            if batch is None:
+                return
+            for event in session.send_batch(batch):
+                self.apply(slot, event)
+
+    def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
+        """Interactive work goes at once to a sidecar denoising a bulk batch, to join it at the
+        next step (`Session.can_join`): it never waits for that batch, or the one behind it."""
+        for slot, session in held:
+            if session.state is not SidecarState.BUSY or session.isolated:
+                continue
+            if not session.can_join():
+                continue
+            batch = self.scheduler.next_join_batch()
             if batch is None:
                 return
             for event in session.send_batch(batch):

@@ -21,105 +21,35 @@ that were only queued in the dead sidecar's pipe go back unmarked.
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from sidecar.shared.duration import FRAME_RATE, target_tokens
 from sidecar.shared.protocol import (
-    Align,
     Aligned,
     AudioToHear,
     Encoded,
-    EncodeVoice,
-    Generate,
     Item,
     Result,
-    Transcribe,
     Transcript,
     VoiceToEncode,
 )
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
+from supervisor.supervision.work import SINGLE_OPS as SINGLE_OPS
+from supervisor.supervision.work import Answer as Answer
+from supervisor.supervision.work import Batch as Batch
+from supervisor.supervision.work import Priority as Priority
+from supervisor.supervision.work import Task as Task
+from supervisor.supervision.work import estimate as estimate
 
-STYLE_TOKENS = 16  # language and instruct markers around the text
-CHARS_PER_TEXT_TOKEN = 2  # generous: BPE takes about four Latin characters per token
 THROUGHPUT_SMOOTHING = 0.3
 UNMEASURED_THROUGHPUT = 1.0  # seconds of audio per second per sidecar, until measured
 MAX_RETRY_AFTER_S = 600.0
-
-
-class Priority(enum.IntEnum):
-    INTERACTIVE = 0
-    BULK = 1
-
-
-# Task kinds that run one to a batch, and the op of their frame.
-SINGLE_OPS = {"encode": "encode_voice", "transcribe": "transcribe", "align": "align"}
-# What a task's future resolves to: by kind, generate a `result`, encode an `encoded`,
-# transcribe a `transcript`, align an `aligned` (the `submit...` methods' futures say which).
-Answer = Result | Encoded | Transcript | Aligned
-
-
-@dataclass(eq=False)
-class Task:
-    """One unit of work for a sidecar: a generation item, or a voice to encode."""
-
-    id: str
-    kind: str  # "generate", or one of SINGLE_OPS
-    payload: Item | VoiceToEncode | AudioToHear  # an Item, or a single task's frame's fields
-    priority: Priority
-    est_audio_s: float
-    est_tokens: int
-    future: asyncio.Future[Any]  # its kind's Answer, as the `submit...` methods type it
-    queued_at: float
-    kills: list[str] = field(default_factory=list)  # reasons of the killed batches it ran in
-    answered: bool = False  # the sidecar sent its result or error
-
-    @property
-    def alone(self) -> bool:
-        """In two killed batches: from now on it runs in a batch of its own."""
-        return len(self.kills) >= 2
-
-    @property
-    def done(self) -> bool:
-        return self.future.done()
-
-
-@dataclass(eq=False)
-class Batch:
-    id: int
-    kind: str
-    tasks: list[Task]
-    sent_at: float = 0.0
-    started: bool = False  # a frame of it has been seen
-    denoised: bool = False  # the sidecar said the device is past its steps (`denoised`)
-    audio_s: float = 0.0  # audio generated so far
-
-    def task(self, task_id: str) -> Task | None:
-        return next((t for t in self.tasks if t.id == task_id), None)
-
-    def pending(self) -> list[Task]:
-        return [t for t in self.tasks if not t.done]
-
-    def frame(self) -> Generate | EncodeVoice | Transcribe | Align:
-        """Its frame: a task's kind says its payload's type (an Item for "generate")."""
-        if self.kind in SINGLE_OPS:
-            (task,) = self.tasks
-            frame = {"op": SINGLE_OPS[self.kind], "batch": self.id, "id": task.id, **task.payload}
-            return cast("EncodeVoice | Transcribe | Align", frame)
-        return {
-            "op": "generate",
-            "batch": self.id,
-            "items": [cast(Item, t.payload) for t in self.tasks],
-            "encoding": "s16le",
-        }
 
 
 class Reservation:
@@ -141,23 +71,6 @@ class Reservation:
         if self.open:
             self.open = False
             self.scheduler._release(self)
-
-
-def estimate(item: Item) -> tuple[float, int]:
-    """(seconds of audio, tokens of work) for one item, from the reference duration rule."""
-    text = item["text"]
-    if item.get("duration"):
-        frames = max(1, int(float(item["duration"]) * FRAME_RATE))  # type: ignore[arg-type]
-    else:
-        voice = item.get("voice")
-        num_ref = voice["tokens"]["shape"][1] if voice else None
-        frames = target_tokens(
-            text, voice["ref_text"] if voice else None, num_ref, speed=item.get("speed")
-        )
-    ref_frames = item["voice"]["tokens"]["shape"][1] if item.get("voice") else 0  # type: ignore[index]
-    return frames / FRAME_RATE, frames + ref_frames + STYLE_TOKENS + len(
-        text
-    ) // CHARS_PER_TEXT_TOKEN
 
 
 class Scheduler:
@@ -364,6 +277,31 @@ class Scheduler:
             metrics.queue_wait.labels(kind).observe(now - task.queued_at)
         metrics.batch_size.labels(kind).observe(len(chosen))
         return Batch(next(self._batch_ids), kind, chosen)
+
+    def next_join_batch(self, now: float | None = None) -> Batch | None:
+        """The interactive generation tasks waiting, as a batch that may join a sidecar's
+        running (bulk) batch at its next step: sent at once, never held back to fill up."""
+        now = time.monotonic() if now is None else now
+        chosen: list[Task] = []
+        tokens = 0
+        for task in self._queued():
+            if task.priority is not Priority.INTERACTIVE:
+                break  # the queues are read interactive first
+            if task.alone or task.kind != "generate":
+                continue
+            if len(chosen) >= self.settings.max_batch_size or (
+                chosen and tokens + task.est_tokens > self.settings.max_batch_tokens
+            ):
+                break
+            chosen.append(task)
+            tokens += task.est_tokens
+        if not chosen:
+            return None
+        for task in chosen:
+            self.queues[task.priority].remove(task)
+            metrics.queue_wait.labels(task.kind).observe(now - task.queued_at)
+        metrics.batch_size.labels("generate").observe(len(chosen))
+        return Batch(next(self._batch_ids), "generate", chosen, join=True)
 
     # ------------------------------------------------------------ outcomes
 

@@ -10,6 +10,7 @@ missing, a second `ready`) raises ProtocolError, and the process reader kills th
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import deque
@@ -31,7 +32,7 @@ from sidecar.shared.protocol import (
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
 from supervisor.settings import Settings
 from supervisor.supervision.process import KillReason, SidecarProcess, SidecarState
-from supervisor.supervision.scheduler import Batch, Task
+from supervisor.supervision.work import Batch, Priority, Task
 
 log = logging.getLogger("omnivoice.session")
 
@@ -39,6 +40,7 @@ Clock = Callable[[], float]
 
 MAX_WAITING_FOR_DEVICE = 2  # batches sent and not yet denoised: one denoising, one in the pipe
 MAX_IN_FLIGHT = 3  # and one more decoding in the sidecar's finisher
+MAX_JOINS = 4  # interactive batches sent to join a running bulk batch, not yet answered
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,23 @@ class Session:
         all, the third once the first is past the device and only decodes and answers. So the
         device has its next batch ready however long a batch takes to decode and send, and no
         more is committed to one sidecar than that."""
-        waiting = sum(1 for batch in self.batches if not batch.denoised)
-        return waiting < MAX_WAITING_FOR_DEVICE and len(self.batches) < MAX_IN_FLIGHT
+        held = [batch for batch in self.batches if not batch.join]
+        waiting = sum(1 for batch in held if not batch.denoised)
+        return waiting < MAX_WAITING_FOR_DEVICE and len(held) < MAX_IN_FLIGHT
+
+    def can_join(self) -> bool:
+        """Whether an interactive batch may be sent to join the bulk batch it is denoising:
+        the sidecar merges it at its next step rather than after the whole batch (and the
+        one in the pipe). Only beside bulk work: interactive batches follow each other as
+        before, pipelined."""
+        joins = sum(1 for batch in self.batches if batch.join)
+        denoising_bulk = any(
+            not batch.join
+            and not batch.denoised
+            and any(task.priority is Priority.BULK for task in batch.tasks)
+            for batch in self.batches
+        )
+        return denoising_bulk and joins < MAX_JOINS
 
     @property
     def isolated(self) -> bool:
@@ -251,7 +268,7 @@ class Session:
             return []
         if message["op"] == "step":
             # The next batch may step while the first one still decodes and answers (the
-            # sidecar overlaps them); answers and `done` still come in batch order.
+            # sidecar overlaps them), and a joined batch beside the one it joined.
             held = next((b for b in self.batches if b.id == message["batch"]), None)
             if held is None:
                 raise ProtocolError(f"step for batch {message['batch']}, which it does not hold")
@@ -290,26 +307,32 @@ class Session:
         return Loaded(info, now - self.process.started_at)
 
     def on_done(self, batch_id: int, stats: dict[str, float]) -> Finished:
-        batch = self.running_batch(batch_id)
+        batch = self.held_batch(batch_id)
         missing = [t.id for t in batch.tasks if not t.answered]
         if missing:
             raise ProtocolError(f"batch {batch.id} ended without an answer for {missing}")
-        self.batches.popleft()
+        self.batches.remove(batch)
         now = self.clock()
         if not self.batches and self.state is SidecarState.BUSY:
             self.process.change_state(SidecarState.READY)
             self.idle_since = now
         return Finished(batch, now - batch.sent_at, stats)
 
-    def running_batch(self, batch_id: int) -> Batch:
-        if not self.batches or self.batches[0].id != batch_id:
+    def held_batch(self, batch_id: int) -> Batch:
+        """The held batch a frame is for. Batches answer in the order they were sent, except a
+        joined one (`Batch.join`), which may finish before or after any other."""
+        batch = next((b for b in self.batches if b.id == batch_id), None)
+        if batch is None:
+            raise ProtocolError(f"frame for batch {batch_id}, which it does not hold")
+        ahead = itertools.takewhile(lambda b: b is not batch, self.batches)
+        if not batch.join and any(not b.join for b in ahead):
             raise ProtocolError(f"frame for batch {batch_id}, which is not the one running")
-        return self.batches[0]
+        return batch
 
     def pending_task(self, batch_id: int | None, task_id: str | None) -> tuple[Batch, Task]:
         if batch_id is None:
             raise ProtocolError("an answer without a batch")
-        batch = self.running_batch(batch_id)
+        batch = self.held_batch(batch_id)
         task = batch.task(task_id) if task_id is not None else None
         if task is None or task.answered:
             raise ProtocolError(

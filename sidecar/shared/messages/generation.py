@@ -36,11 +36,17 @@ class Item(_ItemBase, total=False):
     attempt: int  # 1 for the first generation of this text, 2 for its first QA retry, ...
 
 
-class Generate(TypedDict):
+class _GenerateBase(TypedDict):
     op: Literal["generate"]
     batch: int
     items: list[Item]
     encoding: Encoding
+
+
+class Generate(_GenerateBase, total=False):
+    # Interactive: the batch may join the one the sidecar is denoising, at its next step, and
+    # its answers may then come before that batch's.
+    join: bool
 
 
 class Step(TypedDict):
