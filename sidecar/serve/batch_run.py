@@ -96,10 +96,15 @@ class BatchRun:
             return
         self.batches[batch.id] = batch
 
-    def on_step(self, batch: RunningBatch) -> engines.StepCallback:
+    def on_step(
+        self, batch: RunningBatch, entries: list[BatchEntry] | None = None
+    ) -> engines.StepCallback:
+        """Its `step` frame, and the test faults of what runs: `entries`, or the whole batch."""
+
         def stepped(step: int, num_steps: int) -> None:
-            faults = [fault for entry in batch.entries for fault in entry.faults]
-            self.sidecar.faults.on_step(faults, step, num_steps, len(batch.entries))
+            running = batch.entries if entries is None else entries
+            faults = [fault for entry in running for fault in entry.faults]
+            self.sidecar.faults.on_step(faults, step, num_steps, len(running))
             batch.steps += 1
             self.sidecar.channel.send({"op": "step", "batch": batch.id, "step": step,
                                        "of": num_steps})  # fmt: skip
@@ -160,7 +165,8 @@ class BatchRun:
         started = time.monotonic()
         failure: Exception | None = None
         try:
-            pending = engine.denoise([entry.request for entry in entries], self.on_step(batch))
+            requests = [entry.request for entry in entries]
+            pending = engine.denoise(requests, self.on_step(batch, entries))
         except Exception as exc:
             failure = exc
         if failure is None:
