@@ -7,6 +7,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
+
+
 def line_counts() -> dict[str, int]:
     return {
         path.relative_to(REPO_ROOT).as_posix(): len(path.read_bytes().splitlines())
@@ -16,10 +18,5 @@ def line_counts() -> dict[str, int]:
 
 
 def test_no_module_is_over_the_limit() -> None:
-    over = {
-        path: lines
-        for path, lines in line_counts().items()
-        if lines > MAX_LINES
-    }
+    over = {path: lines for path, lines in line_counts().items() if lines > MAX_LINES}
     assert not over, f"over {MAX_LINES} lines (split each by what its parts do): {over}"
-
