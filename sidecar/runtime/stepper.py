@@ -158,8 +158,10 @@ class Stepper:
         prompt = self.prompter.chunk_prompt(group.items[i], group.texts[i], ci, chunk0)
         self.members.append(_Member(group, i, ci, prompt))
 
+    @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[Denoised]]]:
-        """Run one denoising step of the chosen members; returns the groups it finished."""
+        """Run one denoising step of the chosen members; returns the groups it finished.
+        (In inference mode: the runner's CUDA graphs' inputs are inference tensors.)"""
         chosen = self._choose()
         if [id(m) for m in chosen] != [id(m) for m in self.running]:
             self._build(chosen)

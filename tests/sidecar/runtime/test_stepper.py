@@ -74,6 +74,8 @@ def test_requests_joining_at_a_later_step_give_the_tokens_they_give_alone(
     for req, tokens in zip(URGENT, got["urgent"]):
         assert_same(tokens, alone(model, req))
     assert not stepper.busy and stepper.state is None
+    # Made in inference mode, as the runner's graphs (captured in it) need on a GPU.
+    assert all(t.is_inference() for tokens in got.values() for chunks in tokens for t in chunks)
 
 
 def test_a_budget_runs_some_bulk_members_beside_an_interactive_one(model: OmniVoice) -> None:
