@@ -234,7 +234,11 @@ class Pool:
         busy.sort(key=lambda x: len(x[1].batches))  # a third batch only after every second
         for slot, session in idle + busy:
             busy_now = session.state is SidecarState.BUSY
-            batch = self.scheduler.next_batch(ahead=busy_now, only_full=len(session.batches) >= 2)
+            batch = self.scheduler.next_batch(
+                ahead=busy_now,
+                only_full=len(session.batches) >= 2,
+                bulk_only=busy_now and session.denoising_bulk(),
+            )
             if batch is None:
                 return
             for event in session.send_batch(batch):

@@ -233,10 +233,16 @@ class Scheduler:
                     yield task
 
     def next_batch(
-        self, *, ahead: bool = False, only_full: bool = False, now: float | None = None
+        self,
+        *,
+        ahead: bool = False,
+        only_full: bool = False,
+        now: float | None = None,
+        bulk_only: bool = False,
     ) -> Batch | None:
         """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch;
-        `only_full`: only a full one.
+        `only_full`: only a full one. `bulk_only`: no interactive generation task (the sidecar
+        takes those as joins, `next_join_batch`: behind its bulk batch they would wait for it).
 
         A task the poison rule isolated (`alone`) never goes ahead: it waits for an idle sidecar,
         so that nothing else runs in the process that its kill may be blamed on.
@@ -246,7 +252,7 @@ class Scheduler:
         tokens = 0
         full = False
         for task in self._queued():
-            if ahead and task.alone:
+            if (ahead and task.alone) or (bulk_only and task.priority is Priority.INTERACTIVE):
                 continue
             if not chosen and (task.alone or task.kind in SINGLE_OPS):
                 chosen = [task]

@@ -40,7 +40,7 @@ Clock = Callable[[], float]
 
 MAX_WAITING_FOR_DEVICE = 2  # batches sent and not yet denoised: one denoising, one in the pipe
 MAX_IN_FLIGHT = 3  # and one more decoding in the sidecar's finisher
-MAX_JOINS = 4  # interactive batches sent to join a running bulk batch, not yet answered
+MAX_JOINS = 16  # interactive batches sent to join a running bulk batch, not yet answered
 
 
 @dataclass(frozen=True)
@@ -158,13 +158,16 @@ class Session:
         one in the pipe). Only beside bulk work: interactive batches follow each other as
         before, pipelined."""
         joins = sum(1 for batch in self.batches if batch.join)
-        denoising_bulk = any(
+        return self.denoising_bulk() and joins < MAX_JOINS
+
+    def denoising_bulk(self) -> bool:
+        """A batch with bulk tasks is sent and not yet denoised."""
+        return any(
             not batch.join
             and not batch.denoised
             and any(task.priority is Priority.BULK for task in batch.tasks)
             for batch in self.batches
         )
-        return denoising_bulk and joins < MAX_JOINS
 
     @property
     def isolated(self) -> bool:

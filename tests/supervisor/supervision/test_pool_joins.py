@@ -1,0 +1,58 @@
+"""Interactive work beside a bulk batch, with real null-engine sidecars: the pool sends it at once
+as a `join`, the sidecar merges it into the batch it is denoising at the next step, and it is
+answered before that batch; a sidecar killed with a joined batch in it loses nothing.
+
+A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
+`interactive_step_tokens` 0 the bulk batch waits while the interactive one runs."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from supervisor.supervision.pool import Pool
+from supervisor.supervision.scheduler import Priority
+from tests.helpers.harness import fast_settings, kill, process, run, running_pool, wait_for
+
+BULK = {"id": "bulk", "text": "A long bulk read. [[fault:slow:4]]", "seed": 0, "num_step": 40}
+URGENT = {"id": "urgent", "text": "Now, please.", "seed": 1, "num_step": 4}
+
+
+def joined_batch_started(pool: Pool) -> bool:
+    session = pool.slots[0].session
+    return session is not None and any(b.join and b.started for b in session.batches)
+
+
+def bulk_started(pool: Pool) -> bool:
+    session = pool.slots[0].session
+    return session is not None and any(b.started and not b.join for b in session.batches)
+
+
+def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> None:
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
+            [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
+            await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
+            [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
+            assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
+            assert not bulk.done(), "the interactive request waited for the bulk batch"
+            assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
+            assert not pool.slots[0].kills
+
+    run(scenario())
+
+
+def test_a_sidecar_killed_with_a_joined_batch_in_it_loses_neither_batch() -> None:
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
+            [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
+            await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
+            slow = {**URGENT, "text": "Now, but slowly. [[fault:slow:3]]", "num_step": 30}
+            [urgent] = pool.scheduler.submit([slow])  # type: ignore[list-item]
+            await wait_for(lambda: joined_batch_started(pool), 30, "the joined batch to step")
+            kill(process(pool).pid, signal.SIGKILL)
+            results = await asyncio.wait_for(asyncio.gather(urgent, bulk), 120)
+            assert [r["id"] for r in results] == ["urgent", "bulk"]
+            assert pool.slots[0].kills
+
+    run(scenario())
