@@ -240,9 +240,8 @@ class Scheduler:
         now: float | None = None,
         bulk_only: bool = False,
     ) -> Batch | None:
-        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue batch;
-        `only_full`: only a full one. `bulk_only`: no interactive generation task (the sidecar
-        takes those as joins, `next_join_batch`: behind its bulk batch they would wait for it).
+        """The next batch to send, or None. `ahead`: the sidecar is busy, so only a full or overdue
+        batch; `only_full`: only a full one; `bulk_only`: no interactive task (they join instead).
 
         A task the poison rule isolated (`alone`) never goes ahead: it waits for an idle sidecar,
         so that nothing else runs in the process that its kill may be blamed on.
