@@ -167,7 +167,8 @@ def plans() -> dict[str, str]:
         return {f"{s.slots}x{s.cap}": b.plan for (_, s), b in _CACHE.built.items()}
 
 
-def attend(  # noqa: PLR0913  the packed attention's tensors and sizes, as the cuDNN graph takes them
+@torch.library.custom_op("omnivoice::cudnn_attention", mutates_args=())
+def cudnn_attention(  # noqa: PLR0913  a torch custom op: its schema takes tensors and scalars, no struct
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -176,9 +177,11 @@ def attend(  # noqa: PLR0913  the packed attention's tensors and sizes, as the c
     cap: int,
     scale: float,
 ) -> torch.Tensor:
-    """q [N, Hq, D], k/v [N, Hkv, D] contiguous, cu_seqlens [segments + 1] int32 on the device
-    (segments <= slots; the empty slots past them are filled here); returns [N, Hq, D]. Rows
-    outside every segment are left as they were allocated (never read)."""
+    """q [N, Hq, D], k/v [N, Hkv, D], cu_seqlens [segments + 1] int32 on the device (segments <=
+    slots; the empty slots past them are filled here); returns [N, Hq, D]. Rows outside every
+    segment are left as they were allocated (never read). An opaque op, so that the compiled
+    layer stack calls it as it is."""
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     heads, dim, kv_heads = q.shape[1], q.shape[2], k.shape[1]
     shape = Shape(slots, cap, heads, kv_heads, dim, q.dtype, scale)
     built, handle = _CACHE.get(q.device, shape)
@@ -202,28 +205,8 @@ def attend(  # noqa: PLR0913  the packed attention's tensors and sizes, as the c
     return out
 
 
-@torch.library.custom_op("omnivoice::cudnn_attention", mutates_args=())
-def cudnn_attention(  # noqa: PLR0913  a torch custom op: its schema takes tensors and scalars, no struct
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    slots: int,
-    cap: int,
-    scale: float,
-) -> torch.Tensor:
-    """`attend` as an opaque op, so that the compiled layer stack calls it as it is."""
-    return attend(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, slots, cap, scale)
-
-
 @cudnn_attention.register_fake
-def _(  # noqa: PLR0913  the custom op's fake: the op's own signature
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    slots: int,
-    cap: int,
-    scale: float,
-) -> torch.Tensor:
+def _(q: torch.Tensor, *_args: object) -> torch.Tensor:
+    """The op's output for tracing: shaped like q (the dispatcher passes the op's arguments in
+    its schema's order, so the rest are not needed)."""
     return torch.empty_like(q)
