@@ -15,11 +15,11 @@ import torch
 
 from sidecar.runtime import attention
 from sidecar.runtime.attention import choose_kernel, cudnn_shape, cudnn_unavailable
-from sidecar.runtime.config import ModelConfig
 from sidecar.runtime.kernels.ragged import ragged_dims, segment_table
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
+from tests.helpers.packed_batches import CFG
 
 GPU = torch.device("cuda", 0)  # a device object only: nothing here touches a GPU
 HEADS = (16, 8, 128)
@@ -100,21 +100,7 @@ def test_cudnn_graph_shapes_round_up_so_that_eager_batches_share_them() -> None:
 
 
 def test_a_runner_on_the_cpu_asked_for_cudnn_uses_the_per_segment_path() -> None:
-    cfg = ModelConfig(
-        num_codebooks=8,
-        audio_vocab_size=1025,
-        audio_mask_id=1024,
-        hidden_size=32,
-        intermediate_size=64,
-        num_layers=2,
-        num_heads=4,
-        num_kv_heads=2,
-        head_dim=8,
-        vocab_size=1100,
-        rms_norm_eps=1e-6,
-        rope_theta=1e6,
-    )
-    model = OmniVoiceModel(cfg).eval()
+    model = OmniVoiceModel(CFG).eval()
     runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, attention="cudnn"))
     assert runner.attention_kernel == "fa2"
     assert {layer.self_attn.attention_kernel for layer in model.llm.layers} == {"fa2"}
