@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads
-from probe_faster_attention import segment_lens
+from packed_segments import capture, random_qkv, segment_lens, summary
 from profile_step import timeit
 
 from sidecar.runtime.attention import _per_segment, cudnn_unavailable, varlen_attention
@@ -67,14 +67,7 @@ def slotted(cu: torch.Tensor, n: int) -> torch.Tensor:
 def replay_ms(fn: Any, calls: int, replays: int = 20) -> tuple[float, torch.Tensor, torch.Tensor]:
     """Milliseconds a call from a CUDA graph of `calls` calls, the replay's last output, and an
     eager call's output (for `graph_equal`)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(), fn()  # builds and loads everything outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = [fn() for _ in range(calls)]
+    graph, outs = capture(fn, calls)
     graph.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -225,11 +218,7 @@ def main() -> int:
     config = json.loads((Path(args.checkpoint) / "config.json").read_text())
     layers = ModelConfig.from_dict(config).num_layers
     reason = cudnn_unavailable(device, heads, kv_heads, dim, torch.bfloat16)
-    n = sum(lens)
-    gen = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(n, heads, dim, device=device, dtype=torch.bfloat16, generator=gen)
-    k = torch.randn(n, kv_heads, dim, device=device, dtype=torch.bfloat16, generator=gen)
-    v = torch.randn(n, kv_heads, dim, device=device, dtype=torch.bfloat16, generator=gen)
+    q, k, v = random_qkv(sum(lens), (heads, kv_heads, dim), device, torch.bfloat16)
     rows: list[dict[str, Any]] = []
     with torch.inference_mode():
         for kernel in ATTENTION_KERNELS:
@@ -247,13 +236,7 @@ def main() -> int:
 
         cudnn_plans = cudnn_attention.plans()
     result = {
-        "items": args.items,
-        "segments": len(lens),
-        "tokens": n,
-        "mean_segment": round(n / len(lens), 1),
-        "longest_segment": max(lens),
-        "gpu": torch.cuda.get_device_name(device),
-        "torch": torch.__version__,
+        **summary(args.items, lens, device),
         "cudnn": torch.backends.cudnn.version(),
         "cudnn_unavailable": reason,
         "cudnn_plans": cudnn_plans,

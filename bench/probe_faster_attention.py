@@ -50,7 +50,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import workloads
+from packed_segments import capture, random_qkv, segment_lens, summary
 from profile_step import timeit
 
 from sidecar.runtime.attention import varlen_attention
@@ -62,27 +62,6 @@ BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
     "math": SDPBackend.MATH,
 }
-
-
-def segment_lens(checkpoint: str, items: int) -> tuple[list[int], tuple[int, int, int]]:
-    """The packed segment lengths of `items` mixed texts (auto voice, up to 60 words each), and
-    the backbone's (query heads, key/value heads, head size)."""
-    from sidecar.runtime.batch import pack
-    from sidecar.runtime.omnivoice import OmniVoice
-    from sidecar.runtime.options import RuntimeOptions
-    from sidecar.runtime.request import GenerationRequest
-
-    model = OmniVoice.load(
-        checkpoint, device="cpu", dtype="float32", options=RuntimeOptions(compile=False)
-    )
-    texts = [r.text for r in workloads.mixed(4 * items) if r.words <= 60][:items]
-    prompts = []
-    for i, text in enumerate(texts):
-        it = model.prompter.prepare(GenerationRequest(text=text, seed=i))
-        p = model.prompter.prompt(it, it.text, it.target_len, None, None)
-        prompts.append((p.input_ids, p.audio_start, p.target_len))
-    cfg = model.model.cfg
-    return pack(prompts).segment_lens, (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
 
 
 class Grouped:
@@ -129,14 +108,7 @@ def cudnn_ragged(
 def graph_equal(fn: Any) -> bool:
     """Whether `fn` can be captured in a CUDA graph and its replay equals the eager call."""
     want = fn()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up on a side stream, as capture asks
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
+    graph, (out,) = capture(fn)
     graph.replay()
     torch.cuda.synchronize()
     return bool(torch.equal(out, want))
@@ -245,12 +217,8 @@ def main() -> int:
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
     lens, (heads, kv_heads, dim) = segment_lens(args.checkpoint, args.items)
-    n = sum(lens)
     dtype = torch.bfloat16 if on_gpu else torch.float32
-    gen = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(n, heads, dim, device=device, dtype=dtype, generator=gen)
-    k = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
-    v = torch.randn(n, kv_heads, dim, device=device, dtype=dtype, generator=gen)
+    q, k, v = random_qkv(sum(lens), (heads, kv_heads, dim), device, dtype)
     cu = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=device)
     scale = dim**-0.5
     flops = 4 * heads * dim * sum(x * x for x in lens)
@@ -296,13 +264,7 @@ def main() -> int:
         if on_gpu and args.flash_impl:
             rows.extend(other_impl(args.flash_impl, q, k, v, cu, lens, scale, flops, want))
     result = {
-        "items": args.items,
-        "segments": len(lens),
-        "tokens": n,
-        "mean_segment": round(n / len(lens), 1),
-        "longest_segment": max(lens),
-        "gpu": torch.cuda.get_device_name(device) if on_gpu else "none (CPU check)",
-        "torch": torch.__version__,
+        **summary(args.items, lens, device),
         "flash_impls": flash_impls(),
         "rows": rows,
     }
