@@ -106,11 +106,18 @@ def load_tokenizer(root: Path) -> Tokenizer:
     return tokenizer
 
 
-def load_model(root: Path, device: str, dtype: torch.dtype) -> OmniVoiceModel:
+def load_model(
+    root: Path, device: str, dtype: torch.dtype, host: dict[str, torch.Tensor] | None = None
+) -> OmniVoiceModel:
+    """The backbone on `device` in `dtype`; its weights read from the checkpoint, or moved from
+    `host`, where a spare read them as stored (sidecar/runtime/preload.py)."""
     cfg = ModelConfig.from_dict(read_json(root / "config.json"), where=str(root / "config.json"))
     # Straight to the device: the cast to the model's dtype then runs there, not on the host's
     # cores, and the weights cross to the device once, as stored.
-    weights = read_safetensors(root / "model.safetensors", device)
+    if host is None:
+        weights = read_safetensors(root / "model.safetensors", device)
+    else:
+        weights = {name: tensor.to(device) for name, tensor in host.items()}
     with torch.device("meta"):
         model = OmniVoiceModel(cfg)
     expected = set(model.state_dict().keys())

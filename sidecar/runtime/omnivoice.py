@@ -34,6 +34,7 @@ from sidecar.runtime.loader import (
 )
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from sidecar.runtime.preload import HostLoad
 from sidecar.runtime.prompting import PreparedRequest, Prompter
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.runtime.runner import ModelRunner
@@ -124,30 +125,38 @@ class OmniVoice:
         dtype: str = "float32",
         on_progress: ProgressCallback | None = None,
         options: RuntimeOptions = DEFAULT_OPTIONS,
+        host: HostLoad | None = None,
     ) -> OmniVoice:
         """Load a checkpoint. `options` says how the network runs (`RuntimeOptions`: CUDA graphs
         captured here, torch.compile, the Triton kernels; its defaults are the production path),
-        resolved for the device and dtype and handed whole to the `ModelRunner`."""
+        resolved for the device and dtype and handed whole to the `ModelRunner`. `host`: the
+        checkpoint a parked spare already read (sidecar/runtime/preload.py)."""
         if dtype not in DTYPES:
             raise InvalidInput(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         report = on_progress or (lambda stage: None)
-        report("resolve")
-        root = resolve_checkpoint(source)
-        check_layout(root)
-        report("tokenizer")
-        tokenizer = load_tokenizer(root)
+        if host is None:
+            report("resolve")
+            root = resolve_checkpoint(source)
+            check_layout(root)
+            report("tokenizer")
+            tokenizer = load_tokenizer(root)
+        else:
+            root, tokenizer = host.root, host.tokenizer
         report("model")
         torch_device = torch.device(device)
         if dtype == "float32":
             # float32 means float32: TF32 matmuls and convolutions would change the tokens.
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-        model = load_model(root, device, DTYPES[dtype])
+        model = load_model(root, device, DTYPES[dtype], host.weights if host else None)
         # Graphs need the FlashAttention varlen path (half precision); float32 on a GPU runs
         # attention per segment, which reads the segment table on the host every pass.
         options = options.resolved(torch_device.type == "cuda", dtype in ("bfloat16", "float16"))
         report("codec")
-        codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
+        if host is None:
+            codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
+        else:
+            codec = host.codec.to(torch_device)
         runner = ModelRunner(model, options)
 
         def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it

@@ -219,16 +219,31 @@ class NullStepper:
 
 
 def load_engine(
-    name: str, source: str, device: str, dtype: str, on_progress: ProgressCallback
+    name: str,
+    source: str,
+    device: str,
+    dtype: str,
+    on_progress: ProgressCallback,
+    park: Callable[[], None] | None = None,
 ) -> Engine:
-    """Load the named engine; the OmniVoice runtime (and torch) is imported only here."""
+    """Load the named engine; the OmniVoice runtime (and torch) is imported only here. With
+    `park` (a spare, sidecar/serve/park.py), what needs no device is loaded first, then `park`
+    returns once the device may be used (or raises to end the start)."""
     if name == "null":
         on_progress("null engine")
+        if park is not None:
+            park()
         return NullEngine()
     on_progress("import")
     from sidecar.runtime.omnivoice import OmniVoice
 
-    return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress)
+    if park is None:
+        return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress)
+    from sidecar.runtime.preload import load_on_host
+
+    host = load_on_host(source, dtype, on_progress)
+    park()
+    return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress, host=host)
 
 
 def resolve_dtype(dtype: str, device: str) -> str:

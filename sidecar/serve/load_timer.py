@@ -1,11 +1,12 @@
 """How long each stage of a sidecar's start took, logged once it is ready.
 
 A loading sidecar announces its stages with `progress` frames (start, import, resolve, tokenizer,
-model, codec, cuda_graphs, warmup); `TimedChannel` notes when each one first appears and, as
-`ready` goes out, logs one line: the seconds from the process's exec to the first frame
-(Python and the frame channel's imports), each stage's seconds, and the total. The runtime's own
-line (sidecar/runtime/capture.py) splits `cuda_graphs` into compilation, warm-up and capture;
-bench/start_arm.py reads both from the server's log.
+model, codec, cuda_graphs, warmup; a spare's also compiler, parked, and model and codec again
+after `go`); `TimedChannel` notes when each one first appears and, as `ready` goes out, logs
+one line: the seconds from the process's exec to the first frame (Python and the frame
+channel's imports), each stage's seconds, and the total, for a spare also from `go`. The
+runtime's own line (sidecar/runtime/capture.py) splits `cuda_graphs` into compilation, warm-up
+and capture; bench/start_arm.py reads both from the server's log.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class LoadTimer:
         first = self.marks[0][1] if self.marks else now
         parts = [f"exec to first stage {first - self.started:.2f} s"]
         parts += [f"{name} {end - began:.2f} s" for (name, began), end in zip(self.marks, ends)]
-        return f"{START_PREFIX} {', '.join(parts)}; ready {now - self.started:.2f} s after exec"
+        line = f"{START_PREFIX} {', '.join(parts)}; ready {now - self.started:.2f} s after exec"
+        # A spare: the stage after `parked` began with `go`, where a respawn's wait began.
+        went = [end for (name, _), end in zip(self.marks, ends) if name == "parked"]
+        return line + (f", {now - went[-1]:.2f} s after go" if went else "")
 
 
 class TimedChannel(Channel):

@@ -25,6 +25,7 @@ from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePr
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
 from sidecar.serve.inbox import Inbox, is_join
+from sidecar.serve.park import Dismissed, wait_for_go
 from sidecar.serve.wire import (
     Channel,
     audio_to_wire,
@@ -105,13 +106,16 @@ class Sidecar:
         dtype = engines.resolve_dtype(self.args.dtype, self.device)
         started = time.monotonic()
         try:
+            park = (lambda: wait_for_go(self.channel, self.progress)) if self.args.park else None
             self.engine = engines.load_engine(
-                self.args.engine, self.args.model, self.device, dtype, self.progress
+                self.args.engine, self.args.model, self.device, dtype, self.progress, park
             )
             if self.args.warmup_steps > 0:
                 self.progress("warmup")
                 warm = GenerationRequest(text=WARMUP_TEXT, num_step=self.args.warmup_steps, seed=0)
                 self.engine.generate([warm], on_step=lambda step, n: self.progress("warmup"))
+        except Dismissed:  # a spare, never told to go
+            return ExitCode.OK
         except (CheckpointError, InvalidInput, FileNotFoundError, ImportError) as exc:
             log.error("cannot load %r: %s", self.args.model, exc)
             self.send_error(None, None, ErrorKind.LOAD_FAILED, f"{type(exc).__name__}: {exc}")

@@ -69,6 +69,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="torch.compile's on-disk cache (Inductor's; Triton's in DIR/triton unless "
         "TRITON_CACHE_DIR is set); none: torch's default",
     )
+    parser.add_argument(
+        "--park",
+        action="store_true",
+        help="a spare: load what needs no device, then wait for `go` (sidecar/serve/park.py)",
+    )
     parser.add_argument("--test-fault-dir", default=None,
                         help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
     return parser.parse_args(argv)

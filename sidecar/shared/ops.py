@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import enum
 
-PROTOCOL_VERSION = 3  # 2: `denoised`; 3: `align`, `aligned`
+PROTOCOL_VERSION = 4  # 2: `denoised`; 3: `align`, `aligned`; 4: `go`
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+PARKED = "parked"  # the `progress` stage of a spare that waits for `go` (sidecar/serve/park.py)
 
 
 class Op(str, enum.Enum):
@@ -28,6 +29,7 @@ class Op(str, enum.Enum):
     ALIGNED = "aligned"
     PING = "ping"
     SHUTDOWN = "shutdown"
+    GO = "go"
 
 
 FROM_SIDECAR = frozenset(
@@ -47,7 +49,7 @@ FROM_SIDECAR = frozenset(
     }
 )
 TO_SIDECAR = frozenset(
-    {Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.ALIGN, Op.PING, Op.SHUTDOWN}
+    {Op.GENERATE, Op.ENCODE_VOICE, Op.TRANSCRIBE, Op.ALIGN, Op.PING, Op.SHUTDOWN, Op.GO}
 )
 
 

@@ -22,6 +22,7 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
     progress  (load stage)          encode_voice  (batch, PCM or a file)
     ready     (loaded and warm)     ping          (nonce)
     step      (per denoising step)  shutdown
+                                    go            (a parked spare may load onto its device)
     denoised  (the device is past the batch's steps)
     result    (one per item)
     error     (one per failed item, or a load failure)
@@ -59,7 +60,16 @@ from sidecar.shared.messages.hearing import (
     Transcript,
     WordTiming,
 )
-from sidecar.shared.messages.lifecycle import Error, Hello, Ping, Pong, Progress, Ready, Shutdown
+from sidecar.shared.messages.lifecycle import (
+    Error,
+    Go,
+    Hello,
+    Ping,
+    Pong,
+    Progress,
+    Ready,
+    Shutdown,
+)
 from sidecar.shared.messages.payloads import (
     QA_CHECKS,
     Encoding,
@@ -72,6 +82,7 @@ from sidecar.shared.messages.voices import Encoded, EncodeVoice, VoiceToEncode
 from sidecar.shared.ops import (
     FROM_SIDECAR,
     MAX_FRAME_BYTES,
+    PARKED,
     PROTOCOL_VERSION,
     TO_SIDECAR,
     ErrorKind,
@@ -86,6 +97,7 @@ __all__ = [
     "ITEM_OPTIONS",
     "MAX_FRAME_BYTES",
     "MESSAGE_TYPES",
+    "PARKED",
     "PROTOCOL_VERSION",
     "QA_CHECKS",
     "TO_SIDECAR",
@@ -101,6 +113,7 @@ __all__ = [
     "ErrorKind",
     "ExitCode",
     "Generate",
+    "Go",
     "Hello",
     "Item",
     "Message",

@@ -238,6 +238,9 @@ class Fields:
         1.0, "delay before the second respawn in a row (the first is immediate); doubles after each"
     )
     backoff_max_s: float = setting(60.0, "longest delay between respawns")
+    spare_sidecars: str = setting("auto", "start each device's next sidecar ahead, parked before "
+        "it touches the device, so a respawn skips its imports (auto: on GPUs)",
+        choices=("auto", "on", "off"))  # fmt: skip
     idle_reap_s: float = setting(
         0.0,
         "stop a sidecar idle this long to free its device; the next request starts it (0: never)",

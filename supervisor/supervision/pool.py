@@ -54,6 +54,7 @@ from supervisor.supervision.session import (
 from supervisor.supervision.shutdown import give_up, stop_pool
 from supervisor.supervision.sidecar_command import sidecar_argv, sidecar_env
 from supervisor.supervision.slot import Slot, SlotState
+from supervisor.supervision.spare import Spares
 
 log = logging.getLogger("omnivoice.pool")
 
@@ -76,6 +77,9 @@ class Pool:
         self.clock = clock
         self.make_process = make_process or self.sidecar_process
         self.slots = [Slot(device) for device in devices]
+        # Each device's next sidecar, parked before its device (spare.py); none with fakes.
+        spare_process = self.spare_process if make_process is None else None
+        self.spares = Spares(settings, clock, spare_process, self.on_frame)
         self.draining = False
         self.stopping = False
         self.ever_ready = False
@@ -168,6 +172,7 @@ class Pool:
                 slot.after_death(session, self.settings, self.clock())
 
     async def manage_sidecars(self) -> None:
+        await self.spares.tend(self.slots, self.stopping)
         if self.stopping:
             return
         now = self.clock()
@@ -274,9 +279,18 @@ class Pool:
             self.clock,
         )
 
+    def spare_process(self, device: Device, on_frame: FrameHandler) -> SidecarProcess:
+        """A spare for the device: `python -P -m sidecar ... --park` (spare.py)."""
+        argv = sidecar_argv(self.settings, device, park=True)
+        return SidecarProcess(device, argv, sidecar_env(device), self.settings.max_frame_bytes,
+                              on_frame, self.wake, self.clock)  # fmt: skip
+
     async def spawn_sidecar(self, slot: Slot) -> None:
         if slot.device.index is not None:
             slot.memory_before_start = gpu.memory_used(slot.device.index)
+        if (spare := self.spares.take(slot.device)) is not None:
+            slot.adopt(spare, self.clock)  # told to go: only the device's part of its start is left
+            return
         await slot.start(self.make_process(slot.device, self.on_frame, self.wake), self.clock)
 
     def on_frame(self, proc: SidecarProcess, message: Message) -> None:
@@ -291,7 +305,9 @@ class Pool:
     def apply(self, slot: Slot, event: Event) -> None:
         """Turn one session event into scheduler calls."""
         if isinstance(event, Loaded):
-            self.ever_ready, self.time_to_ready_s = True, event.load_s
+            self.ever_ready = True
+            if slot.pids[-1] not in self.spares.pids:  # a whole start's (jobs' warm-up reads it)
+                self.time_to_ready_s = event.load_s
             slot.loaded(event, self.clock())
         elif isinstance(event, Answered):
             self.scheduler.resolve(event.task, event.message)
@@ -325,7 +341,8 @@ class Pool:
         return "ok"
 
     def health(self) -> dict[str, Any]:
-        sidecars = [slot.health() for slot in self.slots]
+        sidecars = [{**slot.health(), "spare": self.spares.health(slot.device)}
+                    for slot in self.slots]  # fmt: skip
         return {"status": self.status(), "sidecars": sidecars, "queue": self.scheduler.depth()}
 
     def hurry(self) -> None:

@@ -41,6 +41,7 @@ def give_up(pool: Pool, why: str) -> None:
             for batch in slot.session.batches:
                 pool.scheduler.fail_batch(batch, error)
             pool.kill_sidecar(slot.session.process, KillReason.SHUTDOWN, why)
+    pool.spares.kill_all()
     pool.all_failed.set()
 
 
@@ -81,6 +82,7 @@ async def stop_pool(pool: Pool, drain_s: float) -> None:
         else:
             proc.stop(KillReason.SHUTDOWN, pool.settings.stop_timeout_s)
     await wait_for_exits(pool)
+    await pool.spares.close()
     if pool.task is not None:
         pool.task.cancel()
         await asyncio.gather(pool.task, return_exceptions=True)

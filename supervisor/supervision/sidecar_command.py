@@ -39,10 +39,15 @@ def sidecar_command(
 
 
 def sidecar_argv(
-    settings: Settings, device: Device, engine: str | None = None, model: str | None = None
+    settings: Settings,
+    device: Device,
+    engine: str | None = None,
+    model: str | None = None,
+    park: bool = False,
 ) -> list[str]:
     """The whole command line of the sidecar for one device; `engine` and `model` for another
-    kind of sidecar than --engine's (the ASR one, supervisor/supervision/asr.py)."""
+    kind of sidecar than --engine's (the ASR one, supervisor/supervision/asr.py); `park` for a
+    spare, which waits for `go` before it touches the device (supervisor/supervision/spare.py)."""
     s = settings
     argv = [
         *sidecar_command(),
@@ -67,6 +72,7 @@ def sidecar_argv(
     ]
     cache = compile_cache_dir(s)
     argv += ["--compile-cache", cache] if cache else []
+    argv += ["--park"] if park else []
     faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
     return argv + (faults if s.test_faults else [])
 

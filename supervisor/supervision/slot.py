@@ -121,6 +121,10 @@ class Slot:
             self.last_error = f"cannot start a sidecar: {exc}"
             self.change_state(SlotState.FAILED, self.last_error)
             return
+        self.adopt(proc, clock)
+
+    def adopt(self, proc: SidecarProcess, clock: Clock) -> None:
+        """Hold a started sidecar process: a fresh one, or a spare told to go (spare.py)."""
         self.session = Session(proc, clock)
         self.pids.append(proc.pid)
         self.change_state(SlotState.ACTIVE, f"pid {proc.pid}")

@@ -50,6 +50,7 @@ def fast_settings(checkpoint: Path | None, **overrides: Any) -> Settings:
         "memory_reclaim_s": 5.0,
         "max_batch_latency_ms": 0.0,
         "compile_cache_dir": "off",  # not in the user's state directory; tests pass their own
+        "spare_sidecars": "off",  # a second process per device: only the tests of spares
     }
     values.update(overrides)
     return Settings(**values)

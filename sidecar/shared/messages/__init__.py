@@ -8,7 +8,16 @@ from typing import Any, get_args, get_type_hints
 
 from sidecar.shared.messages.generation import Denoised, Done, Generate, Item, Result, Step
 from sidecar.shared.messages.hearing import Align, Aligned, Transcribe, Transcript
-from sidecar.shared.messages.lifecycle import Error, Hello, Ping, Pong, Progress, Ready, Shutdown
+from sidecar.shared.messages.lifecycle import (
+    Error,
+    Go,
+    Hello,
+    Ping,
+    Pong,
+    Progress,
+    Ready,
+    Shutdown,
+)
 from sidecar.shared.messages.voices import Encoded, EncodeVoice
 from sidecar.shared.ops import Op
 
@@ -31,6 +40,7 @@ Message = (
     | Align
     | Ping
     | Shutdown
+    | Go
 )
 MESSAGE_TYPES: dict[Op, Any] = {
     Op(get_args(get_type_hints(t)["op"])[0]): t for t in get_args(Message)

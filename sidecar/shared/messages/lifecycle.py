@@ -1,5 +1,5 @@
 """A sidecar's life: hello before the heavy imports, load progress, ready, liveness pings,
-errors about an item or about the sidecar itself, and shutdown."""
+errors about an item or about the sidecar itself, shutdown, and `go` for a parked spare."""
 
 from __future__ import annotations
 
@@ -47,3 +47,9 @@ class Pong(TypedDict):
 
 class Shutdown(TypedDict):
     op: Literal["shutdown"]
+
+
+class Go(TypedDict):
+    """A spare parked before touching its device (`--park`) may go on loading: the device is its."""
+
+    op: Literal["go"]

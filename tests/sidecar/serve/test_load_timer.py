@@ -42,3 +42,13 @@ def test_a_real_sidecar_logs_its_start_stages(caplog: pytest.LogCaptureFixture) 
         r"null engine \d+\.\d\d s, warmup \d+\.\d\d s; ready \d+\.\d\d s after exec$",
         line,
     ), line
+
+
+def test_a_spare_says_how_long_it_took_from_go() -> None:
+    timer = LoadTimer(started=0.0)
+    for stage, now in (("start", 0.5), ("import", 0.5), ("parked", 20.0), ("model", 80.0)):
+        timer.observe({"op": "progress", "stage": stage}, now)
+    line = timer.observe({"op": "ready"}, 83.0)
+    assert line is not None and line.endswith(
+        "parked 60.00 s, model 3.00 s; ready 83.00 s after exec, 3.00 s after go"
+    )

@@ -45,6 +45,7 @@ def test_health_has_the_contract_shape() -> None:
                 "last_error",
                 "last_kill",
                 "memory_bytes",
+                "spare",
             }
             assert (
                 entry["id"],
@@ -59,6 +60,7 @@ def test_health_has_the_contract_shape() -> None:
             assert (
                 entry["last_kill"] is None and entry["memory_bytes"] > 10 * 2**20
             )  # a whole Python process
+            assert entry["spare"] is None  # spares: test_spare.py
             assert body["queue"]["waiting_audio_s"] == {"interactive": 0.0, "bulk": 0.0}
 
     run(scenario())
