@@ -73,15 +73,23 @@ def _conv_output_length(module: nn.Module, length: int) -> int:
 class Codec(nn.Module):
     """Higgs Audio v2 codec: `encode` 24 kHz mono [B,1,N] -> codes [B,8,N/960], `decode` the reverse.
 
-    Parameter names match `audio_tokenizer/model.safetensors`. All weights are float32: HuBERT and the
-    RVQ argmax must match the reference's fp32 codes exactly, and Snake / the DAC decoder overflow in
-    float16. `io_dtype` only sets the dtype `decode` returns.
+    Parameter names match `audio_tokenizer/model.safetensors`. The weights are float32: HuBERT and
+    the RVQ argmax must match the reference's fp32 codes exactly, and Snake / the DAC decoder
+    overflow in float16. `io_dtype` only sets the dtype `decode` returns. `decoder_dtype` is the
+    acoustic decoder's (its weights and activations; `load_codec` casts it): bfloat16 has
+    float32's range, so nothing overflows, but it rounds (`bench/decode_cost.py` measures how much).
     """
 
-    def __init__(self, config: CodecConfig, io_dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        config: CodecConfig,
+        io_dtype: torch.dtype = torch.float32,
+        decoder_dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         self.config = config
         self.io_dtype = io_dtype
+        self.decoder_dtype = decoder_dtype
         self.sample_rate = config.sample_rate
         self.hop_length = config.hop_length
         self.frame_rate = config.frame_rate
@@ -147,15 +155,16 @@ class Codec(nn.Module):
                 f"codec.decode wants codes shaped [B,{self.num_codebooks},T], got {tuple(codes.shape)}"
             )
         latent = self.fc2(self.quantizer.decode(codes.to(device=self.device, dtype=torch.long)))
-        audio = self.acoustic_decoder(latent.transpose(1, 2))
+        audio = self.acoustic_decoder(latent.transpose(1, 2).to(self.decoder_dtype))
         return audio.to(self.io_dtype)
 
     def fuse_activations(self) -> None:
         """Compile the decoder's Snake activations into one kernel each (a GPU's fast path).
 
-        Eager Snake is five element-wise kernels over float32 audio-rate tensors, most of the
-        decode's device time. The arithmetic stays float32. Compiles now, on short decodes of one and of two items, so that no
-        compilation happens during traffic (dynamic shapes; a batch of one is its own case)."""
+        Eager Snake is five element-wise kernels over audio-rate tensors, most of the decode's
+        device time; the arithmetic stays in the decoder's dtype. Compiles now, on short decodes
+        of one and of two items, so that no compilation happens during traffic (dynamic shapes; a
+        batch of one is its own case)."""
         fused = torch.compile(_snake, dynamic=True)
         for module in self.acoustic_decoder.modules():
             if isinstance(module, Snake1d):
@@ -260,9 +269,11 @@ def load_codec(
     audio_tokenizer_dir: Path,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    decoder_dtype: torch.dtype = torch.float32,
 ) -> Codec:
     """Build the codec from `<checkpoint>/audio_tokenizer`. Weights stay float32 whatever `dtype` is
-    (see `Codec`); `dtype` is the dtype `decode` returns."""
+    (see `Codec`), but for the acoustic decoder's in `decoder_dtype`; `dtype` is the dtype
+    `decode` returns."""
     directory = Path(audio_tokenizer_dir)
     config = read_codec_config(directory)
     weights = directory / "model.safetensors"
@@ -273,10 +284,11 @@ def load_codec(
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"codec weights {weights} are unreadable: {exc}") from exc
     try:
-        codec = Codec(config, io_dtype=dtype)
+        codec = Codec(config, io_dtype=dtype, decoder_dtype=decoder_dtype)
     except (TypeError, ValueError, KeyError) as exc:  # a config whose sizes do not fit together
         raise CheckpointError(
             f"{directory / 'config.json'} does not describe a buildable codec: {exc}"
         ) from exc
     load_state_strict(codec, state, str(weights))
+    codec.acoustic_decoder.to(decoder_dtype)  # before `fuse_activations` binds Snake's alphas
     return codec.to(device).eval()

@@ -167,6 +167,20 @@ def test_half_dtype_keeps_fp32_weights(checkpoint_dir: Path) -> None:
     assert audio.dtype == torch.float16
 
 
+def test_bf16_decoder(codec: Codec, checkpoint_dir: Path) -> None:
+    """`decoder_dtype` casts the acoustic decoder alone, whose audio then rounds to bfloat16's
+    precision: near the float32 decode, not equal to it."""
+    bf16 = load_codec(checkpoint_dir / "audio_tokenizer", decoder_dtype=torch.bfloat16)
+    decoder = {p.dtype for p in bf16.acoustic_decoder.parameters()}
+    rest = {p.dtype for name, p in bf16.named_parameters() if not name.startswith("acoustic_dec")}
+    assert (decoder, rest) == ({torch.bfloat16}, {torch.float32})
+    codes = torch.randint(0, 1024, (2, 8, 12), generator=torch.Generator().manual_seed(3))
+    want, got = codec.decode(codes), bf16.decode(codes)
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    error = float((got - want).abs().max() / want.abs().max())
+    assert 1e-4 < error < 0.1
+
+
 def _copy_with_state(src: Path, dst: Path, state: dict[str, torch.Tensor]) -> Path:
     dst.mkdir()
     shutil.copy(src / "config.json", dst / "config.json")
