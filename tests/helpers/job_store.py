@@ -1,10 +1,17 @@
-"""Jobs made straight in a real SQLite job store, for the tests of what reads them."""
+"""Jobs made straight in a real job store, for the store tests and the tests of what reads them."""
 
 from __future__ import annotations
 
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem
+
+
+def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
+    """`count` items of one job, client ids id0, id1, ..."""
+    return [
+        NewItem({"input": f"item {i}", "response_format": fmt}, f"id{i}", fmt) for i in range(count)
+    ]
 
 
 def ended_job(store: SqliteJobStore, url: str) -> str:

@@ -1,5 +1,6 @@
 """The PostgreSQL job store against a real PostgreSQL server (tests/helpers/pg_cluster.py): the schema,
-claims under leases, exactly-once finishing, and a stopped database."""
+claims under leases, exactly-once finishing, and a stopped database. What both stores promise
+alike is in test_storage.py."""
 
 from __future__ import annotations
 
@@ -11,17 +12,12 @@ import psycopg
 import pytest
 
 from supervisor.database import MIGRATIONS, Database, StoreUnavailable
-from supervisor.errors import InvalidRequest, QualityFailed, TaskFailed
 from supervisor.jobs.postgres_store import CALLBACK_CLAIM_S, PostgresJobStore
 from supervisor.jobs.schedule import JobSchedule
-from supervisor.jobs.storage import NewItem
+from tests.helpers.job_store import new_items
 from tests.helpers.pg_cluster import Cluster
 
 LEASE_S = 3.0
-
-
-def items(count: int) -> list[NewItem]:
-    return [NewItem({"input": f"item {n}"}, f"i{n}", "wav") for n in range(count)]
 
 
 @pytest.fixture
@@ -74,31 +70,11 @@ def test_a_database_newer_than_the_server_is_refused(pg_url: str) -> None:
         Database.open(pg_url, "old")
 
 
-def test_the_api_side_matches_the_sqlite_store(stores: Callable[[str], PostgresJobStore]) -> None:
-    store = stores("a")
-    job_id, created = store.create(items(3), "digest", "key-1")
-    assert created and store.create(items(3), "digest", "key-1") == (job_id, False)
-    with pytest.raises(InvalidRequest) as refused:  # Conflict is an InvalidRequest (409)
-        store.create(items(1), "other", "key-1")
-    assert refused.value.code == "idempotency_key_reused"
-    view = store.job(job_id)
-    assert view is not None and view["state"] == "queued" and view["progress"]["total"] == 3
-    assert [i["id"] for i in view["items"]] == ["i0", "i1", "i2"]
-    page, more = store.jobs_page(10)
-    assert [j["id"] for j in page] == [job_id] and not more and "items" not in page[0]
-    assert store.job("job_nope") is None and store.item(job_id, 3) is None
-    assert store.cancel(job_id) and not store.cancel("job_nope")
-    cancelled = store.job(job_id, with_items=False)
-    assert cancelled is not None and cancelled["state"] == "cancelled"
-    assert cancelled["progress"]["cancelled"] == 3
-    assert store.sweep(0.0, now=time.time() + 1) == [job_id] and store.job(job_id) is None
-
-
 def test_two_servers_claiming_at_once_never_share_an_item(
     stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
-    job_id, _ = a.create(items(200), "d")
+    job_id, _ = a.create(new_items(200), "d")
     keys = [(job_id, n) for n in range(200)]
     got: dict[str, set[tuple[str, int]]] = {}
     barrier = threading.Barrier(2)
@@ -119,26 +95,11 @@ def test_two_servers_claiming_at_once_never_share_an_item(
     assert view is not None and all(i["attempts"] == 1 for i in view["items"])
 
 
-def test_an_item_a_drain_hands_back_keeps_its_attempts(
-    stores: Callable[[str], PostgresJobStore],
-) -> None:
-    """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
-    a = stores("a")
-    job_id, _ = a.create(items(1), "d")
-    key = (job_id, 0)
-    a.claim([key])
-    assert a.release(key) == "queued"  # counted: a sidecar lost it, say
-    a.claim([key])
-    assert a.release(key, counted=False) == "queued"
-    item = a.item(job_id, 0)
-    assert item is not None and item["attempts"] == 1
-
-
 def test_an_expired_lease_lets_another_server_finish_the_item_exactly_once(
     stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
-    job_id, _ = a.create(items(2), "d")
+    job_id, _ = a.create(new_items(2), "d")
     key = (job_id, 0)
     assert a.claim([key]) == {key} and b.claim([key]) == set()
     assert a.renew([key, (job_id, 1)]) == {key} and b.renew([key]) == set()  # only the owner's
@@ -163,7 +124,7 @@ def test_an_expired_item_of_a_cancelled_job_ends_cancelled(
     stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a = stores("a")
-    job_id, _ = a.create(items(2), "d")
+    job_id, _ = a.create(new_items(2), "d")
     assert a.claim([(job_id, 0)]) == {(job_id, 0)}
     assert a.cancel(job_id)
     until(lambda: a.expire() == 1)
@@ -175,7 +136,7 @@ def test_a_stopped_database_is_unavailable_and_the_store_recovers_by_itself(
     pg_cluster: Cluster, stores: Callable[[str], PostgresJobStore]
 ) -> None:
     store = stores("a")
-    job_id, _ = store.create(items(1), "d")
+    job_id, _ = store.create(new_items(1), "d")
     pg_cluster.stop()
     try:
         with pytest.raises(StoreUnavailable, match="cannot be reached"):
@@ -190,7 +151,7 @@ def test_a_cut_connection_is_replaced_without_an_error(
     pg_cluster: Cluster, stores: Callable[[str], PostgresJobStore]
 ) -> None:
     store = stores("cut-me")
-    job_id, _ = store.create(items(1), "d")
+    job_id, _ = store.create(new_items(1), "d")
     assert pg_cluster.terminate("omnivoice cut-me") >= 1
     view = store.job(job_id)
     assert view is not None and view["progress"]["total"] == 1
@@ -200,7 +161,7 @@ def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelle
     stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
-    job_id, _ = a.create(items(2), "d")
+    job_id, _ = a.create(new_items(2), "d")
     key = (job_id, 0)
     assert a.claim([key]) == {key} and a.renew([key]) == {key}
     assert b.cancel(job_id)
@@ -208,77 +169,6 @@ def test_a_job_cancelled_through_another_server_is_not_renewed_and_ends_cancelle
     assert a.release(key) == "cancelled"  # ...and its end is `cancelled`
     view = b.job(job_id)
     assert view is not None and [i["state"] for i in view["items"]] == ["cancelled"] * 2
-
-
-def test_queued_items_wait_for_not_before_and_come_by_deadline(
-    stores: Callable[[str], PostgresJobStore],
-) -> None:
-    store, now = stores("a"), time.time()
-    plain, _ = store.create(items(1), "a")
-    late, _ = store.create(items(1), "b", schedule=JobSchedule(deadline=now + 900))
-    later_start, _ = store.create(
-        items(1), "c", schedule=JobSchedule(not_before=now + 60, deadline=now + 100)
-    )
-    early, _ = store.create(items(2), "d", schedule=JobSchedule(deadline=now + 300))
-    order = [item.key for item in store.queued(10, now=now)]
-    assert order == [(early, 0), (early, 1), (late, 0), (plain, 0)]
-    assert store.queued(10, now=now + 60)[0].key == (later_start, 0)
-    assert store.next_start(now) == pytest.approx(now + 60)
-    assert store.next_start(now + 60) is None
-    view = store.job(later_start)
-    assert view is not None and view["not_before"].endswith("Z") and view["state"] == "queued"
-    backlog = {pending.job_id: pending for pending in store.backlog()}
-    assert set(backlog) == {plain, late, later_start, early}
-    assert backlog[early].deadline == pytest.approx(now + 300)
-    assert backlog[later_start].not_before == pytest.approx(now + 60)
-
-
-def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
-    stores: Callable[[str], PostgresJobStore],
-) -> None:
-    store, url = stores("a"), "http://127.0.0.1:9/done"
-    job_id, _ = store.create(items(2), "sha", schedule=JobSchedule(callback_url=url))
-    assert store.callbacks_due(time.time()) == []  # items still to run
-    store.claim([(job_id, 0), (job_id, 1)])
-    store.fail((job_id, 0), TaskFailed("boom"))
-    store.finish((job_id, 1), "wav", b"RIFF", 1, 1.0)
-    (due,) = store.callbacks_due(time.time())
-    assert (due.job_id, due.url, due.attempts) == (job_id, url, 0)
-    store.callback_attempted(job_id, 500, "HTTP 500", "pending", time.time() + 60)
-    assert store.callbacks_due(time.time()) == []  # backing off
-    (due,) = store.callbacks_due(time.time() + 61)
-    assert due.attempts == 1
-    store.callback_attempted(job_id, 200, None, "delivered", None)
-    store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
-    view = store.job(job_id, with_items=False)
-    assert view is not None and view["callback"] == {
-        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
-    assert store.callbacks_due(time.time() + 3600) == [] and store.backlog() == []
-
-
-def test_captions_and_qa_are_kept_with_the_result(
-    stores: Callable[[str], PostgresJobStore],
-) -> None:
-    store = stores("a")
-    job_id, _ = store.create(items(3), "sha")
-    keys = [c.key for c in store.queued(10)]
-    assert store.claim(keys) == set(keys)
-    passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
-    failed = {"passed": False, "attempts": 3,
-              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
-    captions = {"srt": b"1\n00:00:00,000 --> 00:00:01,000\nHi.\n", "vtt": b"WEBVTT\n"}
-    assert store.finish(keys[0], "wav", b"RIFF", 7, 1.5, beside=captions, qa=passed)
-    assert store.finish(keys[1], "wav", b"RIFF2", 8, 1.0)
-    assert store.fail(keys[2], QualityFailed("the audio failed its quality checks", failed))
-    assert [store.read_beside(job_id, 0, ext) for ext in ("srt", "vtt")] == list(captions.values())
-    assert store.read_beside(job_id, 1, "srt") is None and store.read_result(job_id, 1, "wav")
-    # A finish that is refused (the item is done already) stores no second set of captions.
-    assert not store.finish(keys[0], "wav", b"RIFF", 7, 1.5, beside=captions)
-    job = store.job(job_id)
-    assert job is not None and [i["qa"] for i in job["items"]] == [passed, None, failed]
-    assert job["items"][2]["error"]["code"] == "qa_failed"
-    assert store.sweep(0.0, now=time.time() + 1) == [job_id]
-    assert store.read_beside(job_id, 0, "srt") is None  # removed with its job
 
 
 def test_a_database_of_version_1_is_migrated_and_its_queued_items_estimated(pg_url: str) -> None:
@@ -308,7 +198,9 @@ def test_a_due_callback_is_taken_by_one_server_and_by_another_if_it_dies(
     stores: Callable[[str], PostgresJobStore],
 ) -> None:
     a, b = stores("a"), stores("b")
-    job_id, _ = a.create(items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/"))
+    job_id, _ = a.create(
+        new_items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/")
+    )
     a.cancel(job_id)
     now = time.time()
     assert [due.job_id for due in a.callbacks_due(now)] == [job_id]
@@ -327,7 +219,9 @@ def test_a_due_callback_given_back_for_want_of_a_slot_is_due_at_once_to_every_se
     (callbacks_release) rather than holding its claim: another server takes it in its next pass,
     and the attempt count is untouched (waiting is not an attempt)."""
     a, b = stores("a"), stores("b")
-    job_id, _ = a.create(items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/"))
+    job_id, _ = a.create(
+        new_items(1), "sha", schedule=JobSchedule(callback_url="http://127.0.0.1:9/")
+    )
     a.cancel(job_id)
     now = time.time()
     assert [due.job_id for due in a.callbacks_due(now)] == [job_id]

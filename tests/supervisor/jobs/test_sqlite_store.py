@@ -1,4 +1,5 @@
-"""The job store on real SQLite files: idempotency, exactly-once moves, recovery after a crash, retention."""
+"""The job store on real SQLite files: exactly-once moves, recovery after a crash, the lock,
+retention, migrations. What both stores promise alike is in test_storage.py."""
 
 from __future__ import annotations
 
@@ -13,19 +14,14 @@ from pathlib import Path
 import pytest
 
 from supervisor.database import StoreCorrupt, StoreLocked
-from supervisor.errors import Conflict, QualityFailed, TaskFailed
+from supervisor.errors import TaskFailed
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.sqlite_schema import DB_NAME, SCHEMA
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
+from tests.helpers.job_store import new_items
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.tmpfs import mount_tmpfs
-
-
-def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
-    return [
-        NewItem({"input": f"item {i}", "response_format": fmt}, f"id{i}", fmt) for i in range(count)
-    ]
 
 
 @pytest.fixture
@@ -58,34 +54,6 @@ def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_return
         "cancelled": 0,
     }
     assert [i["id"] for i in job["items"]] == ["id0", "id1", "id2"]
-
-
-def test_an_idempotency_key_never_makes_a_second_job(store: SqliteJobStore) -> None:
-    body = {"items": [{"input": "a"}]}
-    first, created = store.create(new_items(1), body_digest(body), "key-1")
-    again, created_again = store.create(
-        new_items(1), body_digest({"items": [{"input": "a"}]}), "key-1"
-    )
-    assert created and not created_again and again == first
-    with pytest.raises(Conflict) as raised:
-        store.create(new_items(1), body_digest({"items": [{"input": "b"}]}), "key-1")
-    assert raised.value.code == "idempotency_key_reused" and first in raised.value.message
-    assert store.jobs_page(10)[0] == [store.job(first, with_items=False)]
-
-
-def test_an_item_keeps_its_qa_whether_it_passed_or_failed(store: SqliteJobStore) -> None:
-    job_id, _ = store.create(new_items(2), "sha")
-    keys = [c.key for c in store.queued(10)]
-    store.claim(keys)
-    passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
-    failed = {"passed": False, "attempts": 3,
-              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
-    assert store.finish(keys[0], "wav", b"RIFF", seed=7, audio_s=1.5, qa=passed)
-    assert store.fail(keys[1], QualityFailed("the audio failed its quality checks", failed))
-    job = store.job(job_id)
-    assert job is not None
-    assert [i["qa"] for i in job["items"]] == [passed, failed]
-    assert job["items"][1]["error"]["code"] == "qa_failed"
 
 
 def test_a_store_from_before_the_quality_checks_gains_its_qa_column(tmp_path: Path) -> None:
@@ -136,18 +104,6 @@ def test_each_move_happens_once(store: SqliteJobStore) -> None:
     store.finish(keys[2], "wav", b"RIFF2", seed=1, audio_s=1.0)
     job = store.job(job_id)
     assert job is not None and job["state"] == "failed" and job["finished_at"] is not None
-
-
-def test_an_item_a_drain_hands_back_keeps_its_attempts(store: SqliteJobStore) -> None:
-    """Issue 37.2: released uncounted (the server drains), the claim is taken back."""
-    job_id, _ = store.create(new_items(1), "sha")
-    key = (job_id, 0)
-    store.claim([key])
-    assert store.release(key) == "queued"  # counted: a sidecar lost it, say
-    store.claim([key])
-    assert store.release(key, counted=False) == "queued"
-    job = store.job(job_id)
-    assert job is not None and job["items"][0]["attempts"] == 1
 
 
 def test_cancel_ends_queued_items_and_a_running_one_ends_cancelled_when_released(
@@ -341,47 +297,6 @@ def test_an_existing_database_gains_the_schedule_columns_and_keeps_its_jobs(
     finally:
         store.close()
     SqliteJobStore(tmp_path).close()  # opening it again migrates nothing twice
-
-
-def test_queued_items_wait_for_not_before_and_come_by_deadline(store: SqliteJobStore) -> None:
-    now = time.time()
-    plain, _ = store.create(new_items(1), "a")
-    late, _ = store.create(new_items(1), "b", schedule=JobSchedule(deadline=now + 900))
-    later_start, _ = store.create(
-        new_items(1), "c", schedule=JobSchedule(not_before=now + 60, deadline=now + 100)
-    )
-    early, _ = store.create(new_items(2), "d", schedule=JobSchedule(deadline=now + 300))
-    order = [item.key for item in store.queued(10, now=now)]
-    assert order == [(early, 0), (early, 1), (late, 0), (plain, 0)]
-    order = [item.key for item in store.queued(10, now=now + 60)]
-    assert order[0] == (later_start, 0)
-    assert store.next_start(now) == pytest.approx(now + 60)
-    assert store.next_start(now + 60) is None
-    view = store.job(later_start)
-    assert view is not None and view["not_before"].endswith("Z") and view["state"] == "queued"
-
-
-def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
-    store: SqliteJobStore,
-) -> None:
-    url = "http://127.0.0.1:9/done"
-    job_id, _ = store.create(new_items(2), "sha", schedule=JobSchedule(callback_url=url))
-    assert store.callbacks_due(time.time()) == []  # items still to run
-    store.claim([(job_id, 0), (job_id, 1)])
-    store.fail((job_id, 0), TaskFailed("boom"))
-    store.finish((job_id, 1), "wav", b"RIFF", 1, 1.0)
-    (due,) = store.callbacks_due(time.time())
-    assert (due.job_id, due.url, due.attempts) == (job_id, url, 0)
-    store.callback_attempted(job_id, 500, "HTTP 500", "pending", time.time() + 60)
-    assert store.callbacks_due(time.time()) == []  # backing off
-    (due,) = store.callbacks_due(time.time() + 61)
-    assert due.attempts == 1
-    store.callback_attempted(job_id, 200, None, "delivered", None)
-    store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
-    view = store.job(job_id, with_items=False)
-    assert view is not None and view["callback"] == {
-        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
-    assert store.callbacks_due(time.time() + 3600) == []
 
 
 def test_a_cancelled_jobs_callback_is_due_at_once(store: SqliteJobStore) -> None:
