@@ -8,7 +8,8 @@ does. Per variant of the decode (the streams' priorities, frames per decode call
 decoder's precision): the forward alone and beside the decode, the forward's loss, the decode's
 throughput alone and beside it. The decode never stops in the beside window, so the loss is the
 most it can cost; `mixed_loss_estimate_pct` scales it by the share of the time the decode would
-run at the mixed run's rate. Each precision's audio is held to the parity fixtures' audio rule
+run at the mixed run's rate, and `production_paced` measures that: the decode paced to the rate,
+the forward timed over three of its cycles. Each precision's audio is held to the parity fixtures' audio rule
 (within 1e-3 absolute at the output's level) against the float32 decode with TF32 off.
 
     python3 bench/decode_cost.py /tmp/full --out decode-cost.json
@@ -61,11 +62,13 @@ class Variant:
     decode_priority: int
     frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
+    paced: bool = False  # the decode at the mixed run's rate (--mixed-x-realtime), not nonstop
 
 
 PRODUCTION = Variant("production", None, DECODE_STREAM_PRIORITY)
 VARIANTS = (
     PRODUCTION,
+    Variant("production_paced", None, DECODE_STREAM_PRIORITY, paced=True),
     Variant("equal_priority", None, 0),
     Variant("forward_first", HIGHEST, 0),
     Variant("frames_3750", None, DECODE_STREAM_PRIORITY, 3750),
@@ -147,13 +150,20 @@ def forward_ms(state: BatchState, passes: int, stream: torch.cuda.Stream | None)
 
 class DecodeLoop(threading.Thread):
     """Decodes the same codes again and again on its stream, each call's audio brought to the
-    host as the sidecar's finisher does, until stopped; keeps each call's (start, end)."""
+    host as the sidecar's finisher does, until stopped; keeps each call's (start, end). With
+    `pace` (audio seconds a second) it waits between calls to decode no faster than that."""
 
     def __init__(
-        self, codec: Codec, codes: list[torch.Tensor], frames: int, stream: torch.cuda.Stream | None
+        self,
+        codec: Codec,
+        codes: list[torch.Tensor],
+        frames: int,
+        stream: torch.cuda.Stream | None,
+        pace: float | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.codec, self.codes, self.frames, self.stream = codec, codes, frames, stream
+        self.pace = pace
         self.audio_s = sum(c.shape[-1] for c in codes) / codec.frame_rate
         self.calls: list[tuple[float, float]] = []
         self.first = threading.Event()
@@ -168,6 +178,9 @@ class DecodeLoop(threading.Thread):
                     _ = [a.float().cpu() for a in self.codec.decode_many(self.codes, self.frames)]
                     self.calls.append((start, time.perf_counter()))
                     self.first.set()
+                    if self.pace:
+                        due = self.calls[0][0] + len(self.calls) * self.audio_s / self.pace
+                        self.stop.wait(max(0.0, due - time.perf_counter()))
         except BaseException as exc:  # reported by the caller
             self.error = exc
             self.first.set()
@@ -203,8 +216,9 @@ class Setup:
     state: BatchState
     codes: list[torch.Tensor]
     codecs: dict[str, Codec]
-    passes: int
-    decode_s: float  # how long to time the decode alone
+    passes: int  # forward passes in a window of `seconds`
+    seconds: float
+    mixed_x: float
 
 
 def make_stream(device: torch.device, priority: int | None) -> torch.cuda.Stream | None:
@@ -227,10 +241,14 @@ def measure(setup: Setup, variant: Variant) -> dict[str, float | None]:
     alone = forward_ms(setup.state, setup.passes, fwd_stream)
     with DecodeLoop(codec, setup.codes, variant.frames_per_call, dec_stream) as solo:
         since = time.perf_counter()
-        while time.perf_counter() - since < setup.decode_s or len(solo.calls) < 3:
+        while time.perf_counter() - since < setup.seconds / 2 or len(solo.calls) < 3:
             time.sleep(0.01)
-    with DecodeLoop(codec, setup.codes, variant.frames_per_call, dec_stream) as loop:
+    pace = setup.mixed_x if variant.paced else None
+    with DecodeLoop(codec, setup.codes, variant.frames_per_call, dec_stream, pace) as loop:
         since, beside = time.perf_counter(), []
+        if pace:  # three of the decode's cycles, whatever part of them it works
+            cycles = 3 * loop.audio_s / pace / setup.seconds
+            beside.append(forward_ms(setup.state, math.ceil(setup.passes * cycles), fwd_stream))
         while len(beside) < 4 and (not beside or loop.calls_within(since) < 2):
             beside.append(forward_ms(setup.state, setup.passes, fwd_stream))
         until = time.perf_counter()
@@ -245,7 +263,8 @@ def measure(setup: Setup, variant: Variant) -> dict[str, float | None]:
 def summarise(variant: Variant, rounds: list[dict[str, float | None]], mixed_x: float) -> dict:
     """The rounds' means. `forward_loss_pct`: the share of the forward's throughput lost while the
     decode runs; `mixed_loss_estimate_pct`: that loss over the share of the time the decode runs
-    when it decodes `mixed_x` audio seconds a second, as in the mixed run."""
+    when it decodes `mixed_x` audio seconds a second, as in the mixed run (a paced variant
+    decodes at that rate: its loss is the estimate)."""
 
     def mean(key: str) -> float | None:
         values = [x for x in (r[key] for r in rounds) if x is not None]
@@ -255,7 +274,7 @@ def summarise(variant: Variant, rounds: list[dict[str, float | None]], mixed_x: 
         100 * (1 - _num(r["forward_ms_alone"]) / _num(r["forward_ms_beside"])) for r in rounds
     ]
     loss, x_beside = statistics.fmean(losses), mean("decode_x_beside")
-    duty = min(1.0, mixed_x / x_beside) if x_beside else None
+    duty = 1.0 if variant.paced else min(1.0, mixed_x / x_beside) if x_beside else None
     return {
         **asdict(variant),
         "forward_ms_alone": _round(mean("forward_ms_alone"), 3),
@@ -378,7 +397,7 @@ def prepare(
         "audio_s": round(sum(frames) / model.frame_rate, 1),
         "forward_passes_timed": passes,
     }
-    return Setup(model, state, codes, codecs, passes, args.seconds / 2), batch
+    return Setup(model, state, codes, codecs, passes, args.seconds, args.mixed_x_realtime), batch
 
 
 def arguments() -> argparse.Namespace:
