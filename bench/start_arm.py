@@ -12,7 +12,9 @@ From the server's log it keeps, for every sidecar start in order, the sidecar's 
 line (exec to each progress stage, sidecar/serve/load_timer.py), the runtime's `captured ...
 CUDA graphs` line (compilation, warm-up, recording; torch.compile's cache hits) and the
 supervisor's `memory back` and `ready in` lines. Targets (issue 40): kill to ready <= 10 s,
-cold start <= 30 s.
+cold start <= 30 s. With spares (the default on a GPU) each kill waits for the device's spare
+to be parked first (bench/kill_arm.py); the spare's `start stages:` line ends with its seconds
+from `go`, and the pool's `spare ...` lines say when it parked and took over.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import kill_arm  # noqa: E402
 # What the log says about each start, in the order the lines come.
 LOG_LINES = re.compile(
     r"start stages:|captured \d+ CUDA graphs|memory back|: ready in|compile cache|"
-    r"captured the graph of|no CUDA graph for"
+    r"captured the graph of|no CUDA graph for|spare|compile phases"
 )
 
 
@@ -101,13 +103,16 @@ def main() -> int:
     ap.add_argument("--server-arg", action="append", default=[],
                     help="one more argument for serve (repeat: --server-arg=--warmup-steps "
                     "--server-arg=1)")  # fmt: skip
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="the servers' --data-dir (its compile cache kept); default: a new one")  # fmt: skip
     ap.add_argument("--commit", default=os.environ.get("BENCH_COMMIT", ""))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="start-"))
-    result: dict[str, Any] = {"commit": args.commit, "data_dir": str(work / "data"), "starts": []}
+    data = args.data_dir or work / "data"
+    result: dict[str, Any] = {"commit": args.commit, "data_dir": str(data), "starts": []}
     for i in range(args.starts):
-        started = one_start(args, work / "data", work / f"server-{i}.log")
+        started = one_start(args, data, work / f"server-{i}.log")
         result["starts"].append(started)
         kills = [k["kill_to_ready_s"] for k in started["kills"]]
         print(f"start {i}: cold_start_s {started['cold_start_s']}, kill_to_ready_s {kills}")

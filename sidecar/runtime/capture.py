@@ -111,14 +111,29 @@ class Recorder:
             f"buckets {','.join(map(str, late))}" if late else "none",
             compile_counts() if compiled else "off",
         )
+        if compiled:
+            log.info("compile phases: %s", compile_phases())
 
 
 COMPILE_COUNTERS = (
     ("stats", "unique_graphs", "graphs traced"),
     ("inductor", "fxgraph_cache_hit", "FX graph cache hits"),
     ("inductor", "fxgraph_cache_miss", "misses"),
+    ("inductor", "fxgraph_cache_bypass", "bypasses"),
     ("aot_autograd", "autograd_cache_hit", "AOTAutograd cache hits"),
     ("aot_autograd", "autograd_cache_miss", "misses"),
+    ("aot_autograd", "autograd_cache_guard_miss", "of them guard misses"),
+    ("aot_autograd", "autograd_cache_bypass", "bypasses"),
+)
+# torch.compile's phases (its `dynamo_timed` regions, seconds summed over the process), for the
+# start's second log line: where a compilation that hits the cache still spends its time.
+COMPILE_PHASES = (
+    ("bytecode_tracing", "dynamo tracing"),
+    ("compile_attempt_1", "a second trace"),
+    ("create_aot_dispatcher_function", "AOTAutograd"),
+    ("compile_fx.<locals>.fw_compiler_base", "Inductor"),
+    ("async_compile.wait", "of it kernels compiled or loaded"),
+    ("build_guards", "guards"),
 )
 
 
@@ -128,3 +143,17 @@ def compile_counts() -> str:
     from torch._dynamo.utils import counters
 
     return ", ".join(f"{what} {counters[group][key]}" for group, key, what in COMPILE_COUNTERS)
+
+
+def compile_phases() -> str:
+    """torch.compile's time so far by phase, those that ran, for the log (never an error: a
+    start must not fail, or compile again, for a log line)."""
+    from torch._dynamo.utils import compile_times
+
+    try:
+        names, seconds = compile_times("csv", aggregate=True)
+        spent = {name: float(str(s)) for name, s in zip(names, seconds, strict=True)}
+    except Exception as exc:  # a torch whose timing tables differ
+        return f"unknown ({type(exc).__name__}: {exc})"
+    return ", ".join(f"{what} {spent[key]:.1f} s" for key, what in COMPILE_PHASES
+                     if key in spent) or "none"  # fmt: skip

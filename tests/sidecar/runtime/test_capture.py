@@ -10,12 +10,13 @@ bench/start_arm.py measures the start on the device.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import pytest
 import torch
 
-from sidecar.runtime.capture import Recorder, StartTimes
+from sidecar.runtime.capture import Recorder, StartTimes, compile_phases
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import ModelRunner
@@ -128,3 +129,10 @@ def test_the_start_line_says_where_the_time_went(caplog: pytest.LogCaptureFixtur
         "torch.compile: off"
     )
     assert "at their first batch: none;" in second
+
+
+def test_the_compile_phases_line_names_what_torch_compile_timed() -> None:
+    """Dynamo's own trace (no Inductor: the eager backend, fast on the CPU) shows as a phase."""
+    traced = torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=True)
+    assert torch.equal(traced(torch.ones(3)), torch.full((3,), 3.0))
+    assert re.search(r"dynamo tracing \d+\.\d s", compile_phases()), compile_phases()
