@@ -39,14 +39,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import workloads
-from sidecar.runtime.codec import DECODE_FRAMES_PER_CALL, Codec, load_codec
+from sidecar.runtime import streams
+from sidecar.runtime.codec import Codec, load_codec
 from sidecar.runtime.generate import BatchState, Prompt
 from sidecar.runtime.loader import DTYPES, resolve_checkpoint
-from sidecar.runtime.omnivoice import DECODE_STREAM_PRIORITY, OmniVoice
-from sidecar.runtime.options import RuntimeOptions
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.options import DECODE_FRAMES_PER_CALL, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
-HIGHEST = -100  # torch maps a priority past the device's range to its highest
 PARITY_TOL = 1e-3  # the parity fixtures' audio rule (/work/shared/parity/README.md)
 OUTPUT_PEAK = 0.5  # the level a voiceless output is normalised to (normalize_output_loudness)
 DRY_RUN_FRAMES = 25  # each chunk's codes cut to one second in a dry run
@@ -58,25 +58,24 @@ MIXED_TOKENS = 44700
 @dataclass(frozen=True)
 class Variant:
     name: str
-    forward_priority: int | None  # None: the default stream, where the sidecar denoises
-    decode_priority: int
-    frames_per_call: int = DECODE_FRAMES_PER_CALL
+    # The RuntimeOptions that decode so (sidecar/runtime/streams.py: the streams' priorities).
+    decode_priority: str = "above"
+    decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
     paced: bool = False  # the decode at the mixed run's rate (--mixed-x-realtime), not nonstop
 
 
-PRODUCTION = Variant("production", None, DECODE_STREAM_PRIORITY)
 VARIANTS = (
-    PRODUCTION,
-    Variant("production_paced", None, DECODE_STREAM_PRIORITY, paced=True),
-    Variant("equal_priority", None, 0),
-    Variant("forward_first", HIGHEST, 0),
-    Variant("frames_3750", None, DECODE_STREAM_PRIORITY, 3750),
-    Variant("frames_7500", None, DECODE_STREAM_PRIORITY, 7500),
-    Variant("frames_30000", None, DECODE_STREAM_PRIORITY, 30000),
-    Variant("forward_first_frames_3750", HIGHEST, 0, 3750),
-    Variant("bf16", None, DECODE_STREAM_PRIORITY, codec_dtype="bfloat16"),
-    Variant("bf16_forward_first", HIGHEST, 0, codec_dtype="bfloat16"),
+    Variant("production"),
+    Variant("production_paced", paced=True),
+    Variant("equal_priority", "equal"),
+    Variant("forward_first", "below"),
+    Variant("frames_3750", decode_frames_per_call=3750),
+    Variant("frames_7500", decode_frames_per_call=7500),
+    Variant("frames_30000", decode_frames_per_call=30000),
+    Variant("forward_first_frames_3750", "below", 3750),
+    Variant("bf16", codec_dtype="bfloat16"),
+    Variant("bf16_forward_first", "below", codec_dtype="bfloat16"),
 )
 
 
@@ -221,12 +220,19 @@ class Setup:
     mixed_x: float
 
 
-def make_stream(device: torch.device, priority: int | None) -> torch.cuda.Stream | None:
-    if device.type != "cuda" or priority is None:
-        return None
-    stream = torch.cuda.Stream(device, priority=priority)
-    stream.wait_stream(torch.cuda.current_stream(device))  # the batch's tensors are made there
-    return stream
+def variant_streams(
+    device: torch.device, choice: str
+) -> tuple[torch.cuda.Stream | None, torch.cuda.Stream | None]:
+    """The forward's stream (None: the default one) and the decode's, as the runtime makes them
+    for `RuntimeOptions.decode_priority`, each after the work queued so far."""
+    if device.type != "cuda":
+        return None, None
+    forward = streams.denoising_stream(device, choice)
+    decode = torch.cuda.Stream(device, priority=streams.decode_priority(choice))
+    for stream in (forward, decode):
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream(device))  # the batch's tensors
+    return forward, decode
 
 
 @torch.inference_mode()
@@ -235,16 +241,16 @@ def measure(setup: Setup, variant: Variant) -> dict[str, float | None]:
     running beside the decode until two decode calls have ended within its window (or four
     windows have passed), so that a starved decode is still measured."""
     device = setup.model.device
-    fwd_stream = make_stream(device, variant.forward_priority)
-    dec_stream = make_stream(device, variant.decode_priority)
+    fwd_stream, dec_stream = variant_streams(device, variant.decode_priority)
     codec = setup.codecs[variant.codec_dtype]
     alone = forward_ms(setup.state, setup.passes, fwd_stream)
-    with DecodeLoop(codec, setup.codes, variant.frames_per_call, dec_stream) as solo:
+    frames = variant.decode_frames_per_call
+    with DecodeLoop(codec, setup.codes, frames, dec_stream) as solo:
         since = time.perf_counter()
         while time.perf_counter() - since < setup.seconds / 2 or len(solo.calls) < 3:
             time.sleep(0.01)
     pace = setup.mixed_x if variant.paced else None
-    with DecodeLoop(codec, setup.codes, variant.frames_per_call, dec_stream, pace) as loop:
+    with DecodeLoop(codec, setup.codes, frames, dec_stream, pace) as loop:
         since, beside = time.perf_counter(), []
         if pace:  # three of the decode's cycles, whatever part of them it works
             cycles = 3 * loop.audio_s / pace / setup.seconds
@@ -436,8 +442,8 @@ def main() -> int:
                               "torch": torch.__version__, "dry_run": args.dry_run}  # fmt: skip
     if model.device.type == "cuda":
         out["gpu"] = torch.cuda.get_device_name(model.device)
-        out["stream_priorities"] = {"lowest": torch.cuda.Stream(priority=0).priority,
-                                    "highest": torch.cuda.Stream(priority=HIGHEST).priority}  # fmt: skip
+        lowest, highest = (torch.cuda.Stream(priority=p).priority for p in (0, streams.HIGHEST))
+        out["stream_priorities"] = {"lowest": lowest, "highest": highest}
     out.update(batch=batch, mixed_x_realtime=args.mixed_x_realtime)
     out["parity"] = parity(codecs, setup.codes)
     print(json.dumps(out["parity"]), flush=True)

@@ -24,6 +24,7 @@ from sidecar.runtime.codec_parts import (
     _SemanticDecoder,
     _SemanticEncoder,
 )
+from sidecar.runtime.options import DECODE_FRAMES_PER_CALL
 from sidecar.shared.errors import CheckpointError
 
 _SKIPPED_KEYS = frozenset({"semantic_model.masked_spec_embed"})
@@ -40,7 +41,6 @@ _LEGACY_WEIGHT_NORM = {
 # window equal to the full decode. Both margins are doubled.
 TAIL_FRAMES = 16
 TAIL_CONTEXT_FRAMES = 16
-DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 
 
 def _snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -75,21 +75,16 @@ class Codec(nn.Module):
 
     Parameter names match `audio_tokenizer/model.safetensors`. The weights are float32: HuBERT and
     the RVQ argmax must match the reference's fp32 codes exactly, and Snake / the DAC decoder
-    overflow in float16. `io_dtype` only sets the dtype `decode` returns. `decoder_dtype` is the
-    acoustic decoder's (its weights and activations; `load_codec` casts it): bfloat16 has
-    float32's range, so nothing overflows, but it rounds (`bench/decode_cost.py` measures how much).
+    overflow in float16. `io_dtype` only sets the dtype `decode` returns. The acoustic decoder
+    alone may run in another dtype (`use_decoder_dtype`): bfloat16 has float32's range, so
+    nothing overflows, but it rounds (`bench/decode_cost.py` measures how much).
     """
 
-    def __init__(
-        self,
-        config: CodecConfig,
-        io_dtype: torch.dtype = torch.float32,
-        decoder_dtype: torch.dtype = torch.float32,
-    ) -> None:
+    def __init__(self, config: CodecConfig, io_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         self.config = config
         self.io_dtype = io_dtype
-        self.decoder_dtype = decoder_dtype
+        self.decoder_dtype = torch.float32  # its weights' and activations' (`use_decoder_dtype`)
         self.sample_rate = config.sample_rate
         self.hop_length = config.hop_length
         self.frame_rate = config.frame_rate
@@ -157,6 +152,13 @@ class Codec(nn.Module):
         latent = self.fc2(self.quantizer.decode(codes.to(device=self.device, dtype=torch.long)))
         audio = self.acoustic_decoder(latent.transpose(1, 2).to(self.decoder_dtype))
         return audio.to(self.io_dtype)
+
+    def use_decoder_dtype(self, dtype: torch.dtype) -> Codec:
+        """Run the acoustic decoder in `dtype` from now on (before `fuse_activations`, which
+        binds Snake's alphas in the dtype they have then)."""
+        self.acoustic_decoder.to(dtype)
+        self.decoder_dtype = dtype
+        return self
 
     def fuse_activations(self) -> None:
         """Compile the decoder's Snake activations into one kernel each (a GPU's fast path).
@@ -284,11 +286,10 @@ def load_codec(
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"codec weights {weights} are unreadable: {exc}") from exc
     try:
-        codec = Codec(config, io_dtype=dtype, decoder_dtype=decoder_dtype)
+        codec = Codec(config, io_dtype=dtype)
     except (TypeError, ValueError, KeyError) as exc:  # a config whose sizes do not fit together
         raise CheckpointError(
             f"{directory / 'config.json'} does not describe a buildable codec: {exc}"
         ) from exc
     load_state_strict(codec, state, str(weights))
-    codec.acoustic_decoder.to(decoder_dtype)  # before `fuse_activations` binds Snake's alphas
-    return codec.to(device).eval()
+    return codec.to(device).use_decoder_dtype(decoder_dtype).eval()

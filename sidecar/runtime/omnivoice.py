@@ -23,7 +23,7 @@ import tokenizers
 import torch
 
 from sidecar.audio import processing as audio_ops
-from sidecar.runtime import compile_cache
+from sidecar.runtime import compile_cache, streams
 from sidecar.runtime.codec import Codec, load_codec
 from sidecar.runtime.loader import (
     DTYPES,
@@ -51,8 +51,6 @@ StepCallback = Callable[[int, int], None]
 # Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
 DEFAULT_STEP_TOKENS = 8192
 CROSS_FADE_S = 0.3
-DECODE_STREAM_PRIORITY = -1  # CUDA: lower is sooner; the default stream is 0
-EXPRESS_STREAM_PRIORITY = -5  # the highest (torch maps it to the device's highest)
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 
 
@@ -83,18 +81,19 @@ class OmniVoice:
         # On a GPU the codec decodes on a stream of its own. On the denoising stream its kernels
         # would queue behind the next batch's steps, which the sidecar enqueues meanwhile, so a
         # batch's audio came out only when the next batch was denoised (docs/PERFORMANCE.md).
-        # The stream has the higher priority: under load the denoising steps keep every SM busy,
-        # and at equal priority the codec's kernels waited for gaps between them, so decoding a
-        # batch outlasted denoising the next and the sidecar went without work.
+        # Its priority against the denoising's stream: `RuntimeOptions.decode_priority`
+        # (sidecar/runtime/streams.py says why the decode goes first by default).
+        choice = self.runner.options.decode_priority
         self.decode_stream = (
-            torch.cuda.Stream(device, priority=DECODE_STREAM_PRIORITY)
+            torch.cuda.Stream(device, priority=streams.decode_priority(choice))
             if device.type == "cuda"
             else None
         )
+        self.denoising_stream = streams.denoising_stream(device, choice)  # None: the default
         # Interactive requests decode on a stream of their own, at the highest priority, so
         # their few kernels never queue behind a bulk batch's decoding.
         self.express_stream = (
-            torch.cuda.Stream(device, priority=EXPRESS_STREAM_PRIORITY)
+            torch.cuda.Stream(device, priority=streams.EXPRESS_STREAM_PRIORITY)
             if device.type == "cuda"
             else None
         )
@@ -157,6 +156,7 @@ class OmniVoice:
             codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
         else:
             codec = host.codec.to(torch_device)
+        codec.use_decoder_dtype(DTYPES[options.codec_dtype])
         runner = ModelRunner(model, options)
 
         def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it
@@ -219,6 +219,7 @@ class OmniVoice:
     def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
         """A running batch to add requests to and step (see `sidecar.runtime.stepper`)."""
         max_members = self.runner.max_segments // 2  # both rows of each
+        streams.enter(self.denoising_stream)  # the calling thread denoises there from now on
         return Stepper(self.prompter, self.model, self.runner, step_tokens, max_members)
 
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
@@ -271,7 +272,8 @@ class OmniVoice:
         """Every chunk's audio, and each item's tokens where it asked for them, on the host.
         On a GPU the caller runs this on the decode stream: a copy made on the denoising stream
         would wait for every step queued there since, the next batches' too."""
-        audio = [a.float().cpu().numpy() for a in self.codec.decode_many(flat)]
+        frames = self.runner.options.decode_frames_per_call
+        audio = [a.float().cpu().numpy() for a in self.codec.decode_many(flat, frames)]
         kept = [
             [t.cpu().numpy().astype(np.int64) for t in d.tokens]
             if d.item.request.return_tokens

@@ -45,6 +45,10 @@ DEFAULT_BUCKETS = (
 
 # The varlen attention kernels a GPU in half precision can run (sidecar/runtime/attention.py).
 ATTENTION_KERNELS = ("fa2", "cudnn")
+# The codec decode's stream against the denoising's (sidecar/runtime/streams.py).
+DECODE_PRIORITIES = ("above", "equal", "below")
+CODEC_DTYPES = ("float32", "bfloat16")
+DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,13 @@ class RuntimeOptions:
       (FlashAttention-2, PyTorch's own) or `cudnn` (cuDNN's fused attention on Hopper, from the
       `nvidia-cudnn-frontend` package; it rounds differently, so it stays off until a fidelity
       run passes with it). One that cannot run there falls back to `fa2` with a warning.
+    - `decode_priority`: on a GPU, the codec decode's stream against the denoising's: `above`
+      (the decode's kernels first), `equal`, or `below` (the denoising on a stream of the
+      highest priority); `sidecar/runtime/streams.py` says why `above`.
+    - `decode_frames_per_call`: codec frames per batched decoder call (`Codec.decode_many`).
+    - `codec_dtype`: the acoustic decoder's precision, `float32` or `bfloat16` (which rounds
+      more than the parity fixtures' audio rule allows on the CPU).
+    `bench/decode_cost.py` measures what these three cost the forward.
     """
 
     cuda_graphs: bool = True
@@ -88,11 +99,23 @@ class RuntimeOptions:
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     graphs_at_load: int | None = 4096
     attention: str = "fa2"
+    decode_priority: str = "above"
+    decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
+    codec_dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.attention not in ATTENTION_KERNELS:
+        for name, allowed in (
+            ("attention", ATTENTION_KERNELS),
+            ("decode_priority", DECODE_PRIORITIES),
+            ("codec_dtype", CODEC_DTYPES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}"
+                )
+        if self.decode_frames_per_call < 1:
             raise ValueError(
-                f"attention must be one of {', '.join(ATTENTION_KERNELS)}, not {self.attention!r}"
+                f"decode_frames_per_call must be positive, not {self.decode_frames_per_call}"
             )
 
     def resolved(self, on_gpu: bool, half: bool) -> RuntimeOptions:
