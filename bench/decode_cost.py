@@ -279,7 +279,8 @@ def summarise(variant: Variant, rounds: list[dict[str, float | None]], mixed_x: 
     losses = [
         100 * (1 - _num(r["forward_ms_alone"]) / _num(r["forward_ms_beside"])) for r in rounds
     ]
-    loss, x_beside = statistics.fmean(losses), mean("decode_x_beside")
+    loss = statistics.fmean(losses)
+    x_alone, x_beside = mean("decode_x_alone"), mean("decode_x_beside")
     duty = 1.0 if variant.paced else min(1.0, mixed_x / x_beside) if x_beside else None
     return {
         **asdict(variant),
@@ -287,7 +288,8 @@ def summarise(variant: Variant, rounds: list[dict[str, float | None]], mixed_x: 
         "forward_ms_beside": _round(mean("forward_ms_beside"), 3),
         "forward_loss_pct": round(loss, 2),
         "forward_loss_pct_rounds": [round(x, 2) for x in losses],
-        "decode_x_alone": _round(mean("decode_x_alone")),
+        "decode_x_alone": _round(x_alone),
+        "decode_share_pct": _round(100 * mixed_x / x_alone) if x_alone else None,
         "decode_x_beside": _round(x_beside),
         "decode_keeps_up": x_beside is not None and x_beside >= mixed_x,
         "mixed_loss_estimate_pct": round(loss * duty, 2) if duty is not None else None,
@@ -437,7 +439,9 @@ def main() -> int:
     names = set(args.variants or [v.name for v in VARIANTS])
     started = time.perf_counter()
     model, codecs = load(args, names)
+    print(f"loaded in {time.perf_counter() - started:.1f} s", flush=True)
     setup, batch = prepare(args, model, codecs)
+    print(f"batch {json.dumps(batch)} ready at {time.perf_counter() - started:.1f} s", flush=True)
     out: dict[str, object] = {"commit": args.commit, "device": args.device, "dtype": args.dtype,
                               "torch": torch.__version__, "dry_run": args.dry_run}  # fmt: skip
     if model.device.type == "cuda":
