@@ -139,13 +139,8 @@ class Resampler:
 
     def feed(self, pcm: bytes) -> bytes:
         out = []
-        for piece in formats.slices(pcm):
-            samples = len(piece) // 2
-            frame = self._frame_type(format="s16", layout="mono", samples=samples)
-            frame.planes[0].update(bytes(piece))
-            frame.sample_rate = self.source_rate
-            frame.pts = self.pts
-            self.pts += samples
+        for frame in formats.s16_frames(self._frame_type, pcm, self.source_rate, self.pts):
+            self.pts += frame.samples
             out.append(self._out(self.resampler.resample(frame)))
         return b"".join(out)
 

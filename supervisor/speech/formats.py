@@ -94,6 +94,18 @@ def slices(pcm: bytes, samples: int = SLICE_SAMPLES) -> Iterator[memoryview]:
         yield view[start : start + 2 * samples]
 
 
+def s16_frames(frame_type: Any, pcm: bytes, sample_rate: int, pts: int) -> Iterator[Any]:
+    """pcm as mono s16 frames of PyAV's `frame_type`, one per `slices` piece, at `sample_rate`,
+    stamped from `pts` on (each frame's `samples` moves the caller's count on)."""
+    for piece in slices(pcm):
+        frame = frame_type(format="s16", layout="mono", samples=len(piece) // 2)
+        frame.planes[0].update(bytes(piece))
+        frame.sample_rate = sample_rate
+        frame.pts = pts
+        pts += frame.samples
+        yield frame
+
+
 class PcmEncoder:
     def feed(self, pcm: bytes) -> bytes:
         return pcm
@@ -166,13 +178,8 @@ class AvEncoder:
                 self.output.mux(packet)
 
     def feed(self, pcm: bytes) -> bytes:
-        for piece in slices(pcm):
-            samples = len(piece) // 2
-            frame = self._frame_type(format="s16", layout="mono", samples=samples)
-            frame.planes[0].update(bytes(piece))
-            frame.sample_rate = self.sample_rate
-            frame.pts = self.pts
-            self.pts += samples
+        for frame in s16_frames(self._frame_type, pcm, self.sample_rate, self.pts):
+            self.pts += frame.samples
             self._encode(frame)
         return self.sink.take() if isinstance(self.sink, _Sink) else b""
 
