@@ -10,8 +10,10 @@ none of it) while short interactive speech requests stream (`stream_format` "sse
 at a fixed rate for as long as it runs. Each interactive request's first audio is the time from
 sending it to its first audio bytes (for SSE, to its first `speech.audio.delta` event). Gives
 `interactive_under_bulk_first_audio_p50_s`/`_p99_s` and `bulk_throughput_share`, the job's
-x realtime beside them over its x realtime alone; and the same interactive requests on an
-idle server, for comparison.
+x realtime beside them over its x realtime alone; `bulk_total_throughput_share`, all the audio
+the server made meanwhile (the job's and the interactive requests') over the job alone, which
+bounds the first (the interactive requests' audio takes the device's time too); and the same
+interactive requests on an idle server, for comparison.
 """
 
 from __future__ import annotations
@@ -81,6 +83,18 @@ async def run_job(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> dic
 async def job(base_url: str, requests: Sequence[Request], seed_offset: int = 0) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
         return await run_job(client, job_items(requests, seed_offset))
+
+
+async def audio_produced(base_url: str) -> float:
+    """The server's `omnivoice_audio_produced_seconds_total`, summed over its labels."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        text = (await client.get("/metrics")).text
+    name = "omnivoice_audio_produced_seconds_total"
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
 
 
 async def first_audio_one(
@@ -165,6 +179,7 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
         base_url, interactive_requests[:idle_requests], rate, stream_format
     )
     finished = asyncio.Event()
+    began, produced_before = time.perf_counter(), await audio_produced(base_url)
 
     async def loaded_job() -> dict[str, Any]:
         try:
@@ -177,6 +192,15 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
         base_url, interactive_requests[idle_requests:], rate, stream_format, until=finished
     )
     out["loaded"] = await job_task
+    # All the audio the server made meanwhile (the job's and the interactive requests'), in x
+    # realtime and as a share of the job alone: what the device kept of its throughput, which
+    # the interactive requests' own audio bounds `throughput_share` by.
+    wall = time.perf_counter() - began
+    total_x = (await audio_produced(base_url) - produced_before) / wall
+    out["loaded_total_x_realtime"] = round(total_x, 2)
+    out["total_throughput_share"] = (
+        round(total_x / alone["x_realtime"], 3) if alone["x_realtime"] else None
+    )
     # Whether the interactive requests covered the whole job (else the cap on their count cut
     # them off first, and the job's last stretch ran alone).
     out["interactive_covered_job"] = (
