@@ -24,7 +24,7 @@ import tokenizers
 import torch
 
 from sidecar.audio import processing as audio_ops
-from sidecar.runtime import compile_cache, streams
+from sidecar.runtime import compile_cache, streams, trace_once
 from sidecar.runtime.codec import Codec, load_codec
 from sidecar.runtime.loader import (
     DTYPES,
@@ -188,8 +188,9 @@ class OmniVoice:
                 codec.fuse_activations()
             if options.cuda_graphs:
                 report("cuda_graphs")
-                runner.capture()
-                lane_runner.capture()
+                with trace_once.seeded(f"{options} {model.cfg} {runner.attention_kernel}"):
+                    runner.capture()  # the stack's one trace (trace_once.py), then its graphs
+                lane_runner.capture()  # outside the seed: its own trace, as before
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
         log.info("loaded %s on %s (%s)", root, device, dtype)
