@@ -4,9 +4,10 @@ A spare (`python -m sidecar --park`, supervisor/supervision/spare.py) is started
 and must not touch its GPU until the supervisor says `go`: the GPU may still hold the memory of
 the sidecar it will replace. `load_on_host` does everything before that point: the checkpoint
 resolved and checked, the text tokenizer, the backbone's weights read into host memory as
-stored, the codec built and loaded on the CPU, and the compiler's modules imported (torch.compile
-otherwise imports them at the start's first compilation). `OmniVoice.load(..., host=...)` then
-only moves the weights to the device, casts them there, and compiles and captures.
+stored, the codec built and loaded on the CPU, the compiler's modules imported and its cache
+keys worked out (torch.compile otherwise does both at the start's first compilation).
+`OmniVoice.load(..., host=...)` then only moves the weights to the device, casts them there,
+and compiles and captures.
 
 Nothing here creates a CUDA context: the weights stay on the CPU (pinned memory would need one),
 and importing Inductor and Triton initialises no device.
@@ -62,4 +63,7 @@ def load_on_host(source: str, dtype: str, report: Callable[[str], None]) -> Host
     report("compiler")
     for name in COMPILER_MODULES:
         importlib.import_module(name)
+    codecache = importlib.import_module("torch._inductor.codecache")
+    codecache.torch_key()  # hashes of torch's and Triton's sources, which key the compile cache:
+    codecache.triton_key()  # worked out once per process, at its first compilation otherwise
     return HostLoad(root, tokenizer, weights, codec)
