@@ -234,6 +234,9 @@ def load_engine(
         if park is not None:
             park()
         return NullEngine()
+    on_progress("torch")  # the import alone: the start's log tells it from the rest
+    import torch  # noqa: F401
+
     on_progress("import")
     from sidecar.runtime.omnivoice import OmniVoice
 

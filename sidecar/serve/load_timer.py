@@ -1,12 +1,13 @@
 """How long each stage of a sidecar's start took, logged once it is ready.
 
-A loading sidecar announces its stages with `progress` frames (start, import, resolve, tokenizer,
-model, codec, cuda_graphs, warmup; a spare's also compiler, parked, and model and codec again
-after `go`); `TimedChannel` notes when each one first appears and, as `ready` goes out, logs
-one line: the seconds from the process's exec to the first frame (Python and the frame
-channel's imports), each stage's seconds, and the total, for a spare also from `go`. The
-runtime's own line (sidecar/runtime/capture.py) splits `cuda_graphs` into compilation, warm-up
-and capture; bench/start_arm.py reads both from the server's log.
+A loading sidecar announces its stages with `progress` frames (start, torch (its import),
+import (the rest of the runtime's: transformers, Triton), resolve, tokenizer, model, codec,
+cuda_graphs, warmup; a spare's also compiler, parked, and model and codec again after `go`);
+`TimedChannel` notes when each one first appears and, as `ready` goes out, logs one line: the
+seconds from the process's exec to the first frame (Python and the frame channel's imports),
+each stage's seconds, and the total, for a spare also from `go`. The runtime's own line
+(sidecar/runtime/capture.py) splits `cuda_graphs` into compilation, warm-up and capture;
+bench/start_arm.py reads both from the server's log.
 """
 
 from __future__ import annotations
