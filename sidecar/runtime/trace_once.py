@@ -69,7 +69,7 @@ def _read(path: Path, key: str) -> list[str] | None:
 
 
 def _write(path: Path, key: str, names: list[str]) -> None:
-    temporary = path.with_suffix(".tmp")
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")  # sidecars of other GPUs share the cache
     try:
         temporary.write_text(json.dumps({"fingerprint": key, "names": names}))
         os.replace(temporary, path)
