@@ -41,11 +41,18 @@ async def health(request: Request) -> JSONResponse:
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
     else:
-        for sidecar in body["sidecars"] + body.get("asr", []):
-            sidecar["pid"] = None
+        hide_pids(body["sidecars"] + body.get("asr", []))
         if jobs.get("waiting_for_space"):  # its error may name a path
             jobs["waiting_for_space"] = {**jobs["waiting_for_space"], "error": None}
     return JSONResponse(body)
+
+
+def hide_pids(sidecars: list[dict[str, Any]]) -> None:
+    """/health's sidecar entries as a client without a key sees them: no pid, nor a spare's."""
+    for sidecar in sidecars:
+        sidecar["pid"] = None
+        if sidecar.get("spare"):
+            sidecar["spare"] = {**sidecar["spare"], "pid": None}
 
 
 async def ready(request: Request) -> JSONResponse:
