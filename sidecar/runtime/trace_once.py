@@ -9,13 +9,14 @@ one's AOTAutograd lookup is always a miss: the trace it is for never completes, 
 stored (at `fd50967` a respawn's log showed `AOTAutograd cache hits 3, misses 1`).
 
 `seeded` keeps the names of those floats (torch's `TensorifyState`, symbols such as `zf1`)
-beside the compile cache after a start, and gives them back to torch before the next start's
+in the compile cache after a start, and gives them back to torch before the next start's
 trace, so that the first trace is already the second one: the same graph, hence the same
 AOTAutograd and Inductor cache keys, hence the same compiled kernels (the log then shows only
 hits). The names are only valid for the same code and settings, so they are stored with a
-fingerprint (torch's version, the runtime's source files, what the caller says it compiles),
-and used only when it matches. Should a seeded start still restart, the seed was wrong: it is
-removed, and the start after it traces as before and records afresh.
+fingerprint (torch's version, the GPU, the runtime's source files, what the caller says it
+compiles), in a file named by it, and used only when it matches. Should a seeded start still
+restart, the seed was wrong: it is removed, and the start after it traces as before and
+records afresh.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from sidecar.runtime import compile_cache
 
 log = logging.getLogger(__name__)
 
-FILE = "float-specializations.json"
+
+def seed_path(directory: Path, key: str) -> Path:
+    """One file per fingerprint: a benchmark compiling other options into the same cache does
+    not take the server's seed away."""
+    return directory / f"float-specializations-{key[:16]}.json"
+
+
 RUNTIME = Path(__file__).resolve().parent  # sidecar/runtime: the code that is traced
 
 
@@ -85,7 +92,8 @@ def seeded(what: str) -> Iterator[None]:
     if cache is None:
         yield
         return
-    path, key = cache.directories[0] / FILE, fingerprint(what)
+    key = fingerprint(what)
+    path = seed_path(cache.directories[0], key)
     seed, before = _read(path, key), set(_state())  # before: an earlier compilation's
     _state().update(seed or ())
     yield

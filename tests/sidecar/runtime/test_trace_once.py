@@ -49,7 +49,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name)
     monkeypatch.setattr(compile_cache, "_active", None)
     compile_cache.use(str(tmp_path / "cache"))
-    return tmp_path / "cache" / trace_once.FILE
+    return trace_once.seed_path(tmp_path / "cache", trace_once.fingerprint("stack"))
 
 
 def start(what: str = "stack") -> list[str]:
@@ -76,9 +76,10 @@ def test_the_next_start_traces_once_and_gets_the_same_graph(cache: Path) -> None
     assert start() == first[1:] and json.loads(cache.read_text())["names"] == names
 
 
-def test_a_seed_for_other_code_or_settings_is_not_used(cache: Path) -> None:
-    start("stack, one set of options")
-    assert len(start("stack, another")) == 2
+def test_a_seed_for_other_code_or_settings_is_not_used_nor_replaced(cache: Path) -> None:
+    start()
+    assert len(start("stack, other options")) == 2  # its own seed, recorded beside
+    assert len(start()) == 1 and len(start("stack, other options")) == 1
 
 
 def test_a_seed_that_does_not_prevent_the_restart_is_removed(cache: Path) -> None:
