@@ -179,9 +179,9 @@ class OmniVoice:
             codec = host.codec.to(torch_device)
         codec.use_decoder_dtype(DTYPES[options.codec_dtype])
         runner = ModelRunner(model, options)
-        lane_runner = ModelRunner(
-            model, replace(options, buckets=LANE_BUCKETS, graphs_at_load=None)
-        )
+        lane_options = replace(options, buckets=LANE_BUCKETS, graphs_at_load=None,
+                               graph_priority=streams.HIGHEST)  # fmt: skip
+        lane_runner = ModelRunner(model, lane_options)
 
         def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it
             if options.compile:

@@ -66,6 +66,8 @@ def test_requests_joining_at_a_later_step_give_the_tokens_they_give_alone(
 ) -> None:
     stepper = model.stepper(lane)
     assert stepper.runner is (model.lane_runner if lane else model.runner)
+    # The lane's graphs are captured at the highest priority: their kernels keep it on a GPU.
+    assert (stepper.runner.options.graph_priority < 0) == lane
     finished = join_at_step_2(stepper, URGENT)
     # The first group started two steps earlier and ends first.
     assert [key for key, _ in finished] == ["bulk", "urgent"]
