@@ -15,6 +15,7 @@ and importing Inductor and Triton initialises no device.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ class HostLoad:
     codec: Codec  # on the CPU; its weights float32 (see `Codec`)
 
 
+CACHE_KEYS = (
+    ("torch._inductor.codecache", "torch_key"),
+    ("torch._inductor.runtime.triton_compat", "triton_key"),
+)
+
 def load_on_host(source: str, dtype: str, report: Callable[[str], None]) -> HostLoad:
     """Resolve, read and build what the device is not needed for; `report` names each stage."""
     if dtype not in DTYPES:
@@ -63,7 +69,10 @@ def load_on_host(source: str, dtype: str, report: Callable[[str], None]) -> Host
     report("compiler")
     for name in COMPILER_MODULES:
         importlib.import_module(name)
-    codecache = importlib.import_module("torch._inductor.codecache")
-    codecache.torch_key()  # hashes of torch's and Triton's sources, which key the compile cache:
-    codecache.triton_key()  # worked out once per process, at its first compilation otherwise
+    # The hashes of torch's and Triton's sources, which key the compile cache: worked out once
+    # per process, at its first compilation otherwise. Where they live differs between torch
+    # builds (a GPU build's triton_key is not in codecache); a saving, never a reason to fail.
+    for module, name in CACHE_KEYS:
+        with contextlib.suppress(ImportError, AttributeError):
+            getattr(importlib.import_module(module), name)()
     return HostLoad(root, tokenizer, weights, codec)
