@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tokenizers
@@ -49,15 +48,10 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
 
+# Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
+DEFAULT_STEP_TOKENS = 8192
 CROSS_FADE_S = 0.3
-# The interactive lane's graphs: few, since each costs start time, and small (a lane step holds
-# the interactive requests of the moment, a few thousand tokens).
-LANE_BUCKETS = (512, 1024, 2048, 4096, 8192)
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
-
-
-def _sum(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
-    return {key: a.get(key, 0) + b.get(key, 0) for key in a.keys() | b.keys()}
 
 
 def _ready_events(denoised: Sequence[Denoised]) -> list[torch.cuda.Event]:
@@ -75,16 +69,9 @@ class OmniVoice:
         codec: Codec,
         device: torch.device,
         runner: ModelRunner | None = None,
-        lane_runner: ModelRunner | None = None,
     ) -> None:
         self.model = model
-        plain = RuntimeOptions(cuda_graphs=False, compile=False)
-        self.runner = runner or ModelRunner(model, plain)
-        # The interactive lane (`stepper(lane=True)`): interactive requests denoise in a thread
-        # of their own, beside the bulk batch, with a runner of their own (its graphs, buffers
-        # and timers are one thread's) on a stream of the highest priority, so that the device
-        # runs their small steps between the blocks of the bulk batch's kernels.
-        self.lane_runner = lane_runner or ModelRunner(model, plain)
+        self.runner = runner or ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=False))
         self.tokenizer = tokenizer
         self.codec = codec
         self.device = device
@@ -110,11 +97,6 @@ class OmniVoice:
             if device.type == "cuda"
             else None
         )
-        self.lane_stream = (
-            torch.cuda.Stream(device, priority=streams.EXPRESS_STREAM_PRIORITY)
-            if device.type == "cuda"
-            else None
-        )
 
     @property
     def sample_rate(self) -> int:
@@ -124,18 +106,15 @@ class OmniVoice:
     def frame_rate(self) -> int:
         return int(self.codec.frame_rate)
 
-    def stats(self, lane: bool | None = None) -> dict[str, float]:
+    def stats(self) -> dict[str, float | int]:
         """Cumulative forward-pass figures: passes, tokens (real and padded), useful FLOPs,
-        CUDA-graph hits and misses (their device seconds: `device_times`): the interactive
-        lane's (`lane`), the bulk runner's, or (None) both added up."""
-        if lane is None:
-            return _sum(self.runner.stats.counts(), self.lane_runner.stats.counts())
-        return dict((self.lane_runner if lane else self.runner).stats.counts())
+        CUDA-graph hits and misses (their device seconds: `device_times`)."""
+        return self.runner.stats.counts()
 
     def device_times(self) -> dict[str, float]:
         """Device seconds of the batches the device has finished since the last call (their
         forward passes, the batches, the gaps before them), read without waiting for it."""
-        return _sum(self.runner.settle(), self.lane_runner.settle())
+        return self.runner.settle()
 
     @classmethod
     def load(
@@ -179,9 +158,6 @@ class OmniVoice:
             codec = host.codec.to(torch_device)
         codec.use_decoder_dtype(DTYPES[options.codec_dtype])
         runner = ModelRunner(model, options)
-        lane_options = replace(options, buckets=LANE_BUCKETS, graphs_at_load=None,
-                               graph_priority=streams.HIGHEST)  # fmt: skip
-        lane_runner = ModelRunner(model, lane_options)
 
         def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it
             if options.compile:
@@ -190,11 +166,10 @@ class OmniVoice:
                 report("cuda_graphs")
                 with trace_once.seeded(f"{options} {model.cfg} {runner.attention_kernel}"):
                     runner.capture()  # the stack's one trace (trace_once.py), then its graphs
-                lane_runner.capture()  # outside the seed: its own trace, as before
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
         log.info("loaded %s on %s (%s)", root, device, dtype)
-        return cls(model, tokenizer, codec, torch_device, runner, lane_runner)
+        return cls(model, tokenizer, codec, torch_device, runner)
 
     # ------------------------------------------------------------------ voices
 
@@ -242,17 +217,11 @@ class OmniVoice:
         [(_, denoised)] = run_to_end(stepper)
         return denoised
 
-    def stepper(self, lane: bool = False) -> Stepper:
-        """A running batch to add requests to and step (see `sidecar.runtime.stepper`); with
-        `lane`, the interactive lane's: its runner and stream (one thread at a time), and a step
-        within its largest graph. A bulk stepper's thread denoises on `denoising_stream`."""
-        runner = self.lane_runner if lane else self.runner
-        max_members = runner.max_segments // 2  # both rows of each
-        max_tokens = max(runner.bucket_sizes) if lane and runner.use_graphs else 1 << 62
-        if not lane:
-            streams.enter(self.denoising_stream)  # the calling thread denoises there from now on
-        stream = self.lane_stream if lane else None
-        return Stepper(self.prompter, self.model, runner, max_members, max_tokens, stream)
+    def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
+        """A running batch to add requests to and step (see `sidecar.runtime.stepper`)."""
+        max_members = self.runner.max_segments // 2  # both rows of each
+        streams.enter(self.denoising_stream)  # the calling thread denoises there from now on
+        return Stepper(self.prompter, self.model, self.runner, step_tokens, max_members)
 
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
         """Return once the device has run the steps that made these tokens (at once on the CPU,

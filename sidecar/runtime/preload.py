@@ -53,6 +53,7 @@ CACHE_KEYS = (
     ("torch._inductor.runtime.triton_compat", "triton_key"),
 )
 
+
 def load_on_host(source: str, dtype: str, report: Callable[[str], None]) -> HostLoad:
     """Resolve, read and build what the device is not needed for; `report` names each stage."""
     if dtype not in DTYPES:

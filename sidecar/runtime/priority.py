@@ -1,10 +1,11 @@
 """Which members of a running batch the next denoising step runs (torch-free: the null engine
 uses it too).
 
-The oldest first, as many as `max_members` and `max_tokens` allow (the first always: a member
-larger than `max_tokens` runs alone). Interactive requests never share a step with bulk ones:
-they run in the interactive lane (`sidecar.serve.lane`), whose stepper's `max_tokens` is its
-largest CUDA graph (a pass past it would run eagerly, slower for everyone in the lane).
+While any interactive member is waiting, every interactive member runs, and bulk members,
+oldest first, fill what is left of `step_tokens`; the other bulk members wait at their step.
+Without interactive members, every member runs. Never more than `max_members`, nor more than
+`max_tokens` once an interactive member runs (a forward pass past the largest CUDA graph would
+run eagerly, slower for everyone).
 """
 
 from __future__ import annotations
@@ -15,19 +16,29 @@ from typing import Protocol, TypeVar
 
 class Member(Protocol):
     @property
+    def interactive(self) -> bool: ...
+
+    @property
     def cost(self) -> int: ...  # tokens it adds to a forward pass
 
 
 M = TypeVar("M", bound=Member)
 
 
-def choose(members: Sequence[M], max_members: int, max_tokens: int) -> list[M]:
+def choose(members: Sequence[M], step_tokens: int, max_members: int, max_tokens: int) -> list[M]:
     """The members the next step runs, in `members`' order (oldest first)."""
+    if not any(m.interactive for m in members):
+        return list(members[:max_members])
     chosen: list[M] = []
     used = 0
-    for member in members[:max_members]:
-        if chosen and used + member.cost > max_tokens:
-            break
-        chosen.append(member)
-        used += member.cost
-    return chosen
+    for member in (m for m in members if m.interactive):
+        if len(chosen) < max_members and (not chosen or used + member.cost <= max_tokens):
+            chosen.append(member)
+            used += member.cost
+    room = min(step_tokens, max_tokens)
+    for member in (m for m in members if not m.interactive):
+        if len(chosen) < max_members and used + member.cost <= room:
+            chosen.append(member)
+            used += member.cost
+    order = {id(m): i for i, m in enumerate(members)}
+    return sorted(chosen, key=lambda m: order[id(m)])

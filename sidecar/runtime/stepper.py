@@ -2,20 +2,19 @@
 as soon as their own last step is done.
 
 Every chunk of every request is a *member* with its own step and token state. Each `step` runs
-one forward pass over the members chosen for it (`sidecar.runtime.priority`: the oldest, as
-many as fit), then reveals each one's positions for its own step; the others wait at their step,
-their tokens kept on the device. When the members change, the batch's device state is built
-again from each member's step and tokens (`BatchState`'s `start`), so a member's tokens are the
-same whatever it ran beside and at whatever step it joined: nothing a member computes depends on
-the others. The sidecar runs two: the bulk batch's, and the interactive lane's on a stream of
-its own (`OmniVoice.stepper`).
+one forward pass over the members chosen for it, then reveals each one's positions for its own
+step. Which members run is the priority rule: while an interactive request has members, every
+one of them runs, and bulk members (oldest first) fill what is left of `step_tokens`; the other
+bulk members wait at their step, their tokens kept on the device. Without interactive members
+every member runs (`sidecar.runtime.priority`). When the members change, the batch's device
+state is built again from each member's step and tokens (`BatchState`'s `start`), so a member's
+tokens are the same whatever it ran beside and at whatever step it joined: nothing a member
+computes depends on the others.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -29,12 +28,6 @@ from sidecar.runtime.runner import ModelRunner
 from sidecar.shared.errors import InvalidInput
 
 StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
-
-# Steps the host may queue on the device ahead of it. Enough to keep the device fed (a step's
-# host work is a few milliseconds, its device time tens), and few enough that the host never
-# fills CUDA's launch queue: a launch into a full queue blocks holding the interpreter's lock,
-# which would stall the interactive lane's thread for as long.
-RUN_AHEAD_STEPS = 2
 
 
 @dataclass
@@ -53,6 +46,7 @@ class _Group:
     key: Hashable
     items: list[PreparedRequest]
     texts: list[list[str]]  # each request's chunk texts
+    interactive: bool
     on_step: StepCallback | None
     finished: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
     steps: int = 0
@@ -92,6 +86,10 @@ class _Member:
     def done(self) -> bool:
         return self.step >= self.prompt.num_step
 
+    @property
+    def interactive(self) -> bool:
+        return self.group.interactive
+
 
 class Stepper:
     """The running batch of one device: `add` requests, then `step` until not `busy`."""
@@ -101,14 +99,14 @@ class Stepper:
         prompter: Prompter,
         model: OmniVoiceModel,
         runner: ModelRunner,
+        step_tokens: int,
         max_members: int,
-        max_tokens: int,
-        stream: torch.cuda.Stream | None = None,
     ) -> None:
         self.prompter, self.model, self.runner = prompter, model, runner
-        self.max_members, self.max_tokens = max_members, max_tokens  # a step holds at most
-        self.stream = stream  # on a GPU: where its work runs (None: the thread's current stream)
-        self._queued: deque[torch.cuda.Event] = deque()  # recorded after each step still queued
+        self.step_tokens = step_tokens
+        self.max_members = max_members
+        # A step beside an interactive member stays within the largest CUDA graph.
+        self.max_tokens = max(runner.bucket_sizes) if runner.use_graphs else 1 << 62
         self.groups: list[_Group] = []
         self.members: list[_Member] = []
         self.running: list[_Member] = []  # the members `state` holds, in its order
@@ -124,6 +122,7 @@ class Stepper:
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
+        interactive: bool = False,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]:
         """Add requests as one group; they join at the next step. Returns, for each request,
@@ -139,50 +138,30 @@ class Stepper:
                 refused.append(exc)
         if not items:
             return refused
-        group = _Group(key, items, [self.prompter.chunk_texts(it) for it in items], on_step)
+        group = _Group(key, items, [self.prompter.chunk_texts(it) for it in items],
+                       interactive, on_step)  # fmt: skip
         self.groups.append(group)
-        with self._on_stream():
-            for i, chunks in enumerate(group.texts):
-                for ci in range(len(chunks)):
-                    if not group.items[i].waits_for_chunk0(ci):
-                        self._join(group, i, ci, None)
+        for i, chunks in enumerate(group.texts):
+            for ci in range(len(chunks)):
+                if not group.items[i].waits_for_chunk0(ci):
+                    self._join(group, i, ci, None)
         return refused
 
     def abandon(self) -> list[Hashable]:
         """Drop every group (after a failed step): their keys, oldest first."""
         keys = [group.key for group in self.groups]
         self.groups, self.members, self.running, self.state = [], [], [], None
-        self._queued.clear()
-        with self._on_stream():
-            self.runner.end_batch()
+        self.runner.end_batch()
         return keys
 
     def _join(self, group: _Group, i: int, ci: int, chunk0: torch.Tensor | None) -> None:
         prompt = self.prompter.chunk_prompt(group.items[i], group.texts[i], ci, chunk0)
         self.members.append(_Member(group, i, ci, prompt))
 
-    @contextlib.contextmanager
-    def _on_stream(self) -> Iterator[None]:
-        if self.stream is None:
-            yield
-            return
-        with torch.cuda.stream(self.stream):
-            yield
-
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[Denoised]]]:
         """Run one denoising step of the chosen members; returns the groups it finished.
         (In inference mode: the runner's CUDA graphs' inputs are inference tensors.)"""
-        with self._on_stream():
-            finished = self._step()
-            if self.runner.device.type == "cuda":
-                self._queued.append(torch.cuda.Event())
-                self._queued[-1].record()
-                if len(self._queued) > RUN_AHEAD_STEPS:
-                    self._queued.popleft().synchronize()  # waits without the interpreter's lock
-        return finished
-
-    def _step(self) -> list[tuple[Hashable, list[Denoised]]]:
         chosen = self._choose()
         if [id(m) for m in chosen] != [id(m) for m in self.running]:
             self._build(chosen)
@@ -205,7 +184,7 @@ class Stepper:
 
     def _choose(self) -> list[_Member]:
         """The members the next step runs (`sidecar.runtime.priority`)."""
-        return choose(self.members, self.max_members, self.max_tokens)
+        return choose(self.members, self.step_tokens, self.max_members, self.max_tokens)
 
     def _build(self, chosen: list[_Member]) -> None:
         """Take each running member's tokens out of the old state; build one for `chosen`."""

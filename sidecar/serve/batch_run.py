@@ -1,6 +1,5 @@
-"""One stretch of denoising in the sidecar: the batch that began it and, in the interactive lane
-(`sidecar.serve.lane`), every interactive batch that arrives meanwhile and joins it at its next
-step (`sidecar.runtime.stepper`).
+"""One stretch of denoising in the sidecar: the batch that began it, and every interactive batch
+that arrives meanwhile and joins it at its next step (`sidecar.runtime.stepper`).
 
 Each batch is handed to the finisher as soon as its own tokens exist, so a joined batch is
 answered while the batch it joined still denoises. A step that fails ends the stretch: if it held
@@ -14,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -68,31 +67,15 @@ class RunningBatch:
 
 
 class BatchRun:
-    """Denoise batches in one engine `Stepper` until every one of them is done: the frame loop's
-    bulk batch, or the interactive lane's batches (`lane`), which take the joins that arrive
-    meanwhile (`take_joins`) at the next step."""
+    """Denoise batches in one engine `Stepper` until every one of them is done."""
 
-    def __init__(
-        self,
-        sidecar: Sidecar,
-        lane: bool = False,
-        take_joins: Callable[[], list[Generate]] | None = None,
-    ) -> None:
+    def __init__(self, sidecar: Sidecar, stepper: engines.Stepper) -> None:
         self.sidecar = sidecar
-        self.lane = lane
-        self.take_joins = take_joins
-        self.stepper = self.new_stepper()
+        self.stepper = stepper
         self.batches: dict[int, RunningBatch] = {}  # oldest first
-        self.added = 0  # `generate` frames
-
-    def new_stepper(self) -> engines.Stepper:
-        engine = self.sidecar.engine
-        assert engine is not None
-        return engine.stepper(lane=self.lane)
 
     def add(self, message: Generate, interactive: bool, waited_s: float = 0.0) -> None:
         """A batch joins at the next step; what cannot run is answered with its errors."""
-        self.added += 1
         batch = RunningBatch(message["batch"], message["encoding"], len(message["items"]),
                              interactive, waited_s)  # fmt: skip
         entries = []
@@ -102,7 +85,7 @@ class BatchRun:
             except (InvalidInput, TypeError, ValueError) as exc:
                 batch.failed.append((item["id"], ErrorKind.INVALID_INPUT, str(exc)))
         requests = [entry.request for entry in entries]
-        refused = self.stepper.add(batch.id, requests, self.on_step(batch))
+        refused = self.stepper.add(batch.id, requests, interactive, self.on_step(batch))
         for entry, why in zip(entries, refused):
             if why is None:
                 batch.entries.append(entry)
@@ -132,20 +115,21 @@ class BatchRun:
         """Step until every batch is denoised; interactive batches that arrive join between
         steps. The runtime's counters of each step go to the oldest batch it ran for."""
         while self.stepper.busy:
-            before = self.sidecar.engine_stats(self.lane)
+            before = self.sidecar.engine_stats()
             try:
                 finished = self.stepper.step()
             except Exception as exc:
                 self.recover(exc)
                 continue
             oldest = next(iter(self.batches.values()))
-            for name, value in self.sidecar.engine_stats(self.lane).items():
+            for name, value in self.sidecar.engine_stats().items():
                 oldest.counters[name] = oldest.counters.get(name, 0.0) + value - before.get(name, 0)
             for key, pending in finished:
                 batch = self.batches.pop(cast(int, key))
                 self.sidecar.batch_denoised(batch, [DenoisedGroup(batch.entries, pending,
                                                                   batch.started)])  # fmt: skip
-            for message in self.take_joins() if self.take_joins is not None else []:
+            inbox = self.sidecar.inbox
+            for message in inbox.take_joins() if inbox is not None else []:
                 self.add(message, interactive=True)
 
     def recover(self, exc: Exception) -> None:
@@ -176,10 +160,13 @@ class BatchRun:
         """Denoise entries as one batch; on failure split it and retry each half.
 
         Returns the groups that succeeded; the items that failed alone go to `batch.failed`."""
+        engine = self.sidecar.engine
+        assert engine is not None
         started = time.monotonic()
         failure: Exception | None = None
         try:
-            pending = self.denoise([entry.request for entry in entries], batch, entries)
+            requests = [entry.request for entry in entries]
+            pending = engine.denoise(requests, self.on_step(batch, entries))
         except Exception as exc:
             failure = exc
         if failure is None:
@@ -198,20 +185,6 @@ class BatchRun:
         failure = None
         engines.release_cached_memory()
         return self.split(batch, entries)
-
-    def denoise(
-        self, requests: list[GenerationRequest], batch: RunningBatch, entries: list[BatchEntry]
-    ) -> Sequence[object]:
-        """Requests denoised alone, in a stepper of this run's lane (its runner and stream)."""
-        stepper = self.new_stepper()
-        for refused in stepper.add(batch.id, requests, self.on_step(batch, entries)):
-            if refused is not None:
-                raise refused
-        finished: list[tuple[object, Sequence[object]]] = []
-        while stepper.busy:
-            finished += stepper.step()
-        [(_, pending)] = finished
-        return pending
 
     def split(self, batch: RunningBatch, entries: list[BatchEntry]) -> list[DenoisedGroup]:
         """Each half of the entries apart (one alone fails alone)."""

@@ -37,6 +37,7 @@ class Stepper(Protocol):
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
+        interactive: bool = False,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]: ...
 
@@ -67,9 +68,8 @@ class Engine(Protocol):
         express: bool = False,
     ) -> list[GenerationResult]: ...
 
-    def stepper(self, lane: bool = False) -> Stepper:
-        """A running batch that requests join between steps (`sidecar.runtime.stepper`); with
-        `lane`, the interactive lane's (`sidecar.serve.lane`)."""
+    def stepper(self, step_tokens: int) -> Stepper:
+        """A running batch that requests join between steps (`sidecar.runtime.stepper`)."""
         ...
 
     def wait_denoised(self, denoised: Sequence[Any]) -> None:
@@ -80,9 +80,7 @@ class Engine(Protocol):
         self, audio: np.ndarray, sample_rate: int, ref_text: str, preprocess: bool = True
     ) -> VoicePrompt: ...
 
-    def stats(self, lane: bool | None = None) -> dict[str, float]:
-        """Forward-pass counters: one lane's, or (None) both added up."""
-        ...
+    def stats(self) -> dict[str, float | int]: ...
 
     def device_times(self) -> dict[str, float]: ...
 
@@ -93,7 +91,7 @@ class NullEngine:
     sample_rate = 24000
     num_codebooks = 8
 
-    def stats(self, lane: bool | None = None) -> dict[str, float]:
+    def stats(self) -> dict[str, float | int]:
         return {}  # no forward passes to count
 
     def device_times(self) -> dict[str, float]:
@@ -116,8 +114,8 @@ class NullEngine:
                 on_step(step, num_step)
         return list(requests)
 
-    def stepper(self, lane: bool = False) -> NullStepper:
-        return NullStepper()
+    def stepper(self, step_tokens: int) -> NullStepper:
+        return NullStepper(step_tokens)
 
     def decode(
         self,
@@ -163,6 +161,7 @@ def null_frames(r: GenerationRequest) -> int:
 class _NullMember:
     key: Hashable
     request: GenerationRequest
+    interactive: bool
     on_step: StepCallback | None
     step: int = 0
 
@@ -173,10 +172,10 @@ class _NullMember:
 
 class NullStepper:
     """The `Stepper` of the null engine: each request counts its steps, under the same
-    rule (`sidecar.runtime.priority`), so joins behave as on a model."""
+    priority rule (`sidecar.runtime.priority`), so joins and pauses behave as on a model."""
 
-    def __init__(self, max_members: int = 64) -> None:
-        self.max_members = max_members
+    def __init__(self, step_tokens: int, max_members: int = 64) -> None:
+        self.step_tokens, self.max_members = step_tokens, max_members
         self.members: list[_NullMember] = []
         self.groups: dict[Hashable, list[_NullMember]] = {}
 
@@ -188,16 +187,17 @@ class NullStepper:
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
+        interactive: bool = False,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]:
-        group = [_NullMember(key, r, on_step) for r in requests]
+        group = [_NullMember(key, r, interactive, on_step) for r in requests]
         if group:
             self.groups[key] = group
             self.members += group
         return [None] * len(requests)  # silence of any text
 
     def step(self) -> list[tuple[Hashable, list[GenerationRequest]]]:
-        chosen = choose(self.members, self.max_members, 1 << 62)
+        chosen = choose(self.members, self.step_tokens, self.max_members, 1 << 62)
         for member in chosen:
             member.step += 1
         for key in dict.fromkeys(m.key for m in chosen):

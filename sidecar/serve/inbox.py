@@ -1,10 +1,9 @@
-"""The supervisor's frames, read by a thread of their own.
+"""The supervisor's frames, read by a thread of their own so that the frame loop can look at
+what has arrived between two denoising steps without waiting for the pipe.
 
 Frames are handled in the order they came, with one exception: an interactive `generate`
-(`join`) goes to the interactive lane (`sidecar.serve.lane`), which denoises it beside whatever
-the frame loop is running; the lane waits for them with `wait_join` and takes those that arrive
-while it runs with `take_joins`. The supervisor bounds what it sends ahead (a few batches, a few
-joins), so the queues stay short.
+(`join`) may be taken out of turn by the batch being denoised, to join it at its next step.
+The supervisor bounds what it sends ahead (a few batches), so the queue stays short.
 """
 
 from __future__ import annotations
@@ -20,14 +19,11 @@ Arrival = Message | ProtocolError | None
 
 
 class Inbox:
-    """Frames in arrival order (`get`), and the joins apart (`wait_join`, `take_joins`)."""
+    """Frames in arrival order; `get` blocks for the next, `take_joins` takes joiners early."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self._arrived: deque[Arrival] = deque()
-        self._joins: deque[Generate] = deque()
-        self._ended = False  # stdin is closed or broken: no join will come
-        self.joins_received = 0
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, name="frame-reader", daemon=True)
         self._reader.start()
@@ -40,14 +36,9 @@ class Inbox:
             except ProtocolError as exc:
                 arrival = exc
             with self._changed:
-                if isinstance(arrival, dict) and is_join(arrival):
-                    self._joins.append(arrival)  # type: ignore[arg-type]
-                    self.joins_received += 1
-                else:
-                    self._arrived.append(arrival)
-                self._ended = not isinstance(arrival, dict)
-                self._changed.notify_all()
-            if self._ended:  # the end of stdin, or a broken pipe
+                self._arrived.append(arrival)
+                self._changed.notify()
+            if not isinstance(arrival, dict):  # the end of stdin, or a broken pipe
                 return
 
     def get(self) -> Message | None:
@@ -60,17 +51,21 @@ class Inbox:
             raise arrival
         return arrival
 
-    def wait_join(self) -> Generate | None:
-        """The oldest join, waiting for one; None once stdin has ended and none is left."""
-        with self._changed:
-            while not self._joins and not self._ended:
-                self._changed.wait()
-            return self._joins.popleft() if self._joins else None
-
     def take_joins(self) -> list[Generate]:
-        """Every join that has arrived, without waiting."""
+        """Every `generate` with `join` that has arrived, out of turn; the rest stay in order.
+        Nothing is taken past a frame that ends the conversation (shutdown, end, bad frame)."""
+        taken: list[Generate] = []
         with self._changed:
-            taken, self._joins = list(self._joins), deque()
+            kept: deque[Arrival] = deque()
+            ended = False
+            for arrival in self._arrived:
+                ends = not isinstance(arrival, dict) or arrival["op"] == "shutdown"
+                ended = ended or ends
+                if not ended and isinstance(arrival, dict) and is_join(arrival):
+                    taken.append(arrival)  # type: ignore[arg-type]
+                else:
+                    kept.append(arrival)
+            self._arrived = kept
         return taken
 
 

@@ -24,8 +24,7 @@ from sidecar.devtools.faults import Faults
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
-from sidecar.serve.inbox import Inbox
-from sidecar.serve.lane import InteractiveLane
+from sidecar.serve.inbox import Inbox, is_join
 from sidecar.serve.park import Dismissed, wait_for_go
 from sidecar.serve.wire import (
     Channel,
@@ -66,12 +65,11 @@ class Sidecar:
         # Decodes and answers batches in order while the frame loop denoises the next one.
         self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
         self.express = ThreadPoolExecutor(max_workers=1, thread_name_prefix="express")
-        self.lane: InteractiveLane | None = None  # started once the engine is ready
+        self.inbox: Inbox | None = None  # frames, read once the engine is ready
         # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
         # the finisher queues a batch's codec kernels at once, and the word does not wait for
-        # the decoding of the batches before it; the interactive lane's batches have their own.
+        # the decoding of the batches before it.
         self.watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="watcher")
-        self.express_watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="x-watcher")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -80,8 +78,7 @@ class Sidecar:
         code = self.load()
         if code is not None:
             return code
-        inbox = Inbox(self.channel)
-        self.lane = InteractiveLane(self, inbox)
+        self.inbox = inbox = Inbox(self.channel)
         while True:
             began = time.monotonic()
             try:
@@ -161,24 +158,24 @@ class Sidecar:
         )
 
     def handle_generate(self, message: Generate) -> None:
-        """Denoise the batch here (`BatchRun`), then hand it to a finisher thread to decode and
-        answer. Interactive batches sent to join (`join`) never come here: the inbox hands them
-        to the interactive lane (`sidecar.serve.lane`), which runs beside this loop.
+        """Denoise the batch here, with every interactive batch that arrives meanwhile joining
+        it at a step (`BatchRun`); each batch goes to a finisher thread to decode and answer as
+        soon as its tokens exist.
 
         The frame loop is free again as soon as the tokens exist, so the next batch (already
         waiting in the pipe) denoises on the GPU while this one decodes and its audio is sent.
         Every answer of a batch (errors, results, `done`) goes through its finisher, in order:
-        the lane's batches through one of their own, so they never wait for a bulk decode.
+        interactive batches through one of their own, so they never wait for a bulk decode.
         """
-        run = BatchRun(self)
-        run.add(message, interactive=False, waited_s=self.waited_s)
+        assert self.engine is not None
+        run = BatchRun(self, self.engine.stepper(self.args.step_tokens))
+        run.add(message, interactive=is_join(message), waited_s=self.waited_s)
         run.run()
 
-    def engine_stats(self, lane: bool = False) -> dict[str, float]:
+    def engine_stats(self) -> dict[str, float]:
         """The runtime's forward-pass counters (passes, tokens, useful FLOPs, graph hits and
-        misses) of one lane's runner, so that each batch reports its own and the supervisor can
-        add them up."""
-        stats = self.engine.stats(lane) if self.engine is not None else {}
+        misses), so that each batch reports its own and the supervisor can add them up."""
+        stats = self.engine.stats() if self.engine is not None else {}
         return {k: float(v) for k, v in stats.items() if k != "capture_s"}
 
     def batch_denoised(self, batch: RunningBatch, groups: list[DenoisedGroup]) -> None:
@@ -195,8 +192,7 @@ class Sidecar:
             "wait_s": batch.waited_s,
         }
         stats.update({f"runtime_{k}": v for k, v in batch.counters.items()})
-        watcher = self.express_watcher if batch.interactive else self.watcher
-        said = watcher.submit(self.say_denoised, batch.id, groups)
+        said = self.watcher.submit(self.say_denoised, batch.id, groups)
         self.finish(self.answer_batch, batch, groups, stats, said, express=batch.interactive)
 
     def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
@@ -229,11 +225,10 @@ class Sidecar:
         (self.express if express else self.finisher).submit(guarded)
 
     def drain(self) -> None:
-        """Wait until every batch received (the lane's too) has been answered."""
-        if self.lane is not None:
-            self.lane.drain()
-        for pool in (self.finisher, self.express, self.watcher, self.express_watcher):
-            pool.submit(lambda: None).result()
+        """Wait until every batch handed to the finishers has been answered."""
+        self.finisher.submit(lambda: None).result()
+        self.express.submit(lambda: None).result()
+        self.watcher.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
         self.drain()  # answers stay in batch order; encodes are rare, so no overlap is lost

@@ -46,6 +46,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)"
     )
     parser.add_argument(
+        "--step-tokens",
+        type=int,
+        default=8192,
+        help="tokens a step may hold while an interactive batch runs beside a bulk one",
+    )
+    parser.add_argument(
         "--test-faults",
         action="store_true",
         help="honour test-only fault markers (see sidecar.devtools.faults)",

@@ -194,6 +194,12 @@ class Fields:
     warmup_steps: int = setting(
         2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
     )
+    interactive_step_tokens: int = setting(
+        8192,
+        "while an interactive request runs beside a bulk batch, each denoising step holds "
+        "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
+        minimum=0,
+    )
     compile_cache_dir: str = setting("", "torch.compile's cache, kept across sidecar starts "
         "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)")  # fmt: skip
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB", minimum=1)

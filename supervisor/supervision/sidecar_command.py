@@ -67,6 +67,8 @@ def sidecar_argv(
         str(s.warmup_steps),
         "--qa-thresholds",
         s.qa_thresholds,
+        "--step-tokens",
+        str(s.interactive_step_tokens),
     ]
     cache = compile_cache_dir(s)
     argv += ["--compile-cache", cache] if cache else []

@@ -1,12 +1,10 @@
 """Continuous batching (`sidecar.runtime.stepper`) on the tiny fixture checkpoint, on the CPU:
-requests that join a running batch at a later step, members waiting for room in a step, the
-interactive lane's stepper running in a thread beside the bulk one, and a long request's later
-chunks joining once its chunk 0 is done, each give the tokens the same request gives in a batch
-of its own."""
+requests that join a running batch at a later step, bulk members paused for interactive ones,
+and a long request's later chunks joining once its chunk 0 is done, each give the tokens the
+same request gives in a batch of its own."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from pathlib import Path
 
@@ -56,21 +54,20 @@ def assert_same(got: list[torch.Tensor], want: list[torch.Tensor]) -> None:
 def join_at_step_2(stepper: Stepper, urgent: list[GenerationRequest]) -> list:
     assert stepper.add("bulk", BULK) == [None] * len(BULK)
     finished = stepper.step() + stepper.step()
-    assert stepper.add("urgent", urgent) == [None] * len(urgent)
+    assert stepper.add("urgent", urgent, interactive=True) == [None] * len(urgent)
     return finished + run_to_end(stepper)
 
 
-@pytest.mark.parametrize("lane", [False, True], ids=["bulk", "lane"])
+@pytest.mark.parametrize("step_tokens", [1, 10**6], ids=["bulk-paused", "bulk-beside"])
 def test_requests_joining_at_a_later_step_give_the_tokens_they_give_alone(
-    model: OmniVoice, lane: bool
+    model: OmniVoice, step_tokens: int
 ) -> None:
-    stepper = model.stepper(lane)
-    assert stepper.runner is (model.lane_runner if lane else model.runner)
-    # The lane's graphs are captured at the highest priority: their kernels keep it on a GPU.
-    assert (stepper.runner.options.graph_priority < 0) == lane
+    stepper = model.stepper(step_tokens)
     finished = join_at_step_2(stepper, URGENT)
-    # The first group started two steps earlier and ends first.
-    assert [key for key, _ in finished] == ["bulk", "urgent"]
+    order = [key for key, _ in finished]
+    # Paused, the bulk batch waits for the interactive one, which ends first; beside it, the
+    # bulk batch started two steps earlier and ends first.
+    assert order == (["urgent", "bulk"] if step_tokens == 1 else ["bulk", "urgent"])
     got = tokens_of(finished)
     for req, tokens in zip(BULK, got["bulk"]):
         assert_same(tokens, alone(model, req))
@@ -81,47 +78,27 @@ def test_requests_joining_at_a_later_step_give_the_tokens_they_give_alone(
     assert all(t.is_inference() for tokens in got.values() for chunks in tokens for t in chunks)
 
 
-def test_members_past_a_steps_room_wait_and_keep_their_own_tokens(model: OmniVoice) -> None:
-    """With room for three members a step, the oldest three run and the others wait at their
-    step: the first group finishes first, and every member's tokens are still its own."""
+def test_a_budget_runs_some_bulk_members_beside_an_interactive_one(model: OmniVoice) -> None:
+    """With room for the interactive member and two bulk ones, the other two bulk members wait:
+    the first two finish before them, and every member's tokens are still its own."""
     probe = model.stepper()
-    probe.add("x", BULK[:3])
+    probe.add("x", [URGENT[0], BULK[0], BULK[1]])
     room = sum(m.cost for m in probe.members)
-    stepper = Stepper(model.prompter, model.model, model.runner, 64, room)
-    stepper.add("bulk", BULK[:3])
+    stepper = model.stepper(room)
+    stepper.add("bulk", BULK)
     stepper.step()
-    stepper.add("later", [BULK[3], *URGENT])
-    assert [(m.group.key, m.item) for m in stepper._choose()] == [("bulk", i) for i in range(3)]
+    stepper.add("urgent", URGENT[:1], interactive=True)
+    chosen = stepper._choose()
+    assert [(m.group.key, m.item) for m in chosen] == [("bulk", 0), ("bulk", 1), ("urgent", 0)]
     finished = run_to_end(stepper)
-    assert [key for key, _ in finished] == ["bulk", "later"]
     got = tokens_of(finished)
-    for req, tokens in zip(BULK[:3], got["bulk"]):
-        assert_same(tokens, alone(model, req))
-    for req, tokens in zip([BULK[3], *URGENT], got["later"]):
-        assert_same(tokens, alone(model, req))
-
-
-def test_the_lane_steps_in_a_thread_beside_the_bulk_stepper(model: OmniVoice) -> None:
-    """The sidecar's two steppers at once, each in its own thread (the bulk batch's and the
-    interactive lane's): each request's tokens are those it gives alone."""
-    bulk, lane = model.stepper(), model.stepper(lane=True)
-    bulk.add("bulk", BULK)
-    bulk.step()
-    results: dict[str, list] = {}
-    beside = threading.Thread(target=lambda: results.update(lane=join_at_step_2(lane, URGENT)))
-    beside.start()
-    results["bulk"] = run_to_end(bulk)
-    beside.join()
-    got = tokens_of(results["bulk"])
     for req, tokens in zip(BULK, got["bulk"]):
         assert_same(tokens, alone(model, req))
-    got = tokens_of(results["lane"])
-    for req, tokens in zip([*BULK, *URGENT], got["bulk"] + got["urgent"]):
-        assert_same(tokens, alone(model, req))
+    assert_same(got["urgent"][0], alone(model, URGENT[0]))
 
 
 def test_a_long_request_joins_and_its_later_chunks_follow_its_chunk_0(model: OmniVoice) -> None:
-    stepper = model.stepper()
+    stepper = model.stepper(1)
     finished = join_at_step_2(stepper, [LONG])
     got = tokens_of(finished)
     assert len(got["urgent"][0]) > 1  # chunked: chunks 1.. cloned chunk 0 in a second round
@@ -142,6 +119,6 @@ def test_abandon_drops_every_group(model: OmniVoice) -> None:
     stepper = model.stepper()
     stepper.add("a", BULK[:1])
     stepper.step()
-    stepper.add("b", URGENT[:1])
+    stepper.add("b", URGENT[:1], interactive=True)
     assert stepper.abandon() == ["a", "b"]
     assert not stepper.busy and not stepper.members

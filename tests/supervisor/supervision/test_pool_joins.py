@@ -1,8 +1,9 @@
 """Interactive work beside a bulk batch, with real null-engine sidecars: the pool sends it at once
-as a `join`, the sidecar denoises it in its interactive lane beside the batch it is denoising,
-and it is answered before that batch; a sidecar killed with a joined batch in it loses nothing.
+as a `join`, the sidecar merges it into the batch it is denoising at the next step, and it is
+answered before that batch; a sidecar killed with a joined batch in it loses nothing.
 
-A `slow` fault makes the bulk batch take seconds (each of its steps sleeps)."""
+A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
+`interactive_step_tokens` 0 the bulk batch waits while the interactive one runs."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def bulk_started(pool: Pool) -> bool:
 
 def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> None:
     async def scenario() -> None:
-        async with running_pool(fast_settings(None)) as pool:
+        async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
             [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
             await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
             [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
@@ -43,7 +44,7 @@ def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> N
 
 def test_a_sidecar_killed_with_a_joined_batch_in_it_loses_neither_batch() -> None:
     async def scenario() -> None:
-        async with running_pool(fast_settings(None)) as pool:
+        async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
             [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
             await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
             slow = {**URGENT, "text": "Now, but slowly. [[fault:slow:3]]", "num_step": 30}

@@ -1,9 +1,8 @@
-"""sidecar/serve/lane.py: an interactive batch (`join`) that arrives while a bulk batch denoises
-runs in the interactive lane beside it, joins the lane's running batch at its next step, and is
-answered before the bulk batch; a shutdown waits for it.
+"""sidecar/serve/batch_run.py: an interactive batch (`join`) that arrives while a bulk batch
+denoises joins it at its next step, and is answered before it.
 
-A real null-engine sidecar on real pipes; a `slow` fault makes a batch take seconds (every step
-of it sleeps), so where the steps go is visible in the frames."""
+A real null-engine sidecar on real pipes; a `slow` fault makes the bulk batch take seconds
+(every step of it sleeps), so where its steps go is visible in the frames."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ BULK = "A bulk sentence, read slowly. [[fault:slow:6]]"
 BULK_STEPS = 60  # 0.1 s a step: the joined batch comes well before its end
 
 
-@pytest.fixture
-def sidecar() -> Iterator[NullSidecar]:
-    s = NullSidecar()
+@pytest.fixture(params=["0", "100000"], ids=["bulk-paused", "bulk-beside"])
+def sidecar(request: pytest.FixtureRequest) -> Iterator[NullSidecar]:
+    s = NullSidecar("--step-tokens", request.param)
     yield s
     with s.proc:
         if s.proc.poll() is None:
@@ -38,8 +37,8 @@ def frames_until_done(sidecar: NullSidecar, *batches: int) -> list[dict[str, Any
     return frames
 
 
-def test_an_interactive_batch_runs_beside_the_bulk_one_and_is_answered_first(
-    sidecar: NullSidecar,
+def test_an_interactive_batch_joins_at_a_step_and_is_answered_first(
+    sidecar: NullSidecar, request: pytest.FixtureRequest
 ) -> None:
     sidecar.generate(1, [BULK], num_step=BULK_STEPS)
     assert sidecar.read_until("step", batch=1)["step"] == 1
@@ -49,26 +48,14 @@ def test_an_interactive_batch_runs_beside_the_bulk_one_and_is_answered_first(
     assert ("done", 1) not in ops, "the joined batch waited for the bulk one"
     assert [f["id"] for f in frames if f["op"] == "result"] == ["b2-0", "b2-1"]
     assert [f["step"] for f in frames if f["op"] == "step" and f["batch"] == 2] == [1, 2, 3, 4]
+    # Its steps: bulk ones among them only when the bulk batch may run beside it.
+    first, last = ops.index(("step", 2)), ops.index(("result", 2))
+    bulk_beside = ("step", 1) in ops[first:last]
+    assert bulk_beside == (request.node.callspec.id == "bulk-beside")
     rest = frames_until_done(sidecar, 1)
     bulk_steps = [f["step"] for f in frames + rest if f["op"] == "step" and f["batch"] == 1]
     assert bulk_steps == list(range(2, BULK_STEPS + 1))  # none lost, none repeated
     assert [f["id"] for f in rest if f["op"] == "result"] == ["b1-0"]
-    assert sidecar.close() == 0
-
-
-def test_a_join_joins_the_lanes_running_batch_at_its_next_step(sidecar: NullSidecar) -> None:
-    sidecar.generate(1, [BULK], num_step=BULK_STEPS)
-    sidecar.read_until("step", batch=1)
-    sidecar.generate(2, ["Interactive, slowly. [[fault:slow:3]]"], num_step=30, join=True)
-    sidecar.read_until("step", batch=2)
-    sidecar.generate(3, ["Quick."], num_step=4, join=True)
-    frames = frames_until_done(sidecar, 3)
-    ops = [(f["op"], f.get("batch")) for f in frames]
-    assert ("done", 2) not in ops, "the second join waited for the first"
-    assert [f["id"] for f in frames if f["op"] == "result"] == ["b3-0"]
-    rest = frames_until_done(sidecar, 1, 2)
-    answers = [f["id"] for f in rest if f["op"] == "result"]
-    assert sorted(answers) == ["b1-0", "b2-0"]
     assert sidecar.close() == 0
 
 
@@ -84,21 +71,13 @@ def test_a_batch_without_join_waits_for_the_running_one(sidecar: NullSidecar) ->
 
 
 def test_a_step_that_fails_in_a_joined_batch_fails_that_item_alone(sidecar: NullSidecar) -> None:
-    """The failing step ends the lane's stretch; its batch is split until the failing item
-    stands alone, and every other item (the bulk batch's too) gets its audio."""
+    """The failing step ends the stretch; each batch runs again on its own, the joined one
+    split until its failing item stands alone, and every other item gets its audio."""
     sidecar.generate(1, ["Bulk, a little slowly. [[fault:slow:1]]"], num_step=20)
     sidecar.read_until("step", batch=1)
     sidecar.generate(2, ["Fine.", "Broken. [[fault:raise]]"], num_step=4, join=True)
+    # Run again apart, either batch may end first.
     frames = frames_until_done(sidecar, 1, 2)
     answers = {f["id"]: f["op"] for f in frames if f["op"] in ("result", "error")}
     assert answers == {"b2-0": "result", "b2-1": "error", "b1-0": "result"}
     assert sidecar.close() == 0
-
-
-def test_a_shutdown_waits_for_the_lane(sidecar: NullSidecar) -> None:
-    sidecar.generate(1, ["Interactive, slowly. [[fault:slow:1]]"], num_step=10, join=True)
-    sidecar.read_until("step", batch=1)
-    sidecar.send({"op": "shutdown"})
-    frames = frames_until_done(sidecar, 1)
-    assert [f["id"] for f in frames if f["op"] == "result"] == ["b1-0"]
-    assert sidecar.proc.wait(timeout=30) == 0
