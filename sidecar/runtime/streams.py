@@ -15,8 +15,7 @@ batch; how the two share the device is the choice:
 An interactive request's decode (the express stream) runs at the highest priority in every case.
 A CUDA graph's kernels keep the priority of the stream that *captured* it (PyTorch instantiates
 graphs with per-node priorities), so the denoising stream's priority reaches only its eager
-kernels: with `below` the graphed forward still runs at 0, level with the decode (on the H200,
-`bench/decode_cost.py` measured it costing the forward more than `above`).
+kernels: with `below` the graphed forward still runs at 0, level with the decode.
 `bench/decode_cost.py` measures what each costs the forward and how fast the decode still goes.
 """
 

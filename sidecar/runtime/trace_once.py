@@ -6,7 +6,7 @@ argument of a custom op, such as the fused norm-and-rotary kernel's epsilon) mak
 the whole first trace away and trace again with that float as a constant ("Restarting analysis
 due to ... _tensorify_impl"). Every start paid for two traces of the layer stack, and the first
 one's AOTAutograd lookup is always a miss: the trace it is for never completes, so it is never
-stored (at `fd50967` a respawn's log showed `AOTAutograd cache hits 3, misses 1`).
+stored (the log's compile counters show it as an AOTAutograd miss).
 
 `seeded` keeps the names of those floats (torch's `TensorifyState`, symbols such as `zf1`)
 in the compile cache after a start, and gives them back to torch before the next start's
