@@ -46,7 +46,9 @@ def main() -> None:
     parser.add_argument("--asr-model", default="", help="a Whisper checkpoint: time the round trip")
     args = parser.parse_args()
     dtype = engines.resolve_dtype("auto", args.device)
-    engine = engines.load_engine("omnivoice", args.model, args.device, dtype, lambda _: None)
+    engine = engines.load_engine(
+        engines.EngineSpec("omnivoice", args.model, args.device, dtype), lambda _: None
+    )
     faults = Faults(True, lambda _: None, 1 << 20)
     if args.asr_model:
         from sidecar.audio.asr import Transcriber

@@ -79,8 +79,9 @@ class RuntimeOptions:
       equal, it might keep them equal and compile again for other shapes).
     - `attention`: the packed segments' attention kernel on a GPU in half precision: `fa2`
       (FlashAttention-2, PyTorch's own) or `cudnn` (cuDNN's fused attention on Hopper, from the
-      `nvidia-cudnn-frontend` package; it rounds differently, so it stays off until a fidelity
-      run passes with it). One that cannot run there falls back to `fa2` with a warning.
+      `nvidia-cudnn-frontend` package, the `cudnn` extra; it rounds differently, inside the
+      fidelity gate's band: docs/PERFORMANCE.md), chosen by `serve --attention`. One that
+      cannot run there falls back to `fa2` with a warning.
     - `decode_priority`: on a GPU, the codec decode's stream against the denoising's: `above`
       (the decode's kernels first), `equal`, or `below` (the denoising on a stream of the
       highest priority); `sidecar/runtime/streams.py` says why `above`.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -218,18 +218,24 @@ class NullStepper:
         return keys
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """Which engine a sidecar loads, from what, where: its command line's choices."""
+
+    name: str  # one of ENGINES
+    source: str  # a checkpoint directory or Hugging Face id
+    device: str  # a torch device: cpu, cuda:0
+    dtype: str  # resolved (`resolve_dtype`)
+    attention: str = "fa2"  # `RuntimeOptions.attention`
+
+
 def load_engine(
-    name: str,
-    source: str,
-    device: str,
-    dtype: str,
-    on_progress: ProgressCallback,
-    park: Callable[[], None] | None = None,
+    spec: EngineSpec, on_progress: ProgressCallback, park: Callable[[], None] | None = None
 ) -> Engine:
     """Load the named engine; the OmniVoice runtime (and torch) is imported only here. With
     `park` (a spare, sidecar/serve/park.py), what needs no device is loaded first, then `park`
     returns once the device may be used (or raises to end the start)."""
-    if name == "null":
+    if spec.name == "null":
         on_progress("null engine")
         if park is not None:
             park()
@@ -239,14 +245,18 @@ def load_engine(
 
     on_progress("import")
     from sidecar.runtime.omnivoice import OmniVoice
+    from sidecar.runtime.options import DEFAULT_OPTIONS
 
-    if park is None:
-        return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress)
-    from sidecar.runtime.preload import load_on_host
+    options = replace(DEFAULT_OPTIONS, attention=spec.attention)
+    host = None
+    if park is not None:
+        from sidecar.runtime.preload import load_on_host
 
-    host = load_on_host(source, dtype, on_progress)
-    park()
-    return OmniVoice.load(source, device=device, dtype=dtype, on_progress=on_progress, host=host)
+        host = load_on_host(spec.source, spec.dtype, on_progress)
+        park()
+    return OmniVoice.load(
+        spec.source, spec.device, spec.dtype, on_progress, options=options, host=host
+    )
 
 
 def resolve_dtype(dtype: str, device: str) -> str:

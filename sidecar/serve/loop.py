@@ -107,9 +107,10 @@ class Sidecar:
         started = time.monotonic()
         try:
             park = (lambda: wait_for_go(self.channel, self.progress)) if self.args.park else None
-            self.engine = engines.load_engine(
-                self.args.engine, self.args.model, self.device, dtype, self.progress, park
+            spec = engines.EngineSpec(
+                self.args.engine, self.args.model, self.device, dtype, self.args.attention
             )
+            self.engine = engines.load_engine(spec, self.progress, park)
             if self.args.warmup_steps > 0:
                 self.progress("warmup")
                 warm = GenerationRequest(text=WARMUP_TEXT, num_step=self.args.warmup_steps, seed=0)

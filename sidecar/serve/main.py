@@ -52,6 +52,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="tokens a step may hold while an interactive batch runs beside a bulk one",
     )
     parser.add_argument(
+        "--attention",
+        choices=("fa2", "cudnn"),
+        default="fa2",
+        help="the packed attention kernel on a GPU in half precision (RuntimeOptions.attention)",
+    )
+    parser.add_argument(
         "--test-faults",
         action="store_true",
         help="honour test-only fault markers (see sidecar.devtools.faults)",

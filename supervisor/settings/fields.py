@@ -139,8 +139,8 @@ class Fields:
     )
     stream_buffer_chars: int = setting(
         16384,
-        "text one WebSocket session (/v1/audio/speech/stream) may hold not yet synthesized, in "
-        "characters; input.text beyond it gets an error message and is dropped",
+        "characters of text a WebSocket speech session may hold unsynthesized; input.text "
+        "beyond it gets an error message and is dropped",
     )
     stream_sessions: int = setting(64, "WebSocket speech sessions open at once, in all")
     stream_sessions_per_key: int = setting(8, "... and per API key")
@@ -151,13 +151,13 @@ class Fields:
     )
     default_response_format: str = setting(
         "mp3",
-        "response_format of a request that names none (OpenAI's default is mp3)",
+        "response_format when a request names none (OpenAI's: mp3)",
         choices=FORMAT_NAMES,
     )
     header_timeout_s: float = setting(
         30.0,
-        "close a connection whose request headers are not complete this long after it opened "
-        "(or after its previous response)",
+        "close a connection whose request headers are incomplete this long after it opened "
+        "or last answered",
         above=0,
     )
     body_timeout_s: float = setting(
@@ -200,6 +200,8 @@ class Fields:
         "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
         minimum=0,
     )
+    attention: str = setting("fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)",
+                             choices=("fa2", "cudnn"))  # fmt: skip
     compile_cache_dir: str = setting("", "torch.compile's cache, kept across sidecar starts "
         "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)")  # fmt: skip
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB", minimum=1)

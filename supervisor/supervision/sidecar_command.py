@@ -69,6 +69,8 @@ def sidecar_argv(
         s.qa_thresholds,
         "--step-tokens",
         str(s.interactive_step_tokens),
+        "--attention",
+        s.attention,
     ]
     cache = compile_cache_dir(s)
     argv += ["--compile-cache", cache] if cache else []

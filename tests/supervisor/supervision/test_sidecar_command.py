@@ -61,6 +61,17 @@ def test_the_compile_cache_is_the_flag_then_the_environment_then_the_data_dir(
     assert cache_flag(compile_cache_dir="off") is None
 
 
+def test_the_attention_setting_reaches_the_sidecars_parser() -> None:
+    """`--attention` travels to every sidecar, and a kernel neither knows is refused up front."""
+    from sidecar.serve.main import parse_args
+
+    for kernel in ("fa2", "cudnn"):
+        argv = sidecar_argv(Settings(engine="null", attention=kernel), CPU)
+        assert parse_args(argv[len(sidecar_command()) :]).attention == kernel
+    with pytest.raises(ValueError, match="attention"):
+        Settings(attention="flash3")
+
+
 def test_a_sidecar_makes_its_compile_cache_private_and_starts_beside_a_bad_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
