@@ -348,6 +348,8 @@ def main() -> int:
         "commit": args.commit,
         "date": datetime.date.today().isoformat(),
         "gpu": torch.cuda.get_device_name() if on_gpu else "none (dry run on the CPU)",
+        # Settings the server took from the environment (OMNIVOICE_ATTENTION=cudnn, say).
+        "server_environment": {k: v for k, v in os.environ.items() if k.startswith("OMNIVOICE_")},
     }
     if args.make_checkpoint:
         log("making the full checkpoint")

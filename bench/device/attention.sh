@@ -15,6 +15,11 @@
 #                                            # $OUT/kernels-cudnn.json, $OUT/attention.log
 #   bash bench/device/attention.sh baseline  # there, the next call: $OUT/kernels-fa2.json, the
 #                                            # same profile with FlashAttention-2 (same lease)
+#   bash bench/device/attention.sh server C  # there (~6 minutes): the harness's mixed arm with
+#                                            # fa2, then with cudnn (OMNIVOICE_ATTENTION), at
+#                                            # commit C: $OUT/mixed-fa2.json, $OUT/mixed-cudnn.json
+#   bash bench/device/attention.sh respawn C # there (~3 minutes): bench/start_arm.py with
+#                                            # `serve --attention cudnn`: $OUT/respawn-cudnn.json
 set -u
 setup() {  # the carried wheels and the full-size checkpoint, once per machine
     if [ ! -d /tmp/site/cudnn ]; then
@@ -45,8 +50,23 @@ baseline)
     timeout 150 python3 bench/profile_kernels.py /tmp/full --batch 64 --skip-decode \
         --attention fa2 --out "$OUT/kernels-fa2.json" 2>&1 | grep -v Warning | tail -20
     ;;
+server)
+    setup
+    for kernel in fa2 cudnn; do
+        OMNIVOICE_ATTENTION=$kernel timeout 280 python3 bench/harness.py --checkpoint /tmp/full \
+            --arms mixed --commit "$2" --out "$OUT/mixed-$kernel.json" > "$OUT/mixed-$kernel.log" 2>&1
+        echo "mixed with $kernel: exit $?"; grep -v Warning "$OUT/mixed-$kernel.log" | tail -3
+    done
+    ;;
+respawn)
+    setup
+    timeout 280 python3 bench/start_arm.py --checkpoint /tmp/full --commit "$2" --starts 2 \
+        --kills 1 --server-arg=--attention --server-arg=cudnn --out "$OUT/respawn-cudnn.json" \
+        > "$OUT/respawn-cudnn.log" 2>&1
+    echo "exit $?"; tail -n 4 "$OUT/respawn-cudnn.log"
+    ;;
 *)
-    echo "usage: $0 prepare|run|baseline" >&2
+    echo "usage: $0 prepare|run|baseline|server COMMIT|respawn COMMIT" >&2
     exit 2
     ;;
 esac
