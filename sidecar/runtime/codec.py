@@ -1,4 +1,6 @@
-"""The Higgs Audio v2 codec (24 kHz audio <-> 8 x 25 Hz codes), composed without torchaudio."""
+"""The Higgs Audio v2 codec (24 kHz audio <-> 8 x 25 Hz codes), in plain torch (no transformers, no
+torchaudio): the acoustic DAC stacks (codec_acoustic.py), HuBERT (codec_semantic.py), the semantic
+encoder, decoder and quantizer (codec_parts.py)."""
 
 from __future__ import annotations
 
@@ -12,23 +14,21 @@ import torch.nn.functional as F
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
-from transformers.models.dac.configuration_dac import DacConfig
-from transformers.models.dac.modeling_dac import DacDecoder, DacEncoder, Snake1d
-from transformers.models.hubert.configuration_hubert import HubertConfig
-from transformers.models.hubert.modeling_hubert import HubertModel
 
 from sidecar.audio.resample import resample_tensor
+from sidecar.runtime.codec_acoustic import AcousticDecoder, AcousticEncoder, Snake1d, snake
 from sidecar.runtime.codec_parts import (
     CodecConfig,
     _ResidualVQ,
     _SemanticDecoder,
     _SemanticEncoder,
 )
+from sidecar.runtime.codec_semantic import SemanticConfig, SemanticModel
 from sidecar.runtime.options import DECODE_FRAMES_PER_CALL
 from sidecar.shared.errors import CheckpointError
 
 _SKIPPED_KEYS = frozenset({"semantic_model.masked_spec_embed"})
-# Old-style weight-norm names that transformers renames on load; a checkpoint saved by an older
+# Old-style weight-norm names, renamed on load as transformers does; a checkpoint saved by an older
 # torch may use them for HuBERT's positional convolution.
 _LEGACY_WEIGHT_NORM = {
     ".weight_g": ".parametrizations.weight.original0",
@@ -41,22 +41,6 @@ _LEGACY_WEIGHT_NORM = {
 # window equal to the full decode. Both margins are doubled.
 TAIL_FRAMES = 16
 TAIL_CONTEXT_FRAMES = 16
-
-
-def _snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Snake, x + sin(alpha x)^2 / alpha, written as transformers' Snake1d computes it."""
-    shape = x.shape
-    x = x.reshape(shape[0], shape[1], -1)
-    return (x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)).reshape(shape)
-
-
-def _strip_final_tanh(decoder: DacDecoder) -> None:
-    """Higgs' DAC decoder differs from transformers' DAC: each transposed conv gets output_padding
-    stride % 2 (so every block multiplies the length exactly by its stride) and there is no final tanh."""
-    for module in decoder.modules():
-        if isinstance(module, nn.ConvTranspose1d):
-            module.output_padding = (module.stride[0] % 2,)
-    decoder.tanh = nn.Identity()  # type: ignore[assignment]  # a Tanh slot, deliberately emptied
 
 
 def _conv_output_length(module: nn.Module, length: int) -> int:
@@ -89,17 +73,20 @@ class Codec(nn.Module):
         self.hop_length = config.hop_length
         self.frame_rate = config.frame_rate
         self.num_codebooks = config.num_quantizers
-        acoustic = DacConfig(**config.acoustic)
-        self.acoustic_encoder = DacEncoder(acoustic)
-        self.acoustic_decoder = DacDecoder(acoustic)
-        _strip_final_tanh(self.acoustic_decoder)
+        acoustic = config.acoustic
+        self.acoustic_encoder = AcousticEncoder(
+            int(acoustic["encoder_hidden_size"]),
+            acoustic["downsampling_ratios"],
+            int(acoustic["hidden_size"]),
+        )
+        self.acoustic_decoder = AcousticDecoder(
+            int(acoustic["hidden_size"]),
+            int(acoustic["decoder_hidden_size"]),
+            acoustic["upsampling_ratios"],
+        )
         self.encoder_semantic = _SemanticEncoder(config)
         self.decoder_semantic = _SemanticDecoder(config)
-        semantic = HubertConfig(**config.semantic)
-        semantic._attn_implementation = (
-            "sdpa"  # what from_pretrained picks for the reference on CPU
-        )
-        self.semantic_model = HubertModel(semantic)
+        self.semantic_model = SemanticModel(SemanticConfig.from_dict(config.semantic))
         h = config.hidden_size
         self.fc = nn.Linear(h, h)
         self.fc1 = nn.Linear(h, config.semantic_hidden_size)  # training-only semantic head input
@@ -119,7 +106,7 @@ class Codec(nn.Module):
         # 160 samples (half a HuBERT hop) each side: the reference's fixed padding, which makes
         # HuBERT's frame count exactly 2 per codec frame.
         x = F.pad(x, (160, 160))
-        hidden = self.semantic_model(x, output_hidden_states=True).hidden_states
+        hidden = self.semantic_model(x)
         feats = torch.stack(hidden, dim=1).mean(dim=1)
         step = self.config.semantic_downsample_factor
         return feats[:, ::step, :] if step > 1 else feats
@@ -167,7 +154,7 @@ class Codec(nn.Module):
         device time; the arithmetic stays in the decoder's dtype. Compiles now, on short decodes
         of one and of two items, so that no compilation happens during traffic (dynamic shapes; a
         batch of one is its own case)."""
-        fused = torch.compile(_snake, dynamic=True)
+        fused = torch.compile(snake, dynamic=True)
         for module in self.acoustic_decoder.modules():
             if isinstance(module, Snake1d):
                 # alpha as a plain tensor: torch.compile keeps a Parameter's shape static, which

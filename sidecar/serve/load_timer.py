@@ -1,7 +1,7 @@
 """How long each stage of a sidecar's start took, logged once it is ready.
 
 A loading sidecar announces its stages with `progress` frames (start, torch (its import),
-import (the rest of the runtime's: transformers, Triton), resolve, tokenizer, model, codec,
+import (the runtime's own modules), resolve, tokenizer, model, codec,
 cuda_graphs, warmup; a spare's also compiler, parked, and model and codec again after `go`);
 `TimedChannel` notes when each one first appears and, as `ready` goes out, logs one line: the
 seconds from the process's exec to the first frame (Python and the frame channel's imports),

@@ -1,6 +1,6 @@
 """Warm spares: each device's next sidecar, started ahead of need and parked before its device.
 
-A respawn used to wait for a whole start: Python's imports (torch, transformers), the checkpoint
+A respawn used to wait for a whole start: Python's imports (torch and the runtime), the checkpoint
 read, the codec built, and only then the device's part (the weights moved, the layer stack
 compiled, the graphs captured). With --spare-sidecars (auto: on GPUs), once a device's sidecar
 is ready the pool starts another one for it with `--park`: it does all that needs no device

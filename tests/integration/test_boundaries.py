@@ -117,3 +117,12 @@ def test_the_supervisor_loads_only_shared_sidecar_modules_and_no_torch() -> None
     assert outside == set(), f"the supervisor loads {sorted(outside)}"
     heavy = {m.split(".")[0] for m in loaded} & {"torch", "numpy", "transformers", "safetensors"}
     assert heavy == set(), f"the supervisor loads {sorted(heavy)}"
+
+
+@pytest.mark.parametrize("module", ["sidecar.runtime.omnivoice", "sidecar.runtime.preload"])
+def test_the_tts_runtime_never_imports_transformers(module: str) -> None:
+    """Its codec is our own torch code: transformers' import costs a start seconds (only the ASR
+    sidecar's Whisper uses it, imported lazily)."""
+    loaded = modules_after(f"import {module}")
+    assert "torch" in loaded  # the import ran
+    assert "transformers" not in loaded
