@@ -237,7 +237,9 @@ def _rename_legacy(key: str) -> str:
 
 
 def load_state_strict(module: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
-    """Load `state` into `module`, requiring the key sets and shapes to agree exactly."""
+    """Load `state` into `module`, requiring the key sets and shapes to agree exactly. The
+    module's tensors become `state`'s (cast to their dtypes), so it may be built on the meta
+    device."""
     state = {_rename_legacy(k): v for k, v in state.items() if k not in _SKIPPED_KEYS}
     wanted = module.state_dict()
     for key in sorted(wanted):
@@ -251,7 +253,9 @@ def load_state_strict(module: nn.Module, state: Mapping[str, torch.Tensor], sour
                 f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, "
                 f"expected {tuple(wanted[key].shape)}"
             )
-    module.load_state_dict({k: v.to(wanted[k].dtype) for k, v in state.items()}, strict=True)
+    module.load_state_dict(
+        {k: v.to(wanted[k].dtype) for k, v in state.items()}, strict=True, assign=True
+    )
 
 
 def load_codec(
@@ -273,7 +277,8 @@ def load_codec(
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"codec weights {weights} are unreadable: {exc}") from exc
     try:
-        codec = Codec(config, io_dtype=dtype)
+        with torch.device("meta"):  # shapes only: every tensor comes from the file
+            codec = Codec(config, io_dtype=dtype)
     except (TypeError, ValueError, KeyError) as exc:  # a config whose sizes do not fit together
         raise CheckpointError(
             f"{directory / 'config.json'} does not describe a buildable codec: {exc}"

@@ -188,6 +188,25 @@ def _copy_with_state(src: Path, dst: Path, state: dict[str, torch.Tensor]) -> Pa
     return dst
 
 
+def test_every_tensor_is_the_files_and_old_weight_norm_names_load(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
+    """The codec is built on the meta device: every tensor it ends with must come from the file,
+    also where an older torch saved HuBERT's weight norm as weight_g / weight_v."""
+    src = checkpoint_dir / "audio_tokenizer"
+    state = load_file(str(src / "model.safetensors"))
+    conv = "semantic_model.encoder.pos_conv_embed.conv."
+    legacy = dict(state)
+    legacy[conv + "weight_g"] = legacy.pop(conv + "parametrizations.weight.original0")
+    legacy[conv + "weight_v"] = legacy.pop(conv + "parametrizations.weight.original1")
+    old = _copy_with_state(src, tmp_path / "old", legacy)
+    for codec in (load_codec(src), load_codec(old)):
+        loaded = codec.state_dict()
+        assert set(loaded) == set(state) - {"semantic_model.masked_spec_embed"}
+        for key, tensor in loaded.items():
+            assert tensor.device.type == "cpu" and torch.equal(tensor, state[key]), key
+
+
 def test_renamed_key_is_a_checkpoint_error(checkpoint_dir: Path, tmp_path: Path) -> None:
     src = checkpoint_dir / "audio_tokenizer"
     state = load_file(str(src / "model.safetensors"))
