@@ -85,16 +85,50 @@ async def job(base_url: str, requests: Sequence[Request], seed_offset: int = 0) 
         return await run_job(client, job_items(requests, seed_offset))
 
 
-async def audio_produced(base_url: str) -> float:
-    """The server's `omnivoice_audio_produced_seconds_total`, summed over its labels."""
+# The counters read around the loaded run: the audio made, and where the device's time went.
+LOADED_COUNTERS = (
+    "omnivoice_audio_produced_seconds_total",
+    "omnivoice_forward_seconds_total",
+    "omnivoice_forward_passes_total",
+    "omnivoice_tokens_real_total",
+    "omnivoice_denoise_device_seconds_total",
+    "omnivoice_denoise_gap_seconds_total",
+)
+
+
+async def counters(base_url: str, names: Sequence[str] = LOADED_COUNTERS) -> dict[str, float]:
+    """The server's counters of these names, each summed over its labels."""
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
         text = (await client.get("/metrics")).text
-    name = "omnivoice_audio_produced_seconds_total"
-    return sum(
-        float(line.rpartition(" ")[2])
-        for line in text.splitlines()
-        if line.startswith(name + "{") or line.startswith(name + " ")
-    )
+    lines = text.splitlines()
+    return {
+        name: sum(
+            float(line.rpartition(" ")[2])
+            for line in lines
+            if line.startswith(name + "{") or line.startswith(name + " ")
+        )
+        for name in names
+    }
+
+
+def loaded_profile(delta: dict[str, float], wall: float) -> dict[str, float | None]:
+    """Where the device's time went during the loaded run: the forward passes' share of the wall
+    (well under the mixed arm's, the device waited on the host), and their mean size."""
+    passes = delta["omnivoice_forward_passes_total"]
+    return {
+        "forward_share_of_wall": round(delta["omnivoice_forward_seconds_total"] / wall, 3),
+        "batch_device_share_of_wall": round(
+            delta["omnivoice_denoise_device_seconds_total"] / wall, 3
+        ),
+        "gap_device_share_of_wall": round(delta["omnivoice_denoise_gap_seconds_total"] / wall, 3),
+        "forward_passes": passes,
+        "mean_tokens_per_pass": round(delta["omnivoice_tokens_real_total"] / passes)
+        if passes
+        else None,
+        "mean_pass_ms": round(1000 * delta["omnivoice_forward_seconds_total"] / passes, 2)
+        if passes
+        else None,
+    }
 
 
 async def first_audio_one(
@@ -179,7 +213,7 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
         base_url, interactive_requests[:idle_requests], rate, stream_format
     )
     finished = asyncio.Event()
-    began, produced_before = time.perf_counter(), await audio_produced(base_url)
+    began, before = time.perf_counter(), await counters(base_url)
 
     async def loaded_job() -> dict[str, Any]:
         try:
@@ -196,7 +230,10 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
     # realtime and as a share of the job alone: what the device kept of its throughput, which
     # the interactive requests' own audio bounds `throughput_share` by.
     wall = time.perf_counter() - began
-    total_x = (await audio_produced(base_url) - produced_before) / wall
+    after = await counters(base_url)
+    delta = {name: after[name] - before[name] for name in LOADED_COUNTERS}
+    out["loaded_profile"] = loaded_profile(delta, wall) if wall else None
+    total_x = delta["omnivoice_audio_produced_seconds_total"] / wall
     out["loaded_total_x_realtime"] = round(total_x, 2)
     out["total_throughput_share"] = (
         round(total_x / alone["x_realtime"], 3) if alone["x_realtime"] else None

@@ -102,5 +102,7 @@ def keys(result: dict[str, Any]) -> None:
     result["interactive_idle_first_audio_p99_s"] = idle.get("p99")
     result["bulk_throughput_share"] = bulk["throughput_share"] if bulk else None
     result["bulk_total_throughput_share"] = bulk["total_throughput_share"] if bulk else None
+    profile = bulk.get("loaded_profile") if bulk else None
+    result["bulk_forward_share_of_wall"] = profile["forward_share_of_wall"] if profile else None
     result["kill_to_ready_s"] = s["kill"]["kill_to_ready_s"] if "kill" in s else None
     result["cold_start_s"] = result.get("server_ready_s")
