@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime
 import io
 import json
@@ -91,21 +90,6 @@ def wav_bytes(samples: list[float], rate: int = 24000) -> bytes:
             )
         )
     return buf.getvalue()
-
-
-def metric_values(text: str) -> dict[str, float]:
-    """Prometheus text format -> {name{labels}: value}, summing nothing."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            with contextlib.suppress(ValueError):
-                out[name] = float(value)
-    return out
-
-
-def metric_sum(values: dict[str, float], name: str) -> float:
-    return sum(v for k, v in values.items() if k == name or k.startswith(name + "{"))
 
 
 class Server:
@@ -220,13 +204,13 @@ async def run_server_arms(
             url, workloads.short(args.requests), args.short_rate
         )
     async with httpx.AsyncClient(base_url=url) as client:
-        before = metric_values((await client.get("/metrics")).text)
+        before = http_arm.metric_values((await client.get("/metrics")).text)
     log(f"mixed (b): {len(mixed)} saturated")
     out["mixed"] = await http_arm.saturated(url, mixed)
     async with httpx.AsyncClient(base_url=url) as client:
-        after = metric_values((await client.get("/metrics")).text)
+        after = http_arm.metric_values((await client.get("/metrics")).text)
     delta = {
-        name: metric_sum(after, name) - metric_sum(before, name)
+        name: http_arm.metric_sum(after, name) - http_arm.metric_sum(before, name)
         for name in (
             "omnivoice_forward_useful_flops_total",
             "omnivoice_forward_seconds_total",
@@ -288,7 +272,7 @@ async def run_server_arms(
         if delta["omnivoice_tokens_padded_total"]
         else None,
     }
-    out["peak_memory_bytes"] = metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
+    out["peak_memory_bytes"] = http_arm.metric_sum(after, "omnivoice_gpu_memory_peak_bytes")
     await queue_arms.run(args, url, mixed, out)
     return out
 

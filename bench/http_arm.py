@@ -7,6 +7,7 @@ without decoding. Every function returns plain figures; `harness.py` puts them t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -209,3 +210,18 @@ async def first_audio(
             first.append(got_first or 0.0)
             total.append(time.perf_counter() - start)
     return {"requests": repeats, "first_audio_s": percentiles(first), "total_s": percentiles(total)}
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """Prometheus text format -> {name{labels}: value}, summing nothing."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[name] = float(value)
+    return out
+
+
+def metric_sum(values: dict[str, float], name: str) -> float:
+    return sum(v for k, v in values.items() if k == name or k.startswith(name + "{"))

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
-from http_arm import KEEPALIVE_S, body, percentiles
+from http_arm import KEEPALIVE_S, body, metric_sum, metric_values, percentiles
 from workloads import Request
 
 POLL_S = 0.1
@@ -100,15 +100,8 @@ async def counters(base_url: str, names: Sequence[str] = LOADED_COUNTERS) -> dic
     """The server's counters of these names, each summed over its labels."""
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
         text = (await client.get("/metrics")).text
-    lines = text.splitlines()
-    return {
-        name: sum(
-            float(line.rpartition(" ")[2])
-            for line in lines
-            if line.startswith(name + "{") or line.startswith(name + " ")
-        )
-        for name in names
-    }
+    values = metric_values(text)
+    return {name: metric_sum(values, name) for name in names}
 
 
 def loaded_profile(delta: dict[str, float], wall: float) -> dict[str, float | None]:

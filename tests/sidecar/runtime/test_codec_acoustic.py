@@ -45,14 +45,19 @@ def higgs_decoder(config: DacConfig) -> DacDecoder:
     return decoder
 
 
+def load_same_random_state(ours: nn.Module, theirs: nn.Module, seed: int) -> None:
+    """One random state (`randomised`) into both, strictly: the key names must agree."""
+    state = randomised(ours, seed)
+    ours.load_state_dict(state, strict=True)
+    theirs.load_state_dict(state, strict=True)
+
+
 def test_encoder_equals_transformers() -> None:
     ours = AcousticEncoder(
         ACOUSTIC["encoder_hidden_size"], ACOUSTIC["downsampling_ratios"], ACOUSTIC["hidden_size"]
     ).eval()
     theirs = DacEncoder(DacConfig(**ACOUSTIC)).eval()
-    state = randomised(ours, 0)
-    ours.load_state_dict(state, strict=True)
-    theirs.load_state_dict(state, strict=True)
+    load_same_random_state(ours, theirs, 0)
     wav = torch.randn(2, 1, 3 * HOP + 123, generator=torch.Generator().manual_seed(1)) * 0.3
     with torch.inference_mode():
         got, want = ours(wav), theirs(wav)
@@ -67,9 +72,7 @@ def test_decoder_equals_transformers_as_higgs_runs_it(dtype: torch.dtype) -> Non
         ACOUSTIC["hidden_size"], ACOUSTIC["decoder_hidden_size"], ACOUSTIC["upsampling_ratios"]
     ).eval()
     theirs = higgs_decoder(DacConfig(**ACOUSTIC)).eval()
-    state = randomised(ours, 2)
-    ours.load_state_dict(state, strict=True)
-    theirs.load_state_dict(state, strict=True)
+    load_same_random_state(ours, theirs, 2)
     ours.to(dtype)
     theirs.to(dtype)
     latents = torch.randn(2, ACOUSTIC["hidden_size"], 5, generator=torch.Generator().manual_seed(3))
