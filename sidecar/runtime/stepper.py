@@ -10,15 +10,10 @@ every member runs (`sidecar.runtime.priority`). When the members change, the bat
 state is built again from each member's step and tokens (`BatchState`'s `start`), so a member's
 tokens are the same whatever it ran beside and at whatever step it joined: nothing a member
 computes depends on the others.
-
-On a GPU the host queues each step without waiting for the device, but at most `QUEUED_STEPS`
-of them: a request that joins between two steps starts after the steps already queued, so the
-bound is what a joining interactive request waits for the bulk work ahead of it.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,29 +28,6 @@ from sidecar.runtime.runner import ModelRunner
 from sidecar.shared.errors import InvalidInput
 
 StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
-# Two: the device runs one step while the next waits queued, so a step's host work (a rebuild
-# when the members change) never leaves it idle, and a join waits for at most those two.
-QUEUED_STEPS = 2
-
-
-class StepQueue:
-    """The device's events of the steps queued on it, at most `limit` outstanding: `push` after
-    queuing a step waits for the oldest ones beyond the limit. (`new_event` makes an event
-    recorded on the current stream; `None` on the CPU, where every step has run already.)"""
-
-    def __init__(self, limit: int, new_event: Callable[[], torch.cuda.Event] | None) -> None:
-        self.limit = limit
-        self.new_event = new_event
-        self.events: deque[torch.cuda.Event] = deque()
-
-    def push(self) -> None:
-        if self.new_event is None:
-            return
-        event = self.new_event()
-        event.record()
-        self.events.append(event)
-        while len(self.events) > self.limit:
-            self.events.popleft().synchronize()
 
 
 @dataclass
@@ -141,8 +113,6 @@ class Stepper:
         self.state: BatchState | None = None
         self.iteration = 0  # of `state`
         self.builds = 0  # device states built: how often the members changed
-        on_gpu = model.codebook_layer_offsets.device.type == "cuda"
-        self.queued = StepQueue(QUEUED_STEPS, torch.cuda.Event if on_gpu else None)
 
     @property
     def busy(self) -> bool:
@@ -203,7 +173,6 @@ class Stepper:
             self.runner.stats.useful_flops += useful_flops(
                 self.model.cfg, state.packed.segment_lens, state.packed.num_targets
             )
-        self.queued.push()
         self.iteration += 1
         for member in self.running:
             member.step += 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import torch
 
 from sidecar.runtime.omnivoice import OmniVoice
 from sidecar.runtime.request import GenerationRequest
-from sidecar.runtime.stepper import Denoised, Stepper, StepQueue, run_to_end
+from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
 
 STEPS = 6  # a few steps keep the CPU's work small; the joins happen at step 2
 
@@ -123,37 +122,3 @@ def test_abandon_drops_every_group(model: OmniVoice) -> None:
     stepper.add("b", URGENT[:1], interactive=True)
     assert stepper.abandon() == ["a", "b"]
     assert not stepper.busy and not stepper.members
-
-
-class RecordedEvent:
-    """Stands in for torch.cuda.Event (CI has no GPU): notes when it is recorded and waited on."""
-
-    log: ClassVar[list[tuple[str, int]]] = []
-    made: ClassVar[int] = 0
-
-    def __init__(self) -> None:
-        RecordedEvent.made += 1
-        self.number = RecordedEvent.made
-
-    def record(self) -> None:
-        self.log.append(("record", self.number))
-
-    def synchronize(self) -> None:
-        self.log.append(("wait", self.number))
-
-
-def test_the_step_queue_waits_for_the_oldest_step_beyond_its_limit() -> None:
-    RecordedEvent.log, RecordedEvent.made = [], 0
-    queue = StepQueue(2, RecordedEvent)  # type: ignore[arg-type]
-    for _ in range(4):
-        queue.push()
-    assert RecordedEvent.log == [("record", 1), ("record", 2), ("record", 3), ("wait", 1),
-                                 ("record", 4), ("wait", 2)]  # fmt: skip
-    assert [event.number for event in queue.events] == [3, 4]
-
-
-def test_on_the_cpu_the_step_queue_holds_nothing(model: OmniVoice) -> None:
-    stepper = model.stepper()
-    stepper.add("bulk", BULK[:1])
-    stepper.step()
-    assert stepper.queued.new_event is None and not stepper.queued.events
