@@ -49,7 +49,7 @@ ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
 
 # Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
-DEFAULT_STEP_TOKENS = 8192
+DEFAULT_STEP_TOKENS = 4096
 CROSS_FADE_S = 0.3
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
 

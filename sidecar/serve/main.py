@@ -48,7 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--step-tokens",
         type=int,
-        default=8192,
+        default=4096,
         help="tokens a step may hold while an interactive batch runs beside a bulk one",
     )
     parser.add_argument(

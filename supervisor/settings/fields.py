@@ -195,7 +195,7 @@ class Fields:
         2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
     )
     interactive_step_tokens: int = setting(
-        8192,
+        4096,
         "while an interactive request runs beside a bulk batch, each denoising step holds "
         "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
         minimum=0,
