@@ -242,7 +242,7 @@ class Pool:
             batch = self.scheduler.next_batch(
                 ahead=busy_now,
                 only_full=len(session.batches) >= 2,
-                bulk_only=busy_now and session.denoising_bulk(),
+                bulk_only=busy_now and session.holds_bulk(),
             )
             if batch is None:
                 return
@@ -250,8 +250,9 @@ class Pool:
                 self.apply(slot, event)
 
     def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
-        """Interactive work goes at once to a sidecar denoising a bulk batch, to join it at the
-        next step (`Session.can_join`): it never waits for that batch, or the one behind it."""
+        """Interactive work goes at once to a sidecar that holds bulk work, to join the batch it
+        denoises at the next step (`Session.can_join`): it never waits for that batch, the one
+        behind it, or a bulk batch's decode."""
         for slot, session in held:
             if session.state is not SidecarState.BUSY or session.isolated:
                 continue

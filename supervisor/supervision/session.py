@@ -153,19 +153,18 @@ class Session:
         return waiting < MAX_WAITING_FOR_DEVICE and len(held) < MAX_IN_FLIGHT
 
     def can_join(self) -> bool:
-        """Whether an interactive batch may be sent to join the bulk batch it is denoising:
-        the sidecar merges it at its next step rather than after the whole batch (and the
-        one in the pipe). Only beside bulk work: interactive batches follow each other as
-        before, pipelined."""
+        """Whether interactive work goes to this sidecar now as a `join`: while it holds bulk
+        work, denoising or decoding. The sidecar merges a join into the batch it denoises at
+        the next step (or runs it at once if none) and decodes it in its express finisher, so
+        it waits neither for a bulk batch, nor for the one behind it, nor for a bulk decode.
+        Without bulk work interactive batches follow each other as before, pipelined."""
         joins = sum(1 for batch in self.batches if batch.join)
-        return self.denoising_bulk() and joins < MAX_JOINS
+        return self.holds_bulk() and joins < MAX_JOINS
 
-    def denoising_bulk(self) -> bool:
-        """A batch with bulk tasks is sent and not yet denoised."""
+    def holds_bulk(self) -> bool:
+        """A batch with bulk tasks is in flight (sent, not yet answered)."""
         return any(
-            not batch.join
-            and not batch.denoised
-            and any(task.priority is Priority.BULK for task in batch.tasks)
+            not batch.join and any(task.priority is Priority.BULK for task in batch.tasks)
             for batch in self.batches
         )
 

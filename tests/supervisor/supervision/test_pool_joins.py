@@ -3,7 +3,9 @@ as a `join`, the sidecar merges it into the batch it is denoising at the next st
 answered before that batch; a sidecar killed with a joined batch in it loses nothing.
 
 A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
-`interactive_step_tokens` 0 the bulk batch waits while the interactive one runs."""
+`interactive_step_tokens` 0 the bulk batch waits while the interactive one runs. A `decodeslow`
+fault keeps a denoised bulk batch in the sidecar's finisher: interactive work still joins (the
+sidecar's express finisher answers it), rather than queueing behind that decode."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ URGENT = {"id": "urgent", "text": "Now, please.", "seed": 1, "num_step": 4}
 def joined_batch_started(pool: Pool) -> bool:
     session = pool.slots[0].session
     return session is not None and any(b.join and b.started for b in session.batches)
+
+
+def bulk_denoised(pool: Pool) -> bool:
+    session = pool.slots[0].session
+    return session is not None and any(b.denoised and not b.join for b in session.batches)
 
 
 def bulk_started(pool: Pool) -> bool:
@@ -54,5 +61,20 @@ def test_a_sidecar_killed_with_a_joined_batch_in_it_loses_neither_batch() -> Non
             results = await asyncio.wait_for(asyncio.gather(urgent, bulk), 120)
             assert [r["id"] for r in results] == ["urgent", "bulk"]
             assert pool.slots[0].kills
+
+    run(scenario())
+
+
+def test_an_interactive_request_does_not_wait_for_a_bulk_batch_to_decode() -> None:
+    async def scenario() -> None:
+        # The slow decode sends no frame for 8 s: the heartbeat deadline is raised above it.
+        async with running_pool(fast_settings(None, heartbeat_timeout_s=30.0)) as pool:
+            decoding = {**BULK, "text": "A bulk read. [[fault:decodeslow:8]]", "num_step": 4}
+            [bulk] = pool.scheduler.submit([decoding], Priority.BULK)  # type: ignore[list-item]
+            await wait_for(lambda: bulk_denoised(pool), 30, "the bulk batch to be denoised")
+            [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
+            assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
+            assert not bulk.done(), "the interactive request waited for the bulk decode"
+            assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
 
     run(scenario())
