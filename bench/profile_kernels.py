@@ -225,6 +225,11 @@ def main() -> int:
         choices=ATTENTION_KERNELS,
         help="the packed segments' attention kernel (RuntimeOptions.attention)",
     )
+    ap.add_argument(
+        "--compile-regions",
+        action="store_true",
+        help="compile one layer for all (RuntimeOptions.compile_regions)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     model = OmniVoice.load(
@@ -234,6 +239,7 @@ def main() -> int:
         options=RuntimeOptions(
             cuda_graphs=False,
             compile=True,
+            compile_regions=args.compile_regions,
             residual_in_place=not args.residual_copy,
             attention=args.attention,
         ),

@@ -5,7 +5,8 @@ different lengths, both ways, and how far apart their logits are.
     python bench/stack_check.py --compare a.pt b.pt
 
 `--save` keeps the compiled logits, so two versions of the runtime can be compared bit for bit
-(a change meant to move work, not to change results, must leave them equal).
+(a change meant to move work, not to change results, must leave them equal);
+`--compile-regions` compiles the stack by regions (RuntimeOptions.compile_regions).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 
-def logits(checkpoint: str, device: str, compile: bool, items: int) -> torch.Tensor:
+def logits(
+    checkpoint: str, device: str, compile: bool, items: int, regions: bool = False
+) -> torch.Tensor:
     model = OmniVoice.load(
         checkpoint,
         device=device,
         dtype="bfloat16",
-        options=RuntimeOptions(cuda_graphs=False, compile=compile),
+        options=RuntimeOptions(cuda_graphs=False, compile=compile, compile_regions=regions),
     )
     words = TEXT.split()
     requests = [
@@ -52,6 +55,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--items", type=int, default=16)
     ap.add_argument("--save", type=Path)
+    ap.add_argument("--compile-regions", action="store_true", help="the stack compiled by regions")
     ap.add_argument("--compare", type=Path, nargs=2)
     args = ap.parse_args()
     if args.compare:
@@ -63,7 +67,7 @@ def main() -> int:
             "top1_agreement": float((a.argmax(-1) == b.argmax(-1)).float().mean()),
         }
     else:
-        compiled = logits(args.checkpoint, args.device, True, args.items)
+        compiled = logits(args.checkpoint, args.device, True, args.items, args.compile_regions)
         eager = logits(args.checkpoint, args.device, False, args.items)
         row = {
             "positions": compiled.shape[0],

@@ -2,6 +2,7 @@
 
     python3 bench/trace_probe.py plain --cache /tmp/probe-cache [--layers 28]    # twice: cold, warm
     python3 bench/trace_probe.py seeded --cache /tmp/probe-cache [--layers 28]
+    python3 bench/trace_probe.py plain --regions --cache /tmp/probe-regions  # by regions
 
 Each run is one process, as a start is: the full-size backbone's shapes (random weights, bf16,
 `--layers` of them), torch.compile as the runner compiles it (dynamic shapes, eager rounding),
@@ -38,6 +39,7 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/probe-cache"))
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--regions", action="store_true", help="compiled by regions (regions.py)")
     args = ap.parse_args()
     if args.mode == "compare":
         a, b = (torch.load(f) for f in args.files)
@@ -46,7 +48,7 @@ def main() -> int:
     from sidecar.runtime import compile_cache
 
     compile_cache.use(str(args.cache))  # Inductor's cache, and trace_once's seed beside it
-    out = run(args.layers, args.mode == "seeded")
+    out = run(args.layers, args.mode == "seeded", args.regions)
     if args.out is not None:
         torch.save(out, args.out)
     return 0
@@ -68,13 +70,15 @@ def stand_in(q, k, v, cu_seqlens, cap, scale, *kernel):  # type: ignore[no-untyp
     return torch.ops.trace_probe.attention(q, k, v, cu_seqlens, cap, scale)
 
 
-def run(layers: int, seeded: bool) -> object:
+def run(layers: int, seeded: bool, regions: bool) -> object:
     from torch._dynamo.utils import compile_times, counters
 
     import sidecar.runtime.model as model_module
     from sidecar.devtools.checkpoint import SIZES, omnivoice_config
     from sidecar.runtime import trace_once
     from sidecar.runtime.config import ModelConfig
+    from sidecar.runtime.options import RuntimeOptions
+    from sidecar.runtime.regions import compiled_stack
 
     model_module.varlen_attention = stand_in
     full = ModelConfig.from_dict(omnivoice_config(SIZES["full"]), where="full")
@@ -86,13 +90,13 @@ def run(layers: int, seeded: bool) -> object:
     positions, cu_seqlens = torch.arange(n), torch.full((129,), n, dtype=torch.int32)
     cu_seqlens[0] = 0
     cos, sin = model.llm.rope(positions, torch.bfloat16)
-    stack = torch.compile(model.stack_packed, dynamic=True,
-                          options={"emulate_precision_casts": True})  # fmt: skip
+    stack = compiled_stack(model, RuntimeOptions(compile_regions=regions))  # as the runner does
     began = time.perf_counter()
     seed = trace_once.seeded("trace_probe") if seeded else contextlib.nullcontext()
     with torch.inference_mode(), seed:
         out = stack(ids, torch.zeros(n, dtype=torch.bool), cos, sin, cu_seqlens, 300, positions)
-    print(f"first call {time.perf_counter() - began:.2f} s ({'seeded' if seeded else 'plain'})")
+    how = ("seeded" if seeded else "plain") + (", by regions" if regions else "")
+    print(f"first call {time.perf_counter() - began:.2f} s ({how})")
     names, seconds = compile_times("csv", aggregate=True)
     spent = dict(zip(names, seconds, strict=True))
     print("phases:", {k: round(float(str(spent[k])), 2) for k in PHASES if k in spent})

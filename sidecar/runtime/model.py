@@ -295,9 +295,17 @@ class OmniVoiceModel(nn.Module):
         tables come in as inputs so that the compiler cannot fold their cos and sin into each
         layer's q/k kernel, where they were computed again for every head of every layer (a
         sizeable share of a forward pass)."""
-        h = self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
+        h = self.embed_packed(input_ids, audio_mask)
         for layer in self.llm.layers:
             h = layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
+        return self.norm_packed(h, head_index)
+
+    def embed_packed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
+        """The packed rows' input embeddings [N, hidden]: `stack_packed` before its layers."""
+        return self.embed(input_ids.unsqueeze(0), audio_mask.unsqueeze(0))[0]
+
+    def norm_packed(self, h: torch.Tensor, head_index: torch.Tensor) -> torch.Tensor:
+        """The final norm of the positions in head_index: `stack_packed` after its layers."""
         return self.llm.norm(h.index_select(0, head_index))
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,7 @@ from sidecar.runtime.attention import choose_kernel
 from sidecar.runtime.capture import Recorder
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from sidecar.runtime.regions import compiled_stack
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +158,7 @@ class ModelRunner:
             layer.self_attn.attention_kernel = self.attention_kernel
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
         if compile:
-            self.stack_fn = torch.compile(
-                model.stack_packed,
-                dynamic=True,
-                options={"emulate_precision_casts": options.eager_rounding},
-            )
+            self.stack_fn = compiled_stack(model, options)  # whole, or by regions
         # `OmniVoiceModel.hidden_packed` with that stack: the rotary tables are made first,
         # outside the compiled part (see `OmniVoiceModel.stack_packed`).
         self.hidden_fn: Callable[..., torch.Tensor] = functools.partial(

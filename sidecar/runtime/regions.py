@@ -1,0 +1,78 @@
+"""torch.compile of the layer stack: whole, or by regions.
+
+Whole (the default): `OmniVoiceModel.stack_packed` is one compiled function, and dynamo traces
+all of its layers at every start; the compile cache (`compile_cache.py`) saves Inductor's work,
+not the trace, which is most of what a respawn spends in `cuda_graphs`. By regions
+(`RuntimeOptions.compile_regions`): the embedding, a decoder layer and the final norm are
+compiled apart, and every layer runs the one layer's compiled code with its own weights as
+inputs (`nn.Module.compile` guards a module by its type and its tensors' shapes, not by which
+module it is), so a start traces one layer, not the stack. The operations and their order are
+the same, so the logits are meant to be the same bit for bit: on the CPU they are
+(tests/sidecar/runtime/test_regions.py); on a GPU `bench/device/regions.sh` checks them, the
+forward's speed and the start before this becomes the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from sidecar.runtime.model import DecoderLayer, OmniVoiceModel
+from sidecar.runtime.options import RuntimeOptions
+
+
+class PackedLayer(nn.Module):
+    """A decoder layer's packed forward as its `forward`, the method `nn.Module.compile`
+    compiles: the wrappers of all the layers then share one compiled graph."""
+
+    def __init__(self, layer: DecoderLayer) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+    ) -> torch.Tensor:
+        return self.layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
+
+
+class RegionalStack:
+    """`OmniVoiceModel.stack_packed`, its three parts compiled apart."""
+
+    def __init__(self, model: OmniVoiceModel, compile_options: dict[str, Any]) -> None:
+        self.embed = torch.compile(model.embed_packed, dynamic=True, options=compile_options)
+        self.layers = [PackedLayer(layer) for layer in model.llm.layers]
+        for layer in self.layers:
+            layer.compile(dynamic=True, options=compile_options)
+        self.norm = torch.compile(model.norm_packed, dynamic=True, options=compile_options)
+
+    def __call__(  # noqa: PLR0913  stack_packed's arguments
+        self,
+        input_ids: torch.Tensor,
+        audio_mask: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        max_seqlen: int,
+        head_index: torch.Tensor,
+    ) -> torch.Tensor:
+        h = self.embed(input_ids, audio_mask)
+        for layer in self.layers:
+            h = layer(h, cos, sin, cu_seqlens, max_seqlen)
+        return self.norm(h, head_index)
+
+
+def compiled_stack(model: OmniVoiceModel, options: RuntimeOptions) -> Callable[..., torch.Tensor]:
+    """The layer stack compiled as `options` say (dynamic shapes: one compilation for every
+    bucket; Inductor rounding as eager PyTorch does with `eager_rounding`)."""
+    compile_options: dict[str, Any] = {"emulate_precision_casts": options.eager_rounding}
+    if options.compile_regions:
+        return RegionalStack(model, compile_options)
+    return torch.compile(model.stack_packed, dynamic=True, options=compile_options)
