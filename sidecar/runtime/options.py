@@ -61,7 +61,7 @@ class RuntimeOptions:
       None: on for a GPU in half precision, off elsewhere.
     - `compile_regions`: compile the embedding, one decoder layer (which every layer then runs)
       and the final norm apart, rather than the stack whole, so that a start traces one layer
-      (`sidecar/runtime/regions.py`); off until measured on a GPU.
+      (`sidecar/runtime/regions.py`): the same logits, a start that traces one layer, not 28.
     - `eager_rounding`: the compiled stack rounds every intermediate as eager PyTorch does, so
       it stays as faithful to the reference as the reference's own bf16 (False only to measure
       what that costs).
@@ -96,7 +96,7 @@ class RuntimeOptions:
 
     cuda_graphs: bool = True
     compile: bool | None = None
-    compile_regions: bool = False
+    compile_regions: bool = True
     eager_rounding: bool = True
     fused_scoring: bool = True
     fused_norm_rope: bool = True
