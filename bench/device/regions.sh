@@ -3,7 +3,7 @@
 # sidecar/runtime/regions.py), in one call of about six minutes: the logits of each, bit for bit
 # (bench/stack_check.py), the runtime's load on an empty and then a filled compile cache
 # (bench/load_time.py: the start a respawn waits for), and the 64-item forward's kernels
-# (bench/profile_kernels.py). Regions become the default only if the logits are equal and the
+# (bench/profile_kernels.py). Regions stay the default only while the logits are equal and the
 # forward is no slower.
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the

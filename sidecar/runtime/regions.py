@@ -1,15 +1,14 @@
-"""torch.compile of the layer stack: whole, or by regions.
+"""torch.compile of the layer stack: by regions, or whole.
 
-Whole (the default): `OmniVoiceModel.stack_packed` is one compiled function, and dynamo traces
-all of its layers at every start; the compile cache (`compile_cache.py`) saves Inductor's work,
-not the trace, which is most of what a respawn spends in `cuda_graphs`. By regions
-(`RuntimeOptions.compile_regions`): the embedding, a decoder layer and the final norm are
-compiled apart, and every layer runs the one layer's compiled code with its own weights as
-inputs (`nn.Module.compile` guards a module by its type and its tensors' shapes, not by which
-module it is), so a start traces one layer, not the stack. The operations and their order are
-the same, so the logits are meant to be the same bit for bit: on the CPU they are
-(tests/sidecar/runtime/test_regions.py); on a GPU `bench/device/regions.sh` checks them, the
-forward's speed and the start before this becomes the default.
+By regions (`RuntimeOptions.compile_regions`, the default): the embedding, a decoder layer and
+the final norm are compiled apart, and every layer runs the one layer's compiled code with its
+own weights as inputs (`nn.Module.compile` guards a module by its type and its tensors' shapes,
+not by which module it is), so a start traces one layer, not the stack. The compile cache
+(`compile_cache.py`) saves Inductor's work but not dynamo's trace, so the trace is what a
+respawn pays each time. Whole: `OmniVoiceModel.stack_packed` is one compiled function, and
+dynamo traces all of its layers at every start. The operations and their order are the same,
+so the logits are the same bit for bit (tests/sidecar/runtime/test_regions.py on the CPU,
+`bench/device/regions.sh` on a GPU).
 """
 
 from __future__ import annotations
