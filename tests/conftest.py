@@ -1,8 +1,10 @@
-"""Shared test fixtures: the parity fixtures shipped beside the repository."""
+"""Shared test fixtures: the parity fixtures shipped beside the repository; and Ctrl-C as a
+terminal delivers it, however the suite was started."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,13 @@ from tests.helpers.paths import REPO_ROOT
 from tests.helpers.pg_cluster import Cluster, running
 
 FIXTURES_DIR = REPO_ROOT.parent / "shared" / "parity" / "fixtures"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background (`pytest &`, nohup) inherits SIGINT ignored, and so would
+    # every process it starts: the tests that send `synth` a real Ctrl-C would wait for nothing.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
