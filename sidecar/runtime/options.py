@@ -60,8 +60,8 @@ class RuntimeOptions:
     - `compile`: torch.compile the layer stack (and fuse the codec decoder's activations);
       None: on for a GPU in half precision, off elsewhere.
     - `compile_regions`: compile the embedding, one decoder layer (which every layer then runs)
-      and the final norm apart, rather than the stack whole, so that a start traces one layer
-      (`sidecar/runtime/regions.py`): the same logits, a start that traces one layer, not 28.
+      and the final norm apart, rather than the stack whole, so that a start traces one layer,
+      not 28 (`sidecar/runtime/regions.py`); the logits are the same bit for bit.
     - `eager_rounding`: the compiled stack rounds every intermediate as eager PyTorch does, so
       it stays as faithful to the reference as the reference's own bf16 (False only to measure
       what that costs).
