@@ -2,7 +2,8 @@
 load, torch.compile's cache in a directory of its own), with the stack compiled whole or by
 regions (`RuntimeOptions.compile_regions`).
 
-    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-whole [--compile-regions]
+    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-regions   # by regions (the default)
+    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-whole --no-compile-regions
 
 Run it twice on one cache directory: the first load compiles into an empty cache (a new
 machine), the second reads it back (a restart; a respawn's device part). Prints one JSON line:
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.runtime import compile_cache
 from sidecar.runtime.omnivoice import OmniVoice
-from sidecar.runtime.options import RuntimeOptions
+from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 
 
 class Lines(logging.Handler):
@@ -41,7 +42,11 @@ def main() -> int:
     ap.add_argument("checkpoint")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--cache-dir", required=True)
-    ap.add_argument("--compile-regions", action="store_true")
+    ap.add_argument(
+        "--compile-regions",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_OPTIONS.compile_regions,
+    )
     args = ap.parse_args()
     lines = Lines()
     logging.getLogger("sidecar").addHandler(lines)

@@ -43,7 +43,7 @@ from profile_step import TEXT
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
-from sidecar.runtime.options import ATTENTION_KERNELS, RuntimeOptions
+from sidecar.runtime.options import ATTENTION_KERNELS, DEFAULT_OPTIONS, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
@@ -227,8 +227,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--compile-regions",
-        action="store_true",
-        help="compile one layer for all (RuntimeOptions.compile_regions)",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_OPTIONS.compile_regions,
+        help="compile one layer for all (RuntimeOptions.compile_regions, the default) or the "
+        "stack whole",
     )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

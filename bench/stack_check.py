@@ -6,7 +6,8 @@ different lengths, both ways, and how far apart their logits are.
 
 `--save` keeps the compiled logits, so two versions of the runtime can be compared bit for bit
 (a change meant to move work, not to change results, must leave them equal);
-`--compile-regions` compiles the stack by regions (RuntimeOptions.compile_regions).
+`--no-compile-regions` compiles the stack whole rather than by regions, the runtime's default
+(RuntimeOptions.compile_regions).
 """
 
 from __future__ import annotations
@@ -24,13 +25,11 @@ from profile_step import TEXT
 
 from sidecar.runtime.generate import BatchState
 from sidecar.runtime.omnivoice import OmniVoice
-from sidecar.runtime.options import RuntimeOptions
+from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 
-def logits(
-    checkpoint: str, device: str, compile: bool, items: int, regions: bool = False
-) -> torch.Tensor:
+def logits(checkpoint: str, device: str, compile: bool, items: int, regions: bool) -> torch.Tensor:
     model = OmniVoice.load(
         checkpoint,
         device=device,
@@ -55,7 +54,12 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--items", type=int, default=16)
     ap.add_argument("--save", type=Path)
-    ap.add_argument("--compile-regions", action="store_true", help="the stack compiled by regions")
+    ap.add_argument(
+        "--compile-regions",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_OPTIONS.compile_regions,
+        help="the stack compiled by regions (the runtime's default) or whole",
+    )
     ap.add_argument("--compare", type=Path, nargs=2)
     args = ap.parse_args()
     if args.compare:
@@ -68,7 +72,7 @@ def main() -> int:
         }
     else:
         compiled = logits(args.checkpoint, args.device, True, args.items, args.compile_regions)
-        eager = logits(args.checkpoint, args.device, False, args.items)
+        eager = logits(args.checkpoint, args.device, False, args.items, args.compile_regions)
         row = {
             "positions": compiled.shape[0],
             "compiled_equals_eager": bool(torch.equal(compiled, eager)),

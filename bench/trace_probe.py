@@ -2,7 +2,7 @@
 
     python3 bench/trace_probe.py plain --cache /tmp/probe-cache [--layers 28]    # twice: cold, warm
     python3 bench/trace_probe.py seeded --cache /tmp/probe-cache [--layers 28]
-    python3 bench/trace_probe.py plain --regions --cache /tmp/probe-regions  # by regions
+    python3 bench/trace_probe.py plain --no-regions --cache /tmp/probe-whole  # compiled whole
 
 Each run is one process, as a start is: the full-size backbone's shapes (random weights, bf16,
 `--layers` of them), torch.compile as the runner compiles it (dynamic shapes, eager rounding),
@@ -33,13 +33,20 @@ PHASES = ("bytecode_tracing", "compile_attempt_0", "compile_attempt_1",
 
 
 def main() -> int:
+    from sidecar.runtime.options import DEFAULT_OPTIONS  # no torch.compile state: safe this early
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=("plain", "seeded", "compare"))
     ap.add_argument("files", nargs="*", type=Path, help="compare: two --out files")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/probe-cache"))
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--regions", action="store_true", help="compiled by regions (regions.py)")
+    ap.add_argument(
+        "--regions",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_OPTIONS.compile_regions,
+        help="compiled by regions (regions.py; the runtime's default) or whole",
+    )
     args = ap.parse_args()
     if args.mode == "compare":
         a, b = (torch.load(f) for f in args.files)

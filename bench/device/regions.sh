@@ -16,11 +16,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 [ -d /tmp/full ] || python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
 log=$OUT/regions.log
 echo "checkpoint ready at $SECONDS s" | tee "$log"
-python3 bench/stack_check.py /tmp/full --save /tmp/whole.pt 2>&1 | grep -v Warning | tail -1 | tee -a "$log"
+python3 bench/stack_check.py /tmp/full --no-compile-regions --save /tmp/whole.pt 2>&1 | grep -v Warning | tail -1 | tee -a "$log"
 python3 bench/stack_check.py /tmp/full --compile-regions --save /tmp/regions.pt 2>&1 | grep -v Warning | tail -1 | tee -a "$log"
 python3 bench/stack_check.py --compare /tmp/whole.pt /tmp/regions.pt | tee -a "$log"
 for mode in whole regions; do
-    flag=; [ $mode = regions ] && flag=--compile-regions
+    flag=--compile-regions; [ $mode = whole ] && flag=--no-compile-regions
     for run in empty filled; do
         echo "== load, $mode, $run cache" | tee -a "$log"
         timeout 200 python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-$mode $flag 2>&1 \
