@@ -442,8 +442,13 @@ def main() -> int:
     print(f"loaded in {time.perf_counter() - started:.1f} s", flush=True)
     setup, batch = prepare(args, model, codecs)
     print(f"batch {json.dumps(batch)} ready at {time.perf_counter() - started:.1f} s", flush=True)
-    out: dict[str, object] = {"commit": args.commit, "device": args.device, "dtype": args.dtype,
-                              "torch": torch.__version__, "dry_run": args.dry_run}  # fmt: skip
+    out: dict[str, object] = {
+        "commit": args.commit,
+        "device": args.device,
+        "dtype": args.dtype,
+        "torch": torch.__version__,
+        "dry_run": args.dry_run,
+    }
     if model.device.type == "cuda":
         out["gpu"] = torch.cuda.get_device_name(model.device)
         lowest, highest = (torch.cuda.Stream(priority=p).priority for p in (0, streams.HIGHEST))

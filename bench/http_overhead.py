@@ -72,8 +72,10 @@ def load(host: str, port: int, fmt: str, requests: int, connections: int, queue:
     body = json.dumps(
         {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt}
     ).encode()
-    request = (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+    request = (
+        f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     expect = target_tokens(TEXT) * 960 * 2 + (
         44 if fmt == "wav" else 0
     )  # the null engine: silence of the estimate
@@ -131,11 +133,21 @@ def measure(
     wall, latencies, failures = queue.get()
     generator.join()
     result: dict[str, Any] = {
-        "requests": len(latencies), "failures": failures, "connections": args.connections, "format": args.format,
-        "wall_s": round(wall, 3), "requests_per_s": round(len(latencies) / wall, 1),
-        "latency_ms": {q: round(percentile(latencies, p) * 1000, 2) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
-        "log_level": args.log_level, "audio_s_per_request": target_tokens(TEXT) / FRAME_RATE, "cpus": os.cpu_count(), "commit": commit(),
-    }  # fmt: skip
+        "requests": len(latencies),
+        "failures": failures,
+        "connections": args.connections,
+        "format": args.format,
+        "wall_s": round(wall, 3),
+        "requests_per_s": round(len(latencies) / wall, 1),
+        "latency_ms": {
+            q: round(percentile(latencies, p) * 1000, 2)
+            for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+        },
+        "log_level": args.log_level,
+        "audio_s_per_request": target_tokens(TEXT) / FRAME_RATE,
+        "cpus": os.cpu_count(),
+        "commit": commit(),
+    }
     if server is not None:
         result["supervisor_cpu_ms_per_request"] = round(
             (sum(server.cpu_times()[:2]) - cpu_before) * 1000 / len(latencies), 3
@@ -168,8 +180,22 @@ def main() -> int:
         result = measure(host, int(port), None, args)
     else:
         port = free_port()
-        argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port", str(port), "--api-key", KEY,
-                "--log-level", args.log_level, "--data-dir", "/tmp/omnivoice-bench"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--engine",
+            "null",
+            "--port",
+            str(port),
+            "--api-key",
+            KEY,
+            "--log-level",
+            args.log_level,
+            "--data-dir",
+            "/tmp/omnivoice-bench",
+        ]
         server = subprocess.Popen(
             argv, cwd=REPO_ROOT, stderr=subprocess.DEVNULL if args.log_level != "warning" else None
         )

@@ -187,9 +187,15 @@ def fa4_varlen(
     from flash_attn.cute import flash_attn_varlen_func  # only where the package is installed
 
     out = flash_attn_varlen_func(
-        q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=cap, max_seqlen_k=cap,
+        q,
+        k,
+        v,
+        cu_seqlens_q=cu,
+        cu_seqlens_k=cu,
+        max_seqlen_q=cap,
+        max_seqlen_k=cap,
         softmax_scale=scale,
-    )  # fmt: skip
+    )
     return out[0] if isinstance(out, tuple) else out
 
 

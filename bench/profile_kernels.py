@@ -110,12 +110,14 @@ def op_times(fn, repeats: int, top: int = 15) -> list[dict]:
     rows = []
     for avg in prof.key_averages(group_by_input_shape=True):
         device_us = getattr(avg, "self_device_time_total", 0.0)
-        rows.append({
-            "op": avg.key,
-            "input_shapes": str(avg.input_shapes)[:200],
-            "calls": round(avg.count / repeats, 1),
-            "self_device_ms": round(device_us / 1e3 / repeats, 3),
-        })  # fmt: skip
+        rows.append(
+            {
+                "op": avg.key,
+                "input_shapes": str(avg.input_shapes)[:200],
+                "calls": round(avg.count / repeats, 1),
+                "self_device_ms": round(device_us / 1e3 / repeats, 3),
+            }
+        )
     rows.sort(key=lambda r: -r["self_device_ms"])
     return rows[:top]
 

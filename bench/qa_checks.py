@@ -77,9 +77,11 @@ def main() -> None:
     count = args.seeds * len(TEXTS)
     if trips:
         rates, runs, took = zip(*trips)
-        print(f"round trip ({count} results): wer {min(rates):.2f} .. {max(rates):.2f}, "
-              f"divergent_run {min(runs):.0f} .. {max(runs):.0f}, "
-              f"{sum(took) / len(took) * 1000:.0f} ms a transcription")  # fmt: skip
+        print(
+            f"round trip ({count} results): wer {min(rates):.2f} .. {max(rates):.2f}, "
+            f"divergent_run {min(runs):.0f} .. {max(runs):.0f}, "
+            f"{sum(took) / len(took) * 1000:.0f} ms a transcription"
+        )
     for case in CASES:
         print(f"{case} ({count} results):")
         for name, found in values[case].items():

@@ -119,19 +119,26 @@ def joined_equal(model: object, requests: list, saved: dict[str, torch.Tensor]) 
             finished += stepper.step()
         stepper.add("urgent", requests[6:], interactive=True)
         finished += run_to_end(stepper)
-        got = {(0 if key == "bulk" else 6) + i: d for key, group in finished
-               for i, d in enumerate(group)}  # fmt: skip
+        got = {
+            (0 if key == "bulk" else 6) + i: d
+            for key, group in finished
+            for i, d in enumerate(group)
+        }
         equal = all(torch.equal(tokens(got[i]), together[i]) for i in range(8)) and all(
             torch.equal(tokens(got[i]), alone[i]) for i in range(8)
         )
         with torch.inference_mode():
             audio = model.decode([got[i] for i in range(8)])  # type: ignore[attr-defined]
-        diff = max(float((torch.as_tensor(r.audio) - saved[f"audio{i}"]).abs().max())
-                   for i, r in enumerate(audio))  # fmt: skip
-        print(f"alone = in one batch: {invariant}; joined at step 7, step_tokens {step_tokens}: "
-              f"finished {[key for key, _ in finished]}, {stepper.builds} builds, audio max "
-              f"|diff| {diff:.2e}: {'JOINED EQUAL' if equal else 'JOINED DIFFERENT'}",
-              flush=True)  # fmt: skip
+        diff = max(
+            float((torch.as_tensor(r.audio) - saved[f"audio{i}"]).abs().max())
+            for i, r in enumerate(audio)
+        )
+        print(
+            f"alone = in one batch: {invariant}; joined at step 7, step_tokens {step_tokens}: "
+            f"finished {[key for key, _ in finished]}, {stepper.builds} builds, audio max "
+            f"|diff| {diff:.2e}: {'JOINED EQUAL' if equal else 'JOINED DIFFERENT'}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -48,9 +48,21 @@ LOG_LINES = re.compile(
 
 
 def serve(args: argparse.Namespace, data_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "supervisor", "serve", "--model", args.checkpoint,
-           "--devices", args.devices, "--port", str(args.port), "--data-dir", str(data_dir),
-           *args.server_arg]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        "--model",
+        args.checkpoint,
+        "--devices",
+        args.devices,
+        "--port",
+        str(args.port),
+        "--data-dir",
+        str(data_dir),
+        *args.server_arg,
+    ]
     with open(log_path, "w") as log:
         return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
@@ -88,8 +100,9 @@ def one_start(args: argparse.Namespace, data_dir: Path, log_path: Path) -> dict[
             print(json.dumps(out["kills"][-1]), flush=True)
     finally:
         stop(proc)
-    out["log"] = [line.strip() for line in log_path.read_text().splitlines()
-                  if LOG_LINES.search(line)]  # fmt: skip
+    out["log"] = [
+        line.strip() for line in log_path.read_text().splitlines() if LOG_LINES.search(line)
+    ]
     return out
 
 
@@ -100,11 +113,18 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=9395)
     ap.add_argument("--starts", type=int, default=2)
     ap.add_argument("--kills", type=int, default=2)
-    ap.add_argument("--server-arg", action="append", default=[],
-                    help="one more argument for serve (repeat: --server-arg=--warmup-steps "
-                    "--server-arg=1)")  # fmt: skip
-    ap.add_argument("--data-dir", type=Path, default=None,
-                    help="the servers' --data-dir (its compile cache kept); default: a new one")  # fmt: skip
+    ap.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="one more argument for serve (repeat: --server-arg=--warmup-steps --server-arg=1)",
+    )
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="the servers' --data-dir (its compile cache kept); default: a new one",
+    )
     ap.add_argument("--commit", default=os.environ.get("BENCH_COMMIT", ""))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()

@@ -28,8 +28,13 @@ from pathlib import Path
 
 import torch
 
-PHASES = ("bytecode_tracing", "compile_attempt_0", "compile_attempt_1",
-          "create_aot_dispatcher_function", "compile_fx.<locals>.fw_compiler_base")  # fmt: skip
+PHASES = (
+    "bytecode_tracing",
+    "compile_attempt_0",
+    "compile_attempt_1",
+    "create_aot_dispatcher_function",
+    "compile_fx.<locals>.fw_compiler_base",
+)
 
 
 def main() -> int:
@@ -62,8 +67,14 @@ def main() -> int:
 
 
 @torch.library.custom_op("trace_probe::attention", mutates_args=())
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
-              cap: int, scale: float) -> torch.Tensor:  # fmt: skip
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    cap: int,
+    scale: float,
+) -> torch.Tensor:
     """FlashAttention's place: its arguments, any arithmetic."""
     return q * scale + v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
 

@@ -26,12 +26,18 @@ def cmd_parity(args: argparse.Namespace) -> int:
 def cmd_make_checkpoint(args: argparse.Namespace) -> int:
     if args.kind == "whisper":
         if args.size != "tiny":
-            print("make-checkpoint: --kind whisper is tiny only; for real transcription give "
-                  "--asr-model a published Whisper checkpoint", file=sys.stderr)  # fmt: skip
+            print(
+                "make-checkpoint: --kind whisper is tiny only; for real transcription give "
+                "--asr-model a published Whisper checkpoint",
+                file=sys.stderr,
+            )
             return 2
         if args.confident:
-            print("make-checkpoint: --confident shapes the OmniVoice audio head; not with --kind "
-                  "whisper", file=sys.stderr)  # fmt: skip
+            print(
+                "make-checkpoint: --confident shapes the OmniVoice audio head; not with --kind "
+                "whisper",
+                file=sys.stderr,
+            )
             return 2
         from sidecar.devtools.whisper_checkpoint import make_whisper_checkpoint
 
@@ -100,8 +106,16 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from supervisor.commands.synth import SynthOptions, synth
 
     api_key = args.api_key or os.environ.get("OMNIVOICE_API_KEY")
-    options = SynthOptions(args.manifest, args.out, args.server, args.model, api_key,
-                           args.job_size, args.poll_s, args.retry_s)  # fmt: skip
+    options = SynthOptions(
+        args.manifest,
+        args.out,
+        args.server,
+        args.model,
+        api_key,
+        args.job_size,
+        args.poll_s,
+        args.retry_s,
+    )
     return synth(options)
 
 
@@ -235,10 +249,13 @@ def add_stop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from pathlib import Path
 
-    p = sub.add_parser("synth", help="synthesize a manifest (JSON lines of speech requests) into a folder; resumable",
-                       description="Submits the manifest as jobs, writes each result to DIR/<id>.<format> and skips what "
-                                   "is there already, so running it again resumes. Exit status: 0 all done, 1 some "
-                                   "failed (listed), 2 bad manifest or usage, 3 not finished (run it again).")  # fmt: skip
+    p = sub.add_parser(
+        "synth",
+        help="synthesize a manifest (JSON lines of speech requests) into a folder; resumable",
+        description="Submits the manifest as jobs, writes each result to DIR/<id>.<format> and skips what "
+        "is there already, so running it again resumes. Exit status: 0 all done, 1 some "
+        "failed (listed), 2 bad manifest or usage, 3 not finished (run it again).",
+    )
     p.add_argument(
         "manifest",
         metavar="MANIFEST.jsonl",

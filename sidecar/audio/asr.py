@@ -31,8 +31,13 @@ class Transcriber:
         self.sample_rate = int(self.processor.feature_extractor.sampling_rate)
         self.languages = dict(getattr(self.model.generation_config, "lang_to_id", None) or {})
 
-    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None,
-                   on_window: Callable[[int, int], None] | None = None) -> str:  # fmt: skip
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        sample_rate: int,
+        language: str | None,
+        on_window: Callable[[int, int], None] | None = None,
+    ) -> str:
         """The text heard in mono float audio; `language` (an id such as "en") when Whisper
         knows it, else it detects the language itself. `on_window(k, n)` before each window."""
         if sample_rate != self.sample_rate:

@@ -102,8 +102,11 @@ def _consume(token: str | None, directory: str | None) -> bool:
     if not token:
         return True
     if not directory or not _inside(token, directory):
-        print(f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     try:
         os.unlink(token)
@@ -120,8 +123,13 @@ def _hang() -> None:
 class Faults:
     """The faults of one sidecar; every method is a no-op unless enabled."""
 
-    def __init__(self, enabled: bool, write_raw: Callable[[bytes], None], max_frame_bytes: int,
-                 token_dir: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        enabled: bool,
+        write_raw: Callable[[bytes], None],
+        max_frame_bytes: int,
+        token_dir: str | None = None,
+    ) -> None:
         self.enabled = enabled
         self.token_dir = token_dir
         self.write_raw = write_raw
@@ -131,8 +139,11 @@ class Faults:
         """Remove the markers from a text; return it and the faults it asked for."""
         if not self.enabled:
             return text, []
-        found = [Fault(m.group(1), m.group(2) or "") for m in _MARKER.finditer(text)
-                 if _consume(m.group(3), self.token_dir)]  # fmt: skip
+        found = [
+            Fault(m.group(1), m.group(2) or "")
+            for m in _MARKER.finditer(text)
+            if _consume(m.group(3), self.token_dir)
+        ]
         return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
 
     def on_load(self, send_error: Callable[[str, str], None]) -> None:

@@ -16,8 +16,18 @@ import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 END = "<|endoftext|>"
-SPECIAL = (END, "<|startoftranscript|>", "<|en|>", "<|zh|>", "<|translate|>", "<|transcribe|>",
-           "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>")  # fmt: skip
+SPECIAL = (
+    END,
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|zh|>",
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nocaptions|>",
+    "<|notimestamps|>",
+)
 TINY: dict[str, Any] = {
     "num_mel_bins": 80,
     "encoder_layers": 1,
@@ -61,15 +71,23 @@ def make_whisper_checkpoint(out: Path, seed: int = 0) -> None:
     tok = _tokenizer()
     ids: dict[str, int] = {token: tok.token_to_id(token) for token in SPECIAL}  # type: ignore[misc]
     end, start = ids[END], ids["<|startoftranscript|>"]
-    config = WhisperConfig(vocab_size=tok.get_vocab_size(), pad_token_id=end, bos_token_id=end,
-                           eos_token_id=end, decoder_start_token_id=start, suppress_tokens=[],
-                           begin_suppress_tokens=[], **TINY)  # fmt: skip
+    config = WhisperConfig(
+        vocab_size=tok.get_vocab_size(),
+        pad_token_id=end,
+        bos_token_id=end,
+        eos_token_id=end,
+        decoder_start_token_id=start,
+        suppress_tokens=[],
+        begin_suppress_tokens=[],
+        **TINY,
+    )
     torch.manual_seed(seed)
     model = WhisperForConditionalGeneration(config)
     out = Path(out)
     model.save_pretrained(out)
-    tokenizer = WhisperTokenizer(tokenizer_object=tok, unk_token=END, bos_token=END,
-                                     eos_token=END, pad_token=END)  # fmt: skip
+    tokenizer = WhisperTokenizer(
+        tokenizer_object=tok, unk_token=END, bos_token=END, eos_token=END, pad_token=END
+    )
     processor = WhisperProcessor(
         feature_extractor=WhisperFeatureExtractor(feature_size=TINY["num_mel_bins"]),
         tokenizer=tokenizer,

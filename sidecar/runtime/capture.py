@@ -94,8 +94,9 @@ class Recorder:
         try:
             graph = self.record(run)
         except Exception as exc:
-            log.warning("no CUDA graph for %s: %s: %s; it runs without one", what,
-                        type(exc).__name__, exc)  # fmt: skip
+            log.warning(
+                "no CUDA graph for %s: %s: %s; it runs without one", what, type(exc).__name__, exc
+            )
             return None, 0.0
         seconds = time.perf_counter() - began
         log.info("captured the graph of %s at its first batch in %.3f s", what, seconds)
@@ -155,5 +156,7 @@ def compile_phases() -> str:
         spent = {name: float(str(s)) for name, s in zip(names, seconds, strict=True)}
     except Exception as exc:  # a torch whose timing tables differ
         return f"unknown ({type(exc).__name__}: {exc})"
-    return ", ".join(f"{what} {spent[key]:.1f} s" for key, what in COMPILE_PHASES
-                     if key in spent) or "none"  # fmt: skip
+    return (
+        ", ".join(f"{what} {spent[key]:.1f} s" for key, what in COMPILE_PHASES if key in spent)
+        or "none"
+    )

@@ -151,9 +151,11 @@ class ModelRunner:
                 layer.self_attn.fused_norm_rope = True
         cfg = model.cfg
         self.attention_kernel = choose_kernel(
-            options.attention, self.device, model.llm.embed_tokens.weight.dtype,
+            options.attention,
+            self.device,
+            model.llm.embed_tokens.weight.dtype,
             (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim),
-        )  # fmt: skip
+        )
         for layer in model.llm.layers:
             layer.self_attn.attention_kernel = self.attention_kernel
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed

@@ -138,8 +138,9 @@ class Stepper:
                 refused.append(exc)
         if not items:
             return refused
-        group = _Group(key, items, [self.prompter.chunk_texts(it) for it in items],
-                       interactive, on_step)  # fmt: skip
+        group = _Group(
+            key, items, [self.prompter.chunk_texts(it) for it in items], interactive, on_step
+        )
         self.groups.append(group)
         for i, chunks in enumerate(group.texts):
             for ci in range(len(chunks)):

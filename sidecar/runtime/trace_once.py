@@ -102,8 +102,11 @@ def seeded(what: str) -> Iterator[None]:
         _write(path, key, now)
         log.info("float specializations recorded for the next start: %s", now or "none")
     elif set(now) != set(seed):
-        log.warning("the compilation traced again despite its seed %s (now %s); the seed is "
-                    "removed", seed, now)  # fmt: skip
+        log.warning(
+            "the compilation traced again despite its seed %s (now %s); the seed is removed",
+            seed,
+            now,
+        )
         path.unlink(missing_ok=True)
     else:
         log.info("float specializations seeded from the last start: %s", seed or "none")

@@ -55,14 +55,25 @@ class AsrSidecar(Sidecar):
             self.progress("warmup")
             rate = self.transcriber.sample_rate
             self.transcriber.transcribe(np.zeros(int(WARMUP_S * rate), np.float32), rate, None)
-            self.aligner = Aligner(self.transcriber.model, self.transcriber.processor,
-                                   self.device, self.transcriber.dtype)  # fmt: skip
+            self.aligner = Aligner(
+                self.transcriber.model,
+                self.transcriber.processor,
+                self.device,
+                self.transcriber.dtype,
+            )
         except (CheckpointError, OSError, ValueError, ImportError) as exc:
             self.send_error(None, None, ErrorKind.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
             return ExitCode.LOAD_ERROR
-        self.channel.send({"op": "ready", "device": self.device, "model": self.args.model,
-                           "engine": self.args.engine, "memory": engines.memory_stats(self.device),
-                           "sample_rate": self.transcriber.sample_rate})  # fmt: skip
+        self.channel.send(
+            {
+                "op": "ready",
+                "device": self.device,
+                "model": self.args.model,
+                "engine": self.args.engine,
+                "memory": engines.memory_stats(self.device),
+                "sample_rate": self.transcriber.sample_rate,
+            }
+        )
         return None
 
     def handle_transcribe(self, message: Transcribe) -> None:
@@ -83,10 +94,22 @@ class AsrSidecar(Sidecar):
                 os._exit(ExitCode.DEVICE_FATAL)  # a fresh process takes over, as in serve.py
             self.send_errors(batch, self.item_errors([item_id], exc))
         else:
-            self.channel.send({"op": "transcript", "batch": batch, "id": item_id, "text": heard,
-                               "qa": self.round_trip(text, heard)})  # fmt: skip
-            self.channel.send({"op": "done", "batch": batch,
-                               "stats": {"items": 1, "wall_s": time.monotonic() - started}})  # fmt: skip
+            self.channel.send(
+                {
+                    "op": "transcript",
+                    "batch": batch,
+                    "id": item_id,
+                    "text": heard,
+                    "qa": self.round_trip(text, heard),
+                }
+            )
+            self.channel.send(
+                {
+                    "op": "done",
+                    "batch": batch,
+                    "stats": {"items": 1, "wall_s": time.monotonic() - started},
+                }
+            )
             return
         self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
 
@@ -107,8 +130,13 @@ class AsrSidecar(Sidecar):
             self.channel.send({"op": "done", "batch": batch, "stats": {"items": 1}})
             return
         self.channel.send({"op": "aligned", "batch": batch, "id": item_id, "words": list(words)})
-        self.channel.send({"op": "done", "batch": batch,
-                           "stats": {"items": 1, "wall_s": time.monotonic() - started}})  # fmt: skip
+        self.channel.send(
+            {
+                "op": "done",
+                "batch": batch,
+                "stats": {"items": 1, "wall_s": time.monotonic() - started},
+            }
+        )
 
     def round_trip(self, read: str, heard: str) -> dict[str, QaCheck]:
         if not read:

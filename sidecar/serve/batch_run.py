@@ -76,8 +76,9 @@ class BatchRun:
 
     def add(self, message: Generate, interactive: bool, waited_s: float = 0.0) -> None:
         """A batch joins at the next step; what cannot run is answered with its errors."""
-        batch = RunningBatch(message["batch"], message["encoding"], len(message["items"]),
-                             interactive, waited_s)  # fmt: skip
+        batch = RunningBatch(
+            message["batch"], message["encoding"], len(message["items"]), interactive, waited_s
+        )
         entries = []
         for item in message["items"]:
             try:
@@ -106,8 +107,9 @@ class BatchRun:
             faults = [fault for entry in running for fault in entry.faults]
             self.sidecar.faults.on_step(faults, step, num_steps, len(running))
             batch.steps += 1
-            self.sidecar.channel.send({"op": "step", "batch": batch.id, "step": step,
-                                       "of": num_steps})  # fmt: skip
+            self.sidecar.channel.send(
+                {"op": "step", "batch": batch.id, "step": step, "of": num_steps}
+            )
 
         return stepped
 
@@ -126,8 +128,9 @@ class BatchRun:
                 oldest.counters[name] = oldest.counters.get(name, 0.0) + value - before.get(name, 0)
             for key, pending in finished:
                 batch = self.batches.pop(cast(int, key))
-                self.sidecar.batch_denoised(batch, [DenoisedGroup(batch.entries, pending,
-                                                                  batch.started)])  # fmt: skip
+                self.sidecar.batch_denoised(
+                    batch, [DenoisedGroup(batch.entries, pending, batch.started)]
+                )
             inbox = self.sidecar.inbox
             for message in inbox.take_joins() if inbox is not None else []:
                 self.add(message, interactive=True)
@@ -138,8 +141,12 @@ class BatchRun:
             log.critical("device error, exiting so a fresh process takes over: %s", exc)
             os._exit(ExitCode.DEVICE_FATAL)
         batches = [self.batches.pop(cast(int, key)) for key in self.stepper.abandon()]
-        log.warning("a step of batches %s failed (%s: %s); each batch again on its own",
-                    [b.id for b in batches], type(exc).__name__, exc)  # fmt: skip
+        log.warning(
+            "a step of batches %s failed (%s: %s); each batch again on its own",
+            [b.id for b in batches],
+            type(exc).__name__,
+            exc,
+        )
         alone = len(batches) == 1 and len(batches[0].entries) == 1
         errors = self.sidecar.item_errors([batches[0].entries[0].id], exc) if alone else []
         del exc  # its traceback holds the failed step's tensors
@@ -179,8 +186,13 @@ class BatchRun:
             failure = None
             engines.release_cached_memory()
             return []
-        log.warning("batch %d of %d items failed (%s: %s); splitting", batch.id, len(entries),
-                    type(failure).__name__, failure)  # fmt: skip
+        log.warning(
+            "batch %d of %d items failed (%s: %s); splitting",
+            batch.id,
+            len(entries),
+            type(failure).__name__,
+            failure,
+        )
         # Drop the exception before retrying: its traceback holds the failed attempt's tensors.
         failure = None
         engines.release_cached_memory()

@@ -57,8 +57,9 @@ class Sidecar:
         self.channel = channel
         self.args = args
         self.device = args.device
-        self.faults = Faults(args.test_faults, channel.write_raw, args.max_frame_bytes,
-                             args.test_fault_dir)  # fmt: skip
+        self.faults = Faults(
+            args.test_faults, channel.write_raw, args.max_frame_bytes, args.test_fault_dir
+        )
         self.engine: engines.Engine | None = None
         self.steps = 0
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
@@ -351,8 +352,9 @@ class Sidecar:
     def send_result(
         self, batch: int, entry: BatchEntry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
-        spoiled = self.faults.on_output(entry.faults, result.audio, result.sample_rate,
-                                        entry.attempt)  # fmt: skip
+        spoiled = self.faults.on_output(
+            entry.faults, result.audio, result.sample_rate, entry.attempt
+        )
         audio = audio_to_wire(spoiled, encoding)
         message: dict[str, Any] = {
             "op": "result",
@@ -372,9 +374,14 @@ class Sidecar:
         }
         if self.args.engine != "null":  # the null engine's silence is for overhead benchmarks
             request = entry.request
-            message["qa"] = run_checks(spoiled, result.sample_rate, request.text,
-                                       self.args.qa_thresholds, request.speed,
-                                       request.duration is not None)  # fmt: skip
+            message["qa"] = run_checks(
+                spoiled,
+                result.sample_rate,
+                request.text,
+                self.args.qa_thresholds,
+                request.speed,
+                request.duration is not None,
+            )
         try:
             frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:

@@ -80,8 +80,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="a spare: load what needs no device, then wait for `go` (sidecar/serve/park.py)",
     )
-    parser.add_argument("--test-fault-dir", default=None,
-                        help="a fault marker's @PATH token must lie in this directory")  # fmt: skip
+    parser.add_argument(
+        "--test-fault-dir",
+        default=None,
+        help="a fault marker's @PATH token must lie in this directory",
+    )
     return parser.parse_args(argv)
 
 

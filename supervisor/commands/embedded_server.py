@@ -75,15 +75,34 @@ class EmbeddedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port, key = free_port(), self.key()
         log_path = self.data_dir / "server.log"
-        argv = [sys.executable, "-m", "supervisor", "serve", "--model", self.model, "--host", "127.0.0.1",
-                "--port", str(port), "--data-dir", str(self.data_dir)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--model",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(self.data_dir),
+        ]
         # The key goes through the environment: argv is visible to every local user in `ps`.
         environ = {**os.environ, "OMNIVOICE_API_KEYS": key}
         print(f"synth: starting a server for this run (log: {log_path})", file=self.log, flush=True)
         with open(log_path, "ab") as server_log:
             # Its own session: a Ctrl-C at the terminal reaches synth alone, which then stops the server once.
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=server_log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=die_with_parent, env=environ)  # fmt: skip
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=server_log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                env=environ,
+            )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_S
         while not self.ready(url):

@@ -288,12 +288,18 @@ def install(  # noqa: PLR0913  keyword-only, one per flag of install-service, pa
     write_file(os.path.join(unit_dir, UNIT), unit, 0o644)
     if timer is not None:
         timer_done = synth_timer.install_timer(
-            timer, on_calendar, command=command, user=user, unit_dir=unit_dir,
+            timer,
+            on_calendar,
+            command=command,
+            user=user,
+            unit_dir=unit_dir,
             env_file=os.path.join(os.path.dirname(env_file), "omnivoice-synth"),
-            server=f"http://{host or '127.0.0.1'}:{port or 9194}", protect_home=protect_home,
+            server=f"http://{host or '127.0.0.1'}:{port or 9194}",
+            protect_home=protect_home,
             files_only=files_only,
-            write_file=write_file, run=run,
-        )  # fmt: skip
+            write_file=write_file,
+            run=run,
+        )
         if timer_done != 0:
             return timer_done
     if files_only:

@@ -73,8 +73,12 @@ def prepare(settings: Settings) -> Settings:
     run = root / run_id
     run.mkdir(exist_ok=True)
     point_latest(root, run_id)
-    return dataclasses.replace(settings, log_run_id=run_id, log_file=settings.log_file or str(run / LOG_FILE),
-                               pid_file=settings.pid_file or str(run / PID_FILE))  # fmt: skip
+    return dataclasses.replace(
+        settings,
+        log_run_id=run_id,
+        log_file=settings.log_file or str(run / LOG_FILE),
+        pid_file=settings.pid_file or str(run / PID_FILE),
+    )
 
 
 def setup_logging(settings: Settings) -> None:

@@ -38,8 +38,10 @@ def port_problem(host: str, port: int) -> str | None:
 def _say(host: str, port: int, exc: OSError) -> str:
     where = f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
-        return (f"port {port} is in use on {host} (another server?): stop it "
-                f"(omnivoice-supervisor stop --port {port}) or give another --port")  # fmt: skip
+        return (
+            f"port {port} is in use on {host} (another server?): stop it "
+            f"(omnivoice-supervisor stop --port {port}) or give another --port"
+        )
     if exc.errno == errno.EACCES:
         return f"not allowed to listen on {where} (ports below 1024 need privileges): give --port 1024 or above"
     if exc.errno == errno.EADDRNOTAVAIL:

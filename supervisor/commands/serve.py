@@ -186,8 +186,11 @@ async def serve(settings: Settings) -> int:
         return EXIT_DATA_DIR_BUSY
     problem = pg.unreachable(settings.store) if pg.is_postgres(settings.store) else None
     if problem is not None:  # one line, not the lifespan's traceback
-        log.error("the --store database %s cannot be reached (%s): start it, or fix the URL",
-                  redacted_url(settings.store), problem)  # fmt: skip
+        log.error(
+            "the --store database %s cannot be reached (%s): start it, or fix the URL",
+            redacted_url(settings.store),
+            problem,
+        )
         return EXIT_STORE_UNREACHABLE
     notifier = Notifier.from_environ(
         os.environ

@@ -45,8 +45,13 @@ def short_help(parser: argparse.ArgumentParser) -> str:
 
 class ShortHelp(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS,
-                         help="show the flags most runs need, and exit")  # fmt: skip
+        super().__init__(
+            option_strings,
+            argparse.SUPPRESS,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the flags most runs need, and exit",
+        )
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         parser._print_message(short_help(parser), sys.stdout)
@@ -55,8 +60,13 @@ class ShortHelp(argparse.Action):
 
 class FullHelp(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS,
-                         help="show every flag, and exit")  # fmt: skip
+        super().__init__(
+            option_strings,
+            argparse.SUPPRESS,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show every flag, and exit",
+        )
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         parser.print_help()

@@ -73,8 +73,10 @@ class Progress:
         finished = self.skipped + self.done + self.failed
         width = 30
         bar = "#" * (width * finished // max(1, self.total))
-        line = (f"[{bar:<{width}}] {finished}/{self.total}: {self.done} done, {self.failed} failed, "
-                f"{self.total - finished} to go, {self.skipped} skipped ({now - self.started_at:.0f} s)")  # fmt: skip
+        line = (
+            f"[{bar:<{width}}] {finished}/{self.total}: {self.done} done, {self.failed} failed, "
+            f"{self.total - finished} to go, {self.skipped} skipped ({now - self.started_at:.0f} s)"
+        )
         print(
             ("\r" + line) if self.tty else line,
             end="" if self.tty else "\n",
@@ -116,8 +118,12 @@ class Synth:
         return self.client
 
     def summary(self) -> None:
-        print(f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
-              f"{len(self.pending)} to do", file=self.log, flush=True)  # fmt: skip
+        print(
+            f"synth: {self.progress.total} items, {self.progress.skipped} already in {self.out}, "
+            f"{len(self.pending)} to do",
+            file=self.log,
+            flush=True,
+        )
 
     def run(self, client: Client) -> int:
         """Submit or follow every pending item until each has ended; the exit status."""
@@ -171,8 +177,12 @@ class Synth:
                 else:  # failed or cancelled last time: try again
                     fresh.append(entry)
         if self.following:
-            print(f"synth: following {sum(map(len, self.following.values()))} item(s) of {len(self.following)} "
-                  "job(s) submitted by an earlier run", file=self.log, flush=True)  # fmt: skip
+            print(
+                f"synth: following {sum(map(len, self.following.values()))} item(s) of {len(self.following)} "
+                "job(s) submitted by an earlier run",
+                file=self.log,
+                flush=True,
+            )
         return sorted(fresh, key=lambda e: e.line)
 
     def submit(self, entries: list[ManifestEntry]) -> None:
@@ -257,8 +267,11 @@ class Synth:
 
     def report(self) -> int:
         p = self.progress
-        print(f"synth: {p.done} written, {p.skipped} were there already, {p.failed} failed; results in {self.out}",
-              file=self.log, flush=True)  # fmt: skip
+        print(
+            f"synth: {p.done} written, {p.skipped} were there already, {p.failed} failed; results in {self.out}",
+            file=self.log,
+            flush=True,
+        )
         if not self.failures:
             return EXIT_OK
         print("failed items (run the same command again to retry them):", file=self.log)
@@ -339,8 +352,12 @@ def synth(options: SynthOptions, log: TextIO = sys.stderr) -> int:
             file=log,
         )
         if embedded is not None:
-            print("synth: stopping the server: the items it has begun are finished and kept for "
-                  "the next run (its drain, --drain-s)", file=log, flush=True)  # fmt: skip
+            print(
+                "synth: stopping the server: the items it has begun are finished and kept for "
+                "the next run (its drain, --drain-s)",
+                file=log,
+                flush=True,
+            )
         return EXIT_INCOMPLETE
     finally:
         if embedded is not None:

@@ -41,8 +41,14 @@ class Client:
             request.add_header("Authorization", f"Bearer {self.api_key}")
         return urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S)
 
-    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-                consume: Any = None) -> tuple[int, Any]:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        consume: Any = None,
+    ) -> tuple[int, Any]:
         """(status, JSON body) of the first answer that is not 429/503 nor a dropped connection.
 
         `consume(response)` reads a successful answer instead of parsing it as JSON.

@@ -131,8 +131,9 @@ def calendar_dropin(calendar: str) -> str:
 def check_calendar(calendar: str) -> str | None:
     """What systemd says is wrong with a calendar expression, or None (also when it cannot ask)."""
     try:
-        done = subprocess.run(["systemd-analyze", "calendar", calendar],
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["systemd-analyze", "calendar", calendar], capture_output=True, text=True
+        )
     except FileNotFoundError:
         return None
     return None if done.returncode == 0 else (done.stderr.strip() or "not a calendar expression")
@@ -163,8 +164,10 @@ def install_timer(  # noqa: PLR0913  keyword-only flags of synth --install-timer
     """Write the template units, the instance's calendar and the synth settings file (if absent);
     unless files_only, enable and start the instance's timer. 2: a bad name or calendar."""
     if not INSTANCE.fullmatch(name):
-        print(f"install-service: --timer {name!r} must be 1 to 64 letters, digits, '.', '_' or "
-              "'-' (it names the manifest and the output folder)")  # fmt: skip
+        print(
+            f"install-service: --timer {name!r} must be 1 to 64 letters, digits, '.', '_' or "
+            "'-' (it names the manifest and the output folder)"
+        )
         return 2
     if calendar is not None:
         problem = check_calendar(calendar)

@@ -62,8 +62,9 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s: the server's storage failed: %s", request.method, request.url.path, exc)
         error = storage_error(exc, "the request could not be stored")
     elif isinstance(exc, StoreUnavailable):  # jobs with a stopped database; speech carries on
-        error = Unavailable(f"jobs are unavailable: {exc}. Speech requests still work.",
-                            retry_after_s=STORE_RETRY_S)  # fmt: skip
+        error = Unavailable(
+            f"jobs are unavailable: {exc}. Speech requests still work.", retry_after_s=STORE_RETRY_S
+        )
         error.code = "job_store_unavailable"
     else:
         log.exception("unhandled error on %s", request.url.path, exc_info=exc)
@@ -73,8 +74,11 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def client_gone(request: Request, exc: Exception) -> Response:
     """The client went away while its body was read: one line, no traceback, nobody to answer."""
-    log.info("%s %s: the client disconnected before its request body was read",
-             request.method, request.url.path)  # fmt: skip
+    log.info(
+        "%s %s: the client disconnected before its request body was read",
+        request.method,
+        request.url.path,
+    )
     return Response(status_code=CLIENT_CLOSED)
 
 
@@ -89,8 +93,9 @@ def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dic
     try:
         store = SqliteJobStore(svc.settings.resolved_data_dir(), f"port {svc.settings.port}")
     except StoreCorrupt as exc:
-        log.error("%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)",
-                  exc)  # fmt: skip
+        log.error(
+            "%s: the jobs routes answer 503 until it is repaired or removed (docs/JOBS.md)", exc
+        )
         return None, {"state": "corrupt", "error": str(exc)}
     return JobRunner(svc, store), {"state": "ok", "error": None}
 
@@ -124,10 +129,17 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         asr_pool = AsrPool(settings, asr, asr_devices(found)) if asr is not None else None
         results = await asyncio.to_thread(result_cache.open_cache, settings)
         app.state.services = Services(
-            settings, scheduler, pool, voices, PromptCache(settings.clone_cache_size),
-            lexicon_store, asr, asr_pool, results,
+            settings,
+            scheduler,
+            pool,
+            voices,
+            PromptCache(settings.clone_cache_size),
+            lexicon_store,
+            asr,
+            asr_pool,
+            results,
             hearing.of_pool(asr_pool, settings.asr_timeout_s) if asr_pool is not None else None,
-        )  # fmt: skip
+        )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if (
             settings.test_faults

@@ -76,8 +76,14 @@ def tenant(request: Request) -> Tenant:
     return found
 
 
-async def reply(error: ServerError, scope: Scope, receive: Receive, send: Send,
-                headers: dict[str, str] | None = None) -> None:  # fmt: skip
-    response = JSONResponse(error.to_body(), status_code=error.status,
-                            headers={**error.headers(), **(headers or {})})  # fmt: skip
+async def reply(
+    error: ServerError,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    headers: dict[str, str] | None = None,
+) -> None:
+    response = JSONResponse(
+        error.to_body(), status_code=error.status, headers={**error.headers(), **(headers or {})}
+    )
     await response(scope, receive, send)

@@ -136,8 +136,9 @@ def framing_error(scope: Scope) -> InvalidRequest | None:
 def text_error(scope: Scope) -> InvalidRequest | None:
     for part, raw in (("path", scope.get("raw_path") or b""), ("query", scope["query_string"])):
         if not valid_utf8(unquote_to_bytes(raw.replace(b"+", b" "))):
-            error = InvalidRequest(f"the request's {part} is not valid UTF-8 once decoded",
-                                   param=part)  # fmt: skip
+            error = InvalidRequest(
+                f"the request's {part} is not valid UTF-8 once decoded", param=part
+            )
             error.code = "invalid_text"
             return error
     return None

@@ -65,10 +65,16 @@ async def parse_form(
     that cannot be parsed, or a field that is not valid text, is a 400."""
     try:
         if multipart:
-            return await StrictMultiPartParser(request.headers, request.stream(), max_files=max_files,
-                                               max_fields=max_fields, max_part_size=max_part_size).parse()  # fmt: skip
-        return await StrictFormParser(request.headers, request.stream(), max_fields=max_fields,
-                                      max_part_size=max_part_size).parse()  # fmt: skip
+            return await StrictMultiPartParser(
+                request.headers,
+                request.stream(),
+                max_files=max_files,
+                max_fields=max_fields,
+                max_part_size=max_part_size,
+            ).parse()
+        return await StrictFormParser(
+            request.headers, request.stream(), max_fields=max_fields, max_part_size=max_part_size
+        ).parse()
     except NotText as exc:
         error = InvalidRequest(f"{exc.message}: send UTF-8", param=exc.field)
         error.code = (

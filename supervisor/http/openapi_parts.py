@@ -49,8 +49,10 @@ def responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
     return {"200": ok, **{str(s): error(s) for s in (401, *statuses)}}
 
 
-CONSOLE_PAGE = {"description": "the web console (docs/API.md, The console)",
-                 "content": {"text/html": {"schema": {"type": "string"}}}}  # fmt: skip
+CONSOLE_PAGE = {
+    "description": "the web console (docs/API.md, The console)",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
 
 
 def json_ref(schema_ref: str, description: str) -> dict[str, Any]:
@@ -68,58 +70,170 @@ def speech_properties(settings: Settings) -> dict[str, Any]:
         "pattern": r"\S",
     }
     properties: dict[str, Any] = {
-        "model": {"type": "string", "enum": list(schemas.MODELS), "default": "omnivoice",
-                  "description": "every name is the one OmniVoice model"},
-        "input": {**text, "description": "the text to speak; long text is chunked. As read (SSML, "
-                  f"lexicon, normalisation) at most {cost.EXPANSION * settings.max_input_chars} characters "
-                  "(input_too_long), and at most --max-request-audio-s of audio with its pauses "
-                  f"({settings.max_request_audio_s:g} s; audio_too_long)"},
-        "voice": {"anyOf": [
-            {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
-            {"type": "string", "minLength": 1, "pattern": r"\S", "description": "a saved voice's name"},
-            {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"], "additionalProperties": False},
-        ], "default": "auto"},
-        "instructions": {"type": "string", "maxLength": settings.max_input_chars,
-                         "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
-                                        "free-form text is read for the items it names (X-OmniVoice-Instructions says which)"},
-        "response_format": {"type": "string", "enum": list(formats.FORMATS), "default": settings.default_response_format},
+        "model": {
+            "type": "string",
+            "enum": list(schemas.MODELS),
+            "default": "omnivoice",
+            "description": "every name is the one OmniVoice model",
+        },
+        "input": {
+            **text,
+            "description": "the text to speak; long text is chunked. As read (SSML, "
+            f"lexicon, normalisation) at most {cost.EXPANSION * settings.max_input_chars} characters "
+            "(input_too_long), and at most --max-request-audio-s of audio with its pauses "
+            f"({settings.max_request_audio_s:g} s; audio_too_long)",
+        },
+        "voice": {
+            "anyOf": [
+                {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "pattern": r"\S",
+                    "description": "a saved voice's name",
+                },
+                {
+                    "type": "object",
+                    "properties": {"id": {"type": "string", "minLength": 1}},
+                    "required": ["id"],
+                    "additionalProperties": False,
+                },
+            ],
+            "default": "auto",
+        },
+        "instructions": {
+            "type": "string",
+            "maxLength": settings.max_input_chars,
+            "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
+            "free-form text is read for the items it names (X-OmniVoice-Instructions says which)",
+        },
+        "response_format": {
+            "type": "string",
+            "enum": list(formats.FORMATS),
+            "default": settings.default_response_format,
+        },
         "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
-        "stream_format": {"type": "string", "enum": list(schemas.STREAM_FORMATS), "default": "audio"},
-        "language": {"type": ["string", "null"], "description": "a language id ('en') or English name ('German'); none: the model tells"},
+        "stream_format": {
+            "type": "string",
+            "enum": list(schemas.STREAM_FORMATS),
+            "default": "audio",
+        },
+        "language": {
+            "type": ["string", "null"],
+            "description": "a language id ('en') or English name ('German'); none: the model tells",
+        },
         "num_step": {"type": "integer", "minimum": 1, "maximum": 128, "default": settings.num_step},
         "guidance_scale": {"type": "number", "minimum": 0, "maximum": 10, "default": 2.0},
-        "duration": {"type": "number", "exclusiveMinimum": 0, "maximum": schemas.MAX_DURATION_S,
-                     "description": "seconds of audio to make, instead of the estimate"},
-        "chunk_mode": {"type": "string", "enum": list(schemas.CHUNK_MODES), "default": "concurrent"},
+        "duration": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": schemas.MAX_DURATION_S,
+            "description": "seconds of audio to make, instead of the estimate",
+        },
+        "chunk_mode": {
+            "type": "string",
+            "enum": list(schemas.CHUNK_MODES),
+            "default": "concurrent",
+        },
         "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
         "denoise": {"type": "boolean", "default": True},
-        "lexicon": {"type": "string", "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})"},
-        "dialogue": {"type": "boolean", "description": "the input is one turn per line: '[voice] text'"},
-        "pause_ms": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_PAUSE_MS, "default": 300,
-                     "description": "silence between dialogue turns"},
-        "normalize": {"type": "boolean", "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)"},
-        "sample_rate": {"type": "integer", "minimum": delivery.SAMPLE_RATES[0], "maximum": delivery.SAMPLE_RATES[1],
-                        "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)"},
-        "loudness": {"anyOf": [
-            {"type": "string", "enum": list(delivery.PRESETS)},
-            {"type": "object", "properties": {
-                "lufs": {"type": "number", "minimum": delivery.LUFS_RANGE[0], "maximum": delivery.LUFS_RANGE[1]},
-                "true_peak_db": {"type": "number", "minimum": delivery.TRUE_PEAK_RANGE[0], "maximum": delivery.TRUE_PEAK_RANGE[1],
-                                 "default": delivery.DEFAULT_TRUE_PEAK_DB}},
-             "required": ["lufs"], "additionalProperties": False},
-        ], "description": "normalise the whole output (buffered: the answer starts when it is all made)"},
+        "lexicon": {
+            "type": "string",
+            "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})",
+        },
+        "dialogue": {
+            "type": "boolean",
+            "description": "the input is one turn per line: '[voice] text'",
+        },
+        "pause_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": schemas.MAX_PAUSE_MS,
+            "default": 300,
+            "description": "silence between dialogue turns",
+        },
+        "normalize": {
+            "type": "boolean",
+            "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)",
+        },
+        "sample_rate": {
+            "type": "integer",
+            "minimum": delivery.SAMPLE_RATES[0],
+            "maximum": delivery.SAMPLE_RATES[1],
+            "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)",
+        },
+        "loudness": {
+            "anyOf": [
+                {"type": "string", "enum": list(delivery.PRESETS)},
+                {
+                    "type": "object",
+                    "properties": {
+                        "lufs": {
+                            "type": "number",
+                            "minimum": delivery.LUFS_RANGE[0],
+                            "maximum": delivery.LUFS_RANGE[1],
+                        },
+                        "true_peak_db": {
+                            "type": "number",
+                            "minimum": delivery.TRUE_PEAK_RANGE[0],
+                            "maximum": delivery.TRUE_PEAK_RANGE[1],
+                            "default": delivery.DEFAULT_TRUE_PEAK_DB,
+                        },
+                    },
+                    "required": ["lufs"],
+                    "additionalProperties": False,
+                },
+            ],
+            "description": "normalise the whole output (buffered: the answer starts when it is all made)",
+        },
         # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
-        "stream": {"type": "boolean", "deprecated": True, "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)"},
-        "speaker": {"type": "string", "minLength": 1, "deprecated": True, "description": "omnivoice-triton-server: voice (wins over it)"},
-        "instruct": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
-        "description": {"type": "string", "maxLength": settings.max_input_chars, "deprecated": True, "description": "OmniVoice-Studio: instructions"},
-        "request_timeout_s": {"type": "number", "minimum": schemas.REQUEST_TIMEOUT_S[0], "maximum": schemas.REQUEST_TIMEOUT_S[1],
-                              "description": "answer 504 if not done by then (default: the server's --request-timeout-s)"},
-        "preprocess_prompt": {"type": "boolean", "deprecated": True, "description": "OmniVoice-Studio: accepted; a saved voice was preprocessed when saved"},
-        "chunk_duration": {"type": "number", "minimum": 1, "maximum": schemas.MAX_DURATION_S, "description": "this request's chunk length, seconds"},
-        "chunk_threshold": {"type": "number", "minimum": 0, "maximum": 2 * schemas.MAX_DURATION_S,
-                            "description": "input estimated at up to this many seconds stays one chunk"},
-    }  # fmt: skip
+        "stream": {
+            "type": "boolean",
+            "deprecated": True,
+            "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)",
+        },
+        "speaker": {
+            "type": "string",
+            "minLength": 1,
+            "deprecated": True,
+            "description": "omnivoice-triton-server: voice (wins over it)",
+        },
+        "instruct": {
+            "type": "string",
+            "maxLength": settings.max_input_chars,
+            "deprecated": True,
+            "description": "OmniVoice-Studio: instructions",
+        },
+        "description": {
+            "type": "string",
+            "maxLength": settings.max_input_chars,
+            "deprecated": True,
+            "description": "OmniVoice-Studio: instructions",
+        },
+        "request_timeout_s": {
+            "type": "number",
+            "minimum": schemas.REQUEST_TIMEOUT_S[0],
+            "maximum": schemas.REQUEST_TIMEOUT_S[1],
+            "description": "answer 504 if not done by then (default: the server's --request-timeout-s)",
+        },
+        "preprocess_prompt": {
+            "type": "boolean",
+            "deprecated": True,
+            "description": "OmniVoice-Studio: accepted; a saved voice was preprocessed when saved",
+        },
+        "chunk_duration": {
+            "type": "number",
+            "minimum": 1,
+            "maximum": schemas.MAX_DURATION_S,
+            "description": "this request's chunk length, seconds",
+        },
+        "chunk_threshold": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 2 * schemas.MAX_DURATION_S,
+            "description": "input estimated at up to this many seconds stays one chunk",
+        },
+    }
     return {k: v if k == "input" else _nullable(v) for k, v in properties.items()}
 
 
@@ -166,15 +280,47 @@ class Parts:
     @classmethod
     def of(cls, settings: Settings) -> Parts:
         speech = speech_properties(settings)
-        upload = {"type": "string", "format": "binary", "description": "WAV, FLAC, MP3 or OGG, at most "
-                  f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s"}  # fmt: skip
-        reference = {"file": upload, "transcript": {"type": "string", "minLength": 1, "description": "what the reference says"},
-                     "preprocess": {"type": "boolean", "default": True, "description": "trim silences of the reference"}}  # fmt: skip
-        audio = {"description": "audio in the requested format; text/event-stream with stream_format sse",
-                 "content": {**{t: {"schema": {"type": "string", "format": "binary"}} for t in formats.MEDIA_TYPES.values()},
-                             "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {
-                                 "event": {"type": "string"},
-                                 "data": {"type": "string", "contentMediaType": "application/json",
-                                          "contentSchema": {"$ref": "#/components/schemas/SpeechStreamEvent"}}}}}}}  # fmt: skip
+        upload = {
+            "type": "string",
+            "format": "binary",
+            "description": "WAV, FLAC, MP3 or OGG, at most "
+            f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s",
+        }
+        reference = {
+            "file": upload,
+            "transcript": {
+                "type": "string",
+                "minLength": 1,
+                "description": "what the reference says",
+            },
+            "preprocess": {
+                "type": "boolean",
+                "default": True,
+                "description": "trim silences of the reference",
+            },
+        }
+        audio = {
+            "description": "audio in the requested format; text/event-stream with stream_format sse",
+            "content": {
+                **{
+                    t: {"schema": {"type": "string", "format": "binary"}}
+                    for t in formats.MEDIA_TYPES.values()
+                },
+                "text/event-stream": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {
+                            "event": {"type": "string"},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/SpeechStreamEvent"},
+                            },
+                        },
+                    }
+                },
+            },
+        }
         options = {k: v for k, v in speech.items() if k not in ("voice", "speaker")}
         return cls(settings, speech, options, upload, reference, audio)

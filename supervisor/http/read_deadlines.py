@@ -107,8 +107,12 @@ class ReadDeadlines(H11Protocol):
             self._arm(delay_s, awaited)
             return
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-        log.info("closing the connection from %s: %s did not arrive within %g s",
-                 client, awaited, delay_s)  # fmt: skip
+        log.info(
+            "closing the connection from %s: %s did not arrive within %g s",
+            client,
+            awaited,
+            delay_s,
+        )
         if self.conn.their_state is h11.SEND_BODY:
             self._answer_timeout(f"{awaited} did not arrive within {delay_s:g} s")
         self._disarm()
@@ -121,6 +125,8 @@ class ReadDeadlines(H11Protocol):
             return
         error = BodyTimeout(f"the request body was too slow: {why}; send it faster")
         body = json.dumps(error.to_body()).encode()
-        head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")  # fmt: skip
+        head = (
+            f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
         self.transport.write(head.encode() + body)

@@ -84,8 +84,9 @@ def _items(text: str, at: int, max_items: int) -> tuple[list[Any], int]:
         return items, at + 1
     while True:
         if len(items) == max_items:
-            raise InvalidRequest(f"A job takes at most {max_items} items; this one has more.",
-                                 param=FIELD)  # fmt: skip
+            raise InvalidRequest(
+                f"A job takes at most {max_items} items; this one has more.", param=FIELD
+            )
         item, at = _DECODER.raw_decode(text, _skip(text, at))
         items.append(item)
         mark, at = _expect(text, at, ",", "]")

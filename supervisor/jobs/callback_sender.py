@@ -96,8 +96,11 @@ class CallbackSender:
         except asyncio.CancelledError:
             raise
         except Exception:  # the store refusing writes (a full disk), or a bug
-            log.exception("jobs: the callback of %s could not be sent or recorded; "
-                          "trying again in %.0f s", due.job_id, HOLD_S)  # fmt: skip
+            log.exception(
+                "jobs: the callback of %s could not be sent or recorded; trying again in %.0f s",
+                due.job_id,
+                HOLD_S,
+            )
             self.held[due.job_id] = time.monotonic() + HOLD_S
 
     async def send(self, due: CallbackDue) -> None:
@@ -142,13 +145,22 @@ class CallbackSender:
             log.info("jobs: callback of %s delivered (attempt %d)", due.job_id, attempts)
         elif attempts >= self.settings.callback_attempts:
             state, next_at = "failed", None
-            log.warning("jobs: callback of %s failed after %d attempts (last: %s)",
-                        due.job_id, attempts, error)  # fmt: skip
+            log.warning(
+                "jobs: callback of %s failed after %d attempts (last: %s)",
+                due.job_id,
+                attempts,
+                error,
+            )
         else:
             wait_s = backoff_s(self.settings.callback_backoff_s, attempts)
             state, next_at = "pending", time.time() + wait_s
-            log.info("jobs: callback of %s: attempt %d failed (%s); next in %.1f s",
-                     due.job_id, attempts, error, wait_s)  # fmt: skip
+            log.info(
+                "jobs: callback of %s: attempt %d failed (%s); next in %.1f s",
+                due.job_id,
+                attempts,
+                error,
+                wait_s,
+            )
         await asyncio.to_thread(
             self.store.callback_attempted, due.job_id, status, error, state, next_at
         )

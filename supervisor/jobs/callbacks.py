@@ -108,17 +108,23 @@ def as_sent(url: str) -> httpx.URL:
     if sent.scheme not in DEFAULT_PORTS or not sent.raw_host:
         raise invalid(f"'callback_url' must be an http or https URL with a host; got {url!r}.")
     if sent.userinfo or split.username is not None or split.password is not None:
-        raise invalid("'callback_url' must not carry credentials: callbacks are signed "
-                      "(X-OmniVoice-Signature) instead.")  # fmt: skip
+        raise invalid(
+            "'callback_url' must not carry credentials: callbacks are signed "
+            "(X-OmniVoice-Signature) instead."
+        )
     if not (split.hostname or "").isascii():
-        raise invalid("'callback_url' must name its host in ASCII (an international name in its "
-                      f"xn-- form); got {split.hostname!r}.")  # fmt: skip
+        raise invalid(
+            "'callback_url' must name its host in ASCII (an international name in its "
+            f"xn-- form); got {split.hostname!r}."
+        )
     default = DEFAULT_PORTS[sent.scheme]
     ours = (split.scheme.lower(), split.hostname, split_port or default)
     theirs = (sent.scheme, sent.raw_host.decode("ascii").lower(), sent.port or default)
     if ours != theirs:
-        raise invalid(f"'callback_url' is ambiguous: it reads as host {theirs[1]!r} port "
-                      f"{theirs[2]} and as host {ours[1]!r} port {ours[2]}; got {url!r}.")  # fmt: skip
+        raise invalid(
+            f"'callback_url' is ambiguous: it reads as host {theirs[1]!r} port "
+            f"{theirs[2]} and as host {ours[1]!r} port {ours[2]}; got {url!r}."
+        )
     return sent
 
 
@@ -130,8 +136,10 @@ def check_url(url: Any, allow: tuple[str, ...]) -> str:
         )
     found = unsafe_char(url)
     if found is not None:
-        raise invalid(f"'callback_url' must not contain whitespace or control characters; "
-                      f"found U+{ord(found[1]):04X} at position {found[0]}.")  # fmt: skip
+        raise invalid(
+            f"'callback_url' must not contain whitespace or control characters; "
+            f"found U+{ord(found[1]):04X} at position {found[0]}."
+        )
     sent = as_sent(url)
     if not allow:
         raise refused(
@@ -142,11 +150,14 @@ def check_url(url: Any, allow: tuple[str, ...]) -> str:
     entries = allowed_entries(allow)
     if not any(entry.admits(host, port, sent.scheme) for entry in entries):
         if any(entry.host == host for entry in entries):
-            raise refused(f"Callbacks may not go to port {port} of {host!r}: that port is not on "
-                          "this server's --callback-allow list (a bare host allows its scheme's "
-                          f"default port only; HOST:PORT allows another).")  # fmt: skip
-        raise refused(f"Callbacks may not go to {host!r}: it is not on this server's "
-                      "--callback-allow list.")  # fmt: skip
+            raise refused(
+                f"Callbacks may not go to port {port} of {host!r}: that port is not on "
+                "this server's --callback-allow list (a bare host allows its scheme's "
+                f"default port only; HOST:PORT allows another)."
+            )
+        raise refused(
+            f"Callbacks may not go to {host!r}: it is not on this server's --callback-allow list."
+        )
     return url
 
 
@@ -168,9 +179,13 @@ def check_secret(secret: Any) -> str:
     """A job's `callback_secret`, checked; InvalidRequest (never echoing it) otherwise."""
     low, high = SECRET_CHARS
     if not isinstance(secret, str) or not low <= len(secret) <= high:
-        raise InvalidRequest(f"'callback_secret' must be a string of {low} to {high} characters.",
-                             param="callback_secret")  # fmt: skip
+        raise InvalidRequest(
+            f"'callback_secret' must be a string of {low} to {high} characters.",
+            param="callback_secret",
+        )
     if not all("!" <= c <= "~" for c in secret):
-        raise InvalidRequest("'callback_secret' must be printable ASCII without spaces "
-                             "(characters '!' to '~').", param="callback_secret")  # fmt: skip
+        raise InvalidRequest(
+            "'callback_secret' must be printable ASCII without spaces (characters '!' to '~').",
+            param="callback_secret",
+        )
     return secret

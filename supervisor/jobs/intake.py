@@ -128,9 +128,14 @@ class Intake:
                 return
         if name is not None and (self.flights.flying(name) or name in self.leading):
             return  # an identical item is being made: it stays queued until it is kept
-        synthesis = await service.start(self.svc, owner(self.svc, item), speech, voice,
-                                        priority=Priority.BULK,
-                                        captions=item.request.get("captions") is True)  # fmt: skip
+        synthesis = await service.start(
+            self.svc,
+            owner(self.svc, item),
+            speech,
+            voice,
+            priority=Priority.BULK,
+            captions=item.request.get("captions") is True,
+        )
         self.admitted[item.key] = (item, synthesis, name)
         if name is not None:
             self.leading.add(name)

@@ -142,9 +142,17 @@ class PostgresQueue:
                 "audio_s = %s, qa = %s, lease_owner = NULL, lease_until = NULL, "
                 "finished_by = %s WHERE job_id = %s AND n = %s AND state = 'running' "
                 "AND lease_owner = %s",
-                (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None,
-                 self.db.owner, job_id, n, self.db.owner),
-            ).rowcount  # fmt: skip
+                (
+                    time.time(),
+                    seed,
+                    round(audio_s, 3),
+                    json.dumps(qa) if qa else None,
+                    self.db.owner,
+                    job_id,
+                    n,
+                    self.db.owner,
+                ),
+            ).rowcount
             if done:
                 conn.execute(
                     "INSERT INTO results (job_id, n, data) VALUES (%s, %s, %s)", (job_id, n, data)

@@ -76,20 +76,35 @@ class PostgresJobStore(PostgresQueue):
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
                 "deadline, callback_url, callback_state, owner, callback_secret) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (job_id, stored_key, body_sha256, time.time(), when.not_before,
-                 when.deadline, when.callback_url,
-                 None if when.callback_url is None else "pending", owner, when.callback_secret),
-            )  # fmt: skip
+                (
+                    job_id,
+                    stored_key,
+                    body_sha256,
+                    time.time(),
+                    when.not_before,
+                    when.deadline,
+                    when.callback_url,
+                    None if when.callback_url is None else "pending",
+                    owner,
+                    when.callback_secret,
+                ),
+            )
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO items (job_id, n, client_id, request, format, state, "
                     "est_audio_s) VALUES (%s, %s, %s, %s, %s, 'queued', %s)",
                     [
-                        (job_id, n, item.client_id, json.dumps(item.request), item.format,
-                         item.est_audio_s)
+                        (
+                            job_id,
+                            n,
+                            item.client_id,
+                            json.dumps(item.request),
+                            item.format,
+                            item.est_audio_s,
+                        )
                         for n, item in enumerate(items)
                     ],
-                )  # fmt: skip
+                )
             return job_id, True
 
         try:

@@ -102,8 +102,13 @@ class ResultWriter:
         """An item found in the result cache: its entry is the result."""
         meta = entry.meta
         qa = meta.get("qa")  # a job item's entry keeps its `qa` block
-        await self.store_result(item, entry.data, meta["seed"], meta["audio_s"],
-                                qa=None if qa is None or isinstance(qa, str) else qa)  # fmt: skip
+        await self.store_result(
+            item,
+            entry.data,
+            meta["seed"],
+            meta["audio_s"],
+            qa=None if qa is None or isinstance(qa, str) else qa,
+        )
 
     async def store_result(
         self,
@@ -124,8 +129,11 @@ class ResultWriter:
                 self.store.finish, item.key, item.format, data, seed, audio_s, beside, qa
             )
             if not stored:  # cancelled meanwhile, or taken over by another server
-                log.info("jobs: item %s/%d: result not stored, the item is no longer ours to "
-                         "finish", item.job_id, item.n)  # fmt: skip
+                log.info(
+                    "jobs: item %s/%d: result not stored, the item is no longer ours to finish",
+                    item.job_id,
+                    item.n,
+                )
         except StoreUnavailable as exc:  # the database is gone: the item runs again later
             log.error("jobs: item %s/%d: storing the result failed: %s", item.job_id, item.n, exc)
             self.storage_failed(exc)
@@ -136,8 +144,12 @@ class ResultWriter:
             ):  # back to the queue (or failed after its attempts); wait for space
                 self.space.refused(len(data) + sum(map(len, (beside or {}).values())), exc)
                 end = refused_item_end(item.attempts + 1, exc)  # this one counted at its claim
-                log.info("jobs: item %s/%d: the disk is full: %s", item.job_id, item.n,
-                         "back to the queue" if end is None else "failed")  # fmt: skip
+                log.info(
+                    "jobs: item %s/%d: the disk is full: %s",
+                    item.job_id,
+                    item.n,
+                    "back to the queue" if end is None else "failed",
+                )
                 await self.record(item.key, end)
                 return
             # The data directory gone, say: it fails, saying so.

@@ -158,8 +158,9 @@ class JobRunner:
 
     def storage_failed(self, exc: BaseException) -> None:
         if self.storage_error is None:
-            log.error("jobs: the job store cannot be written (%s): no item starts until it can",
-                      exc)  # fmt: skip
+            log.error(
+                "jobs: the job store cannot be written (%s): no item starts until it can", exc
+            )
         self.storage_error = str(exc)
 
     def storage_works(self) -> None:
@@ -221,8 +222,11 @@ class JobRunner:
         for key in lost:
             synthesis = self.generating.get(key)
             if synthesis is not None:
-                log.info("jobs: item %s/%d is no longer ours to run (taken over, or its job "
-                         "cancelled); stopping it", *key)  # fmt: skip
+                log.info(
+                    "jobs: item %s/%d is no longer ours to run (taken over, or its job "
+                    "cancelled); stopping it",
+                    *key,
+                )
                 synthesis.close()
 
     # ------------------------------------------------------------ starting items
@@ -280,8 +284,9 @@ class JobRunner:
         try:
             pieces = [piece async for piece in synthesis.pieces()]
             pcm = b"".join(piece.audio for piece in pieces)
-            await words.item_words(item.request, self.svc.asr, synthesis, pcm,
-                                   self.svc.settings.asr_timeout_s)  # fmt: skip
+            await words.item_words(
+                item.request, self.svc.asr, synthesis, pcm, self.svc.settings.asr_timeout_s
+            )
         except asyncio.CancelledError:
             if self._stopping:
                 raise  # the runner is stopping: `recover` puts the item back at the next start

@@ -54,8 +54,9 @@ def parse_time(value: Any, param: str) -> float:
         text = re.sub(r"(\.\d{6})\d+", r"\1", value.upper().replace("Z", "+00:00"))
         seconds = dt.datetime.fromisoformat(text).timestamp()
     except (ValueError, OverflowError) as exc:  # the right shape, not a real time: 2026-02-30
-        raise InvalidRequest(f"'{param}' is not a valid time: {exc}; got {value!r}.",
-                             param=param) from None  # fmt: skip
+        raise InvalidRequest(
+            f"'{param}' is not a valid time: {exc}; got {value!r}.", param=param
+        ) from None
     if not EARLIEST <= seconds <= LATEST:  # 9999-12-31T23:59:59-14:00 is in the year 10000
         raise InvalidRequest(
             f"'{param}' must be a time from 0001-01-01 to 9999-12-31 in UTC, which the API can "
@@ -92,8 +93,10 @@ def job_schedule(body: dict[str, Any], callback_allow: tuple[str, ...]) -> JobSc
     url = body.get("callback_url")
     secret = body.get("callback_secret")
     if secret is not None and url is None:
-        raise InvalidRequest("'callback_secret' signs the job's callback: give 'callback_url' "
-                             "too, or leave it out.", param="callback_secret")  # fmt: skip
+        raise InvalidRequest(
+            "'callback_secret' signs the job's callback: give 'callback_url' too, or leave it out.",
+            param="callback_secret",
+        )
     return JobSchedule(
         not_before,
         deadline,

@@ -62,8 +62,12 @@ class SpaceWait:
         """A write was refused for want of space: wait (logged once per wait)."""
         if self.since is None:
             self.since = time.time()
-            log.error("jobs: the disk is full (%s): waiting for space; no item starts until a "
-                      "result of %d bytes fits", exc, nbytes)  # fmt: skip
+            log.error(
+                "jobs: the disk is full (%s): waiting for space; no item starts until a "
+                "result of %d bytes fits",
+                exc,
+                nbytes,
+            )
         self.needed_bytes = max(self.needed_bytes, nbytes)
         self.error = str(exc)
         self._next_probe = time.monotonic() + PROBE_EVERY_S

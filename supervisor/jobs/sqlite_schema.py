@@ -92,8 +92,11 @@ def migrate(db: sqlite3.Connection) -> None:
         if column not in have:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             if (table, column) == ("jobs", "owner"):
-                db.execute("UPDATE jobs SET idempotency_key = ? || idempotency_key "
-                           "WHERE idempotency_key IS NOT NULL", (scoped_key(DEFAULT_OWNER, ""),))  # fmt: skip
+                db.execute(
+                    "UPDATE jobs SET idempotency_key = ? || idempotency_key "
+                    "WHERE idempotency_key IS NOT NULL",
+                    (scoped_key(DEFAULT_OWNER, ""),),
+                )
     db.execute("CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, seq)")
     rows = db.execute(
         f"SELECT job_id, n, request FROM items WHERE est_audio_s IS NULL AND state IN {UNFINISHED}"
@@ -103,8 +106,10 @@ def migrate(db: sqlite3.Connection) -> None:
         estimate = item_audio_s(
             str(request.get("input", "")), request.get("speed"), request.get("duration")
         )
-        db.execute("UPDATE items SET est_audio_s = ? WHERE job_id = ? AND n = ?",
-                   (estimate, row["job_id"], row["n"]))  # fmt: skip
+        db.execute(
+            "UPDATE items SET est_audio_s = ? WHERE job_id = ? AND n = ?",
+            (estimate, row["job_id"], row["n"]),
+        )
 
 
 def lock_holder(data_dir: Path | str) -> str | None:

@@ -78,19 +78,34 @@ class SqliteJobStore(SqliteDataDir):
                 "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at, not_before, "
                 "deadline, callback_url, callback_state, owner, callback_secret) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, stored_key, body_sha256, now, when.not_before, when.deadline,
-                 when.callback_url, None if when.callback_url is None else "pending", owner,
-                 when.callback_secret),
-            )  # fmt: skip
+                (
+                    job_id,
+                    stored_key,
+                    body_sha256,
+                    now,
+                    when.not_before,
+                    when.deadline,
+                    when.callback_url,
+                    None if when.callback_url is None else "pending",
+                    owner,
+                    when.callback_secret,
+                ),
+            )
             db.executemany(
                 "INSERT INTO items (job_id, n, client_id, request, format, state, est_audio_s) "
                 "VALUES (?, ?, ?, ?, ?, 'queued', ?)",
                 (
-                    (job_id, n, item.client_id, json.dumps(item.request), item.format,
-                     item.est_audio_s)
+                    (
+                        job_id,
+                        n,
+                        item.client_id,
+                        json.dumps(item.request),
+                        item.format,
+                        item.est_audio_s,
+                    )
                     for n, item in enumerate(items)
                 ),
-            )  # fmt: skip
+            )
         return job_id, True
 
     def job(self, job_id: str, with_items: bool = True, owner: str | None = None) -> JobView | None:
@@ -139,13 +154,17 @@ class SqliteJobStore(SqliteDataDir):
         False: no such job (of `owner`'s, when given)."""
         now = time.time()
         with self.transaction() as db:
-            found = db.execute(f"SELECT 1 FROM jobs WHERE id = ? AND {OWNED}",
-                               (job_id, owner, owner)).fetchone()  # fmt: skip
+            found = db.execute(
+                f"SELECT 1 FROM jobs WHERE id = ? AND {OWNED}", (job_id, owner, owner)
+            ).fetchone()
             if found is None:
                 return False
             # A job whose every item has ended is left as it is: there is nothing to cancel.
-            db.execute("UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
-                       "(SELECT 1 FROM items WHERE job_id = ? AND state IN ('queued', 'running'))", (now, job_id, job_id))  # fmt: skip
+            db.execute(
+                "UPDATE jobs SET cancelled_at = COALESCE(cancelled_at, ?) WHERE id = ? AND EXISTS "
+                "(SELECT 1 FROM items WHERE job_id = ? AND state IN ('queued', 'running'))",
+                (now, job_id, job_id),
+            )
             db.execute(
                 "UPDATE items SET state = 'cancelled', finished_at = ? WHERE job_id = ? AND state = 'queued'",
                 (now, job_id),
@@ -245,7 +264,9 @@ class SqliteJobStore(SqliteDataDir):
             for job_id, n in keys:
                 changed = db.execute(
                     "UPDATE items SET state = 'running', attempts = attempts + 1, started_at = ? "
-                    "WHERE job_id = ? AND n = ? AND state = 'queued'", (now, job_id, n)).rowcount  # fmt: skip
+                    "WHERE job_id = ? AND n = ? AND state = 'queued'",
+                    (now, job_id, n),
+                ).rowcount
                 if changed:
                     claimed.add((job_id, n))
         return claimed
@@ -285,7 +306,15 @@ class SqliteJobStore(SqliteDataDir):
                 self.db.execute(
                     "UPDATE items SET state = 'done', finished_at = ?, error = NULL, seed = ?, audio_s = ?, "
                     "qa = ? WHERE job_id = ? AND n = ? AND state = 'running'",
-                    (time.time(), seed, round(audio_s, 3), json.dumps(qa) if qa else None, job_id, n))  # fmt: skip
+                    (
+                        time.time(),
+                        seed,
+                        round(audio_s, 3),
+                        json.dumps(qa) if qa else None,
+                        job_id,
+                        n,
+                    ),
+                )
             except BaseException:  # not done: its files would hold space (and `recover` finish it)
                 for path in written:
                     path.unlink(missing_ok=True)
@@ -298,11 +327,21 @@ class SqliteJobStore(SqliteDataDir):
         job_id, n = key
         qa = json.dumps(error.qa) if isinstance(error, QualityFailed) and error.qa else None
         with self.transaction() as db:
-            return bool(db.execute(
-                "UPDATE items SET state = 'failed', finished_at = ?, error = ?, qa = ?, "
-                "attempts = attempts + ? WHERE job_id = ? AND n = ? AND state = ?",
-                (time.time(), json.dumps(error_record(error)), qa, 0 if claimed else 1, job_id, n, "running" if claimed else "queued"),
-            ).rowcount)  # fmt: skip
+            return bool(
+                db.execute(
+                    "UPDATE items SET state = 'failed', finished_at = ?, error = ?, qa = ?, "
+                    "attempts = attempts + ? WHERE job_id = ? AND n = ? AND state = ?",
+                    (
+                        time.time(),
+                        json.dumps(error_record(error)),
+                        qa,
+                        0 if claimed else 1,
+                        job_id,
+                        n,
+                        "running" if claimed else "queued",
+                    ),
+                ).rowcount
+            )
 
     def release(self, key: Key, counted: bool = True) -> str | None:
         """running -> queued (it will run again), or -> cancelled if its job was cancelled. The new
@@ -321,7 +360,8 @@ class SqliteJobStore(SqliteDataDir):
             changed = db.execute(
                 "UPDATE items SET state = ?, finished_at = ?, attempts = MAX(attempts - ?, 0) "
                 "WHERE job_id = ? AND n = ? AND state = 'running'",
-                (state, now if state == "cancelled" else None, 0 if counted else 1, job_id, n)).rowcount  # fmt: skip
+                (state, now if state == "cancelled" else None, 0 if counted else 1, job_id, n),
+            ).rowcount
         return state if changed else None
 
     def recover(self) -> tuple[int, int]:
@@ -339,8 +379,10 @@ class SqliteJobStore(SqliteDataDir):
             for row in rows:
                 path = self.result_path(row["job_id"], row["n"], row["format"])
                 if path.is_file():  # renamed into place; the commit of `done` did not happen
-                    db.execute("UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
-                               (path.stat().st_mtime, row["job_id"], row["n"]))  # fmt: skip
+                    db.execute(
+                        "UPDATE items SET state = 'done', finished_at = ? WHERE job_id = ? AND n = ?",
+                        (path.stat().st_mtime, row["job_id"], row["n"]),
+                    )
                     num_done += 1
                 elif (
                     row["cancelled_at"] is not None
@@ -369,9 +411,14 @@ class SqliteJobStore(SqliteDataDir):
         """Remove jobs whose every item ended more than retention_s ago, with their results."""
         cutoff = (time.time() if now is None else now) - retention_s
         with self.transaction() as db:
-            old = [row["job_id"] for row in db.execute(
-                "SELECT job_id FROM items GROUP BY job_id "
-                "HAVING SUM(state IN ('queued', 'running')) = 0 AND MAX(COALESCE(finished_at, 0)) < ?", (cutoff,))]  # fmt: skip
+            old = [
+                row["job_id"]
+                for row in db.execute(
+                    "SELECT job_id FROM items GROUP BY job_id "
+                    "HAVING SUM(state IN ('queued', 'running')) = 0 AND MAX(COALESCE(finished_at, 0)) < ?",
+                    (cutoff,),
+                )
+            ]
             db.executemany("DELETE FROM jobs WHERE id = ?", ((job_id,) for job_id in old))
         for job_id in old:
             shutil.rmtree(self.results / job_id, ignore_errors=True)

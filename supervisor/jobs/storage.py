@@ -79,8 +79,14 @@ class Claimed:
     @classmethod
     def from_row(cls, row: Any) -> Claimed:
         """From a row of `job_id, n, request, format, attempts, owner` (either store's)."""
-        return cls(row["job_id"], row["n"], json.loads(row["request"]), row["format"],
-                   row["attempts"], row["owner"])  # fmt: skip
+        return cls(
+            row["job_id"],
+            row["n"],
+            json.loads(row["request"]),
+            row["format"],
+            row["attempts"],
+            row["owner"],
+        )
 
     @property
     def key(self) -> tuple[str, int]:

@@ -55,8 +55,10 @@ def finishes(
             t = min(job.not_before or 0.0 for job in waiting)
             continue
         job = min(eligible, key=run_order)
-        next_start = min((job.not_before or 0.0 for job in waiting
-                          if (job.not_before or 0.0) > t), default=math.inf)  # fmt: skip
+        next_start = min(
+            (job.not_before or 0.0 for job in waiting if (job.not_before or 0.0) > t),
+            default=math.inf,
+        )
         end = t + left[job.job_id] / rate
         if end <= next_start:
             t = end

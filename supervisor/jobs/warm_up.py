@@ -77,5 +77,9 @@ class WarmUp:
         pool.warm_up(time.monotonic() + start - now + WARM_AFTER_S)
         if self.warming_for != start:
             self.warming_for = start
-            log.info("jobs: a job may start in %.0f s: keeping a sidecar ready for it (its last "
-                     "start took %.1f s)", start - now, ready_s)  # fmt: skip
+            log.info(
+                "jobs: a job may start in %.0f s: keeping a sidecar ready for it (its last "
+                "start took %.1f s)",
+                start - now,
+                ready_s,
+            )

@@ -34,10 +34,23 @@ from supervisor.settings.flags import HELP_GROUPS
 from supervisor.tenants import KeyFile, Tenancy, parse_key_file
 
 __all__ = [
-    "ALLOWED_HOST", "DTYPE_NAMES", "ENV_PREFIX", "FORMAT_NAMES", "HELP_GROUPS", "IGNORED",
-    "EnvAlias", "Ignored", "Settings", "SettingsError", "env_of", "flag_of", "is_loopback",
-    "read_key_file", "redacted_url", "setting",
-]  # fmt: skip
+    "ALLOWED_HOST",
+    "DTYPE_NAMES",
+    "ENV_PREFIX",
+    "FORMAT_NAMES",
+    "HELP_GROUPS",
+    "IGNORED",
+    "EnvAlias",
+    "Ignored",
+    "Settings",
+    "SettingsError",
+    "env_of",
+    "flag_of",
+    "is_loopback",
+    "read_key_file",
+    "redacted_url",
+    "setting",
+]
 
 
 @dataclass(frozen=True, init=False)
@@ -57,8 +70,12 @@ class Settings(Fields):
         return Tenancy.of(self.api_keys, _key_file(self.api_key_file))
 
     @classmethod
-    def from_sources(cls, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
-                     notes: list[str] | None = None) -> Settings:  # fmt: skip
+    def from_sources(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        notes: list[str] | None = None,
+    ) -> Settings:
         """Defaults, overridden by variables (ours, then the aliases), overridden by flags (attribute names).
 
         `notes` gets one line per decision worth logging: which of two variables won, a value
@@ -66,8 +83,12 @@ class Settings(Fields):
         return sources.from_sources(cls, flags, environ, notes)
 
     @classmethod
-    def from_namespace(cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None,
-                       notes: list[str] | None = None) -> Settings:  # fmt: skip
+    def from_namespace(
+        cls,
+        namespace: argparse.Namespace,
+        environ: Mapping[str, str] | None = None,
+        notes: list[str] | None = None,
+    ) -> Settings:
         return sources.from_namespace(cls, namespace, environ, notes)
 
     @classmethod

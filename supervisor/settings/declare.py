@@ -34,8 +34,15 @@ def setting(  # noqa: PLR0913  a field's declaration: each keyword one property,
     a number is at least `minimum` (0: never negative), at most `maximum`, greater than `above`;
     a text (or each entry of a list) is one of `choices` or matches `pattern`, which `shape` says in words.
     `hint` ends the message of a value out of bounds: what to do instead."""
-    bounds = {"choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
-              "pattern": pattern, "shape": shape, "hint": hint}  # fmt: skip
+    bounds = {
+        "choices": choices,
+        "minimum": minimum,
+        "maximum": maximum,
+        "above": above,
+        "pattern": pattern,
+        "shape": shape,
+        "hint": hint,
+    }
     return field(
         default=default, metadata={"help": help, "flag": flag, "metavar": metavar, **bounds}
     )

@@ -200,10 +200,14 @@ class Fields:
         "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
         minimum=0,
     )
-    attention: str = setting("fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)",
-                             choices=("fa2", "cudnn"))  # fmt: skip
-    compile_cache_dir: str = setting("", "torch.compile's cache, kept across sidecar starts "
-        "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)")  # fmt: skip
+    attention: str = setting(
+        "fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)", choices=("fa2", "cudnn")
+    )
+    compile_cache_dir: str = setting(
+        "",
+        "torch.compile's cache, kept across sidecar starts "
+        "(default: $TORCHINDUCTOR_CACHE_DIR, else DATA_DIR/compile-cache; 'off': none)",
+    )
     max_frame_mb: int = setting(64, "largest frame accepted on a sidecar pipe, in MiB", minimum=1)
     load_timeout_s: float = setting(
         120.0, "kill a loading sidecar silent for this long (each progress frame re-arms it)"
@@ -240,9 +244,12 @@ class Fields:
         1.0, "delay before the second respawn in a row (the first is immediate); doubles after each"
     )
     backoff_max_s: float = setting(60.0, "longest delay between respawns")
-    spare_sidecars: str = setting("auto", "start each device's next sidecar ahead, parked before "
+    spare_sidecars: str = setting(
+        "auto",
+        "start each device's next sidecar ahead, parked before "
         "it touches the device, so a respawn skips its imports (auto: on GPUs)",
-        choices=("auto", "on", "off"))  # fmt: skip
+        choices=("auto", "on", "off"),
+    )
     idle_reap_s: float = setting(
         0.0,
         "stop a sidecar idle this long to free its device; the next request starts it (0: never)",

@@ -27,8 +27,12 @@ BLANKS_REFUSED = frozenset({"api_keys"})
 SPELLINGS = "_spellings"
 
 
-def from_sources(cls: type[T], flags: Mapping[str, Any] | None = None,
-                 environ: Mapping[str, str] | None = None, notes: list[str] | None = None) -> T:  # fmt: skip
+def from_sources(
+    cls: type[T],
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> T:
     """A `cls` from defaults, the variables and the flags; `notes` gets the decisions."""
     environ = os.environ if environ is None else environ
     notes = [] if notes is None else notes
@@ -55,8 +59,9 @@ def from_sources(cls: type[T], flags: Mapping[str, Any] | None = None,
     return cls(**values)
 
 
-def _from_environment(f: Field, kind: Any, environ: Mapping[str, str],
-                      notes: list[str]) -> list[tuple[str, Any]]:  # fmt: skip
+def _from_environment(
+    f: Field, kind: Any, environ: Mapping[str, str], notes: list[str]
+) -> list[tuple[str, Any]]:
     """(variable, value) for each of the setting's variables that is set, the winner first."""
     found: list[tuple[str, Any]] = []
     converted: str | None = None
@@ -75,13 +80,19 @@ def _from_environment(f: Field, kind: Any, environ: Mapping[str, str],
         notes.append(converted)
     if len(found) > 1:
         losers = ", ".join(f"{name}={environ[name]}" for name, _ in found[1:])
-        notes.append(f"{found[0][0]}={environ[found[0][0]]} and {losers} are {'both' if len(found) == 2 else 'all'} set: {found[0][0]} wins "
-                     "(our own name first, then the others in the order docs/MIGRATING.md lists)")  # fmt: skip
+        notes.append(
+            f"{found[0][0]}={environ[found[0][0]]} and {losers} are {'both' if len(found) == 2 else 'all'} set: {found[0][0]} wins "
+            "(our own name first, then the others in the order docs/MIGRATING.md lists)"
+        )
     return found
 
 
-def from_namespace(cls: type[T], namespace: argparse.Namespace, environ: Mapping[str, str] | None = None,
-                   notes: list[str] | None = None) -> T:  # fmt: skip
+def from_namespace(
+    cls: type[T],
+    namespace: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> T:
     """A `cls` from parsed flags (flags.add_arguments), the variables and the defaults."""
     notes = [] if notes is None else notes
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

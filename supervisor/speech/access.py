@@ -68,8 +68,11 @@ class LexiconAccess:
         return found if found is not None and self.tenant.sees(found.owner) else None
 
     def list(self) -> builtins.list[Lexicon]:
-        return [lexicon for _, lexicon in sorted(self.store.lexicons.items())
-                if self.tenant.sees(lexicon.owner)]  # fmt: skip
+        return [
+            lexicon
+            for _, lexicon in sorted(self.store.lexicons.items())
+            if self.tenant.sees(lexicon.owner)
+        ]
 
     def for_request(self, request: SpeechRequest) -> Lexicon | None:
         """The request's lexicon; a 400 on 'lexicon' if this tenant has none by that name."""

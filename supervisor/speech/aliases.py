@@ -69,8 +69,11 @@ def fold_aliases(
             if value is None:
                 continue
             if out.get("instructions") is not None and out["instructions"] != value:
-                raise InvalidRequest(f"'{name}' and '{sent.get('instructions', 'instructions')}' are both given and differ; "
-                                     "they are the same field (voice design): send one.", param=name)  # fmt: skip
+                raise InvalidRequest(
+                    f"'{name}' and '{sent.get('instructions', 'instructions')}' are both given and differ; "
+                    "they are the same field (voice design): send one.",
+                    param=name,
+                )
             out["instructions"] = value
             sent["instructions"] = name
     if "speaker" in out and "voice" in allowed:
@@ -96,8 +99,11 @@ def _fold_stream(out: dict[str, Any], sent: dict[str, str]) -> None:
     if not stream:
         return
     if out.get("stream_format") not in (None, "sse"):
-        raise InvalidRequest(f"'stream': true asks for server-sent events, but 'stream_format' is {out['stream_format']!r}; "
-                             "send one of them.", param="stream")  # fmt: skip
+        raise InvalidRequest(
+            f"'stream': true asks for server-sent events, but 'stream_format' is {out['stream_format']!r}; "
+            "send one of them.",
+            param="stream",
+        )
     out["stream_format"] = "sse"
     sent["stream_format"] = "stream"
     if out.get("response_format") is None:

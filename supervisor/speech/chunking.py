@@ -256,8 +256,9 @@ def first_chunk(text: str) -> tuple[str, str]:
     ends = list(itertools.accumulate(len(a.text) for a in pieces))  # characters up to each gap
     inside = [i for i in range(len(pieces) - 1) if ends[i] <= FIRST_CHUNK_CHARS]
     sentence = next((i for i in inside if pieces[i].strength >= 3), None)
-    clause = next((i for i in inside if pieces[i].strength == 2
-                   and ends[i] >= FIRST_CHUNK_MIN_CHARS), None)  # fmt: skip
+    clause = next(
+        (i for i in inside if pieces[i].strength == 2 and ends[i] >= FIRST_CHUNK_MIN_CHARS), None
+    )
     word = next((i for i in reversed(inside) if pieces[i].strength >= 1), None)
     cut = next((i for i in (sentence, clause, word) if i is not None), None)
     if cut is None:

@@ -54,8 +54,15 @@ def refuse_unencodable(value: Any) -> None:
 
 
 def type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:

@@ -78,9 +78,12 @@ class Hearing:
             message = await asyncio.wait_for(future, self.deadline_s)
         except asyncio.TimeoutError:
             self.quiet_until, self.quiet_restarts = self.clock() + self.quiet_s, self.restarts()
-            log.warning("asr: no transcript within %.0f s: chunks go out unheard (asr=skipped) for "
-                        "the next %.0f s, or until the ASR sidecar is replaced",
-                        self.deadline_s, self.quiet_s)  # fmt: skip
+            log.warning(
+                "asr: no transcript within %.0f s: chunks go out unheard (asr=skipped) for "
+                "the next %.0f s, or until the ASR sidecar is replaced",
+                self.deadline_s,
+                self.quiet_s,
+            )
             return None
         except ServerError as exc:  # the ASR pool draining, failed, or its sidecar lost
             log.info("asr: a chunk goes out unheard: %s", exc.message)
@@ -90,5 +93,9 @@ class Hearing:
 
 def of_pool(pool: Pool, deadline_s: float) -> Hearing:
     """The ASR pool's Hearing: quiet for a heartbeat timeout after a missed deadline."""
-    return Hearing(pool.scheduler, lambda: pool.health()["sidecars"], deadline_s,
-                   pool.settings.heartbeat_timeout_s)  # fmt: skip
+    return Hearing(
+        pool.scheduler,
+        lambda: pool.health()["sidecars"],
+        deadline_s,
+        pool.settings.heartbeat_timeout_s,
+    )

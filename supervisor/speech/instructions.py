@@ -19,11 +19,23 @@ HEADER = "X-OmniVoice-Instructions"
 
 # Plain words for items, as prose names them.
 SYNONYMS = {
-    "woman": "female", "women": "female", "lady": "female", "girl": "female",
-    "man": "male", "men": "male", "gentleman": "male", "boy": "male",
-    "kid": "child", "teen": "teenager", "old": "elderly", "elderly person": "elderly",
-    "whispering": "whisper", "whispered": "whisper", "whispers": "whisper", "whispery": "whisper",
-}  # fmt: skip
+    "woman": "female",
+    "women": "female",
+    "lady": "female",
+    "girl": "female",
+    "man": "male",
+    "men": "male",
+    "gentleman": "male",
+    "boy": "male",
+    "kid": "child",
+    "teen": "teenager",
+    "old": "elderly",
+    "elderly person": "elderly",
+    "whispering": "whisper",
+    "whispered": "whisper",
+    "whispers": "whisper",
+    "whispery": "whisper",
+}
 # Longest first, so "very low pitch" wins over "low pitch" and "young adult" over nothing shorter.
 _NAMES = sorted([*VALID_INSTRUCT_ITEMS, *SYNONYMS], key=len, reverse=True)
 # An English name is a whole word ("man" is not in "human", "old" not in "30-year-old").

@@ -168,9 +168,14 @@ class LexiconStore:
         for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
             try:
                 data = json.loads(path.read_text())
-                lexicon = Lexicon(data["name"], data["language"], data["entries"],
-                                  data["updated_at"], data.get("voice"),
-                                  data.get("owner", DEFAULT_OWNER))  # fmt: skip
+                lexicon = Lexicon(
+                    data["name"],
+                    data["language"],
+                    data["entries"],
+                    data["updated_at"],
+                    data.get("voice"),
+                    data.get("owner", DEFAULT_OWNER),
+                )
                 if not OWNER_NAME.fullmatch(lexicon.owner):
                     raise ValueError(f"its owner {lexicon.owner!r} is not an owner's name")
             except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -72,8 +72,9 @@ def run_filters(
     import av.filter
 
     graph = av.filter.Graph()
-    node = graph.add_abuffer(format="s16", sample_rate=sample_rate, layout="mono",
-                             time_base=Fraction(1, sample_rate))  # fmt: skip
+    node = graph.add_abuffer(
+        format="s16", sample_rate=sample_rate, layout="mono", time_base=Fraction(1, sample_rate)
+    )
     source = node
     chain = [
         *chain,

@@ -46,8 +46,10 @@ def taken(name: str) -> Conflict:
 
 
 def unavailable(done: str, exc: StoreUnavailable) -> Unavailable:
-    error = Unavailable(f"the voice could not be {done}: {exc}; voices already saved still work",
-                        retry_after_s=RETRY_S)  # fmt: skip
+    error = Unavailable(
+        f"the voice could not be {done}: {exc}; voices already saved still work",
+        retry_after_s=RETRY_S,
+    )
     error.code = "voice_store_unavailable"
     return error
 

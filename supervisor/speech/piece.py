@@ -44,9 +44,16 @@ class Piece:
         audio = result["audio"]
         if lead or pause:
             audio = bytes(2 * lead) + audio + bytes(2 * pause)
-        return cls(result["id"], audio, result["sample_rate"], result["seed"],
-                   result.get("qa", {}), attempt.count, attempt.unheard,
-                   result.get("timings", {}))  # fmt: skip
+        return cls(
+            result["id"],
+            audio,
+            result["sample_rate"],
+            result["seed"],
+            result.get("qa", {}),
+            attempt.count,
+            attempt.unheard,
+            result.get("timings", {}),
+        )
 
     @property
     def samples(self) -> int:

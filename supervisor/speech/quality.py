@@ -103,8 +103,11 @@ class Verdict:
 
     def reason(self) -> str:
         """Why the audio failed, in words: each failed check with its value."""
-        failed = [f"{name} ({check['value']:g})" for name, check in
-                  self.summary()["checks"].items() if not check["passed"]]  # fmt: skip
+        failed = [
+            f"{name} ({check['value']:g})"
+            for name, check in self.summary()["checks"].items()
+            if not check["passed"]
+        ]
         return (
             f"the audio failed its quality checks after {self.attempts} attempt(s): "
             + ", ".join(failed)

@@ -57,9 +57,16 @@ log = logging.getLogger("omnivoice.cache")
 CACHE_VERSION = 1  # raise when the audio path changes, so old entries are no longer found
 TMP_SUFFIX = ".tmp"
 # Request fields that do not change the bytes of the answer.
-IGNORED = frozenset({
-    "model", "stream_format", "request_timeout_s", "instructions_read", "voice", "instructions",
-})  # fmt: skip
+IGNORED = frozenset(
+    {
+        "model",
+        "stream_format",
+        "request_timeout_s",
+        "instructions_read",
+        "voice",
+        "instructions",
+    }
+)
 # Server settings that shape the audio: chunking, normalisation, and the quality checks (a
 # retry changes the seed a chunk is made with).
 CHUNKING_SETTINGS = (
@@ -118,8 +125,16 @@ def checkpoint_identity(settings: Settings) -> str:
             if path.is_file() and path.suffix in _MODEL_FILES:
                 stat = path.stat()
                 files.append((str(path.relative_to(root)), stat.st_size, stat.st_mtime_ns))
-    return _digest({"version": CACHE_VERSION, "engine": settings.engine, "model": settings.model,
-                    "files": files, "dtype": settings.dtype, "devices": settings.devices})  # fmt: skip
+    return _digest(
+        {
+            "version": CACHE_VERSION,
+            "engine": settings.engine,
+            "model": settings.model,
+            "files": files,
+            "dtype": settings.dtype,
+            "devices": settings.devices,
+        }
+    )
 
 
 def item_seed(fields: dict[str, Any]) -> int:
@@ -133,8 +148,9 @@ def open_cache(settings: Settings) -> ResultCache | None:
     made (logged: the server runs on without one)."""
     if settings.cache_max_bytes == 0:
         return None
-    cache = ResultCache(settings.resolved_cache_dir(), settings.cache_max_bytes,
-                        checkpoint_identity(settings))  # fmt: skip
+    cache = ResultCache(
+        settings.resolved_cache_dir(), settings.cache_max_bytes, checkpoint_identity(settings)
+    )
     try:
         cache.load()
     except OSError as exc:
@@ -151,20 +167,28 @@ def cacheable(request: SpeechRequest) -> bool:
     return not request.input.lstrip().startswith("<speak")
 
 
-def key(identity: str, request: SpeechRequest, voice: Voice, settings: Settings, route: str,
-        owner: str = DEFAULT_OWNER) -> str:  # fmt: skip
+def key(
+    identity: str,
+    request: SpeechRequest,
+    voice: Voice,
+    settings: Settings,
+    route: str,
+    owner: str = DEFAULT_OWNER,
+) -> str:
     """The cache entry of a reproducible answer (request.seed given) made for `owner`. `route`
     ("speech" or "job") keeps apart what is encoded differently: a long speech answer is a
     stream (a WAV header saying "until the end", an MP3 without its Xing frame), a job item a
     whole file."""
     fields = {k: v for k, v in dataclasses.asdict(request).items() if k not in IGNORED}
-    digest = _digest({
-        "route": route,
-        "checkpoint": identity,
-        "request": fields,
-        "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},
-        "settings": {name: getattr(settings, name) for name in CHUNKING_SETTINGS},
-    })  # fmt: skip
+    digest = _digest(
+        {
+            "route": route,
+            "checkpoint": identity,
+            "request": fields,
+            "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},
+            "settings": {name: getattr(settings, name) for name in CHUNKING_SETTINGS},
+        }
+    )
     return digest if settings.cache_shared else f"{digest}.{owner}"
 
 
@@ -200,8 +224,13 @@ class ResultCache:
         self.total = sum(self.sizes.values())
         self._evict()
         metrics.result_cache_bytes.set(self.total)
-        log.info("result cache: %d entries, %d bytes in %s (at most %d)",
-                 len(self.sizes), self.total, self.directory, self.max_bytes)  # fmt: skip
+        log.info(
+            "result cache: %d entries, %d bytes in %s (at most %d)",
+            len(self.sizes),
+            self.total,
+            self.directory,
+            self.max_bytes,
+        )
 
     def path(self, name: str) -> Path:
         return self.directory / name[:2] / name

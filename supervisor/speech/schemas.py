@@ -65,24 +65,53 @@ OPENAI_VOICES: dict[str, str] = {
 }
 RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
 
-SPEECH_FIELDS = frozenset({
-    "model", "input", "voice", "instructions", "response_format", "speed", "stream_format",
-    "language", "num_step", "guidance_scale", "duration", "chunk_mode", "seed", "denoise",
-    "normalize", "lexicon", "dialogue", "pause_ms",
-    "sample_rate", "loudness",
-})  # fmt: skip
+SPEECH_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "voice",
+        "instructions",
+        "response_format",
+        "speed",
+        "stream_format",
+        "language",
+        "num_step",
+        "guidance_scale",
+        "duration",
+        "chunk_mode",
+        "seed",
+        "denoise",
+        "normalize",
+        "lexicon",
+        "dialogue",
+        "pause_ms",
+        "sample_rate",
+        "loudness",
+    }
+)
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
 REQUEST_TIMEOUT_S = (1.0, 1200.0)
 
 # How a form's string becomes the JSON type of each field.
 _FORM_TYPES: dict[str, str] = {
-    "speed": "number", "guidance_scale": "number", "duration": "number",
-    "num_step": "integer", "seed": "integer", "denoise": "boolean", "preprocess": "boolean", "normalize": "boolean",
-    "dialogue": "boolean", "pause_ms": "integer",
-    "stream": "boolean", "request_timeout_s": "number", "preprocess_prompt": "boolean",
-    "chunk_duration": "number", "chunk_threshold": "number", "sample_rate": "integer",
-}  # fmt: skip
+    "speed": "number",
+    "guidance_scale": "number",
+    "duration": "number",
+    "num_step": "integer",
+    "seed": "integer",
+    "denoise": "boolean",
+    "preprocess": "boolean",
+    "normalize": "boolean",
+    "dialogue": "boolean",
+    "pause_ms": "integer",
+    "stream": "boolean",
+    "request_timeout_s": "number",
+    "preprocess_prompt": "boolean",
+    "chunk_duration": "number",
+    "chunk_threshold": "number",
+    "sample_rate": "integer",
+}
 
 
 @dataclass(frozen=True)

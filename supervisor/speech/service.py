@@ -53,8 +53,18 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     voices = voice_resolver(speech, svc.voices_for(owner))
     lexicon = svc.lexicons_for(owner).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
-    return Synthesis(svc.scheduler, speech, voice, svc.settings.chunk_s, priority, voices, text,
-                     captions=captions, asr=svc.hearing, first_short=first_short)  # fmt: skip
+    return Synthesis(
+        svc.scheduler,
+        speech,
+        voice,
+        svc.settings.chunk_s,
+        priority,
+        voices,
+        text,
+        captions=captions,
+        asr=svc.hearing,
+        first_short=first_short,
+    )
 
 
 async def off_loop(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -87,8 +97,9 @@ async def _streamed(
         yield tail
 
 
-async def encoded(first: Piece, rest: AsyncIterator[Piece], fmt: str,
-                  wanted: Profile) -> AsyncIterator[bytes]:  # fmt: skip
+async def encoded(
+    first: Piece, rest: AsyncIterator[Piece], fmt: str, wanted: Profile
+) -> AsyncIterator[bytes]:
     """Pieces' audio as one file in its format, each piece's sent as soon as it is encoded
     (one encoder for the whole file); with a loudness target, measured over all of it first."""
     if wanted.loudness is None:
@@ -103,5 +114,11 @@ def cache_meta(synthesis: Synthesis, fmt: str, rate: int, qa: str | QaSummary) -
     """What the result cache keeps beside an answer's audio (`rate`: the file's): its headers'
     worth, and `qa`, the verdict as the answer's reader takes it (a header, or a job item's
     summary)."""
-    return {"format": fmt, "sample_rate": rate, "seed": synthesis.seed,
-            "audio_s": synthesis.audio_s, "chunks": len(synthesis.chunks), "qa": qa}  # fmt: skip
+    return {
+        "format": fmt,
+        "sample_rate": rate,
+        "seed": synthesis.seed,
+        "audio_s": synthesis.audio_s,
+        "chunks": len(synthesis.chunks),
+        "qa": qa,
+    }

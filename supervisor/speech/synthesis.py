@@ -119,9 +119,12 @@ class Synthesis:
         self.sample_rate = 0
         self.verdict = quality.Verdict()
         count, s = len(self.chunks), scheduler.settings
-        frames = continuity.prompted_frames([self.item(i) for i in range(count)],
-                                            [self.prompter(i) for i in range(count)],
-                                            s.max_continuity_audio_tokens, s.max_continuity_text_words)  # fmt: skip
+        frames = continuity.prompted_frames(
+            [self.item(i) for i in range(count)],
+            [self.prompter(i) for i in range(count)],
+            s.max_continuity_audio_tokens,
+            s.max_continuity_text_words,
+        )
         spoken = sum(frames) / FRAME_RATE
         silence = sum(part.lead_s + part.pause_s for part in self.parts)
         self.cost = cost.Cost(cost.chars(self.text), len(self.chunks), spoken, silence)
@@ -199,8 +202,13 @@ class Synthesis:
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(span.text, r.chunk_s or chunk_s, total_s, r.whole_s)
 
-    def item(self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False,
-             attempt: int = 1) -> Item:  # fmt: skip
+    def item(
+        self,
+        index: int,
+        prompt: VoicePayload | None = None,
+        return_tokens: bool = False,
+        attempt: int = 1,
+    ) -> Item:
         r, part = self.request, self.parts[index]
         # A span in a voice of its own starts from that voice's seed, unless the request gave one.
         base = self.seed if r.seed is not None or part.voice.seed is None else part.voice.seed
@@ -231,9 +239,13 @@ class Synthesis:
     async def hear(self, result: Result, index: int, count: int) -> Attempt:
         """The attempt, the ASR round trip's checks added to its own."""
         assert self.asr is not None
-        fields: AudioToHear = {"audio": result["audio"], "encoding": "s16le",
-                               "sample_rate": result["sample_rate"], "text": self.chunks[index],
-                               "language": self.parts[index].language}  # fmt: skip
+        fields: AudioToHear = {
+            "audio": result["audio"],
+            "encoding": "s16le",
+            "sample_rate": result["sample_rate"],
+            "text": self.chunks[index],
+            "language": self.parts[index].language,
+        }
         transcript = await self.asr.transcript(fields, self.priority)
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)
@@ -257,8 +269,12 @@ class Synthesis:
     def follow(self, done: Attempt, index: int) -> VoicePayload | None:
         """Chunk `index`'s result as the prompt of a later chunk, within the continuity limits."""
         s = self.scheduler.settings
-        return continuity.continuity(done.result, self.chunks[index],
-                                     s.max_continuity_audio_tokens, s.max_continuity_text_words)  # fmt: skip
+        return continuity.continuity(
+            done.result,
+            self.chunks[index],
+            s.max_continuity_audio_tokens,
+            s.max_continuity_text_words,
+        )
 
     def submit(
         self, index: int, prompt: VoicePayload | None = None, return_tokens: bool = False
@@ -270,8 +286,9 @@ class Synthesis:
         self.futures.append(future)
         return future
 
-    def queue(self, index: int, prompt: VoicePayload | None, return_tokens: bool,
-              attempt: int) -> asyncio.Future[Result]:  # fmt: skip
+    def queue(
+        self, index: int, prompt: VoicePayload | None, return_tokens: bool, attempt: int
+    ) -> asyncio.Future[Result]:
         item = self.item(index, prompt, return_tokens, attempt)
         [future] = self.scheduler.submit([item], self.priority, self.reservation)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
@@ -283,8 +300,13 @@ class Synthesis:
         scheduler's tasks no sidecar has taken (`Scheduler.waiting`)."""
         return any(future not in waiting for future in self.scheduled)
 
-    async def attempts(self, pending: asyncio.Future[Result], index: int,
-                       prompt: VoicePayload | None, return_tokens: bool) -> Attempt:  # fmt: skip
+    async def attempts(
+        self,
+        pending: asyncio.Future[Result],
+        index: int,
+        prompt: VoicePayload | None,
+        return_tokens: bool,
+    ) -> Attempt:
         retries = self.scheduler.settings.qa_retries
         attempt = 1
         while True:

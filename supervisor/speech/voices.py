@@ -97,11 +97,20 @@ class SavedVoice:
 
     def to_file(self) -> bytes:
         return msgpack.packb(
-            {"format": FORMAT, "name": self.name, "created_at": self.created_at, "type": self.type, "transcript": self.transcript,
-             "voice": self.voice, "prompt": self.prompt, "seed": self.seed, "source": self.source,
-             "owner": self.owner},
+            {
+                "format": FORMAT,
+                "name": self.name,
+                "created_at": self.created_at,
+                "type": self.type,
+                "transcript": self.transcript,
+                "voice": self.voice,
+                "prompt": self.prompt,
+                "seed": self.seed,
+                "source": self.source,
+                "owner": self.owner,
+            },
             use_bin_type=True,
-        )  # fmt: skip
+        )
 
     @classmethod
     def from_file(cls, data: bytes) -> SavedVoice:
@@ -110,9 +119,17 @@ class SavedVoice:
             obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
             if not isinstance(obj, dict) or obj.get("format") != FORMAT:
                 raise ValueError(f"not a format-{FORMAT} voice file")
-            voice = cls(obj["name"], obj["created_at"], obj["type"], obj.get("transcript"), obj.get("voice"),
-                        obj.get("prompt"), obj.get("seed"), dict(obj.get("source") or {}),
-                        obj.get("owner", DEFAULT_OWNER))  # fmt: skip
+            voice = cls(
+                obj["name"],
+                obj["created_at"],
+                obj["type"],
+                obj.get("transcript"),
+                obj.get("voice"),
+                obj.get("prompt"),
+                obj.get("seed"),
+                dict(obj.get("source") or {}),
+                obj.get("owner", DEFAULT_OWNER),
+            )
             voice.check()
             return voice
         except (

@@ -82,8 +82,15 @@ async def item_words(
     if asr is None and "timestamp_granularities" not in fields:
         return
     if item_wants_words(fields, asr) and asr is not None:
-        await add_words(asr, pcm, synthesis.sample_rate, synthesis.segments,
-                        synthesis.request.language, Priority.BULK, deadline_s)  # fmt: skip
+        await add_words(
+            asr,
+            pcm,
+            synthesis.sample_rate,
+            synthesis.segments,
+            synthesis.request.language,
+            Priority.BULK,
+            deadline_s,
+        )
 
 
 def tidy(raw: list[WordTiming], text: str, start: float, end: float) -> list[Word]:
@@ -117,8 +124,13 @@ async def segment_words(  # noqa: PLR0913  one segment's audio and how it is hea
     """The words of one segment whose 16-bit samples are `pcm` (the segment's own audio)."""
     if not segment["text"].split():
         return []
-    fields: AudioToHear = {"audio": pcm, "encoding": "s16le", "sample_rate": sample_rate,
-                           "text": segment["text"], "language": language}  # fmt: skip
+    fields: AudioToHear = {
+        "audio": pcm,
+        "encoding": "s16le",
+        "sample_rate": sample_rate,
+        "text": segment["text"],
+        "language": language,
+    }
     try:
         message = await asyncio.wait_for(asr.submit_align(fields, priority), deadline_s)
     except asyncio.TimeoutError:
@@ -156,12 +168,17 @@ async def kept(pieces: AsyncIterator[Piece], pcm: list[bytes]) -> AsyncIterator[
 
 
 async def pcm_words(
-    asr: Scheduler, pcm: list[bytes], sample_rate: int, text: str, language: str | None,
+    asr: Scheduler,
+    pcm: list[bytes],
+    sample_rate: int,
+    text: str,
+    language: str | None,
     deadline_s: float,
-) -> list[Word]:  # fmt: skip
+) -> list[Word]:
     """The words of a WebSocket session's segment (interactive), on the segment's own time line:
     seconds from the start of its audio."""
     audio = b"".join(pcm)
     whole = Segment(text=text, start=0.0, end=len(audio) / 2 / sample_rate)
-    return await segment_words(asr, audio, sample_rate, whole, language, Priority.INTERACTIVE,
-                               deadline_s)  # fmt: skip
+    return await segment_words(
+        asr, audio, sample_rate, whole, language, Priority.INTERACTIVE, deadline_s
+    )

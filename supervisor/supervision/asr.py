@@ -32,8 +32,15 @@ class AsrPool(Pool):
         self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]
     ) -> SidecarProcess:
         argv = sidecar_argv(self.settings, device, ENGINE, self.settings.asr_model)
-        return SidecarProcess(device, argv, sidecar_env(device), self.settings.max_frame_bytes,
-                              on_frame, wake, self.clock)  # fmt: skip
+        return SidecarProcess(
+            device,
+            argv,
+            sidecar_env(device),
+            self.settings.max_frame_bytes,
+            on_frame,
+            wake,
+            self.clock,
+        )
 
 
 def asr_devices(found: list[Device]) -> list[Device]:
@@ -45,8 +52,13 @@ def asr_devices(found: list[Device]) -> list[Device]:
 async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float) -> str:
     """What is said in an uploaded reference clip (any format a voice upload takes); a 503
     saying to send the transcript if none comes back within deadline_s (a stalled sidecar)."""
-    fields: AudioToHear = {"audio": upload, "encoding": "file", "sample_rate": 0, "text": "",
-                           "language": None}  # fmt: skip
+    fields: AudioToHear = {
+        "audio": upload,
+        "encoding": "file",
+        "sample_rate": 0,
+        "text": "",
+        "language": None,
+    }
     try:
         message = await asyncio.wait_for(
             asr.submit_transcribe(fields, Priority.INTERACTIVE), deadline_s

@@ -34,16 +34,22 @@ def hub_problem(
     try:
         info = HfApi().model_info(repo_id, timeout=HUB_TIMEOUT_S)
     except GatedRepoError:  # before its base class: it exists, the token may not read it
-        return (f"{repo_id!r} on {where} is gated: accept its terms on the hub and set HF_TOKEN, "
-                f"or give a checkpoint directory ({flag} /path/to/checkpoint)")  # fmt: skip
+        return (
+            f"{repo_id!r} on {where} is gated: accept its terms on the hub and set HF_TOKEN, "
+            f"or give a checkpoint directory ({flag} /path/to/checkpoint)"
+        )
     except RepositoryNotFoundError:
-        return (f"{repo_id!r} is not a model on {where} (or it is private: set HF_TOKEN); "
-                f"check the id, or give a checkpoint directory ({flag} /path/to/checkpoint)")  # fmt: skip
+        return (
+            f"{repo_id!r} is not a model on {where} (or it is private: set HF_TOKEN); "
+            f"check the id, or give a checkpoint directory ({flag} /path/to/checkpoint)"
+        )
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "an error"
         if status == 404:
-            return (f"{repo_id!r} is not a model on {where}; check the id, or give a checkpoint "
-                    f"directory ({flag} /path/to/checkpoint)")  # fmt: skip
+            return (
+                f"{repo_id!r} is not a model on {where}; check the id, or give a checkpoint "
+                f"directory ({flag} /path/to/checkpoint)"
+            )
         return f"asking {where} for {repo_id!r} failed (HTTP {status}); retry, or {local(repo_id, flag)}"
     except Exception as exc:  # the network: refused, unresolved, timed out
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -53,9 +59,11 @@ def hub_problem(
     present = {sibling.rfilename for sibling in info.siblings or ()}
     missing = [name for name in kind.files if name not in present]
     if missing:
-        return (f"{repo_id!r} on {where} is not {'an' if kind.name[0] in 'AEIOU' else 'a'} "
-                f"{kind.name} checkpoint: missing {', '.join(missing)} (a checkpoint holds "
-                f"{kind.layout})")  # fmt: skip
+        return (
+            f"{repo_id!r} on {where} is not {'an' if kind.name[0] in 'AEIOU' else 'a'} "
+            f"{kind.name} checkpoint: missing {', '.join(missing)} (a checkpoint holds "
+            f"{kind.layout})"
+        )
     return None
 
 

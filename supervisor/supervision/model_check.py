@@ -54,8 +54,14 @@ def source_problem(flag: str, source: str, kind: Kind, what_to_do: str) -> str |
     snapshot = _cached(source, kind)
     if snapshot is not None:
         damaged = layout.damaged_file(snapshot, kind)
-        return (f"{flag}: the cached {source!r} is damaged: {damaged}; download it again "
-                f"(hf download {source} --force-download)") if damaged else None  # fmt: skip
+        return (
+            (
+                f"{flag}: the cached {source!r} is damaged: {damaged}; download it again "
+                f"(hf download {source} --force-download)"
+            )
+            if damaged
+            else None
+        )
     if layout.hub_offline():
         return (
             f"{flag}: {source!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "

@@ -283,8 +283,15 @@ class Pool:
     def spare_process(self, device: Device, on_frame: FrameHandler) -> SidecarProcess:
         """A spare for the device: `python -P -m sidecar ... --park` (spare.py)."""
         argv = sidecar_argv(self.settings, device, park=True)
-        return SidecarProcess(device, argv, sidecar_env(device), self.settings.max_frame_bytes,
-                              on_frame, self.wake, self.clock)  # fmt: skip
+        return SidecarProcess(
+            device,
+            argv,
+            sidecar_env(device),
+            self.settings.max_frame_bytes,
+            on_frame,
+            self.wake,
+            self.clock,
+        )
 
     async def spawn_sidecar(self, slot: Slot) -> None:
         if slot.device.index is not None:
@@ -342,8 +349,9 @@ class Pool:
         return "ok"
 
     def health(self) -> dict[str, Any]:
-        sidecars = [{**slot.health(), "spare": self.spares.health(slot.device)}
-                    for slot in self.slots]  # fmt: skip
+        sidecars = [
+            {**slot.health(), "spare": self.spares.health(slot.device)} for slot in self.slots
+        ]
         return {"status": self.status(), "sidecars": sidecars, "queue": self.scheduler.depth()}
 
     def hurry(self) -> None:

@@ -145,11 +145,21 @@ class Spares:
         delay = backoff_delay(self.settings, self.deaths[key])
         self.retry_at[key] = self.clock() + delay
         if self.deaths[key] >= self.settings.max_restarts:
-            log.error("%s: spare pid %d %s; %d in a row, so no more spares for this device",
-                      key, proc.pid, proc.exit_description, self.deaths[key])  # fmt: skip
+            log.error(
+                "%s: spare pid %d %s; %d in a row, so no more spares for this device",
+                key,
+                proc.pid,
+                proc.exit_description,
+                self.deaths[key],
+            )
         else:
-            log.warning("%s: spare pid %d %s; another in %.1f s",
-                        key, proc.pid, proc.exit_description, delay)  # fmt: skip
+            log.warning(
+                "%s: spare pid %d %s; another in %.1f s",
+                key,
+                proc.pid,
+                proc.exit_description,
+                delay,
+            )
 
     def dismiss(self, key: str, reason: KillReason) -> None:
         spare = self.held.pop(key)

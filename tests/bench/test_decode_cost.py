@@ -24,9 +24,18 @@ ROW_KEYS = {
 
 def test_dry_run(checkpoint_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "decode-cost.json"
-    command = [sys.executable, str(REPO_ROOT / "bench" / "decode_cost.py"), str(checkpoint_dir),
-               "--device", "cpu", "--dry-run", "--variants", "bf16_forward_first",
-               "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "bench" / "decode_cost.py"),
+        str(checkpoint_dir),
+        "--device",
+        "cpu",
+        "--dry-run",
+        "--variants",
+        "bf16_forward_first",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -36,6 +45,10 @@ def test_dry_run(checkpoint_dir: Path, tmp_path: Path) -> None:
     assert row.keys() >= ROW_KEYS
     assert row["forward_ms_alone"] > 0 and row["decode_x_alone"] > 0
     parity = result["parity"]
-    assert parity["float32"] == {"max_abs_diff": 0.0, "snr_db": None, "min_item_snr_db": None,
-                                 "within_parity": True}  # fmt: skip
+    assert parity["float32"] == {
+        "max_abs_diff": 0.0,
+        "snr_db": None,
+        "min_item_snr_db": None,
+        "within_parity": True,
+    }
     assert parity["bfloat16"]["max_abs_diff"] > 0 and parity["bfloat16"]["snr_db"] > 10

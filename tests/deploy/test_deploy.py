@@ -47,8 +47,11 @@ def tool(name: str) -> str:
 def render(kustomization: str) -> str:
     rendered = subprocess.run(
         [tool("kubectl"), "kustomize", str(KUBERNETES / kustomization)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert rendered.returncode == 0, rendered.stderr
     return rendered.stdout
 
@@ -103,8 +106,12 @@ def test_every_kustomization_in_the_tree_is_checked() -> None:
 def test_the_kustomization_validates_against_the_kubernetes_schemas(kustomization: str) -> None:
     checked = subprocess.run(
         [tool("kubernetes-validate"), "--strict", "-"],
-        input=render(kustomization), capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        input=render(kustomization),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     lines = checked.stdout.splitlines()
     assert checked.returncode == 0, checked.stdout + checked.stderr
     passed = [line for line in lines if line.startswith("INFO") and " passed " in line]

@@ -36,8 +36,10 @@ def gzip_of_zeros(mib: int) -> bytes:
 def gzip_answer() -> bytes:
     """A 200 whose body is 1 MiB of gzip that inflates to 1 GiB (Content-Encoding: gzip)."""
     bomb = gzip_of_zeros(1024)
-    head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(bomb))  # fmt: skip
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(bomb)
+    )
     return head + bomb
 
 
@@ -47,8 +49,9 @@ class Receiver(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
 
-    def __init__(self, host: str, answer: bytes, every_s: float | None = None,
-                 endless: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, host: str, answer: bytes, every_s: float | None = None, endless: bool = False
+    ) -> None:
         self.answer, self.every_s, self.endless = answer, every_s, endless
         self.stop = threading.Event()
         self.requests = 0
@@ -69,8 +72,11 @@ class ReceiverHandler(socketserver.BaseRequestHandler):
         while b"\r\n\r\n" not in data:
             data += conn.recv(65536)
         head, body = data.split(b"\r\n\r\n", 1)
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))  # fmt: skip
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
         while len(body) < length:
             body += conn.recv(65536)
         with self.server.lock:

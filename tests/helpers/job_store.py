@@ -16,8 +16,9 @@ def new_items(count: int, fmt: str = "wav") -> list[NewItem]:
 
 def ended_job(store: SqliteJobStore, url: str) -> str:
     """A one-item job, finished, whose callback to `url` is due."""
-    job_id, _ = store.create([NewItem({"input": "x"}, None, "wav")], "sha",
-                             schedule=JobSchedule(callback_url=url))  # fmt: skip
+    job_id, _ = store.create(
+        [NewItem({"input": "x"}, None, "wav")], "sha", schedule=JobSchedule(callback_url=url)
+    )
     store.claim([(job_id, 0)])
     store.finish((job_id, 0), "wav", b"RIFF", 1, 1.0)
     return job_id

@@ -93,8 +93,11 @@ def start(log_dir: Path, argv: list[str]) -> tuple[LiveServer, list[int]]:
         with log.open("wb") as out:  # the child keeps its own copy of the log's descriptor
             proc = subprocess.Popen(
                 [*argv, "--port", str(port), "--data-dir", data_dir],
-                cwd=REPO_ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                cwd=REPO_ROOT,
+                env=environ,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         server = LiveServer(proc, f"http://127.0.0.1:{port}", log)
         try:
             body = server.wait_for(
@@ -132,8 +135,21 @@ def live(
     anyone with `key=None`."""
     model = ["--model", str(checkpoint)] if checkpoint else ["--engine", "null"]
     keys = ["--api-key", key] if key else []
-    argv = [sys.executable, "-m", "supervisor", "serve", *model, *keys,
-            "--warmup-steps", "1", "--num-step", "4", "--stop-timeout-s", "5", *flags]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        *model,
+        *keys,
+        "--warmup-steps",
+        "1",
+        "--num-step",
+        "4",
+        "--stop-timeout-s",
+        "5",
+        *flags,
+    ]
     server, pids = start(log_dir, argv)
     try:
         yield server

@@ -54,16 +54,38 @@ class Cluster:
             shutil.chown(root, RUN_AS)
             root.chmod(0o755)
         cluster = cls(bin_dir, root / "pgdata", free_port())
-        cluster._run("initdb", "-D", str(cluster.data), "-U", "postgres", "--auth=trust",
-                     "--no-sync", "-E", "UTF8")  # fmt: skip
+        cluster._run(
+            "initdb",
+            "-D",
+            str(cluster.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
         cluster.start_again()
         return cluster
 
     def start_again(self) -> None:
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off "
-                   "-c max_connections=200")  # fmt: skip
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.data / "log"),
-                  "-w", "-t", "60", "start")  # fmt: skip
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off "
+            "-c max_connections=200"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.data / "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")

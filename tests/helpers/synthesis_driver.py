@@ -28,9 +28,16 @@ class Run:
     pieces: list[Piece]  # what the synthesis yielded, in order
 
 
-def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice | None = None,  # noqa: PLR0913  a test driver: each keyword one thing a test varies
-          voices: Callable[[str], Voice] | None = None, lexicon: Lexicon | None = None, audio_samples: int = 2400,
-          chunk_s: float = 5.0, captions: bool = False) -> Run:  # fmt: skip
+def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
+    body: dict[str, Any],
+    settings: Settings | None = None,
+    voice: Voice | None = None,
+    voices: Callable[[str], Voice] | None = None,
+    lexicon: Lexicon | None = None,
+    audio_samples: int = 2400,
+    chunk_s: float = 5.0,
+    captions: bool = False,
+) -> Run:
     settings = settings or Settings(engine="null")
 
     async def scenario() -> Run:
@@ -62,8 +69,18 @@ def drive(body: dict[str, Any], settings: Settings | None = None, voice: Voice |
                     if task.payload.get("return_tokens")
                     else []
                 )
-                scheduler.resolve(task, {"op": "result", "id": task.id, "audio": LEVEL * audio_samples, "sample_rate": RATE,
-                                         "seed": task.payload["seed"], "tokens": tokens, "timings": {}})  # fmt: skip
+                scheduler.resolve(
+                    task,
+                    {
+                        "op": "result",
+                        "id": task.id,
+                        "audio": LEVEL * audio_samples,
+                        "sample_rate": RATE,
+                        "seed": task.payload["seed"],
+                        "tokens": tokens,
+                        "timings": {},
+                    },
+                )
         await consumer
         return run
 

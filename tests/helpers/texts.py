@@ -9,5 +9,7 @@ SENTENCES = [
     "Chapter one. It was a bright cold day in April.",
     "The museum will close in fifteen minutes.",
 ]
-LONG = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-        "Nobody else was there; the boats rocked gently in the grey water.")  # fmt: skip
+LONG = (
+    "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
+    "Nobody else was there; the boats rocked gently in the grey water."
+)

@@ -18,8 +18,11 @@ def mount_tmpfs(mount: Path, size: str) -> Iterator[Path]:
     """A tmpfs of `size` (mount's `size=` option: "1m", "8m") at `mount`, made if missing, and
     unmounted (lazily: a server may still hold a file there) when the block ends."""
     mount.mkdir(exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
     try:

@@ -65,10 +65,17 @@ def plausible(seconds: float, text: str) -> bool:
 # ---------------------------------------------------------------- speech
 
 
-@pytest.mark.parametrize(("fmt", "rate", "media_type"), [
-    ("mp3", RATE, "audio/mpeg"), ("opus", 48000, "audio/opus"), ("aac", RATE, "audio/aac"),
-    ("flac", RATE, "audio/flac"), ("wav", RATE, "audio/wav"), ("pcm", RATE, "audio/pcm"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "rate", "media_type"),
+    [
+        ("mp3", RATE, "audio/mpeg"),
+        ("opus", 48000, "audio/opus"),
+        ("aac", RATE, "audio/aac"),
+        ("flac", RATE, "audio/flac"),
+        ("wav", RATE, "audio/wav"),
+        ("pcm", RATE, "audio/pcm"),
+    ],
+)
 def test_speech_in_every_format(
     client: openai.OpenAI, fmt: str, rate: int, media_type: str
 ) -> None:
@@ -104,9 +111,20 @@ def test_seed_reproduces_and_openai_voices_are_stable(client: openai.OpenAI) -> 
 
 def test_extensions_are_honoured(client: openai.OpenAI) -> None:
     reply = client.audio.speech.create(
-        model="gpt-4o-mini-tts", voice="auto", input=SHORT, response_format="wav", speed=1.0,
-        extra_body={"duration": 3.0, "language": "English", "num_step": 2, "guidance_scale": 1.5, "denoise": False, "seed": 3},
-    )  # fmt: skip
+        model="gpt-4o-mini-tts",
+        voice="auto",
+        input=SHORT,
+        response_format="wav",
+        speed=1.0,
+        extra_body={
+            "duration": 3.0,
+            "language": "English",
+            "num_step": 2,
+            "guidance_scale": 1.5,
+            "denoise": False,
+            "seed": 3,
+        },
+    )
     rate, seconds = decode(reply.content)
     assert rate == RATE and 2.0 < seconds < 3.5  # asked for 3 s (silence trimming may shorten it)
 
@@ -208,8 +226,13 @@ def test_a_client_that_goes_away_cancels_its_remaining_chunks(
 ) -> None:
     slow = " ".join(f"Sentence number {i} takes its time. [[fault:slow:1]]" for i in range(8))
     started = time.monotonic()
-    with client.audio.speech.with_streaming_response.create(model="tts-1", voice="auto", input=slow, response_format="pcm",
-                                                            extra_body={"chunk_mode": "sequential"}) as reply:  # fmt: skip
+    with client.audio.speech.with_streaming_response.create(
+        model="tts-1",
+        voice="auto",
+        input=slow,
+        response_format="pcm",
+        extra_body={"chunk_mode": "sequential"},
+    ) as reply:
         assert int(reply.headers["x-chunks"]) >= 6
         next(reply.iter_bytes())  # the first chunk, then hang up
     server.wait_for(
@@ -224,8 +247,12 @@ def test_a_client_that_goes_away_cancels_its_remaining_chunks(
 
 
 def test_a_saved_voice_end_to_end(server: LiveServer, client: openai.OpenAI) -> None:
-    created = client.audio.voices.create(name="harbour-narrator", audio_sample=("ref.wav", tone_wav(2.0), "audio/wav"),
-                                         consent="cons_local", extra_body={"transcript": "A steady tone for two seconds."})  # fmt: skip
+    created = client.audio.voices.create(
+        name="harbour-narrator",
+        audio_sample=("ref.wav", tone_wav(2.0), "audio/wav"),
+        consent="cons_local",
+        extra_body={"transcript": "A steady tone for two seconds."},
+    )
     assert (created.id, created.type, created.object) == (
         "harbour-narrator",
         "audio_sample",
@@ -249,8 +276,12 @@ def test_a_saved_voice_end_to_end(server: LiveServer, client: openai.OpenAI) -> 
         decode(by_id.content)[1], SHORT
     )
     with pytest.raises(openai.ConflictError):
-        client.audio.voices.create(name="harbour-narrator", audio_sample=("ref.wav", tone_wav(1.0), "audio/wav"),
-                                   consent="cons_local", extra_body={"transcript": "Again."})  # fmt: skip
+        client.audio.voices.create(
+            name="harbour-narrator",
+            audio_sample=("ref.wav", tone_wav(1.0), "audio/wav"),
+            consent="cons_local",
+            extra_body={"transcript": "Again."},
+        )
     deleted = client.audio.voices.delete("harbour-narrator")
     assert deleted.deleted and deleted.id == "harbour-narrator"
     with pytest.raises(openai.BadRequestError) as caught:
@@ -343,11 +374,19 @@ def test_keys_are_required_except_for_health_and_ready(server: LiveServer) -> No
 def test_metrics_after_traffic(server: LiveServer, client: openai.OpenAI) -> None:
     client.audio.speech.create(model="tts-1", voice="alloy", input=SHORT, response_format="pcm")
     text = server.request("GET", "/metrics").text
-    for name in ('omnivoice_http_requests_total{method="POST",route="/v1/audio/speech",status="200"}',
-                 "omnivoice_http_request_duration_seconds_bucket", "omnivoice_queue_wait_seconds_bucket",
-                 "omnivoice_batch_size_bucket", "omnivoice_batch_step_seconds_bucket", "omnivoice_audio_produced_seconds_total",
-                 'omnivoice_sidecar_state{sidecar="cpu0",state="ready"} 1.0', 'omnivoice_sidecar_restarts_total{sidecar="cpu0"} 0.0',
-                 "omnivoice_queue_depth", "omnivoice_time_to_first_audio_seconds_bucket", "process_resident_memory_bytes"):  # fmt: skip
+    for name in (
+        'omnivoice_http_requests_total{method="POST",route="/v1/audio/speech",status="200"}',
+        "omnivoice_http_request_duration_seconds_bucket",
+        "omnivoice_queue_wait_seconds_bucket",
+        "omnivoice_batch_size_bucket",
+        "omnivoice_batch_step_seconds_bucket",
+        "omnivoice_audio_produced_seconds_total",
+        'omnivoice_sidecar_state{sidecar="cpu0",state="ready"} 1.0',
+        'omnivoice_sidecar_restarts_total{sidecar="cpu0"} 0.0',
+        "omnivoice_queue_depth",
+        "omnivoice_time_to_first_audio_seconds_bucket",
+        "process_resident_memory_bytes",
+    ):
         assert name in text, name
 
 

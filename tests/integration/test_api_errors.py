@@ -85,8 +85,12 @@ SPEECH_CASES: list[tuple[str, Any, int, str | None]] = [
 )
 def test_bad_speech_requests(server: LiveServer, body: Any, status: int, param: str | None) -> None:
     # json.dumps, not json=: httpx sends no body (and no Content-Type) for json=None
-    sent = server.request("POST", "/v1/audio/speech", content=json.dumps(body),
-                          headers={"Content-Type": "application/json"})  # fmt: skip
+    sent = server.request(
+        "POST",
+        "/v1/audio/speech",
+        content=json.dumps(body),
+        headers={"Content-Type": "application/json"},
+    )
     assert_openai_error(sent, status, param)
 
 
@@ -143,26 +147,29 @@ def create(server: LiveServer, data: dict[str, Any], files: Any = None, **kw: An
 GOOD = {"name": "ok-voice", "transcript": "A steady tone for two seconds."}
 
 
-@pytest.mark.parametrize(("data", "files", "status", "param"), [
-    ({**GOOD, "name": "has space"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
-    ({**GOOD, "name": "Alloy"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
-    ({"transcript": "x"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
-    ({"name": "no-transcript"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "transcript"),
-    (GOOD, None, 400, "audio_sample"),
-    ({**GOOD, "type": "audio_sample"}, {"other": ("a.wav", tone_wav(1.0))}, 400, "other"),
-    ({**GOOD, "colour": "red"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "colour"),
-    ({**GOOD, "type": "cloned"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "type"),
-    ({**GOOD, "prompt": "male"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "prompt"),
-    ({"name": "designed", "type": "prompt", "prompt": "very robotic"}, None, 400, "prompt"),
-    ({"name": "designed", "type": "prompt"}, None, 400, "prompt"),
-    (GOOD, {"file": ("notes.txt", b"these are not audio samples at all")}, 415, "file"),
-    (GOOD, {"audio_sample": ("a.png", b"\x89PNG\r\n\x1a\n" + bytes(100))}, 415, "audio_sample"),
-    (GOOD, {"file": ("empty.wav", b"")}, 400, "file"),
-    (GOOD, {"file": ("big.wav", tone_wav(12.0))}, 413, "file"),
-    (GOOD, {"file": ("broken.wav", b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunkjunk")}, 422, "file"),
-    (GOOD, {"file": ("long.wav", tone_wav(4.0))}, 422, "file"),
-    (GOOD, {"file": ("silent.wav", tone_wav(1.0, amplitude=0))}, 422, "file"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "files", "status", "param"),
+    [
+        ({**GOOD, "name": "has space"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+        ({**GOOD, "name": "Alloy"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+        ({"transcript": "x"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "name"),
+        ({"name": "no-transcript"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "transcript"),
+        (GOOD, None, 400, "audio_sample"),
+        ({**GOOD, "type": "audio_sample"}, {"other": ("a.wav", tone_wav(1.0))}, 400, "other"),
+        ({**GOOD, "colour": "red"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "colour"),
+        ({**GOOD, "type": "cloned"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "type"),
+        ({**GOOD, "prompt": "male"}, {"file": ("a.wav", tone_wav(1.0))}, 400, "prompt"),
+        ({"name": "designed", "type": "prompt", "prompt": "very robotic"}, None, 400, "prompt"),
+        ({"name": "designed", "type": "prompt"}, None, 400, "prompt"),
+        (GOOD, {"file": ("notes.txt", b"these are not audio samples at all")}, 415, "file"),
+        (GOOD, {"audio_sample": ("a.png", b"\x89PNG\r\n\x1a\n" + bytes(100))}, 415, "audio_sample"),
+        (GOOD, {"file": ("empty.wav", b"")}, 400, "file"),
+        (GOOD, {"file": ("big.wav", tone_wav(12.0))}, 413, "file"),
+        (GOOD, {"file": ("broken.wav", b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunkjunk")}, 422, "file"),
+        (GOOD, {"file": ("long.wav", tone_wav(4.0))}, 422, "file"),
+        (GOOD, {"file": ("silent.wav", tone_wav(1.0, amplitude=0))}, 422, "file"),
+    ],
+)
 def test_bad_voice_uploads(
     server: LiveServer, data: dict[str, Any], files: Any, status: int, param: str | None
 ) -> None:
@@ -172,8 +179,12 @@ def test_bad_voice_uploads(
 def test_bad_forms_and_voice_routes(server: LiveServer) -> None:
     as_json = server.request("POST", "/v1/audio/voices", json=GOOD)
     assert_openai_error(as_json, 415)
-    broken = server.request("POST", "/v1/audio/voices", content=b"--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nv\r\n--y--",
-                            headers={"content-type": "multipart/form-data; boundary=x"})  # fmt: skip
+    broken = server.request(
+        "POST",
+        "/v1/audio/voices",
+        content=b'--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nv\r\n--y--',
+        headers={"content-type": "multipart/form-data; boundary=x"},
+    )
     assert_openai_error(broken, 400)
     no_boundary = server.request(
         "POST",

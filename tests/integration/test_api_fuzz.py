@@ -32,13 +32,27 @@ def null_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 
 
 OPERATIONS = [
-    ("POST", "/v1/audio/speech"), ("POST", "/v1/audio/design"), ("POST", "/v1/audio/clone"), ("POST", "/v1/audio/voices"),
-    ("GET", "/v1/audio/voices"), ("GET", "/v1/audio/voices/{name}"), ("DELETE", "/v1/audio/voices/{name}"),
-    ("GET", "/v1/models"), ("GET", "/v1/models/{model}"), ("GET", "/health"), ("GET", "/ready"),
-    ("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("DELETE", "/v1/jobs/{job_id}"),
-    ("GET", "/v1/jobs/{job_id}/items/{n}/audio"), ("GET", "/"), ("GET", "/console"), ("GET", "/console/{asset}"),
+    ("POST", "/v1/audio/speech"),
+    ("POST", "/v1/audio/design"),
+    ("POST", "/v1/audio/clone"),
+    ("POST", "/v1/audio/voices"),
+    ("GET", "/v1/audio/voices"),
+    ("GET", "/v1/audio/voices/{name}"),
+    ("DELETE", "/v1/audio/voices/{name}"),
+    ("GET", "/v1/models"),
+    ("GET", "/v1/models/{model}"),
+    ("GET", "/health"),
+    ("GET", "/ready"),
+    ("POST", "/v1/jobs"),
+    ("GET", "/v1/jobs"),
+    ("GET", "/v1/jobs/{job_id}"),
+    ("DELETE", "/v1/jobs/{job_id}"),
+    ("GET", "/v1/jobs/{job_id}/items/{n}/audio"),
+    ("GET", "/"),
+    ("GET", "/console"),
+    ("GET", "/console/{asset}"),
     ("DELETE", "/v1/cache"),
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")

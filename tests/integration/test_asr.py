@@ -40,8 +40,15 @@ def server(
     checkpoint_dir: Path, whisper_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     # A deadline past any respawn: the kill test is about the respawn, not the deadline.
-    flags = ("--test-faults", "--asr-model", str(whisper_dir), "--qa-thresholds", LOOSE,
-             "--asr-timeout-s", "120")  # fmt: skip
+    flags = (
+        "--test-faults",
+        "--asr-model",
+        str(whisper_dir),
+        "--qa-thresholds",
+        LOOSE,
+        "--asr-timeout-s",
+        "120",
+    )
     with live(tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir) as running:
         running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
         yield running
@@ -94,15 +101,17 @@ def test_a_clone_reference_without_a_transcript_is_transcribed_and_used(
     form = {"input": TEXT, "response_format": "wav", "seed": "4"}
     cloned = server.request("POST", "/v1/audio/clone", data=form, files=clip)
     assert cloned.status_code == 200, cloned.text
-    saved = server.request("POST", "/v1/audio/voices", data={"name": "heard"},
-                           files={"audio_sample": clip["file"]})  # fmt: skip
+    saved = server.request(
+        "POST", "/v1/audio/voices", data={"name": "heard"}, files={"audio_sample": clip["file"]}
+    )
     assert saved.status_code == 201, saved.text
     heard = saved.json()["transcript"]
     assert isinstance(heard, str) and heard.strip() == heard and heard
     # What the ASR sidecar heard is the voice's transcript: the same clone with it spelled out
     # gives the same audio as the clone that left it out.
-    spelled = server.request("POST", "/v1/audio/clone", data={**form, "transcript": heard},
-                             files=clip)  # fmt: skip
+    spelled = server.request(
+        "POST", "/v1/audio/clone", data={**form, "transcript": heard}, files=clip
+    )
     assert spelled.status_code == 200 and spelled.content == cloned.content
 
 
@@ -122,24 +131,35 @@ def assert_words_hold(segments: list[dict[str, Any]]) -> list[tuple[float, float
 def test_captioned_word_timestamps_hold_every_word_in_order_inside_its_segment(
     server: LiveServer,
 ) -> None:
-    body = {"input": WORDS_TEXT, "response_format": "wav", "seed": 3,
-            "timestamp_granularities": ["segment", "word"]}  # fmt: skip
+    body = {
+        "input": WORDS_TEXT,
+        "response_format": "wav",
+        "seed": 3,
+        "timestamp_granularities": ["segment", "word"],
+    }
     answer = server.request("POST", "/v1/audio/speech/captioned", json=body)
     assert answer.status_code == 200, answer.text
     segments = answer.json()["segments"]
     assert len(segments) == 2
     cues = assert_words_hold(segments)  # one time line: in order across the segments too
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(cues)), cues
-    plain = server.request("POST", "/v1/audio/speech/captioned", json={**body,
-                           "timestamp_granularities": ["segment"]})  # fmt: skip
+    plain = server.request(
+        "POST", "/v1/audio/speech/captioned", json={**body, "timestamp_granularities": ["segment"]}
+    )
     assert plain.status_code == 200 and "words" not in plain.json()["segments"][0]
     # The same audio either way: word timing reads the audio, it does not change it.
     assert plain.json()["audio"] == answer.json()["audio"]
 
 
 def test_job_and_synth_captions_have_a_cue_per_word(server: LiveServer, tmp_path: Path) -> None:
-    item = {"id": "words", "input": WORDS_TEXT, "response_format": "wav", "seed": 3,
-            "captions": True, "timestamp_granularities": ["word"]}  # fmt: skip
+    item = {
+        "id": "words",
+        "input": WORDS_TEXT,
+        "response_format": "wav",
+        "seed": 3,
+        "captions": True,
+        "timestamp_granularities": ["word"],
+    }
     refused = server.request("POST", "/v1/jobs", json={"items": [{**item, "captions": False}]})
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["param"].endswith("timestamp_granularities")
@@ -156,8 +176,9 @@ def test_job_and_synth_captions_have_a_cue_per_word(server: LiveServer, tmp_path
     # synth sends the manifest's items as a job's: the same cues beside its audio.
     manifest = tmp_path / "words.jsonl"
     manifest.write_text(json.dumps(item) + "\n")
-    ran = run_synth(str(manifest), "--out", str(tmp_path / "out"), "--server", server.url,
-                    "--api-key", KEY)  # fmt: skip
+    ran = run_synth(
+        str(manifest), "--out", str(tmp_path / "out"), "--server", server.url, "--api-key", KEY
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     written = list(srt.parse((tmp_path / "out" / "words.srt").read_text()))
     assert [(c.content, c.start, c.end) for c in written] == [
@@ -173,8 +194,12 @@ def test_a_websocket_session_asking_for_words_gets_them_in_each_audio_done(
 ) -> None:
     url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
     with connect(url, additional_headers=AUTH, open_timeout=30) as ws:
-        config = {"type": "session.config", "response_format": "pcm", "seed": 3,
-                  "timestamp_granularities": ["word"]}  # fmt: skip
+        config = {
+            "type": "session.config",
+            "response_format": "pcm",
+            "seed": 3,
+            "timestamp_granularities": ["word"],
+        }
         ws.send(json.dumps(config))
         ws.send(json.dumps({"type": "input.text", "text": WORDS_TEXT}))
         ws.send(json.dumps({"type": "input.done"}))
@@ -190,8 +215,14 @@ def test_a_websocket_session_asking_for_words_gets_them_in_each_audio_done(
             if event["type"] == "audio.done":
                 assert event["error"] is None, event
                 seconds = audio / 2 / event.get("sample_rate", 24000)
-                done.append({"text": sentences[event["sentence_index"]], "start": 0.0,
-                             "end": seconds, "words": event["words"]})  # fmt: skip
+                done.append(
+                    {
+                        "text": sentences[event["sentence_index"]],
+                        "start": 0.0,
+                        "end": seconds,
+                        "words": event["words"],
+                    }
+                )
                 audio = 0
             if event["type"] == "session.done":
                 break

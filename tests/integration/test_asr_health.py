@@ -36,8 +36,16 @@ def whisper(whisper_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 def server(
     checkpoint_dir: Path, whisper: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    flags = ("--asr-model", str(whisper), "--qa-thresholds", LOOSE,
-             "--asr-timeout-s", str(DEADLINE_S), "--cache-max-bytes", "0")  # fmt: skip
+    flags = (
+        "--asr-model",
+        str(whisper),
+        "--qa-thresholds",
+        LOOSE,
+        "--asr-timeout-s",
+        str(DEADLINE_S),
+        "--cache-max-bytes",
+        "0",
+    )
     with live(tmp_path_factory.mktemp("asr-health"), *flags, checkpoint=checkpoint_dir) as running:
         running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
         yield running
@@ -46,8 +54,9 @@ def server(
 def speak(server: LiveServer, text: str) -> tuple[str, float]:
     """The X-OmniVoice-QA of a speech answer, and how long it took."""
     start = time.monotonic()
-    answer = server.request("POST", "/v1/audio/speech",
-                            json={"input": text, "response_format": "wav"})  # fmt: skip
+    answer = server.request(
+        "POST", "/v1/audio/speech", json={"input": text, "response_format": "wav"}
+    )
     assert answer.status_code == 200, answer.text
     return answer.headers["X-OmniVoice-QA"], time.monotonic() - start
 
@@ -78,8 +87,12 @@ def test_a_stalled_asr_sidecar_costs_one_deadline_and_speech_goes_out_unheard(
         assert server.log.read_text().count(MISSED) == 1
         # A clone reference without a transcript has nothing to go on: a 503 at the deadline.
         clip = {"file": ("ref.wav", tone_wav(2.0), "audio/wav")}
-        cloned = server.request("POST", "/v1/audio/clone", files=clip,
-                                data={"input": "Cloned.", "response_format": "wav"})  # fmt: skip
+        cloned = server.request(
+            "POST",
+            "/v1/audio/clone",
+            files=clip,
+            data={"input": "Cloned.", "response_format": "wav"},
+        )
         assert cloned.status_code == 503 and cloned.json()["error"]["param"] == "transcript"
         health = server.health()
         assert health["status"] == "ok" and health["asr_check"] == "skipped"
@@ -95,8 +108,11 @@ def test_a_failed_asr_sidecar_lets_speech_go_out_unheard_at_once(
     weights = whisper / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-1000])  # the respawn cannot load it
     os.kill(before["pid"], signal.SIGKILL)
-    server.wait_for(lambda b: b["asr"][0]["restarts"] > before["restarts"]
-                    and b["asr"][0]["last_error"], 120, "the respawn to fail")  # fmt: skip
+    server.wait_for(
+        lambda b: b["asr"][0]["restarts"] > before["restarts"] and b["asr"][0]["last_error"],
+        120,
+        "the respawn to fail",
+    )
     missed = server.log.read_text().count(MISSED)
     header, _ = speak(server, "Said while the ASR sidecar cannot load.")
     assert header == "passed; attempts=1; asr=skipped"

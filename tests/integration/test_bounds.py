@@ -119,8 +119,9 @@ def test_nested_slow_rates_stop_at_a_quarter_speed(server: LiveServer) -> None:
 
 def test_a_lexicon_expansion_is_counted_before_it_is_read(server: LiveServer) -> None:
     """Once 1,869 chunks and 27,956 s admitted whole; now a 400 naming the read length."""
-    put = server.request("PUT", "/v1/audio/lexicons/longa",
-                         json={"language": "en", "entries": {"a": "b" * 200}})  # fmt: skip
+    put = server.request(
+        "PUT", "/v1/audio/lexicons/longa", json={"language": "en", "entries": {"a": "b" * 200}}
+    )
     assert put.status_code in (200, 201), put.text
     message = refused(speak(server, input="a " * 2048, lexicon="longa"), "input_too_long")
     assert "411648 characters" in message and "16384" in message
@@ -155,8 +156,11 @@ def test_a_timed_out_and_an_abandoned_request_leave_the_queue(server: LiveServer
     """Behind a slow batch, one request times out and one client hangs up: both leave the queue
     at once, and the batch ahead of them finishes as it would have."""
     outcome: dict[str, httpx.Response] = {}
-    ahead = threading.Thread(target=lambda: outcome.setdefault(
-        "r", speak(server, input="Ahead of the queue. [[fault:slow:8]]")))  # fmt: skip
+    ahead = threading.Thread(
+        target=lambda: outcome.setdefault(
+            "r", speak(server, input="Ahead of the queue. [[fault:slow:8]]")
+        )
+    )
     ahead.start()
     server.wait_for(lambda h: h["sidecars"][0]["state"] == "busy", 30, "the slow batch to run")
     timed_out = speak(server, input="Waiting behind it. " * 6, request_timeout_s=1)
@@ -176,14 +180,24 @@ def test_a_timed_out_and_an_abandoned_request_leave_the_queue(server: LiveServer
 
 
 CASES = [
-    {"input": '<speak>One, two.<break time="1500ms"/><prosody rate="slow"><prosody rate="x-slow">'
-              'Slow.</prosody></prosody><break strength="strong"/>Call <say-as interpret-as='
-              '"telephone">555-0199</say-as>.</speak>'},
-    {"input": "[alloy] Good morning.\n[onyx] Very well, thank you.\n[alloy] Glad to hear it.",
-     "dialogue": True, "pause_ms": 700, "normalize": True},
-    {"input": "Meet me at 12 Dr. Lee at 3:30 pm.", "normalize": True, "lexicon": "streets",
-     "speed": 0.5},
-]  # fmt: skip
+    {
+        "input": '<speak>One, two.<break time="1500ms"/><prosody rate="slow"><prosody rate="x-slow">'
+        'Slow.</prosody></prosody><break strength="strong"/>Call <say-as interpret-as='
+        '"telephone">555-0199</say-as>.</speak>'
+    },
+    {
+        "input": "[alloy] Good morning.\n[onyx] Very well, thank you.\n[alloy] Glad to hear it.",
+        "dialogue": True,
+        "pause_ms": 700,
+        "normalize": True,
+    },
+    {
+        "input": "Meet me at 12 Dr. Lee at 3:30 pm.",
+        "normalize": True,
+        "lexicon": "streets",
+        "speed": 0.5,
+    },
+]
 
 
 @pytest.mark.parametrize("body", CASES)
@@ -198,8 +212,9 @@ def test_the_audio_made_stays_within_the_cost_admitted(
     request = schemas.speech_request(body, settings)
     lexicon = Lexicon("streets", "en", entries, 0) if body.get("lexicon") else None
     text = script.read(request, settings, lexicon)
-    synthesis = Synthesis(Scheduler(settings), request, Voice(), settings.chunk_s,
-                          voices=lambda _: Voice(), text=text)  # fmt: skip
+    synthesis = Synthesis(
+        Scheduler(settings), request, Voice(), settings.chunk_s, voices=lambda _: Voice(), text=text
+    )
     synthesis.close()
     answer = speak(server, **{**body, "response_format": "pcm"})
     assert answer.status_code == 200, answer.text
@@ -258,12 +273,16 @@ def test_a_stored_time_past_the_range_never_breaks_a_read(
     year_10000 = 253402351199.0  # 9999-12-31T23:59:59-14:00 as Unix seconds, as once stored
     if store == "sqlite":
         with sqlite3.connect(data / "jobs.sqlite3") as db:
-            db.execute("UPDATE jobs SET not_before = ?, deadline = ? WHERE id = ?",
-                       (year_10000, 1e300, job_id))  # fmt: skip
+            db.execute(
+                "UPDATE jobs SET not_before = ?, deadline = ? WHERE id = ?",
+                (year_10000, 1e300, job_id),
+            )
     else:
         with psycopg.connect(store, autocommit=True) as db:
-            db.execute("UPDATE jobs SET not_before = %s, deadline = %s WHERE id = %s",
-                       (year_10000, 1e300, job_id))  # fmt: skip
+            db.execute(
+                "UPDATE jobs SET not_before = %s, deadline = %s WHERE id = %s",
+                (year_10000, 1e300, job_id),
+            )
     shown = server.request("GET", f"/v1/jobs/{job_id}")
     assert shown.status_code == 200, shown.text
     assert shown.json()["not_before"] == shown.json()["deadline"] == "9999-12-31T23:59:59.998Z"

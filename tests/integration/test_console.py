@@ -25,12 +25,19 @@ playwright_api = pytest.importorskip(
 )
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync",
-                 # a fake microphone (a beeping tone) that needs no permission prompt: the recorder
-                 "--use-fake-device-for-media-stream",
-                 "--use-fake-ui-for-media-stream"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # a fake microphone (a beeping tone) that needs no permission prompt: the recorder
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
+]
 WAIT_MS = 120_000  # generous: a CPU sidecar on a busy 2-core machine
 SCREENSHOTS = os.environ.get("OMNIVOICE_CONSOLE_SCREENSHOTS")
 AUDIO_HAS_DURATION = (  # an audio element that has loaded enough to know its length
@@ -282,8 +289,9 @@ def test_a_voice_from_a_microphone_recording(console: Watched) -> None:
     console.view("voices")
     page = console.page
     page.click("#voice-form button.record")
-    page.wait_for_function("() => document.querySelector('#voice-form button.record').textContent"
-                           " === 'Stop'")  # fmt: skip
+    page.wait_for_function(
+        "() => document.querySelector('#voice-form button.record').textContent === 'Stop'"
+    )
     page.wait_for_timeout(2500)  # the length of the recording, not a bound on anything
     page.click("#voice-form button.record")
     page.wait_for_function("() => document.getElementById('voice-file').files.length === 1")

@@ -31,8 +31,9 @@ SHORT = "Hello from the quiet harbour."
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        with live(tmp_path_factory.mktemp("delivery"), "--chunk-s", "2",
-                  checkpoint=checkpoint_dir) as running:  # fmt: skip
+        with live(
+            tmp_path_factory.mktemp("delivery"), "--chunk-s", "2", checkpoint=checkpoint_dir
+        ) as running:
             yield running
 
 
@@ -108,11 +109,16 @@ def test_a_job_item_gets_its_profile(server: LiveServer) -> None:
     items = [
         # At 8 kHz this checkpoint's sound (much of it at 4 and 12 kHz) is too quiet for its
         # peaks to reach -28 LUFS; at 16 kHz it can.
-        {"id": "phone", "input": LONG, "response_format": "mulaw", "sample_rate": 16000,
-         "loudness": {"lufs": -28}},
+        {
+            "id": "phone",
+            "input": LONG,
+            "response_format": "mulaw",
+            "sample_rate": 16000,
+            "loudness": {"lufs": -28},
+        },
         {"id": "hifi", "input": SHORT, "response_format": "flac", "sample_rate": 44100},
         {"id": "alaw", "input": SHORT, "response_format": "alaw"},
-    ]  # fmt: skip
+    ]
     job = server.request("POST", "/v1/jobs", json={"items": items}).json()
     deadline = time.monotonic() + 300
     while job["state"] not in ("completed", "failed"):
@@ -130,12 +136,15 @@ def test_a_job_item_gets_its_profile(server: LiveServer) -> None:
     assert (alaw.samplerate, alaw.subtype) == (8000, "ALAW")
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"sample_rate": 4000}, "sample_rate"),
-    ({"sample_rate": 22050, "response_format": "opus"}, "sample_rate"),
-    ({"loudness": "very"}, "loudness"),
-    ({"loudness": {"lufs": -16, "true_peak_db": 3}}, "loudness"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"sample_rate": 4000}, "sample_rate"),
+        ({"sample_rate": 22050, "response_format": "opus"}, "sample_rate"),
+        ({"loudness": "very"}, "loudness"),
+        ({"loudness": {"lufs": -16, "true_peak_db": 3}}, "loudness"),
+    ],
+)
 def test_bad_values_are_400s_in_openai_shape(
     server: LiveServer, fields: dict[str, Any], param: str
 ) -> None:

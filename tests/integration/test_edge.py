@@ -50,18 +50,39 @@ def read_until_closed(sock: socket.socket) -> bytes:
 # ---------------------------------------------------------------- keys from every source
 
 
-@pytest.mark.parametrize(("variable", "value"), [
-    ("OMNIVOICE_API_KEYS", ", ,"), ("OMNIVOICE_API_KEYS", ""), ("OMNIVOICE_API_KEYS", "sk-a,,sk-b"),
-    ("OMNIVOICE_API_KEY", " "),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OMNIVOICE_API_KEYS", ", ,"),
+        ("OMNIVOICE_API_KEYS", ""),
+        ("OMNIVOICE_API_KEYS", "sk-a,,sk-b"),
+        ("OMNIVOICE_API_KEY", " "),
+    ],
+)
 def test_blank_keys_in_the_environment_do_not_start_an_open_server(
     variable: str, value: str, tmp_path: Path
 ) -> None:
-    argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null",
-            "--port", str(free_port()), "--data-dir", str(tmp_path)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        "--engine",
+        "null",
+        "--port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path),
+    ]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_API_KEY")}
-    result = subprocess.run(argv, cwd=REPO_ROOT, env={**environ, variable: value},
-                            capture_output=True, text=True, timeout=BOUND_S)  # fmt: skip
+    result = subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        env={**environ, variable: value},
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "must not be empty or blank" in lines[0], result.stderr
@@ -72,8 +93,10 @@ def test_blank_keys_in_the_environment_do_not_start_an_open_server(
 
 def test_a_body_sent_a_byte_a_second_is_cut_off_at_its_deadline(server: LiveServer) -> None:
     with socket.create_connection(address(server)) as sock:
-        sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
-                     "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n".encode())  # fmt: skip
+        sock.sendall(
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n".encode()
+        )
         start = time.monotonic()
         sock.settimeout(0.5)  # a byte every half second: never a gap, never the end either
         answer = b""
@@ -103,9 +126,12 @@ def test_content_length_with_transfer_encoding_is_a_400_and_the_connection_close
     body = b'{"input": "Hi", "response_format": "wav"}'
     chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
     with socket.create_connection(address(server)) as sock:
-        sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: 5\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n".encode() + chunked)  # fmt: skip
+        sock.sendall(
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 5\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+            + chunked
+        )
         answer = read_until_closed(sock)  # returns only once the server has closed
     head = answer.split(b"\r\n\r\n", 1)[0].lower()
     assert head.startswith(b"http/1.1 400 ") and b"connection: close" in head, answer
@@ -122,8 +148,12 @@ def test_json_routes_refuse_other_content_types(
     """What a page on another site can send without a preflight is never read as JSON."""
     headers = {"Content-Type": content_type} if content_type else {}
     body = b'{"input": "Hi", "response_format": "wav", "items": [{"input": "Hi"}]}'
-    for method, path in (("POST", "/v1/audio/speech"), ("POST", "/v1/audio/speech/captioned"),
-                         ("POST", "/v1/jobs"), ("PUT", "/v1/audio/lexicons/names")):  # fmt: skip
+    for method, path in (
+        ("POST", "/v1/audio/speech"),
+        ("POST", "/v1/audio/speech/captioned"),
+        ("POST", "/v1/jobs"),
+        ("PUT", "/v1/audio/lexicons/names"),
+    ):
         answer = server.request(method, path, content=body, headers=headers)
         assert answer.status_code == 415, (path, answer.text)
         assert answer.json()["error"]["code"] == "unsupported_media_type"
@@ -155,8 +185,11 @@ def test_only_the_allowed_hosts_are_answered(server: LiveServer) -> None:
         answer = server.request("GET", "/v1/models", headers={"Host": host})
         assert answer.status_code == 400, host
         assert answer.json()["error"] | {"message": ""} == {
-            "message": "", "type": "invalid_request_error", "param": "Host", "code": "host_not_allowed"
-        }  # fmt: skip
+            "message": "",
+            "type": "invalid_request_error",
+            "param": "Host",
+            "code": "host_not_allowed",
+        }
     # The probes answer any Host (a kubelet sends the pod's IP), with their open view only.
     for path in ("/health", "/ready"):
         probe = server.request("GET", path, headers={"Host": "10.1.2.3:9194"})
@@ -202,25 +235,37 @@ def multipart(
     fields: dict[str, bytes], file_key: str | None = None
 ) -> tuple[bytes, dict[str, str]]:
     """A multipart body by hand (a client library would encode the text itself)."""
-    parts = [b'--b\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k.encode(), v)
-             for k, v in fields.items()]  # fmt: skip
+    parts = [
+        b'--b\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k.encode(), v)
+        for k, v in fields.items()
+    ]
     if file_key:
-        parts.append(b'--b\r\nContent-Disposition: form-data; name="%s"; filename="a.wav"\r\n'
-                     b"Content-Type: audio/wav\r\n\r\n%s\r\n" % (file_key.encode(), tone_wav(1.0)))  # fmt: skip
+        parts.append(
+            b'--b\r\nContent-Disposition: form-data; name="%s"; filename="a.wav"\r\n'
+            b"Content-Type: audio/wav\r\n\r\n%s\r\n" % (file_key.encode(), tone_wav(1.0))
+        )
     return b"".join(parts) + b"--b--\r\n", {"Content-Type": "multipart/form-data; boundary=b"}
 
 
 BAD = b"caf\xe9 \xff"  # Latin-1 bytes sent as UTF-8: Starlette read them as Latin-1 text
 
 
-@pytest.mark.parametrize(("path", "fields", "file_key", "param"), [
-    ("/v1/audio/voices", {"name": b"v1", "type": b"audio_sample", "transcript": BAD}, "audio_sample", "transcript"),
-    ("/v1/audio/voices", {"name": BAD, "type": b"audio_sample"}, "audio_sample", "name"),
-    ("/v1/audio/clone", {"input": BAD, "transcript": b"Hello."}, "file", "input"),
-    ("/v1/audio/clone", {"input": b"Hi.", "transcript": BAD}, "file", "transcript"),
-    ("/v1/audio/design", {"input": BAD, "instructions": b"female"}, None, "input"),
-    ("/v1/audio/design", {"input": b"Hi.", "instructions": BAD}, None, "instructions"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "fields", "file_key", "param"),
+    [
+        (
+            "/v1/audio/voices",
+            {"name": b"v1", "type": b"audio_sample", "transcript": BAD},
+            "audio_sample",
+            "transcript",
+        ),
+        ("/v1/audio/voices", {"name": BAD, "type": b"audio_sample"}, "audio_sample", "name"),
+        ("/v1/audio/clone", {"input": BAD, "transcript": b"Hello."}, "file", "input"),
+        ("/v1/audio/clone", {"input": b"Hi.", "transcript": BAD}, "file", "transcript"),
+        ("/v1/audio/design", {"input": BAD, "instructions": b"female"}, None, "input"),
+        ("/v1/audio/design", {"input": b"Hi.", "instructions": BAD}, None, "instructions"),
+    ],
+)
 def test_invalid_utf8_in_a_form_field_is_a_400_naming_it(
     server: LiveServer, path: str, fields: dict[str, bytes], file_key: str | None, param: str
 ) -> None:
@@ -228,8 +273,11 @@ def test_invalid_utf8_in_a_form_field_is_a_400_naming_it(
     answer = server.request("POST", path, content=body, headers=headers)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"] | {"message": ""} == {
-        "message": "", "type": "invalid_request_error", "param": param, "code": "invalid_text"
-    }  # fmt: skip
+        "message": "",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "invalid_text",
+    }
 
 
 def test_invalid_utf8_anywhere_else_is_a_400(server: LiveServer) -> None:
@@ -251,8 +299,11 @@ def test_invalid_utf8_anywhere_else_is_a_400(server: LiveServer) -> None:
     ):
         answer = server.request(method, path, content=body, headers=as_json)
         assert answer.status_code == 400, (path, answer.text)
-    for path, param in (("/v1/audio/lexicons/caf%E9", "path"), ("/v1/jobs?after=caf%E9", "query"),
-                        ("/v1/audio/voices/%FF", "path")):  # fmt: skip
+    for path, param in (
+        ("/v1/audio/lexicons/caf%E9", "path"),
+        ("/v1/jobs?after=caf%E9", "query"),
+        ("/v1/audio/voices/%FF", "path"),
+    ):
         answer = server.request("GET", path)
         assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
     # Valid UTF-8 in a form still passes.
@@ -309,8 +360,13 @@ def test_a_browsers_cross_site_post_is_refused(server: LiveServer) -> None:
     preflight): refused by the browser's own Sec-Fetch-Site, whatever the route."""
     body, headers = multipart({"input": b"Hi.", "instructions": b"female"})
     for site in ("cross-site", "same-site"):
-        answer = server.request("POST", "/v1/audio/design", content=body, auth=False,
-                                headers={**headers, "Sec-Fetch-Site": site})  # fmt: skip
+        answer = server.request(
+            "POST",
+            "/v1/audio/design",
+            content=body,
+            auth=False,
+            headers={**headers, "Sec-Fetch-Site": site},
+        )
         assert answer.status_code == 403, answer.text
         assert answer.json()["error"]["code"] == "cross_site_request"
     same = server.request(

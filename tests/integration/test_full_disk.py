@@ -79,8 +79,10 @@ def forget_tablespace(cluster: Cluster, url: str, name: str) -> None:
 
 
 def items(count: int) -> list[dict[str, Any]]:
-    return [{"input": f"Item {i} of a job on a small disk.", "response_format": "wav"}
-            for i in range(count)]  # fmt: skip
+    return [
+        {"input": f"Item {i} of a job on a small disk.", "response_format": "wav"}
+        for i in range(count)
+    ]
 
 
 @contextlib.contextmanager
@@ -123,9 +125,13 @@ def test_a_full_disk_holds_the_job_waiting_for_space_and_it_resumes_by_itself(
     with small_disk_server(store, request, tmp_path, tmpfs) as (server, _):
         filler = leave_free(tmpfs, LEFT_FREE)
         job = submit(server, items(30))
-        held = wait_job(server, job["id"],
-                        lambda b: b["waiting_for_space"] is not None and b["progress"]["running"] == 0,
-                        BOUND_S, "the job to wait for space with nothing running")  # fmt: skip
+        held = wait_job(
+            server,
+            job["id"],
+            lambda b: b["waiting_for_space"] is not None and b["progress"]["running"] == 0,
+            BOUND_S,
+            "the job to wait for space with nothing running",
+        )
         assert held["state"] == "running" and held["progress"]["failed"] == 0, held["progress"]
         assert 0 < held["progress"]["done"] < 30 and held["progress"]["queued"] > 0
         waiting = held["waiting_for_space"]
@@ -158,8 +164,9 @@ def test_an_item_refused_on_its_last_attempt_fails_with_insufficient_storage(
     with small_disk_server(store, request, tmp_path, tmpfs) as (server, run_sql):
         leave_free(tmpfs, 64 * 1024)  # room for the job's rows, not for its result
         soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)
-        reply = server.request("POST", "/v1/jobs",
-                               json={"items": items(1), "not_before": soon.isoformat()})  # fmt: skip
+        reply = server.request(
+            "POST", "/v1/jobs", json={"items": items(1), "not_before": soon.isoformat()}
+        )
         assert reply.status_code == 202, reply.text
         # As if it had met a full disk on its earlier attempts (the job has not started yet).
         run_sql(f"UPDATE items SET attempts = {SPACE_ATTEMPTS - 1} WHERE state = 'queued'")

@@ -76,8 +76,16 @@ def test_lone_surrogates_are_a_400_and_requests_alongside_all_answer(server: Liv
         ),
     }
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        innocent = [pool.submit(server.request, "POST", "/v1/audio/speech", json=speech(f"Innocent number {i}."),
-                                timeout=BOUND_S) for i in range(8)]  # fmt: skip
+        innocent = [
+            pool.submit(
+                server.request,
+                "POST",
+                "/v1/audio/speech",
+                json=speech(f"Innocent number {i}."),
+                timeout=BOUND_S,
+            )
+            for i in range(8)
+        ]
         refused = {
             name: pool.submit(post_raw, server, path, body) for name, (path, body) in bad.items()
         }
@@ -90,10 +98,16 @@ def test_lone_surrogates_are_a_400_and_requests_alongside_all_answer(server: Liv
     assert refused["escape"].result().json()["error"]["param"] == "input"
     # A form cannot carry a surrogate (its bytes are decoded strictly, else as Latin-1): the raw
     # CESU-8 bytes in a voice's name are an ordinary bad name, a 400, never a 500.
-    form = (b"--b\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nv\xed\xa0\x80\r\n"
-            b"--b\r\nContent-Disposition: form-data; name=\"type\"\r\n\r\nprompt\r\n--b--\r\n")  # fmt: skip
-    voice = server.request("POST", "/v1/audio/voices", content=form,
-                           headers={"Content-Type": "multipart/form-data; boundary=b"})  # fmt: skip
+    form = (
+        b'--b\r\nContent-Disposition: form-data; name="name"\r\n\r\nv\xed\xa0\x80\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="type"\r\n\r\nprompt\r\n--b--\r\n'
+    )
+    voice = server.request(
+        "POST",
+        "/v1/audio/voices",
+        content=form,
+        headers={"Content-Type": "multipart/form-data; boundary=b"},
+    )
     assert voice.status_code == 400 and voice.json()["error"]["param"] == "name", voice.text
 
 
@@ -158,15 +172,23 @@ def serve_argv(*flags: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (("--test-faults", "--host", "0.0.0.0"), "loopback"),
-    (("--api-key", ""), "must not be empty"),
-    (("--api-key", "sk-fine", "--api-key", "  "), "must not be empty"),
-    (("--callback-allow", "hooks.example.com"), "--callback-allow needs --callback-secret"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--test-faults", "--host", "0.0.0.0"), "loopback"),
+        (("--api-key", ""), "must not be empty"),
+        (("--api-key", "sk-fine", "--api-key", "  "), "must not be empty"),
+        (("--callback-allow", "hooks.example.com"), "--callback-allow needs --callback-secret"),
+    ],
+)
 def test_the_server_refuses_to_start(flags: tuple[str, ...], message: str, tmp_path: Path) -> None:
-    result = subprocess.run(serve_argv("--data-dir", str(tmp_path), *flags), cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=BOUND_S)  # fmt: skip
+    result = subprocess.run(
+        serve_argv("--data-dir", str(tmp_path), *flags),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+    )
     assert result.returncode != 0 and message in result.stderr, result.stderr
 
 
@@ -228,8 +250,10 @@ def test_slow_loris_headers_and_bodies_are_cut_off(server: LiveServer) -> None:
             sock, endless_headers
         )  # 2 s header deadline, however the bytes trickle
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
-                     "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\"".encode())  # fmt: skip
+        sock.sendall(
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+            'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"input"'.encode()
+        )
         sock.settimeout(BOUND_S)
         answer = b""
         while chunk := sock.recv(4096):  # the body stalls: 408, closed after the 2 s gap
@@ -241,8 +265,10 @@ def test_slow_loris_headers_and_bodies_are_cut_off(server: LiveServer) -> None:
 def test_a_client_gone_mid_body_is_one_line_not_a_500(server: LiveServer) -> None:
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
-                     "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"items\": [".encode())  # fmt: skip
+        sock.sendall(
+            f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+            'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"items": ['.encode()
+        )
         time.sleep(0.3)  # let the handler start reading the body
     start = time.monotonic()
     while "disconnected before its request body" not in server.log.read_text():
@@ -253,17 +279,29 @@ def test_a_client_gone_mid_body_is_one_line_not_a_500(server: LiveServer) -> Non
 
 
 def test_the_same_idempotency_key_with_speed_1_and_1_0_is_the_same_job(server: LiveServer) -> None:
-    first = server.request("POST", "/v1/jobs", json={"items": [{**speech("Same."), "speed": 1}]},
-                           headers={"Idempotency-Key": "speed-spelling"})  # fmt: skip
-    again = server.request("POST", "/v1/jobs", content=b'{"items": [{"model": "tts-1", "input": "Same.", "voice": "alloy", '
-                           b'"response_format": "wav", "speed": 1.0}]}',
-                           headers={"Idempotency-Key": "speed-spelling", "Content-Type": "application/json"})  # fmt: skip
+    first = server.request(
+        "POST",
+        "/v1/jobs",
+        json={"items": [{**speech("Same."), "speed": 1}]},
+        headers={"Idempotency-Key": "speed-spelling"},
+    )
+    again = server.request(
+        "POST",
+        "/v1/jobs",
+        content=b'{"items": [{"model": "tts-1", "input": "Same.", "voice": "alloy", '
+        b'"response_format": "wav", "speed": 1.0}]}',
+        headers={"Idempotency-Key": "speed-spelling", "Content-Type": "application/json"},
+    )
     assert first.status_code == 202 and again.status_code == 202, again.text
     assert (
         again.json()["id"] == first.json()["id"] and again.headers["Idempotent-Replayed"] == "true"
     )
-    other = server.request("POST", "/v1/jobs", json={"items": [{**speech("Same."), "speed": 1.5}]},
-                           headers={"Idempotency-Key": "speed-spelling"})  # fmt: skip
+    other = server.request(
+        "POST",
+        "/v1/jobs",
+        json={"items": [{**speech("Same."), "speed": 1.5}]},
+        headers={"Idempotency-Key": "speed-spelling"},
+    )
     assert other.status_code == 409
 
 
@@ -362,8 +400,11 @@ def test_health_answers_while_a_big_body_is_parsed(server: LiveServer) -> None:
         socket.create_connection((host, int(port))) as sock,
         httpx.Client(timeout=BOUND_S) as client,
     ):
-        sock.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:-1])  # fmt: skip
+        sock.sendall(
+            f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:-1]
+        )
         assert client.get(server.url + "/health").status_code == 200
         sock.sendall(body[-1:])
         sock.settimeout(0.01)
@@ -400,7 +441,8 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_full_disk_sends_items_back_to_the_queue_and_they_run_when_space_returns(
-        checkpoint_dir: Path, tmp_path: Path, tiny_disk: Path) -> None:  # fmt: skip
+    checkpoint_dir: Path, tmp_path: Path, tiny_disk: Path
+) -> None:
     with live(tmp_path, "--test-faults", checkpoint=checkpoint_dir) as server:
         slow = [
             {**speech(f"Written to a full disk, number {i}. [[fault:slow:4]]")} for i in range(2)
@@ -422,9 +464,13 @@ def test_a_full_disk_sends_items_back_to_the_queue_and_they_run_when_space_retur
         ), refused.text
         # The items finished and met the full disk: back in the queue, the job waiting for space
         # (one may have been written meanwhile, in room another's failed write gave back).
-        held = wait_job(server, first["id"],
-                        lambda b: b["waiting_for_space"] is not None and b["progress"]["running"] == 0,
-                        BOUND_S, "the items back in the queue")  # fmt: skip
+        held = wait_job(
+            server,
+            first["id"],
+            lambda b: b["waiting_for_space"] is not None and b["progress"]["running"] == 0,
+            BOUND_S,
+            "the items back in the queue",
+        )
         assert held["progress"]["queued"] >= 1 and held["progress"]["failed"] == 0
         filler.unlink()
         body = wait_job(server, first["id"], ended, BOUND_S, "the items to run again")

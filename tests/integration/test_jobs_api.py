@@ -62,10 +62,13 @@ def texts(count: int, marker: str = "") -> list[dict[str, Any]]:
     """Items that differ (numbered): identical items would be one generation, the rest served
     from the result cache."""
     return [
-        {"id": f"t{i}", "input": f"{SENTENCES[i % 4]} Number {i}. {marker}".strip(),
-         "response_format": "wav"}
+        {
+            "id": f"t{i}",
+            "input": f"{SENTENCES[i % 4]} Number {i}. {marker}".strip(),
+            "response_format": "wav",
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def job_count(server: LiveServer) -> int:
@@ -141,8 +144,12 @@ def test_an_items_captions_and_quality_checks_are_kept_with_its_result(
     server: LiveServer,
 ) -> None:
     """Both stores keep captions beside the audio (SQLite: files; PostgreSQL: rows) and qa."""
-    captioned = {"id": "read", "input": "The first sentence is here. A second one follows.",
-                 "response_format": "wav", "captions": True}  # fmt: skip
+    captioned = {
+        "id": "read",
+        "input": "The first sentence is here. A second one follows.",
+        "response_format": "wav",
+        "captions": True,
+    }
     created = submit(server, [captioned, {"input": "No captions here.", "response_format": "wav"}])
     done = wait_job(server, created["id"], ended, 300, "the job to end")
     assert done["state"] == "completed", done
@@ -173,24 +180,34 @@ def test_the_same_idempotency_key_never_makes_a_second_job(server: LiveServer) -
     )
     assert replay.status_code == 202 and replay.json()["id"] == first["id"]
     assert replay.headers["idempotent-replayed"] == "true"
-    other = server.request("POST", "/v1/jobs", json={"items": [{"input": "Something else."}]},
-                           headers={"Idempotency-Key": "announce-2026-11-30"})  # fmt: skip
+    other = server.request(
+        "POST",
+        "/v1/jobs",
+        json={"items": [{"input": "Something else."}]},
+        headers={"Idempotency-Key": "announce-2026-11-30"},
+    )
     assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_key_reused"
     wait_job(server, first["id"], ended, 60, "the job to end")
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"items": [{"input": "fine"}, {"input": "who?", "voice": "nobody"}]}, "items[1].voice"),
-    ({"items": [{"input": " "}]}, "items[0].input"),
-    ({"items": [{"input": "x", "num_steps": 3}]}, "items[0].num_steps"),
-    ({"items": [{"input": "x", "stream_format": "sse"}]}, "items[0].stream_format"),
-    ({"items": [{"input": "x", "instruct": "cheerful pirate"}]}, "items[0].instruct"),  # strict: instructions read free-form text
-    ({"items": [{"id": "a", "input": "x"}, {"id": "a", "input": "y"}]}, "items[1].id"),
-    ({"items": [{"id": "../../etc/passwd", "input": "x"}]}, "items[0].id"),
-    ({"items": ["just text"]}, "items[0]"),
-    ({"items": []}, "items"),
-    ({"itemz": [{"input": "x"}]}, "itemz"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"items": [{"input": "fine"}, {"input": "who?", "voice": "nobody"}]}, "items[1].voice"),
+        ({"items": [{"input": " "}]}, "items[0].input"),
+        ({"items": [{"input": "x", "num_steps": 3}]}, "items[0].num_steps"),
+        ({"items": [{"input": "x", "stream_format": "sse"}]}, "items[0].stream_format"),
+        (
+            {"items": [{"input": "x", "instruct": "cheerful pirate"}]},
+            "items[0].instruct",
+        ),  # strict: instructions read free-form text
+        ({"items": [{"id": "a", "input": "x"}, {"id": "a", "input": "y"}]}, "items[1].id"),
+        ({"items": [{"id": "../../etc/passwd", "input": "x"}]}, "items[0].id"),
+        ({"items": ["just text"]}, "items[0]"),
+        ({"items": []}, "items"),
+        ({"itemz": [{"input": "x"}]}, "itemz"),
+    ],
+)
 def test_items_are_checked_like_speech_requests_and_a_bad_job_stores_nothing(
     server: LiveServer, body: Any, param: str
 ) -> None:
@@ -397,10 +414,13 @@ def test_synth_lists_failed_items_and_refuses_a_bad_manifest(
     server: LiveServer, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    failing = write_manifest(tmp_path / "failing.jsonl", [
-        {"id": "fine", "input": SENTENCES[0], "response_format": "wav"},
-        {"id": "boom", "input": "This fails. [[fault:raise]]", "response_format": "wav"},
-    ])  # fmt: skip
+    failing = write_manifest(
+        tmp_path / "failing.jsonl",
+        [
+            {"id": "fine", "input": SENTENCES[0], "response_format": "wav"},
+            {"id": "boom", "input": "This fails. [[fault:raise]]", "response_format": "wav"},
+        ],
+    )
     result = run_synth(str(failing), "--out", str(out), "--server", server.url, "--api-key", KEY)
     assert (
         result.returncode == 1 and (out / "fine.wav").is_file() and not (out / "boom.wav").exists()
@@ -442,8 +462,23 @@ def test_synth_after_the_server_was_killed_halfway_does_only_the_rest(
     manifest, out = write_manifest(tmp_path / "manifest.jsonl", items), tmp_path / "out"
     flags = ("--max-batch-size", "2")
     with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
-        argv = [sys.executable, "-m", "supervisor", "synth", str(manifest), "--out", str(out), "--server", server.url,
-                "--api-key", KEY, "--poll-s", "0.2", "--retry-s", "2"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "synth",
+            str(manifest),
+            "--out",
+            str(out),
+            "--server",
+            server.url,
+            "--api-key",
+            KEY,
+            "--poll-s",
+            "0.2",
+            "--retry-s",
+            "2",
+        ]
         first = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while len([p for p in out.glob("clip-*")]) < 8:
@@ -532,16 +567,33 @@ def test_synth_with_a_model_interrupted_makes_nothing_twice(
     drains, so the items a sidecar has begun are finished and written, the rest go back
     untouched; the rerun makes only those, and every item ends with one attempt."""
     items = [
-        {"id": f"c{i}", "input": f"{SENTENCES[i % 4]} Clip {i}. [[fault:slow:0.5]]",
-         "response_format": "wav"}
+        {
+            "id": f"c{i}",
+            "input": f"{SENTENCES[i % 4]} Clip {i}. [[fault:slow:0.5]]",
+            "response_format": "wav",
+        }
         for i in range(10)
-    ]  # fmt: skip
+    ]
     manifest, out = write_manifest(tmp_path / "m.jsonl", items), tmp_path / "out"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMNIVOICE_NUM_STEP": "4",
-           "OMNIVOICE_WARMUP_STEPS": "1", "OMNIVOICE_MAX_BATCH_SIZE": "2",
-           "OMNIVOICE_TEST_FAULTS": "1"}  # fmt: skip
-    argv = [sys.executable, "-m", "supervisor", "synth", str(manifest), "--out", str(out),
-            "--model", str(checkpoint_dir)]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "OMNIVOICE_NUM_STEP": "4",
+        "OMNIVOICE_WARMUP_STEPS": "1",
+        "OMNIVOICE_MAX_BATCH_SIZE": "2",
+        "OMNIVOICE_TEST_FAULTS": "1",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "synth",
+        str(manifest),
+        "--out",
+        str(out),
+        "--model",
+        str(checkpoint_dir),
+    ]
     store = out / ".synth-server" / "jobs.sqlite3"
     synth = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, env=env)
     try:

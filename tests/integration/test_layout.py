@@ -61,6 +61,7 @@ def test_every_test_folder_is_a_package() -> None:
 
 def test_helpers_hold_no_tests_and_no_test_imports_another() -> None:
     assert not list((TESTS / "helpers").glob("test_*.py"))
-    importing = [str(t.relative_to(REPO_ROOT)) for t in all_test_files()
-                 if TEST_IMPORT.search(t.read_text())]  # fmt: skip
+    importing = [
+        str(t.relative_to(REPO_ROOT)) for t in all_test_files() if TEST_IMPORT.search(t.read_text())
+    ]
     assert importing == [], "move what these import from a test into tests/helpers/"

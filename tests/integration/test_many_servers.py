@@ -62,9 +62,9 @@ def servers(
         for index in range(count):
             folder = root / f"server-{index}"
             folder.mkdir()
-            started.append(stack.enter_context(
-                live(folder, "--store", url, *flags, checkpoint=checkpoint)
-            ))  # fmt: skip
+            started.append(
+                stack.enter_context(live(folder, "--store", url, *flags, checkpoint=checkpoint))
+            )
         yield started
 
 
@@ -104,8 +104,11 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         b.proc.send_signal(signal.SIGKILL)
         b.proc.wait(30)
         # What B held as it died (its leases last seconds more: nobody has taken them yet).
-        held_by_b = query(url, "SELECT job_id, n FROM items WHERE state = 'running' AND "
-                               "lease_owner LIKE %s", owned(b))  # fmt: skip
+        held_by_b = query(
+            url,
+            "SELECT job_id, n FROM items WHERE state = 'running' AND lease_owner LIKE %s",
+            owned(b),
+        )
         assert held_by_b, "B held no item when it was killed"
         wait_gone(sidecars)
         # C's connections cut by the database: C carries on on fresh ones.
@@ -122,16 +125,22 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
             (ITEMS, ITEMS)
         ]
         assert query(url, "SELECT COUNT(*) FROM items WHERE finished_by IS NULL") == [(0,)]
-        again = query(url, "SELECT attempts, finished_by FROM items WHERE (job_id, n) IN "
-                           "(SELECT * FROM unnest(%s::text[], %s::int[]))",
-                      [k[0] for k in held_by_b], [k[1] for k in held_by_b])  # fmt: skip
+        again = query(
+            url,
+            "SELECT attempts, finished_by FROM items WHERE (job_id, n) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::int[]))",
+            [k[0] for k in held_by_b],
+            [k[1] for k in held_by_b],
+        )
         b_name = owned(b).removesuffix("%")
         assert all(attempts >= 2 and not by.startswith(b_name) for attempts, by in again), again
         rerun = query(url, "SELECT COUNT(*) FROM items WHERE attempts > 1")[0][0]
-        print(f"\nmany servers: {ITEMS} items; finished by A {finished_by(url, a)}, "
-              f"B {finished_by(url, b)} (killed holding {len(held_by_b)}), C {finished_by(url, c)} "
-              f"(connections cut after {done_by_c}); {rerun} item(s) run twice; the job ended "
-              f"{ended_after_kill_s:.1f} s after the kill")  # fmt: skip
+        print(
+            f"\nmany servers: {ITEMS} items; finished by A {finished_by(url, a)}, "
+            f"B {finished_by(url, b)} (killed holding {len(held_by_b)}), C {finished_by(url, c)} "
+            f"(connections cut after {done_by_c}); {rerun} item(s) run twice; the job ended "
+            f"{ended_after_kill_s:.1f} s after the kill"
+        )
         # The same job through every live server; every result fetched and decoded.
         assert job(c, job_id)["progress"] == final["progress"]
         for item in final["items"]:

@@ -20,16 +20,23 @@ import pytest
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.live_server import REPO_ROOT, free_port, tone_wav
 
-WORDS_36 = ("The harbour opens at dawn and the first ferry leaves at six. Fishing boats come back before noon with the catch. "
-            "In the evening the lights along the pier are lit one by one, and the town goes quiet.")  # fmt: skip
+WORDS_36 = (
+    "The harbour opens at dawn and the first ferry leaves at six. Fishing boats come back before noon with the catch. "
+    "In the evening the lights along the pier are lit one by one, and the town goes quiet."
+)
 
 
 def launch(argv: list[str], env: dict[str, str], output: Path) -> subprocess.Popen[bytes]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_")}
     environ.update(OMP_NUM_THREADS="1", **env)
     with output.open("wb") as out:  # the child keeps its own copy of the log's descriptor
-        return subprocess.Popen([sys.executable, "-m", "supervisor", *argv], cwd=REPO_ROOT, env=environ, stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "supervisor", *argv],
+            cwd=REPO_ROOT,
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def wait_ok(url: str, proc: subprocess.Popen[bytes], output: Path) -> dict[str, Any]:
@@ -52,8 +59,14 @@ def metric(text: str, name: str) -> float:
 
 def stop(*args: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_")}
-    return subprocess.run([sys.executable, "-m", "supervisor", "stop", *args], cwd=REPO_ROOT, env=environ, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", "stop", *args],
+        cwd=REPO_ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -70,13 +83,48 @@ def test_a_triton_server_command_line(
     checkpoint_dir: Path, tmp_path: Path, cleanup: list[subprocess.Popen[bytes]]
 ) -> None:
     port, logs, pid_file = free_port(), tmp_path / "logs", tmp_path / "run" / "omnivoice.pid"
-    argv = ["start", "--model-id", str(checkpoint_dir), "--gpu-inferer", "1", "--max-batch-size", "16", "--max-batch-latency", "250",
-            "--num-step", "32", "--log-dir", str(logs), "--pid-file", str(pid_file), "--port", str(port),
-            "--text-chunk-words", "12", "--max-continuity-audio-tokens", "50", "--max-continuity-text-words", "8",
-            "--max-clone-audio-prompt-cache", "4", "--fastapi-workers", "2", "--cuda-stream-count", "2", "--runner-mode", "hybrid",
-            "--cuda-graph-max-width", "512",
-            # ours, to keep the test short: its own state, a one-step warm-up, a quick stop
-            "--data-dir", str(tmp_path / "data"), "--warmup-steps", "1", "--stop-timeout-s", "5"]  # fmt: skip
+    argv = [
+        "start",
+        "--model-id",
+        str(checkpoint_dir),
+        "--gpu-inferer",
+        "1",
+        "--max-batch-size",
+        "16",
+        "--max-batch-latency",
+        "250",
+        "--num-step",
+        "32",
+        "--log-dir",
+        str(logs),
+        "--pid-file",
+        str(pid_file),
+        "--port",
+        str(port),
+        "--text-chunk-words",
+        "12",
+        "--max-continuity-audio-tokens",
+        "50",
+        "--max-continuity-text-words",
+        "8",
+        "--max-clone-audio-prompt-cache",
+        "4",
+        "--fastapi-workers",
+        "2",
+        "--cuda-stream-count",
+        "2",
+        "--runner-mode",
+        "hybrid",
+        "--cuda-graph-max-width",
+        "512",
+        # ours, to keep the test short: its own state, a one-step warm-up, a quick stop
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--warmup-steps",
+        "1",
+        "--stop-timeout-s",
+        "5",
+    ]
     proc = launch(argv, {}, tmp_path / "stdout.log")
     cleanup.append(proc)
     url = f"http://127.0.0.1:{port}"
@@ -168,8 +216,15 @@ def test_a_triton_server_command_line(
         "num_step": "4",
         "seed": "3",
     }
-    replies = [httpx.post(url + "/v1/audio/clone", data=form, files={"ref_audio": ("ref.wav", tone_wav(1.5), "audio/wav")}, timeout=120)
-               for _ in range(2)]  # fmt: skip
+    replies = [
+        httpx.post(
+            url + "/v1/audio/clone",
+            data=form,
+            files={"ref_audio": ("ref.wav", tone_wav(1.5), "audio/wav")},
+            timeout=120,
+        )
+        for _ in range(2)
+    ]
     assert [r.status_code for r in replies] == [200, 200] and replies[0].content == replies[
         1
     ].content, replies[0].text
@@ -214,9 +269,17 @@ def test_studio_environment_names(
     checkpoint_dir: Path, tmp_path: Path, cleanup: list[subprocess.Popen[bytes]]
 ) -> None:
     port = free_port()
-    env = {"OMNIVOICE_MODEL_ID": str(checkpoint_dir), "OMNIVOICE_SIDECAR_RECV_TIMEOUT_S": "5", "OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S": "1",
-           "OMNIVOICE_API_KEY": "sk-studio", "OMNIVOICE_TTS_BACKEND": "omnivoice-subprocess", "OMNIVOICE_PORT": str(port),
-           "OMNIVOICE_DATA_DIR": str(tmp_path / "data"), "OMNIVOICE_WARMUP_STEPS": "1", "OMNIVOICE_STOP_TIMEOUT_S": "5"}  # fmt: skip
+    env = {
+        "OMNIVOICE_MODEL_ID": str(checkpoint_dir),
+        "OMNIVOICE_SIDECAR_RECV_TIMEOUT_S": "5",
+        "OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S": "1",
+        "OMNIVOICE_API_KEY": "sk-studio",
+        "OMNIVOICE_TTS_BACKEND": "omnivoice-subprocess",
+        "OMNIVOICE_PORT": str(port),
+        "OMNIVOICE_DATA_DIR": str(tmp_path / "data"),
+        "OMNIVOICE_WARMUP_STEPS": "1",
+        "OMNIVOICE_STOP_TIMEOUT_S": "5",
+    }
     output = tmp_path / "stdout.log"
     proc = launch(["serve"], env, output)
     cleanup.append(proc)
@@ -243,8 +306,17 @@ def test_studio_environment_names(
     )
 
     # The key from OMNIVOICE_API_KEY guards the API; a Studio client's fields work.
-    body = {"model": "omnivoice", "input": "Scheduled announcement.", "voice": "default", "instruct": "female, low pitch",
-            "num_step": 4, "seed": 5, "denoise": True, "preprocess_prompt": True, "response_format": "wav"}  # fmt: skip
+    body = {
+        "model": "omnivoice",
+        "input": "Scheduled announcement.",
+        "voice": "default",
+        "instruct": "female, low pitch",
+        "num_step": 4,
+        "seed": 5,
+        "denoise": True,
+        "preprocess_prompt": True,
+        "response_format": "wav",
+    }
     assert httpx.post(url + "/v1/audio/speech", json=body, timeout=30).status_code == 401
     key = {"Authorization": "Bearer sk-studio"}
     assert (

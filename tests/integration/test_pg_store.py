@@ -44,10 +44,19 @@ def pair(
     url = pg_cluster.new_database()
     with contextlib.ExitStack() as stack:
         a, b = (
-            stack.enter_context(live(tmp_path_factory.mktemp(name), "--store", url,
-                                     "--test-faults", "--lease-s", "6", checkpoint=checkpoint_dir))
+            stack.enter_context(
+                live(
+                    tmp_path_factory.mktemp(name),
+                    "--store",
+                    url,
+                    "--test-faults",
+                    "--lease-s",
+                    "6",
+                    checkpoint=checkpoint_dir,
+                )
+            )
             for name in ("a", "b")
-        )  # fmt: skip
+        )
         yield Pair(a, b, url)
 
 
@@ -181,8 +190,20 @@ def test_a_stopped_database_stops_jobs_not_speech_and_the_servers_recover(
 def test_a_server_whose_database_cannot_be_reached_says_so_in_one_line(tmp_path: Path) -> None:
     """Nothing listens on the port: exit 2 before the server's port opens, the password hidden."""
     url = f"postgresql://omnivoice:s3cret@127.0.0.1:{free_port()}/tts"
-    argv = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port",
-            str(free_port()), "--data-dir", str(tmp_path), "--store", url]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        "--engine",
+        "null",
+        "--port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path),
+        "--store",
+        url,
+    ]
     done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "--store database postgresql://omnivoice:***@127.0.0.1" in done.stderr

@@ -46,17 +46,34 @@ def test_spoiled_items_are_retried_into_passing_or_fail_with_their_reason(
     before = qa_metrics(server)
     items: list[dict[str, Any]] = [{"id": "clean", "input": TEXT, "response_format": "wav"}]
     for fault in CAUGHT_BY:
-        items.append({"id": f"{fault}-twice", "input": f"{TEXT} [[fault:{fault}:2]]",
-                      "response_format": "wav"})  # fmt: skip
-        items.append({"id": f"{fault}-always", "input": f"{TEXT} [[fault:{fault}]]",
-                      "response_format": "wav"})  # fmt: skip
+        items.append(
+            {
+                "id": f"{fault}-twice",
+                "input": f"{TEXT} [[fault:{fault}:2]]",
+                "response_format": "wav",
+            }
+        )
+        items.append(
+            {
+                "id": f"{fault}-always",
+                "input": f"{TEXT} [[fault:{fault}]]",
+                "response_format": "wav",
+            }
+        )
     created = submit(server, items)
     final = wait_job(server, created["id"], ended, 180, "the job to end")
     by_id = {item["id"]: item for item in final["items"]}
     clean = by_id["clean"]
     assert clean["state"] == "done" and clean["qa"]["passed"] and clean["qa"]["attempts"] == 1
-    assert set(clean["qa"]["checks"]) == {"finite", "clipping", "rms", "leading_silence",
-                                          "trailing_silence", "internal_silence", "speech_rate"}  # fmt: skip
+    assert set(clean["qa"]["checks"]) == {
+        "finite",
+        "clipping",
+        "rms",
+        "leading_silence",
+        "trailing_silence",
+        "internal_silence",
+        "speech_rate",
+    }
     for fault, checks in CAUGHT_BY.items():
         retried = by_id[f"{fault}-twice"]
         assert retried["state"] == "done", retried
@@ -77,8 +94,12 @@ def test_spoiled_items_are_retried_into_passing_or_fail_with_their_reason(
         assert not qa["passed"] and qa["attempts"] == 3
         assert {name for name, c in qa["checks"].items() if not c["passed"]} == checks, qa
         assert all(name in failed["error"]["message"] for name in checks)
-        assert server.request("GET", f"/v1/jobs/{created['id']}/items/{failed['index']}/audio"
-                              ).status_code == 409  # fmt: skip
+        assert (
+            server.request(
+                "GET", f"/v1/jobs/{created['id']}/items/{failed['index']}/audio"
+            ).status_code
+            == 409
+        )
     after = qa_metrics(server)
     # Each of 8 spoiled items was retried twice; the 4 that never pass failed their last attempt.
     assert after["omnivoice_qa_retries_total"] - before.get("omnivoice_qa_retries_total", 0) == 16
@@ -91,16 +112,21 @@ def test_a_speech_answer_says_whether_its_audio_passed(server: LiveServer) -> No
     body = {"input": TEXT, "response_format": "wav", "seed": 3}
     good = server.request("POST", "/v1/audio/speech", json=body)
     assert good.status_code == 200 and good.headers["X-OmniVoice-QA"] == "passed; attempts=1"
-    retried = server.request("POST", "/v1/audio/speech",
-                             json={**body, "input": f"{TEXT} [[fault:runaway:1]]"})  # fmt: skip
+    retried = server.request(
+        "POST", "/v1/audio/speech", json={**body, "input": f"{TEXT} [[fault:runaway:1]]"}
+    )
     assert retried.status_code == 200
     assert retried.headers["X-OmniVoice-QA"] == "passed; attempts=2"
     assert retried.headers["X-Seed"] == "3"  # retry seeds derive from it: it repeats the answer
-    bad = server.request("POST", "/v1/audio/speech",
-                         json={**body, "input": f"{TEXT} [[fault:silence]]"})  # fmt: skip
+    bad = server.request(
+        "POST", "/v1/audio/speech", json={**body, "input": f"{TEXT} [[fault:silence]]"}
+    )
     assert bad.status_code == 200 and bad.headers["X-OmniVoice-QA"] == "failed; attempts=3"
-    captioned = server.request("POST", "/v1/audio/speech/captioned",
-                               json={**body, "input": TEXT.replace(" of", " [[fault:nan:1]] of")})  # fmt: skip
+    captioned = server.request(
+        "POST",
+        "/v1/audio/speech/captioned",
+        json={**body, "input": TEXT.replace(" of", " [[fault:nan:1]] of")},
+    )
     assert captioned.status_code == 200, captioned.text
     assert captioned.headers["X-OmniVoice-QA"] == "passed; attempts=2"
 
@@ -108,9 +134,11 @@ def test_a_speech_answer_says_whether_its_audio_passed(server: LiveServer) -> No
 def test_a_stream_that_said_passed_ends_in_an_error_when_a_later_chunk_fails(
     server: LiveServer,
 ) -> None:
-    sentences = ["The museum will close in fifteen minutes.",
-                 "Chapter one. It was a bright cold day in April.",
-                 "The boats rocked gently in the grey water. [[fault:nan]]"]  # fmt: skip
+    sentences = [
+        "The museum will close in fifteen minutes.",
+        "Chapter one. It was a bright cold day in April.",
+        "The boats rocked gently in the grey water. [[fault:nan]]",
+    ]
     body = {"input": " ".join(sentences), "response_format": "pcm", "stream_format": "sse"}
     url = server.url + "/v1/audio/speech"
     with httpx.stream("POST", url, json=body, headers=AUTH, timeout=120) as reply:

@@ -28,8 +28,14 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     folder = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        with live(folder, "--chunk-s", "2", "--cache-dir", str(folder / "results"),
-                  checkpoint=checkpoint_dir) as running:  # fmt: skip
+        with live(
+            folder,
+            "--chunk-s",
+            "2",
+            "--cache-dir",
+            str(folder / "results"),
+            checkpoint=checkpoint_dir,
+        ) as running:
             yield running
 
 
@@ -37,8 +43,12 @@ def counters(server: LiveServer) -> dict[str, float]:
     """Cache hits and misses, and tasks sent to sidecars (summed over kinds)."""
     text = server.request("GET", "/metrics").text
     out = {"hits": 0.0, "misses": 0.0, "tasks": 0.0, "bytes": 0.0}
-    names = {"omnivoice_result_cache_hits_total": "hits", "omnivoice_batch_size_sum": "tasks",
-             "omnivoice_result_cache_misses_total": "misses", "omnivoice_result_cache_bytes": "bytes"}  # fmt: skip
+    names = {
+        "omnivoice_result_cache_hits_total": "hits",
+        "omnivoice_batch_size_sum": "tasks",
+        "omnivoice_result_cache_misses_total": "misses",
+        "omnivoice_result_cache_bytes": "bytes",
+    }
     for line in text.splitlines():
         match = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? ([0-9.e+]+)", line)
         if match and match[1] in names:
@@ -162,8 +172,11 @@ def test_a_full_cache_disk_never_fails_a_request(
             _, headers = speak(s, seed=seed, response_format="wav")
             assert headers["x-cache"] == "miss"
         job = s.request("POST", "/v1/jobs", json={"items": [{"input": SENTENCES[1]}]}).json()
-        s.wait_for(lambda _: s.request("GET", f"/v1/jobs/{job['id']}").json()["state"] == "completed",
-                   120, "the job item to be done")  # fmt: skip
+        s.wait_for(
+            lambda _: s.request("GET", f"/v1/jobs/{job['id']}").json()["state"] == "completed",
+            120,
+            "the job item to be done",
+        )
         log = s.log.read_text()
         assert log.count("result cache: cannot write") == 1  # once, not per answer
         assert not [p for p in (full_disk / "results").rglob("*") if p.is_file()]

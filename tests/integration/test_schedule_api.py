@@ -71,9 +71,19 @@ def server(
         else request.getfixturevalue("pg_cluster").new_database()
     )
     allow = ("127.0.0.1:*", "127.0.0.2", f"127.0.0.3:{pinned.server_address[1]}")
-    flags = ("--max-batch-size", "1", *(f"--callback-allow={host}" for host in allow),
-             "--callback-secret", SECRET, "--callback-backoff-s", "0.3", "--cache-max-bytes", "0",
-             "--store", store)  # fmt: skip
+    flags = (
+        "--max-batch-size",
+        "1",
+        *(f"--callback-allow={host}" for host in allow),
+        "--callback-secret",
+        SECRET,
+        "--callback-backoff-s",
+        "0.3",
+        "--cache-max-bytes",
+        "0",
+        "--store",
+        store,
+    )
     with live(tmp_path_factory.mktemp("schedule"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -122,7 +132,10 @@ def test_bad_schedule_fields_are_400s_naming_the_field(server: LiveServer) -> No
         assert reply.status_code == 400, (fields, reply.text)
         error = reply.json()["error"]
         assert (error["param"], error["code"], error["type"]) == (
-            param, code, "invalid_request_error"), fields  # fmt: skip
+            param,
+            code,
+            "invalid_request_error",
+        ), fields
     assert len(server.request("GET", "/v1/jobs?limit=100").json()["data"]) == before
 
 
@@ -156,14 +169,24 @@ def test_two_jobs_submitted_in_the_wrong_order_finish_in_deadline_order(
     finishes meanwhile and that window holds still to be counted; without the stop, an item
     finishing during the POST let the runner hand out one more, and the count raced."""
     late = submit_with(server, items(12), deadline=at(3600))
-    wait_job(server, late["id"], lambda j: any(i["started_at"] for i in j["items"]), 120,
-             "the later job's first item to start")  # fmt: skip
+    wait_job(
+        server,
+        late["id"],
+        lambda j: any(i["started_at"] for i in j["items"]),
+        120,
+        "the later job's first item to start",
+    )
     (sidecar,) = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
     os.kill(sidecar, signal.SIGSTOP)
     try:
         # Stopped, the sidecar finishes nothing: the runner fills its window and hands out no more.
-        wait_job(server, late["id"], lambda j: j["progress"]["running"] == WINDOW_BATCHES, 30,
-                 "the runner's window to fill")  # fmt: skip
+        wait_job(
+            server,
+            late["id"],
+            lambda j: j["progress"]["running"] == WINDOW_BATCHES,
+            30,
+            "the runner's window to fill",
+        )
         early = submit_with(server, items(2), deadline=at(1800))
         progress = job(server, late["id"])["progress"]
         handed_out = progress["total"] - progress["queued"]
@@ -229,12 +252,21 @@ def test_a_callback_answered_500_twice_is_delivered_once_signed(
     server: LiveServer, receiver: Webhook
 ) -> None:
     created = submit_with(server, items(2), callback_url=receiver.url)
-    assert created["callback"] == {"state": "pending", "attempts": 0, "last_status": None,
-                                   "last_error": None}  # fmt: skip
-    done = wait_job(server, created["id"],
-                    lambda j: j["callback"]["state"] != "pending", 120, "the callback")  # fmt: skip
-    assert done["callback"] == {"state": "delivered", "attempts": 3, "last_status": 200,
-                                "last_error": None}  # fmt: skip
+    assert created["callback"] == {
+        "state": "pending",
+        "attempts": 0,
+        "last_status": None,
+        "last_error": None,
+    }
+    done = wait_job(
+        server, created["id"], lambda j: j["callback"]["state"] != "pending", 120, "the callback"
+    )
+    assert done["callback"] == {
+        "state": "delivered",
+        "attempts": 3,
+        "last_status": 200,
+        "last_error": None,
+    }
     time.sleep(1.5)  # three more runner passes: nothing more is sent
     assert [status for status, _, _ in receiver.got] == [500, 500, 200]
     ((headers, body),) = receiver.accepted()
@@ -248,8 +280,13 @@ def test_a_cancelled_jobs_callback_says_cancelled(server: LiveServer, receiver: 
     receiver.answers.clear()
     created = submit_with(server, items(3), not_before=at(3600), callback_url=receiver.url)
     assert server.request("DELETE", f"/v1/jobs/{created['id']}").status_code == 200
-    wait_job(server, created["id"], lambda j: j["callback"]["state"] == "delivered", 60,
-             "the callback of the cancelled job")  # fmt: skip
+    wait_job(
+        server,
+        created["id"],
+        lambda j: j["callback"]["state"] == "delivered",
+        60,
+        "the callback of the cancelled job",
+    )
     ((headers, body),) = receiver.accepted()
     verify(headers, body)
     assert json.loads(body)["state"] == "cancelled"
@@ -262,8 +299,13 @@ def test_a_host_on_the_allow_list_with_a_port_gets_callbacks_on_that_port_only(
     refused = post(server, {"items": items(1), "callback_url": f"http://127.0.0.3:{port + 1}/h"})
     assert refused.status_code == 400 and "port" in refused.json()["error"]["message"]
     created = submit_with(server, items(1), callback_url=pinned.url)
-    wait_job(server, created["id"], lambda j: j["callback"]["state"] != "pending", 120,
-             "the callback to the allowed port")  # fmt: skip
+    wait_job(
+        server,
+        created["id"],
+        lambda j: j["callback"]["state"] != "pending",
+        120,
+        "the callback to the allowed port",
+    )
     assert job(server, created["id"])["callback"]["state"] == "delivered"
     assert any(json.loads(body)["id"] == created["id"] for _, body in pinned.accepted())
 
@@ -284,14 +326,23 @@ def test_a_gzip_answer_of_a_gibibyte_leaves_the_servers_memory_alone(server: Liv
     sampler.start()
     try:
         created = submit_with(server, items(1), callback_url=receiver.url())
-        finished = wait_job(server, created["id"], lambda j: j["callback"]["state"] != "pending",
-                            120, "the gzip-answered callback")  # fmt: skip
+        finished = wait_job(
+            server,
+            created["id"],
+            lambda j: j["callback"]["state"] != "pending",
+            120,
+            "the gzip-answered callback",
+        )
     finally:
         done.set()
         sampler.join()
         close(receiver)
-    assert finished["callback"] == {"state": "delivered", "attempts": 1, "last_status": 200,
-                                    "last_error": None}  # fmt: skip
+    assert finished["callback"] == {
+        "state": "delivered",
+        "attempts": 1,
+        "last_status": 200,
+        "last_error": None,
+    }
     print(f"resident memory grew {(peak[0] - before) / 2**20:.1f} MiB at most")
     assert peak[0] - before < 64 * 2**20, f"grew {(peak[0] - before) / 2**20:.1f} MiB"
 
@@ -306,28 +357,56 @@ def test_slow_receivers_on_one_host_leave_a_healthy_hosts_callback_alone(tmp_pat
     after its one attempt, at the deadline."""
     slow = serve(RawReceiver("127.0.0.5", OK, every_s=0.2, endless=True))
     healthy = serve(RawReceiver("127.0.0.4", OK))
-    flags = ("--callback-allow=127.0.0.5:*", "--callback-allow=127.0.0.4:*",
-             "--callback-secret", SECRET, "--callback-host-concurrency", "2",
-             "--callback-concurrency", "3", "--callback-timeout-s", "3",
-             "--callback-attempts", "1")  # fmt: skip
+    flags = (
+        "--callback-allow=127.0.0.5:*",
+        "--callback-allow=127.0.0.4:*",
+        "--callback-secret",
+        SECRET,
+        "--callback-host-concurrency",
+        "2",
+        "--callback-concurrency",
+        "3",
+        "--callback-timeout-s",
+        "3",
+        "--callback-attempts",
+        "1",
+    )
     try:
         with live(tmp_path, *flags) as server:
-            slow_jobs = [submit_with(server, items(1), callback_url=slow.url())["id"]
-                         for _ in range(8)]  # fmt: skip
+            slow_jobs = [
+                submit_with(server, items(1), callback_url=slow.url())["id"] for _ in range(8)
+            ]
             healthy_job = submit_with(server, items(1), callback_url=healthy.url())["id"]
-            done = wait_job(server, healthy_job, lambda j: j["callback"]["state"] != "pending",
-                            60, "the healthy host's callback")  # fmt: skip
+            done = wait_job(
+                server,
+                healthy_job,
+                lambda j: j["callback"]["state"] != "pending",
+                60,
+                "the healthy host's callback",
+            )
             waiting = sum(job(server, j)["callback"]["attempts"] == 0 for j in slow_jobs)
             print(f"healthy delivered with {waiting} of 8 slow callbacks not yet attempted")
-            assert done["callback"] == {"state": "delivered", "attempts": 1, "last_status": 200,
-                                        "last_error": None}  # fmt: skip
+            assert done["callback"] == {
+                "state": "delivered",
+                "attempts": 1,
+                "last_status": 200,
+                "last_error": None,
+            }
             assert waiting >= 4, f"only {waiting} slow callbacks still waiting"
             for job_id in slow_jobs:
-                ended_slow = wait_job(server, job_id, lambda j: j["callback"]["state"] != "pending",
-                                      60, "a slow host's callback")  # fmt: skip
+                ended_slow = wait_job(
+                    server,
+                    job_id,
+                    lambda j: j["callback"]["state"] != "pending",
+                    60,
+                    "a slow host's callback",
+                )
                 assert ended_slow["callback"] == {
-                    "state": "failed", "attempts": 1, "last_status": None,
-                    "last_error": "no answer within --callback-timeout-s (3 s)"}  # fmt: skip
+                    "state": "failed",
+                    "attempts": 1,
+                    "last_status": None,
+                    "last_error": "no answer within --callback-timeout-s (3 s)",
+                }
     finally:
         close(slow)
         close(healthy)
@@ -395,8 +474,10 @@ def test_a_reaped_sidecar_is_ready_before_not_before_and_reaped_again_after(
         assert done["warm_up"] is None
         started = min(item["started_at"] for item in done["items"])
         assert not_before <= started < not_before + 2, started - not_before
-        print(f"warm-up: ready {not_before - first_ready:.1f} s before not_before (one crashed "
-              f"start included); first item started {started - not_before:.2f} s after it")  # fmt: skip
+        print(
+            f"warm-up: ready {not_before - first_ready:.1f} s before not_before (one crashed "
+            f"start included); first item started {started - not_before:.2f} s after it"
+        )
         # After the window, idle reaping applies again.
         server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the reap after it")
         assert "keeping a sidecar ready for it" in server.log.read_text()

@@ -33,8 +33,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def counters(server: LiveServer) -> dict[str, float]:
-    wanted = {"omnivoice_batch_size_sum": "tasks", "omnivoice_single_flight_waiting": "waiting",
-              "omnivoice_single_flight_shared_total": "shared", 'omnivoice_queue_depth{stage="unfinished"}': "queue"}  # fmt: skip
+    wanted = {
+        "omnivoice_batch_size_sum": "tasks",
+        "omnivoice_single_flight_waiting": "waiting",
+        "omnivoice_single_flight_shared_total": "shared",
+        'omnivoice_queue_depth{stage="unfinished"}': "queue",
+    }
     out = dict.fromkeys(wanted.values(), 0.0)
     for line in server.request("GET", "/metrics").text.splitlines():
         match = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? ([0-9.e+]+)", line)
@@ -103,8 +107,12 @@ def test_a_leader_that_leaves_hands_the_work_to_a_waiter(server: LiveServer) -> 
     """The leader's client disconnects while the sidecar is stopped: the waiters do not hang and
     do not inherit its end; one of them makes the audio and the others share it."""
     body = speech("The first of us gave up; the others still wanted it.")
-    raw = httpx.Request("POST", server.url + "/v1/audio/speech", json=body,
-                        headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
+    raw = httpx.Request(
+        "POST",
+        server.url + "/v1/audio/speech",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
     head = "POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(
         f"{k}: {v}\r\n" for k, v in raw.headers.items() if k.lower() != "host"
     )
@@ -150,6 +158,8 @@ def test_identical_job_items_in_flight_are_made_once(server: LiveServer) -> None
     jobs = [wait_job(server, j["id"], ended, BOUND_S, "the job to end") for j in (first, second)]
     assert [j["state"] for j in jobs] == ["completed", "completed"], jobs
     assert counters(server)["tasks"] - before["tasks"] == 3  # not 5: the twins were not made
-    audio = {server.request("GET", f"/v1/jobs/{j['id']}/items/{n}/audio").content
-             for j, n in ((first, 0), (first, 1), (second, 0))}  # fmt: skip
+    audio = {
+        server.request("GET", f"/v1/jobs/{j['id']}/items/{n}/audio").content
+        for j, n in ((first, 0), (first, 1), (second, 0))
+    }
     assert len(audio) == 1

@@ -51,9 +51,19 @@ MODEL = os.environ.get("OMNIVOICE_SOAK_MODEL")
 HANG_S = 480.0  # an answer later than this counts as a hang (the queue admits ~80 s of work on 2 idle cores)
 SOAK_FLAGS = (
     # A stopped sidecar is found within 10 s busy, 4 s idle. (3 s killed healthy 64-item batches on a loaded 2-core CPU.)
-    "--heartbeat-timeout-s", "10", "--ping-interval-s", "2", "--ping-timeout-s", "2",
-    "--max-restarts", "100", "--backoff-initial-s", "0.1", "--backoff-max-s", "0.5",  # 7 deaths must not fail the device
-)  # fmt: skip
+    "--heartbeat-timeout-s",
+    "10",
+    "--ping-interval-s",
+    "2",
+    "--ping-timeout-s",
+    "2",
+    "--max-restarts",
+    "100",
+    "--backoff-initial-s",
+    "0.1",
+    "--backoff-max-s",
+    "0.5",  # 7 deaths must not fail the device
+)
 SENTENCES = [
     "The 6:15 to Brighton is delayed by ten minutes.",
     "Please stand clear of the closing doors.",
@@ -97,8 +107,15 @@ async def speak(client: httpx.AsyncClient, url: str, index: int) -> Answer:
     fmt = "mp3" if index % 20 == 7 else "wav"
     started = time.monotonic()
     try:
-        reply = await client.post(url + "/v1/audio/speech", headers=AUTH,
-                                  json={"input": SENTENCES[index % len(SENTENCES)], "voice": "auto", "response_format": fmt})  # fmt: skip
+        reply = await client.post(
+            url + "/v1/audio/speech",
+            headers=AUTH,
+            json={
+                "input": SENTENCES[index % len(SENTENCES)],
+                "voice": "auto",
+                "response_format": fmt,
+            },
+        )
     except httpx.TimeoutException:
         return Answer("hang", time.monotonic() - started)
     except httpx.TransportError as exc:
@@ -205,13 +222,26 @@ def test_soak_every_request_is_answered_while_the_sidecar_is_killed_and_stopped(
     statuses = Counter(str(a.status) for a in answers)
     ok = [a.latency_s for a in answers if a.status == 200]
     figures = {
-        "offered": REQUESTS, "rate_per_s": RATE, "offered_in_s": round(offered_s, 1), "wall_s": round(wall_s, 1),
-        "answers": dict(statuses), "codes": dict(Counter(f"{a.status} {a.code}" for a in answers if a.status != 200)),
-        "ok_latency_s": {"p50": round(statistics.median(ok), 2), "p95": round(sorted(ok)[int(0.95 * (len(ok) - 1))], 2),
-                         "max": round(max(ok), 2)} if ok else None,
-        "refused_latency_max_s": round(max((a.latency_s for a in answers if a.status in (429, 503)), default=0), 3),
-        "faults": faults, "kills": health["sidecars"][0]["kills"], "restarts": health["sidecars"][0]["restarts"],
-    }  # fmt: skip
+        "offered": REQUESTS,
+        "rate_per_s": RATE,
+        "offered_in_s": round(offered_s, 1),
+        "wall_s": round(wall_s, 1),
+        "answers": dict(statuses),
+        "codes": dict(Counter(f"{a.status} {a.code}" for a in answers if a.status != 200)),
+        "ok_latency_s": {
+            "p50": round(statistics.median(ok), 2),
+            "p95": round(sorted(ok)[int(0.95 * (len(ok) - 1))], 2),
+            "max": round(max(ok), 2),
+        }
+        if ok
+        else None,
+        "refused_latency_max_s": round(
+            max((a.latency_s for a in answers if a.status in (429, 503)), default=0), 3
+        ),
+        "faults": faults,
+        "kills": health["sidecars"][0]["kills"],
+        "restarts": health["sidecars"][0]["restarts"],
+    }
     report("soak_speech", figures)
     assert len(answers) == REQUESTS
     assert not [a for a in answers if not isinstance(a.status, int)], f"hung or dropped: {figures}"
@@ -255,8 +285,14 @@ def store_snapshot(data_dir: Path, job_id: str) -> dict[int, dict[str, Any]]:
 def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(
     checkpoint_dir: Path, tmp_path: Path
 ) -> None:
-    items = [{"id": f"item-{i:03d}", "input": f"{SENTENCES[i % len(SENTENCES)]} Number {i}.", "response_format": FORMATS[i % 6]}
-             for i in range(JOB_ITEMS)]  # fmt: skip
+    items = [
+        {
+            "id": f"item-{i:03d}",
+            "input": f"{SENTENCES[i % len(SENTENCES)]} Number {i}.",
+            "response_format": FORMATS[i % 6],
+        }
+        for i in range(JOB_ITEMS)
+    ]
     flags = ("--max-batch-size", "8")
     data_dir = tmp_path / "data"
     started = time.monotonic()
@@ -330,10 +366,17 @@ def test_a_job_lives_through_sigkill_of_the_supervisor_and_a_restart(
     assert fetched == [
         (folder / f"{n}.{FORMATS[n % 6]}").read_bytes() for n in (0, 1, JOB_ITEMS - 1)
     ]
-    report("soak_supervisor_kill", {
-        "items": JOB_ITEMS, "done_at_kill": len(done_at_kill), "running_at_kill": len(running_at_kill),
-        "queued_at_kill": JOB_ITEMS - len(done_at_kill) - len(running_at_kill),
-        "attempts": dict(Counter(e["attempts"] for e in after.values())),
-        "kill_to_restart_s": round(restarted_at - killed_at, 1), "restart_to_completed_s": round(finished_at - restarted_at, 1),
-        "wall_s": round(finished_at - started, 1), "audio_s_total": round(sum(seconds), 1),
-    })  # fmt: skip
+    report(
+        "soak_supervisor_kill",
+        {
+            "items": JOB_ITEMS,
+            "done_at_kill": len(done_at_kill),
+            "running_at_kill": len(running_at_kill),
+            "queued_at_kill": JOB_ITEMS - len(done_at_kill) - len(running_at_kill),
+            "attempts": dict(Counter(e["attempts"] for e in after.values())),
+            "kill_to_restart_s": round(restarted_at - killed_at, 1),
+            "restart_to_completed_s": round(finished_at - restarted_at, 1),
+            "wall_s": round(finished_at - started, 1),
+            "audio_s_total": round(sum(seconds), 1),
+        },
+    )

@@ -32,8 +32,17 @@ IDLE_S = 5  # --stream-idle-s
 
 @pytest.fixture(scope="module")
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    flags = ("--test-faults", "--stream-buffer-chars", str(BUFFER), "--stream-sessions-per-key",
-             str(PER_KEY), "--stream-sessions", str(TOTAL), "--stream-idle-s", str(IDLE_S))  # fmt: skip
+    flags = (
+        "--test-faults",
+        "--stream-buffer-chars",
+        str(BUFFER),
+        "--stream-sessions-per-key",
+        str(PER_KEY),
+        "--stream-sessions",
+        str(TOTAL),
+        "--stream-idle-s",
+        str(IDLE_S),
+    )
     with live(tmp_path_factory.mktemp("stream"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -43,8 +52,9 @@ def ws_url(server: LiveServer) -> str:
 
 
 def session(server: LiveServer, headers: dict[str, str] | None = None) -> ClientConnection:
-    return connect(ws_url(server), additional_headers=AUTH if headers is None else headers,
-                   open_timeout=30)  # fmt: skip
+    return connect(
+        ws_url(server), additional_headers=AUTH if headers is None else headers, open_timeout=30
+    )
 
 
 def send(ws: ClientConnection, kind: str, **fields: Any) -> None:
@@ -108,13 +118,17 @@ def test_a_whole_session_of_two_utterances(server: LiveServer) -> None:
         events = utterance(ws)
         starts = [e for e in events if e["type"] == "audio.start"]
         assert [s["sentence_text"] for s in starts] == [
-            "Good morning to you.", "How are you today?", "I am fine."
-        ]  # fmt: skip
+            "Good morning to you.",
+            "How are you today?",
+            "I am fine.",
+        ]
         assert all(s["format"] == "pcm" and s["sample_rate"] == 24000 for s in starts)
         done = segments(events)
         assert [(d["utterance_index"], d["sentence_index"], d["error"]) for d in done] == [
-            (0, 0, None), (0, 1, None), (0, 2, None)
-        ]  # fmt: skip
+            (0, 0, None),
+            (0, 1, None),
+            (0, 2, None),
+        ]
         assert all(d["total_bytes"] == len(d["audio"]) > 0 for d in done)
         assert events[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 3}
         # More utterances in another format, without a sentence end (the flush cuts them).

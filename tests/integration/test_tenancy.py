@@ -49,8 +49,18 @@ def server(
     )
     folder = tmp_path_factory.mktemp("tenancy")
     (folder / "keys").write_text(KEY_FILE)
-    flags = ("--api-key-file", str(folder / "keys"), "--store", store, "--callback-allow",
-             "127.0.0.1:*", "--callback-secret", SERVER_SECRET, "--callback-backoff-s", "0.2")  # fmt: skip
+    flags = (
+        "--api-key-file",
+        str(folder / "keys"),
+        "--store",
+        store,
+        "--callback-allow",
+        "127.0.0.1:*",
+        "--callback-secret",
+        SERVER_SECRET,
+        "--callback-backoff-s",
+        "0.2",
+    )
     with live(folder, *flags) as running:
         yield running
 
@@ -88,8 +98,10 @@ def test_another_keys_job_is_not_found_and_the_admin_sees_every_job(server: Live
         assert other.status_code == 404 and other.json()["error"]["code"] == "job_not_found", path
     assert call(server, BOB, "GET", f"/v1/jobs/{job_id}/items/0/captions.srt").status_code == 404
     assert call(server, BOB, "DELETE", f"/v1/jobs/{job_id}").status_code == 404
-    listed = {key: [j["id"] for j in call(server, key, "GET", "/v1/jobs?limit=100").json()["data"]]
-              for key in (ALICE, BOB, ADMIN)}  # fmt: skip
+    listed = {
+        key: [j["id"] for j in call(server, key, "GET", "/v1/jobs?limit=100").json()["data"]]
+        for key in (ALICE, BOB, ADMIN)
+    }
     assert job_id in listed[ALICE] and job_id in listed[ADMIN] and job_id not in listed[BOB]
     assert call(server, BOB, "GET", f"/v1/jobs?after={job_id}").json()["data"] == []
     assert call(server, ALICE, "GET", f"/v1/jobs/{job_id}").json()["owner"] == "alice"
@@ -120,8 +132,11 @@ def test_each_keys_callbacks_are_signed_with_its_own_secret(
     bobs = submit(server, BOB, "Called back.", callback_url=receiver.url).json()["id"]
     for key, job_id in ((ALICE, alices), (BOB, bobs)):
         assert wait_ended(server, key, job_id)["callback"]["state"] == "delivered"
-    got = {body_id: (headers, body) for headers, body in receiver.accepted()
-           for body_id in [httpx.Response(200, content=body).json()["id"]]}  # fmt: skip
+    got = {
+        body_id: (headers, body)
+        for headers, body in receiver.accepted()
+        for body_id in [httpx.Response(200, content=body).json()["id"]]
+    }
     alice_headers, alice_body = got[alices]
     assert signed_with(ALICE_SECRET, alice_headers, alice_body)
     assert not signed_with(SERVER_SECRET, alice_headers, alice_body)  # nobody else's secret
@@ -134,14 +149,23 @@ def test_a_jobs_own_callback_secret_signs_its_callback_and_is_never_shown(
     server: LiveServer, receiver: Webhook
 ) -> None:
     secret = "job-own-secret-0123456789"
-    job_id = submit(server, ALICE, "Called back with my own secret.", callback_url=receiver.url,
-                    callback_secret=secret).json()["id"]  # fmt: skip
+    job_id = submit(
+        server,
+        ALICE,
+        "Called back with my own secret.",
+        callback_url=receiver.url,
+        callback_secret=secret,
+    ).json()["id"]
     assert wait_ended(server, ALICE, job_id)["callback"]["state"] == "delivered"
     headers, body = next((h, b) for h, b in receiver.accepted() if job_id.encode() in b)
     assert signed_with(secret, headers, body)
     assert not signed_with(ALICE_SECRET, headers, body)  # in place of its key's, not beside it
-    shown = [body, call(server, ALICE, "GET", f"/v1/jobs/{job_id}").content,
-             call(server, ADMIN, "GET", "/v1/jobs").content, call(server, ADMIN, "GET", "/health").content]  # fmt: skip
+    shown = [
+        body,
+        call(server, ALICE, "GET", f"/v1/jobs/{job_id}").content,
+        call(server, ADMIN, "GET", "/v1/jobs").content,
+        call(server, ADMIN, "GET", "/health").content,
+    ]
     assert not any(secret.encode() in text for text in shown)
     assert secret not in server.log.read_text()
     refused = submit(server, ALICE, "x", callback_url=receiver.url, callback_secret="short")

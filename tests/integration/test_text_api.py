@@ -94,31 +94,53 @@ def texts_sent(server: LiveServer, **fields: Any) -> list[str]:
 
 # What the model reads for each feature, on the tiny checkpoint.
 READS = [
-    ({"input": "It costs €1 and 3.5 kg.", "language": "en", "normalize": True},
-     ["It costs one euro and three point five kilograms."]),
-    ({"input": "Der 2. Platz kostet 1 €.", "language": "de", "normalize": True},
-     ["Der zweite Platz kostet ein Euro."]),
-    ({"input": "Le 05/03/2024 à 1:00.", "language": "fr", "normalize": True},
-     ["Le cinq mars deux mille vingt-quatre à une heure."]),
-    ({"input": "El 2024-03-05 cuesta $3.", "language": "es", "normalize": True},
-     ["El cinco de marzo de dos mil veinticuatro cuesta tres dólares."]),
-    ({"input": "共有1234人，增长了50%。", "language": "zh", "normalize": True},
-     ["共有一千二百三十四人，增长了百分之五十。"]),
+    (
+        {"input": "It costs €1 and 3.5 kg.", "language": "en", "normalize": True},
+        ["It costs one euro and three point five kilograms."],
+    ),
+    (
+        {"input": "Der 2. Platz kostet 1 €.", "language": "de", "normalize": True},
+        ["Der zweite Platz kostet ein Euro."],
+    ),
+    (
+        {"input": "Le 05/03/2024 à 1:00.", "language": "fr", "normalize": True},
+        ["Le cinq mars deux mille vingt-quatre à une heure."],
+    ),
+    (
+        {"input": "El 2024-03-05 cuesta $3.", "language": "es", "normalize": True},
+        ["El cinco de marzo de dos mil veinticuatro cuesta tres dólares."],
+    ),
+    (
+        {"input": "共有1234人，增长了50%。", "language": "zh", "normalize": True},
+        ["共有一千二百三十四人，增长了百分之五十。"],
+    ),
     ({"input": "It costs €1 and 3.5 kg.", "language": "en"}, ["It costs €1 and 3.5 kg."]),
-    ({"input": '<speak>The <sub alias="World Wide Web">WWW</sub> is big.</speak>'},
-     ["The World Wide Web is big."]),
-    ({"input": '<speak>Call <say-as interpret-as="characters">IBM</say-as> now.</speak>'},
-     ["Call I B M now."]),
-    ({"input": '<speak>Take <say-as interpret-as="cardinal">42</say-as>.</speak>'},
-     ["Take forty-two."]),
-    ({"input": '<speak>The <say-as interpret-as="ordinal">3</say-as> one.</speak>'},
-     ["The third one."]),
-    ({"input": '<speak>On <say-as interpret-as="date">2024-03-05</say-as>.</speak>'},
-     ["On March fifth, twenty twenty-four."]),
-    ({"input": '<speak>Dial <say-as interpret-as="telephone">+1 555 0100</say-as>.</speak>'},
-     ["Dial plus one, five five five, zero one zero zero."]),
+    (
+        {"input": '<speak>The <sub alias="World Wide Web">WWW</sub> is big.</speak>'},
+        ["The World Wide Web is big."],
+    ),
+    (
+        {"input": '<speak>Call <say-as interpret-as="characters">IBM</say-as> now.</speak>'},
+        ["Call I B M now."],
+    ),
+    (
+        {"input": '<speak>Take <say-as interpret-as="cardinal">42</say-as>.</speak>'},
+        ["Take forty-two."],
+    ),
+    (
+        {"input": '<speak>The <say-as interpret-as="ordinal">3</say-as> one.</speak>'},
+        ["The third one."],
+    ),
+    (
+        {"input": '<speak>On <say-as interpret-as="date">2024-03-05</say-as>.</speak>'},
+        ["On March fifth, twenty twenty-four."],
+    ),
+    (
+        {"input": '<speak>Dial <say-as interpret-as="telephone">+1 555 0100</say-as>.</speak>'},
+        ["Dial plus one, five five five, zero one zero zero."],
+    ),
     ({"input": '<speak>One.<break time="500ms"/>Two.</speak>'}, ["One.", "Two."]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("fields", "read"), READS)
@@ -178,7 +200,11 @@ def test_bad_markup_is_a_400_naming_the_element(server: LiveServer) -> None:
     assert refused.status_code == 400
     assert refused.json()["error"] == {
         "message": "SSML: element <audio> is not supported; use <speak>, <break>, <sub>, <say-as>, <prosody>, "
-                   "<voice>, <lang>", "type": "invalid_request_error", "param": "input", "code": "invalid_ssml"}  # fmt: skip
+        "<voice>, <lang>",
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "invalid_ssml",
+    }
 
 
 def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
@@ -203,7 +229,31 @@ def test_lexicons_are_saved_listed_used_and_deleted(server: LiveServer) -> None:
     assert httpx.put(url + "/huge", json=huge, headers=auth).status_code == 413
 
 
-TWENTY = " ".join(f"Sentence number {word} is here." for word in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])  # fmt: skip
+TWENTY = " ".join(
+    f"Sentence number {word} is here."
+    for word in [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ]
+)
 EDGE_S = (
     0.08  # every chunk begins and ends with 0.1 s of zero samples: so much either side of a cut
 )
@@ -224,8 +274,12 @@ def assert_cut_at_chunk_boundaries(samples: np.ndarray, bounds: list[tuple[float
 
 
 def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) -> None:
-    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json={"input": TWENTY, "response_format": "pcm", "seed": 2},
-                        headers={"Authorization": f"Bearer {KEY}"}, timeout=600)  # fmt: skip
+    answer = httpx.post(
+        server.url + "/v1/audio/speech/captioned",
+        json={"input": TWENTY, "response_format": "pcm", "seed": 2},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=600,
+    )
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["format"] == "pcm" and body["sample_rate"] == RATE
@@ -237,14 +291,17 @@ def test_captioned_speech_times_every_sentence_at_its_chunk(server: LiveServer) 
     assert_cut_at_chunk_boundaries(samples, [(s["start"], s["end"]) for s in segments])
 
 
-@pytest.mark.parametrize(("granularities", "status", "code"), [
-    (["segment"], 200, None),
-    (["segment", "word"], 400, "word_timestamps_unavailable"),
-    (["word"], 400, "word_timestamps_unavailable"),
-    ([], 400, "invalid_request"),
-    ("segment", 400, "invalid_request"),
-    (["sentence"], 400, "invalid_request"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("granularities", "status", "code"),
+    [
+        (["segment"], 200, None),
+        (["segment", "word"], 400, "word_timestamps_unavailable"),
+        (["word"], 400, "word_timestamps_unavailable"),
+        ([], 400, "invalid_request"),
+        ("segment", 400, "invalid_request"),
+        (["sentence"], 400, "invalid_request"),
+    ],
+)
 def test_word_timestamps_are_a_400_without_an_asr_model(
     server: LiveServer, granularities: Any, status: int, code: str | None
 ) -> None:
@@ -253,8 +310,12 @@ def test_word_timestamps_are_a_400_without_an_asr_model(
         "response_format": "wav",
         "timestamp_granularities": granularities,
     }
-    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
-                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    answer = httpx.post(
+        server.url + "/v1/audio/speech/captioned",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=300,
+    )
     assert answer.status_code == status, answer.text
     if code is None:
         assert [s["text"] for s in answer.json()["segments"]] == ["One.", "Two."]
@@ -267,10 +328,19 @@ def test_word_timestamps_are_a_400_without_an_asr_model(
 def test_captioned_speech_takes_the_delivery_fields_and_says_its_quality(
     server: LiveServer,
 ) -> None:
-    body = {"input": "One. Two.", "response_format": "wav", "sample_rate": 8000,
-            "loudness": "podcast", "seed": 3}  # fmt: skip
-    answer = httpx.post(server.url + "/v1/audio/speech/captioned", json=body,
-                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300)  # fmt: skip
+    body = {
+        "input": "One. Two.",
+        "response_format": "wav",
+        "sample_rate": 8000,
+        "loudness": "podcast",
+        "seed": 3,
+    }
+    answer = httpx.post(
+        server.url + "/v1/audio/speech/captioned",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=300,
+    )
     assert answer.status_code == 200, answer.text
     assert answer.headers["X-OmniVoice-QA"].startswith(("passed; attempts=", "failed; attempts="))
     got = answer.json()
@@ -361,10 +431,17 @@ def test_a_two_voice_dialogue_is_one_file_with_the_pause_asked_for(server: LiveS
 def test_dialogue_turns_reach_the_model_in_the_voices_named(server: LiveServer) -> None:
     """Each turn is an item with its text, and the design (OpenAI voice) or the saved prompt of
     the voice named, seeded from that voice's seed at the turn's chunk index."""
-    created = httpx.post(server.url + "/v1/audio/voices", headers={"Authorization": f"Bearer {KEY}"},
-                         data={"name": "dialogue-narrator", "consent": "cons_local",
-                               "transcript": "A steady tone for two seconds."},
-                         files={"audio_sample": ("ref.wav", tone_wav(2.0), "audio/wav")}, timeout=300)  # fmt: skip
+    created = httpx.post(
+        server.url + "/v1/audio/voices",
+        headers={"Authorization": f"Bearer {KEY}"},
+        data={
+            "name": "dialogue-narrator",
+            "consent": "cons_local",
+            "transcript": "A steady tone for two seconds.",
+        },
+        files={"audio_sample": ("ref.wav", tone_wav(2.0), "audio/wav")},
+        timeout=300,
+    )
     assert created.status_code == 201, created.text
     script = "[alloy] Good morning.\n[dialogue-narrator] They met.\n[onyx] Hello."
     alloy, narrator, onyx = items_sent(server, input=script, dialogue=True, pause_ms=400, seed=None)

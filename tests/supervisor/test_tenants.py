@@ -41,19 +41,22 @@ def test_a_key_file_names_keys_marks_admins_and_shares_voices() -> None:
     assert "sk-plain" not in owner_of("sk-plain")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("sk-a name=a\nsk-a name=b\n", "line 2: this key is also on an earlier line"),
-    ("sk-a admin=yes\n", "line 1: 'admin=yes' is not an option"),
-    ("sk-a root\n", "line 1: 'root' is not an option"),
-    ("sk-a name=x name=y\n", "'name=y' is not an option"),
-    ("sk-a name=\n", "'name=' is not an option"),
-    ("sk-a name=a.b\n", "line 1: name 'a.b': 1 to 64 letters"),
-    ("sk-a my secret key\n", "'my' is not an option"),
-    ("sk-a name=a admin\nsk-b name=a\n", "the keys named 'a' differ"),
-    ("shared-voices:\nsk-a\n", "line 1: 'shared-voices:' names no voice"),
-    ("sk-a\nshared-voices: good bad/name\n", "line 2: 'bad/name' is not a voice name"),
-    ("# nothing\n\n", "it holds no key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sk-a name=a\nsk-a name=b\n", "line 2: this key is also on an earlier line"),
+        ("sk-a admin=yes\n", "line 1: 'admin=yes' is not an option"),
+        ("sk-a root\n", "line 1: 'root' is not an option"),
+        ("sk-a name=x name=y\n", "'name=y' is not an option"),
+        ("sk-a name=\n", "'name=' is not an option"),
+        ("sk-a name=a.b\n", "line 1: name 'a.b': 1 to 64 letters"),
+        ("sk-a my secret key\n", "'my' is not an option"),
+        ("sk-a name=a admin\nsk-b name=a\n", "the keys named 'a' differ"),
+        ("shared-voices:\nsk-a\n", "line 1: 'shared-voices:' names no voice"),
+        ("sk-a\nshared-voices: good bad/name\n", "line 2: 'bad/name' is not a voice name"),
+        ("# nothing\n\n", "it holds no key"),
+    ],
+)
 def test_a_bad_key_file_is_refused_naming_its_line(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_key_file(text)
@@ -79,10 +82,23 @@ def test_serve_refuses_a_bad_key_file_in_one_line_with_exit_2(tmp_path: Path) ->
     keys.write_text("sk-good\nsk-bad adm1n\n")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OMNIVOICE_")}
     done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--api-key-file",
-         str(keys), "--data-dir", str(tmp_path / "data")],
-        capture_output=True, text=True, timeout=60, env=environ,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--engine",
+            "null",
+            "--api-key-file",
+            str(keys),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "line 2: 'adm1n' is not an option" in lines[0] and "sk-good" not in lines[0]
@@ -101,11 +117,15 @@ def items() -> list[NewItem]:
 
 def test_an_old_sqlite_store_gives_its_jobs_and_keys_to_the_default_owner(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / DB_NAME)  # the jobs table as the first release made it
-    db.execute("CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
-               "idempotency_key TEXT UNIQUE, body_sha256 TEXT NOT NULL, created_at REAL NOT NULL, "
-               "cancelled_at REAL)")  # fmt: skip
-    db.execute("INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) "
-               "VALUES ('job_old', 'nightly-1', 'sha', 1)")  # fmt: skip
+    db.execute(
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+        "idempotency_key TEXT UNIQUE, body_sha256 TEXT NOT NULL, created_at REAL NOT NULL, "
+        "cancelled_at REAL)"
+    )
+    db.execute(
+        "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) "
+        "VALUES ('job_old', 'nightly-1', 'sha', 1)"
+    )
     db.commit()
     db.close()
     store = SqliteJobStore(tmp_path)
@@ -137,12 +157,17 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
         for version in (1, 2):
             conn.execute(MIGRATIONS[version - 1].encode())
             conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
-        conn.execute("INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) "
-                     "VALUES ('job_old', 'nightly-1', 'sha', 1)")  # fmt: skip
-        conn.execute("INSERT INTO items (job_id, n, request, format, state) "
-                     "VALUES ('job_old', 0, '{\"input\": \"Old.\"}', 'wav', 'queued')")  # fmt: skip
-        conn.execute("INSERT INTO voices (name, created_at, data) VALUES ('old', 1, %s)",
-                     (legacy_voice(),))  # fmt: skip
+        conn.execute(
+            "INSERT INTO jobs (id, idempotency_key, body_sha256, created_at) "
+            "VALUES ('job_old', 'nightly-1', 'sha', 1)"
+        )
+        conn.execute(
+            "INSERT INTO items (job_id, n, request, format, state) "
+            "VALUES ('job_old', 0, '{\"input\": \"Old.\"}', 'wav', 'queued')"
+        )
+        conn.execute(
+            "INSERT INTO voices (name, created_at, data) VALUES ('old', 1, %s)", (legacy_voice(),)
+        )
     db = Database.open(pg_url, "new")
     try:
         store = PostgresJobStore(db, 3.0)

@@ -105,10 +105,19 @@ def launch(
     rows = tokens * heads
     grid = (triton.cdiv(rows, ROWS_PER_PROGRAM),)
     _norm_rope_kernel[grid](
-        x, weight, cos, sin, out, rows, heads, eps,
-        HALF=head_dim // 2, BLOCK_ROWS=ROWS_PER_PROGRAM, num_warps=NUM_WARPS,
+        x,
+        weight,
+        cos,
+        sin,
+        out,
+        rows,
+        heads,
+        eps,
+        HALF=head_dim // 2,
+        BLOCK_ROWS=ROWS_PER_PROGRAM,
+        num_warps=NUM_WARPS,
         enable_fp_fusion=False,
-    )  # fmt: skip
+    )
 
 
 @torch.library.custom_op("omnivoice::norm_rope", mutates_args=())

@@ -40,8 +40,13 @@ def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
     """A cached answer, with the headers it had."""
     meta = entry.meta
     rate = str(meta["sample_rate"])
-    headers = {"X-Seed": str(meta["seed"]), "X-Chunks": str(meta["chunks"]),
-               "X-Sample-Rate": rate, "X-Audio-Sample-Rate": rate, HEADER: "hit"}  # fmt: skip
+    headers = {
+        "X-Seed": str(meta["seed"]),
+        "X-Chunks": str(meta["chunks"]),
+        "X-Sample-Rate": rate,
+        "X-Audio-Sample-Rate": rate,
+        HEADER: "hit",
+    }
     qa = meta.get("qa")
     if isinstance(qa, str):  # the verdict it had (only passing answers are kept)
         headers[quality.HEADER] = qa
@@ -52,8 +57,9 @@ def replay(speech: SpeechRequest, entry: CachedResult) -> Response:
         events = b"".join(formats.sse_deltas(entry.data))
         done = formats.sse_done(usage(speech.input, meta["audio_s"]))
         return Response(events + done, media_type="text/event-stream", headers=headers)
-    return Response(entry.data, media_type=formats.MEDIA_TYPES[speech.response_format],
-                    headers=headers)  # fmt: skip
+    return Response(
+        entry.data, media_type=formats.MEDIA_TYPES[speech.response_format], headers=headers
+    )
 
 
 def keep(svc: Services, name: str, data: bytes, meta: CacheMeta, flight: Flight) -> None:

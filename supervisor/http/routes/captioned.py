@@ -51,9 +51,15 @@ async def captioned(request: Request) -> Response:
     async def whole() -> bytes:
         pcm = b"".join([piece.audio async for piece in deadline.pieces(synthesis.pieces())])
         if timed_words and svc.asr is not None:
-            await words.add_words(svc.asr, pcm, synthesis.sample_rate, synthesis.segments,
-                                  speech.language, Priority.INTERACTIVE,
-                                  svc.settings.asr_timeout_s)  # fmt: skip
+            await words.add_words(
+                svc.asr,
+                pcm,
+                synthesis.sample_rate,
+                synthesis.segments,
+                speech.language,
+                Priority.INTERACTIVE,
+                svc.settings.asr_timeout_s,
+            )
         return pcm
 
     try:

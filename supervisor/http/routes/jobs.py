@@ -109,8 +109,11 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             client_id = item.get("id")
             if client_id is not None:
                 if not isinstance(client_id, str) or not ITEM_ID.fullmatch(client_id):
-                    raise InvalidRequest("'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
-                                         f"letter or digit (it becomes a file name); got {client_id!r}.", param="id")  # fmt: skip
+                    raise InvalidRequest(
+                        "'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
+                        f"letter or digit (it becomes a file name); got {client_id!r}.",
+                        param="id",
+                    )
                 if client_id in seen:
                     raise InvalidRequest(
                         f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.",
@@ -168,8 +171,10 @@ async def create_job(request: Request) -> JSONResponse:
     except (OSError, sqlite3.OperationalError) as exc:
         if not out_of_space(exc):
             raise
-        raise InsufficientStorage(f"the job cannot be stored: the server's disk is full ({exc})",
-                                  retry_after_s=STORAGE_RETRY_S) from None  # fmt: skip
+        raise InsufficientStorage(
+            f"the job cannot be stored: the server's disk is full ({exc})",
+            retry_after_s=STORAGE_RETRY_S,
+        ) from None
     if created:
         await jobs.refresh_outlook()
         jobs.wake()
@@ -191,10 +196,15 @@ async def list_jobs(request: Request) -> JSONResponse:
         int(raw), request.query_params.get("after"), tenant(request).scope
     )
     page = [jobs.with_outlook(job) for job in page]
-    return JSONResponse({
-        "object": "list", "data": page, "has_more": has_more,
-        "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
-    })  # fmt: skip
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": page,
+            "has_more": has_more,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+        }
+    )
 
 
 def no_job(job_id: str) -> NotFound:
@@ -254,8 +264,11 @@ async def item_audio(request: Request) -> Response:
             f"The result of item {raw} of job {job_id} is gone from the data directory.", param="n"
         )
     name = f"{item['id'] or item['index']}.{item['format']}"  # ITEM_ID: nothing to quote
-    return Response(data, media_type=formats.MEDIA_TYPES[item["format"]],
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})  # fmt: skip
+    return Response(
+        data,
+        media_type=formats.MEDIA_TYPES[item["format"]],
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
 
 
 async def item_captions(request: Request) -> Response:

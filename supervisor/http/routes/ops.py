@@ -103,5 +103,6 @@ async def purge_cache(request: Request) -> JSONResponse:
     and their bytes."""
     results, owner = services(request).results, tenant(request).scope
     deleted, size = (0, 0) if results is None else await asyncio.to_thread(results.purge, owner)
-    return JSONResponse({"object": "cache.purge", "enabled": results is not None,
-                         "deleted": deleted, "bytes": size})  # fmt: skip
+    return JSONResponse(
+        {"object": "cache.purge", "enabled": results is not None, "deleted": deleted, "bytes": size}
+    )

@@ -40,8 +40,14 @@ class Form:
         self.file_key = file_key
 
 
-async def read_form(request: Request, svc: Services, allowed: frozenset[str], *, multipart_only: bool,
-                    max_part_size: int = MAX_FIELD_BYTES) -> Form:  # fmt: skip
+async def read_form(
+    request: Request,
+    svc: Services,
+    allowed: frozenset[str],
+    *,
+    multipart_only: bool,
+    max_part_size: int = MAX_FIELD_BYTES,
+) -> Form:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     kinds = (
         ("multipart/form-data",)
@@ -52,8 +58,13 @@ async def read_form(request: Request, svc: Services, allowed: frozenset[str], *,
         raise UnsupportedMedia(
             f"this route takes a form ({' or '.join(kinds)}), not {content_type or 'a body without a Content-Type'}"
         )
-    form = await parse_form(request, multipart=content_type == "multipart/form-data", max_files=1,
-                            max_fields=MAX_FORM_FIELDS, max_part_size=max_part_size)  # fmt: skip
+    form = await parse_form(
+        request,
+        multipart=content_type == "multipart/form-data",
+        max_files=1,
+        max_fields=MAX_FORM_FIELDS,
+        max_part_size=max_part_size,
+    )
     try:
         fields: dict[str, str] = {}
         file: bytes | None = None
@@ -142,10 +153,16 @@ async def encode_reference(
 ) -> VoicePayload:
     """A clone prompt from an uploaded file, computed by a sidecar."""
     assert form.file is not None
-    future = svc.scheduler.submit_encode({
-        "audio": form.file, "encoding": "file", "sample_rate": 0, "ref_text": transcript, "preprocess": preprocess,
-        "max_duration_s": svc.settings.max_reference_s,
-    })  # fmt: skip
+    future = svc.scheduler.submit_encode(
+        {
+            "audio": form.file,
+            "encoding": "file",
+            "sample_rate": 0,
+            "ref_text": transcript,
+            "preprocess": preprocess,
+            "max_duration_s": svc.settings.max_reference_s,
+        }
+    )
     try:
         message = await until_disconnected(request, future)
     except InvalidRequest as exc:

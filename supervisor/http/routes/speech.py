@@ -131,8 +131,10 @@ class Deadline:
         try:
             return await asyncio.wait_for(work, max(0.0, self.at - time.monotonic()))
         except asyncio.TimeoutError:
-            raise RequestTimeout(f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
-                                 "what was left of it is cancelled") from None  # fmt: skip
+            raise RequestTimeout(
+                f"the request was not done within its request_timeout_s of {self.timeout_s:g} s; "
+                "what was left of it is cancelled"
+            ) from None
 
     async def pieces(self, pieces: AsyncGenerator[Piece, None]) -> AsyncGenerator[Piece, None]:
         """The pieces, each awaited within the deadline; closing this closes them."""
@@ -227,12 +229,19 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     return response
 
 
-async def _make(request: Request, svc: Services, speech: SpeechRequest, voice: Voice,
-                deadline: Deadline, flight: Flight | None) -> Response:  # fmt: skip
+async def _make(
+    request: Request,
+    svc: Services,
+    speech: SpeechRequest,
+    voice: Voice,
+    deadline: Deadline,
+    flight: Flight | None,
+) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask; a
     reproducible answer (`flight` given) is shared with its waiters and kept."""
-    synthesis = await service.start(svc, tenant(request), speech, voice,
-                                    first_short=streamed(speech))  # fmt: skip
+    synthesis = await service.start(
+        svc, tenant(request), speech, voice, first_short=streamed(speech)
+    )
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -300,9 +309,14 @@ def _keeper(
     return keep
 
 
-async def _loud(request: Request, synthesis: Synthesis, first: Piece,
-                rest: AsyncIterator[Piece], headers: dict[str, str],
-                keep: Callable[[bytes], None]) -> Response:  # fmt: skip
+async def _loud(
+    request: Request,
+    synthesis: Synthesis,
+    first: Piece,
+    rest: AsyncIterator[Piece],
+    headers: dict[str, str],
+    keep: Callable[[bytes], None],
+) -> Response:
     """An answer with a loudness target, measured over the whole output: every chunk first,
     then one file."""
     try:
@@ -317,8 +331,9 @@ async def _loud(request: Request, synthesis: Synthesis, first: Piece,
     keep(content)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
-        return SynthesisStream(synthesis, _sse_body(_once(content), synthesis),
-                               "text/event-stream", headers)  # fmt: skip
+        return SynthesisStream(
+            synthesis, _sse_body(_once(content), synthesis), "text/event-stream", headers
+        )
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 

@@ -222,8 +222,12 @@ class Session:
                 self.queue(None)
                 return True
             else:
-                await self.error(f"unknown message type {kind!r}: send session.config, "
-                                 "input.text, input.done or session.close", "invalid_message", "type")  # fmt: skip
+                await self.error(
+                    f"unknown message type {kind!r}: send session.config, "
+                    "input.text, input.done or session.close",
+                    "invalid_message",
+                    "type",
+                )
         except ServerError as exc:
             await self.error(exc.message, exc.code, exc.param)
         return None
@@ -231,8 +235,11 @@ class Session:
     async def authenticate(self, config: dict[str, Any] | None) -> bool | None:
         """A key in the first session.config (a browser's way); a wrong one ends the session."""
         if config is None:
-            await self.error("send the API key first: a session.config with 'api_key'",
-                             "invalid_api_key", "api_key")  # fmt: skip
+            await self.error(
+                "send the API key first: a session.config with 'api_key'",
+                "invalid_api_key",
+                "api_key",
+            )
             return None
         key = config.get("api_key")
         owner = stream_access.key_tenant(self.svc, key) if isinstance(key, str) else None
@@ -250,11 +257,14 @@ class Session:
 
     def configure(self, body: dict[str, Any]) -> None:
         if self.count or self.segmenter.text.strip():
-            raise InvalidRequest("session.config comes between utterances: end this one with "
-                                 "input.done first", param="type")  # fmt: skip
+            raise InvalidRequest(
+                "session.config comes between utterances: end this one with input.done first",
+                param="type",
+            )
         if "input" in body:
-            raise InvalidRequest("the text comes in input.text messages, not in session.config",
-                                 param="input")  # fmt: skip
+            raise InvalidRequest(
+                "the text comes in input.text messages, not in session.config", param="input"
+            )
         stream_audio = body.get("stream_audio", True)
         if not isinstance(stream_audio, bool):
             raise InvalidRequest("'stream_audio' must be true or false", param="stream_audio")
@@ -270,17 +280,23 @@ class Session:
             raise InvalidRequest("input.text needs 'text', a string", param="text")
         limit = self.svc.settings.stream_buffer_chars
         if self.buffered() + len(text) > limit:
-            error = InvalidRequest(f"this session holds {limit} characters not yet spoken "
-                                   "already; this text is dropped: read the audio, then send "
-                                   "more", param="text")  # fmt: skip
+            error = InvalidRequest(
+                f"this session holds {limit} characters not yet spoken "
+                "already; this text is dropped: read the audio, then send "
+                "more",
+                param="text",
+            )
             error.code = "buffer_full"
             raise error
         for segment in self.segmenter.feed(text):
             self.add(segment)
 
     def add(self, text: str) -> None:
-        self.queue(Segment(text, self.utterance, self.count, self.config, self.stream_audio,
-                           self.timed_words))  # fmt: skip
+        self.queue(
+            Segment(
+                text, self.utterance, self.count, self.config, self.stream_audio, self.timed_words
+            )
+        )
         self.count += 1
 
     def flush(self, ending: bool = True) -> None:
@@ -320,8 +336,9 @@ class Session:
         try:
             body = {**made.segment.config, "input": made.segment.text}
             request, voice = speech.parse(self.svc, self.owner, body)
-            synthesis = await service.start(self.svc, self.owner, request, voice,
-                                            first_short=not made.segment.index)  # fmt: skip
+            synthesis = await service.start(
+                self.svc, self.owner, request, voice, first_short=not made.segment.index
+            )
             timeout_s = request.request_timeout_s or self.svc.settings.request_timeout_s
             pcm: list[bytes] = []
             pieces = words.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
@@ -333,9 +350,14 @@ class Session:
                 made.frames.put_nowait(data)
             made.qa = synthesis.verdict.header()
             if made.segment.words and self.svc.asr is not None:
-                made.words = await words.pcm_words(self.svc.asr, pcm, first.sample_rate,
-                                                   made.segment.text, request.language,
-                                                   self.svc.settings.asr_timeout_s)  # fmt: skip
+                made.words = await words.pcm_words(
+                    self.svc.asr,
+                    pcm,
+                    first.sample_rate,
+                    made.segment.text,
+                    request.language,
+                    self.svc.settings.asr_timeout_s,
+                )
             made.frames.put_nowait(None)
         except ServerError as exc:
             made.frames.put_nowait(exc)
@@ -355,8 +377,13 @@ class Session:
                 await self.ws.close()
                 return
             if isinstance(item, UtteranceEnd):
-                await self.send({"type": "session.done", "utterance_index": item.utterance,
-                                 "total_sentences": item.count})  # fmt: skip
+                await self.send(
+                    {
+                        "type": "session.done",
+                        "utterance_index": item.utterance,
+                        "total_sentences": item.count,
+                    }
+                )
                 continue
             self.busy = True
             try:
@@ -375,9 +402,16 @@ class Session:
             or segment.config.get("response_format")
             or self.svc.settings.default_response_format
         )
-        await self.send({"type": "audio.start", "utterance_index": segment.utterance,
-                         "sentence_index": segment.index, "sentence_text": segment.text,
-                         "format": fmt, "sample_rate": made.rate})  # fmt: skip
+        await self.send(
+            {
+                "type": "audio.start",
+                "utterance_index": segment.utterance,
+                "sentence_index": segment.index,
+                "sentence_text": segment.text,
+                "format": fmt,
+                "sample_rate": made.rate,
+            }
+        )
         total, held, error = 0, bytearray(), None
         while (data := await made.frames.get()) is not None:
             if isinstance(data, ServerError):
@@ -390,6 +424,14 @@ class Session:
                 held += data
         if held:
             await self.send(bytes(held))
-        await self.send({"type": "audio.done", "utterance_index": segment.utterance,
-                         "sentence_index": segment.index, "total_bytes": total, "error": error,
-                         "qa": made.qa, **({"words": made.words} if made.words is not None else {})})  # fmt: skip
+        await self.send(
+            {
+                "type": "audio.done",
+                "utterance_index": segment.utterance,
+                "sentence_index": segment.index,
+                "total_bytes": total,
+                "error": error,
+                "qa": made.qa,
+                **({"words": made.words} if made.words is not None else {}),
+            }
+        )

@@ -75,8 +75,14 @@ def normalize(text: str, language: str | None) -> str:
 
 # What num2words raises for a number it cannot spell: past its largest name (10^306 in English,
 # less in some languages), or a form its language lacks (Arabic ordinals assert).
-_UNSPELLABLE = (ArithmeticError, KeyError, IndexError, ValueError, NotImplementedError,
-                AssertionError)  # fmt: skip
+_UNSPELLABLE = (
+    ArithmeticError,
+    KeyError,
+    IndexError,
+    ValueError,
+    NotImplementedError,
+    AssertionError,
+)
 
 
 def unreadable(number: object, lang: str) -> InvalidRequest:

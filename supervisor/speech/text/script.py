@@ -49,8 +49,10 @@ def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = N
     # Checked before normalising too: a lexicon's expansion is refused before it is worked on.
     cost.check_text(replace(script, spans=tuple(spans)), settings)
     if wanted:
-        spans = [replace(span, text=normalize(span.text, span.language or request.language))
-                 for span in spans]  # fmt: skip
+        spans = [
+            replace(span, text=normalize(span.text, span.language or request.language))
+            for span in spans
+        ]
     read = replace(script, spans=tuple(spans))
     cost.check_text(read, settings)
     return read

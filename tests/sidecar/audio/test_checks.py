@@ -28,8 +28,15 @@ def failing(audio: np.ndarray, text: str = TEXT, **kw: object) -> set[str]:
 
 def test_clean_speechlike_audio_passes_every_check() -> None:
     checks = run_checks(speechlike(2.5), RATE, TEXT, Thresholds())
-    assert set(checks) == {"finite", "clipping", "rms", "leading_silence", "trailing_silence",
-                           "internal_silence", "speech_rate"}  # fmt: skip
+    assert set(checks) == {
+        "finite",
+        "clipping",
+        "rms",
+        "leading_silence",
+        "trailing_silence",
+        "internal_silence",
+        "speech_rate",
+    }
     assert all(c["passed"] for c in checks.values()), checks
     assert checks["speech_rate"]["value"] == pytest.approx(7 / 2.5, abs=0.01)
 
@@ -78,8 +85,9 @@ def test_speech_rate_fails_too_long_and_too_short_and_follows_speed() -> None:
     assert failing(speechlike(12.0)) == {"speech_rate"}  # 0.58 words a second
     assert failing(speechlike(1.0)) == {"speech_rate"}  # 7 words a second
     assert failing(speechlike(1.0), speed=1.5) == set()  # fast reading asked for
-    assert "speech_rate" not in run_checks(speechlike(12.0), RATE, TEXT, Thresholds(),
-                                           duration_fixed=True)  # fmt: skip
+    assert "speech_rate" not in run_checks(
+        speechlike(12.0), RATE, TEXT, Thresholds(), duration_fixed=True
+    )
     assert "speech_rate" not in run_checks(speechlike(12.0), RATE, "Hello there.", Thresholds())
 
 
@@ -95,18 +103,27 @@ def test_thresholds_override_their_defaults_by_name_and_refuse_nonsense() -> Non
     changed = Thresholds.from_spec("max_internal_silence_s=3, min_rms_db=-50,min_rate_units=2")
     assert changed == Thresholds(max_internal_silence_s=3.0, min_rms_db=-50.0, min_rate_units=2)
     assert Thresholds.from_spec("") == Thresholds()
-    for spec, why in [("max_silence=3", "NAME=VALUE"), ("min_rms_db", "NAME=VALUE"),
-                      ("min_rms_db=loud", "number"), ("min_rms_db=3", "0 or below"),
-                      ("max_clipping=-1", "positive"), ("min_rate_units=2.5", "number")]:  # fmt: skip
+    for spec, why in [
+        ("max_silence=3", "NAME=VALUE"),
+        ("min_rms_db", "NAME=VALUE"),
+        ("min_rms_db=loud", "number"),
+        ("min_rms_db=3", "0 or below"),
+        ("max_clipping=-1", "positive"),
+        ("min_rate_units=2.5", "number"),
+    ]:
         with pytest.raises(ValueError, match=why):
             Thresholds.from_spec(spec)
 
 
 @pytest.mark.parametrize(
     ("name", "check"),
-    [("nan", "finite"), ("silence", "rms"), ("runaway", "internal_silence"),
-     ("length", "speech_rate")],
-)  # fmt: skip
+    [
+        ("nan", "finite"),
+        ("silence", "rms"),
+        ("runaway", "internal_silence"),
+        ("length", "speech_rate"),
+    ],
+)
 def test_each_output_fault_is_caught_and_hits_only_its_first_attempts(
     name: str, check: str
 ) -> None:

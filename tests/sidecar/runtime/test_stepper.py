@@ -30,8 +30,12 @@ def request(text: str, seed: int, **options: float) -> GenerationRequest:
 
 BULK = [request(f"Bulk sentence number {i} reads on.", seed=i) for i in range(4)]
 URGENT = [request("Answer me now.", seed=10), request("And me too, please.", seed=11)]
-LONG = request(" ".join(["A long sentence that goes on and on for a while."] * 6), seed=12,
-               audio_chunk_threshold=3.0, audio_chunk_duration=2.0)  # fmt: skip
+LONG = request(
+    " ".join(["A long sentence that goes on and on for a while."] * 6),
+    seed=12,
+    audio_chunk_threshold=3.0,
+    audio_chunk_duration=2.0,
+)
 
 
 def alone(model: OmniVoice, req: GenerationRequest) -> list[torch.Tensor]:

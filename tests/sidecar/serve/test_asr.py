@@ -69,8 +69,17 @@ class Asr:
 
 @pytest.fixture(scope="module")
 def asr(whisper_dir: Path) -> Iterator[Asr]:
-    argv = [sys.executable, "-m", "sidecar", "--engine", "whisper", "--model", str(whisper_dir),
-            "--qa-thresholds", "max_wer=100,max_divergent_run=1000"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sidecar",
+        "--engine",
+        "whisper",
+        "--model",
+        str(whisper_dir),
+        "--qa-thresholds",
+        "max_wer=100,max_divergent_run=1000",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     sidecar = Asr(proc)
@@ -95,8 +104,18 @@ def test_it_loads_through_transformers_and_reports_ready(asr: Asr) -> None:
 
 
 def test_a_transcription_is_compared_with_the_text_read(asr: Asr) -> None:
-    asr.send({"op": "transcribe", "batch": 1, "id": "a", "audio": pcm(2.0), "encoding": "s16le",
-              "sample_rate": 24000, "text": READ, "language": "en"})  # fmt: skip
+    asr.send(
+        {
+            "op": "transcribe",
+            "batch": 1,
+            "id": "a",
+            "audio": pcm(2.0),
+            "encoding": "s16le",
+            "sample_rate": 24000,
+            "text": READ,
+            "language": "en",
+        }
+    )
     transcript, done = asr.answers(1)
     assert transcript["op"] == "transcript" and transcript["id"] == "a" and done["op"] == "done"
     assert set(transcript["qa"]) == {"wer", "divergent_run"}
@@ -107,8 +126,18 @@ def test_a_transcription_is_compared_with_the_text_read(asr: Asr) -> None:
 
 
 def test_audio_over_30_s_is_heard_in_windows_each_one_a_heartbeat(asr: Asr) -> None:
-    asr.send({"op": "transcribe", "batch": 5, "id": "long", "audio": pcm(35.0),
-              "encoding": "s16le", "sample_rate": 24000, "text": READ, "language": None})  # fmt: skip
+    asr.send(
+        {
+            "op": "transcribe",
+            "batch": 5,
+            "id": "long",
+            "audio": pcm(35.0),
+            "encoding": "s16le",
+            "sample_rate": 24000,
+            "text": READ,
+            "language": None,
+        }
+    )
     frames = [asr.receive()]
     while frames[-1]["op"] != "done":
         frames.append(asr.receive())
@@ -117,16 +146,36 @@ def test_audio_over_30_s_is_heard_in_windows_each_one_a_heartbeat(asr: Asr) -> N
 
 
 def test_a_reference_file_without_a_text_is_only_transcribed(asr: Asr) -> None:
-    asr.send({"op": "transcribe", "batch": 2, "id": "ref", "audio": wav(3.0), "encoding": "file",
-              "sample_rate": 0, "text": "", "language": None})  # fmt: skip
+    asr.send(
+        {
+            "op": "transcribe",
+            "batch": 2,
+            "id": "ref",
+            "audio": wav(3.0),
+            "encoding": "file",
+            "sample_rate": 0,
+            "text": "",
+            "language": None,
+        }
+    )
     transcript, _done = asr.answers(2)
     assert transcript["op"] == "transcript" and transcript["qa"] == {}
     assert isinstance(transcript["text"], str)
 
 
 def test_undecodable_audio_and_generate_frames_are_refused_per_item(asr: Asr) -> None:
-    asr.send({"op": "transcribe", "batch": 3, "id": "junk", "audio": b"not audio",
-              "encoding": "file", "sample_rate": 0, "text": READ, "language": None})  # fmt: skip
+    asr.send(
+        {
+            "op": "transcribe",
+            "batch": 3,
+            "id": "junk",
+            "audio": b"not audio",
+            "encoding": "file",
+            "sample_rate": 0,
+            "text": READ,
+            "language": None,
+        }
+    )
     error, _done = asr.answers(3)
     assert error["op"] == "error" and error["id"] == "junk" and error["kind"] == "invalid_input"
     asr.send(
@@ -146,8 +195,12 @@ def test_make_checkpoint_kind_whisper_writes_what_transformers_loads(tmp_path: P
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors",
-                                               "generation_config.json", "tokenizer.json"}  # fmt: skip
+    assert {p.name for p in out.iterdir()} >= {
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+    }
     # Issue 37.5: the weights follow the umask like the rest (not safetensors' 0600), and the
     # command says one line, no progress bar.
     assert {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}["model.safetensors"] == 0o644
@@ -159,18 +212,31 @@ def test_make_checkpoint_kind_whisper_writes_what_transformers_loads(tmp_path: P
     assert full.returncode == 2 and "tiny only" in full.stderr
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (2.0, READ),  # cross-attention over the known text, a monotonic path through it
-    (0.05, READ),  # fewer 20 ms frames than tokens: each word its share
-    (35.0, READ),  # past one 30 s window: each word its share
-    (1.0, "One,   two\nthree."),  # words are what white space separates
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (2.0, READ),  # cross-attention over the known text, a monotonic path through it
+        (0.05, READ),  # fewer 20 ms frames than tokens: each word its share
+        (35.0, READ),  # past one 30 s window: each word its share
+        (1.0, "One,   two\nthree."),  # words are what white space separates
+    ],
+)
 def test_an_alignment_times_every_word_once_in_order_inside_the_audio(
     asr: Asr, seconds: float, text: str
 ) -> None:
     batch = 10 + int(seconds * 100)
-    asr.send({"op": "align", "batch": batch, "id": "seg", "audio": pcm(seconds),
-              "encoding": "s16le", "sample_rate": 24000, "text": text, "language": "en"})  # fmt: skip
+    asr.send(
+        {
+            "op": "align",
+            "batch": batch,
+            "id": "seg",
+            "audio": pcm(seconds),
+            "encoding": "s16le",
+            "sample_rate": 24000,
+            "text": text,
+            "language": "en",
+        }
+    )
     aligned, done = asr.answers(batch)
     assert aligned["op"] == "aligned" and aligned["id"] == "seg" and done["op"] == "done"
     timed = aligned["words"]

@@ -20,10 +20,24 @@ def test_a_port_in_use_is_one_line_and_status_2_before_a_sidecar_starts(tmp_path
         holder.listen()
         port = holder.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--host",
-             "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "serve",
+                "--engine",
+                "null",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         f"omnivoice-supervisor serve: port {port} is in use on 127.0.0.1 (another server?): "

@@ -12,8 +12,12 @@ from supervisor.settings import Settings, flag_of
 
 
 def serve_help(flag: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "supervisor", "serve", flag],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "serve", flag],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     return done.stdout
 

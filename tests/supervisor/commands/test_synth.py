@@ -30,8 +30,15 @@ def test_ids_default_to_the_line_number_and_blank_lines_are_skipped(tmp_path: Pa
 
 
 def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
-    path = manifest(tmp_path, '{"id": "a", "input": "x"}', "not json", '["a list"]', '{"id": "a", "input": "y"}',
-                    '{"id": "../up", "input": "z"}', '{"id": "f", "input": "z", "response_format": "m/p3"}')  # fmt: skip
+    path = manifest(
+        tmp_path,
+        '{"id": "a", "input": "x"}',
+        "not json",
+        '["a list"]',
+        '{"id": "a", "input": "y"}',
+        '{"id": "../up", "input": "z"}',
+        '{"id": "f", "input": "z", "response_format": "m/p3"}',
+    )
     with pytest.raises(ManifestError) as raised:
         read_manifest(path)
     problems = raised.value.problems

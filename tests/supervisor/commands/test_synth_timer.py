@@ -19,10 +19,22 @@ SYSTEMD_DIR = REPO_ROOT / "systemd"
 
 def install(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "supervisor", "install-service", "--files-only",
-         "--unit-dir", str(tmp_path), "--env-file", str(tmp_path / "omnivoice-supervisor"), *extra],
-        cwd=REPO_ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "install-service",
+            "--files-only",
+            "--unit-dir",
+            str(tmp_path),
+            "--env-file",
+            str(tmp_path / "omnivoice-supervisor"),
+            *extra,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_committed_units_are_the_templates() -> None:

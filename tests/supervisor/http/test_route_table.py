@@ -50,8 +50,11 @@ def test_the_version_is_the_package_metadata() -> None:
 
 def test_the_error_drawing_names_every_error_with_its_status() -> None:
     drawing = errors.__doc__ or ""
-    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
-               if issubclass(c, errors.ServerError)]  # fmt: skip
+    classes = [
+        c
+        for _, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, errors.ServerError)
+    ]
     for cls in classes:
         line = next((ln for ln in drawing.splitlines() if f" {cls.__name__} " in ln), None)
         assert line is not None, f"{cls.__name__} is missing from the drawing in errors.py"

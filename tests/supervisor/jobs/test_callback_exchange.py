@@ -56,8 +56,13 @@ async def run_until(sender: CallbackSender, settled: Any, within_s: float, what:
 
 
 def settings(**values: Any) -> Settings:
-    return Settings(engine="null", callback_allow=("127.0.0.1:*", "127.0.0.2:*"),
-                    callback_secret="s", callback_backoff_s=0.1, **values)  # fmt: skip
+    return Settings(
+        engine="null",
+        callback_allow=("127.0.0.1:*", "127.0.0.2:*"),
+        callback_secret="s",
+        callback_backoff_s=0.1,
+        **values,
+    )
 
 
 def test_a_trickling_receiver_fails_each_attempt_at_the_deadline(
@@ -74,8 +79,12 @@ def test_a_trickling_receiver_fails_each_attempt_at_the_deadline(
         sender = CallbackSender(config, store, lambda job: job)
         started = time.monotonic()
         try:
-            await run_until(sender, lambda: callback(store, job_id)["state"] != "pending", 60,
-                            "the trickled callback")  # fmt: skip
+            await run_until(
+                sender,
+                lambda: callback(store, job_id)["state"] != "pending",
+                60,
+                "the trickled callback",
+            )
         finally:
             await sender.close()
         return time.monotonic() - started
@@ -111,8 +120,12 @@ def test_a_gzip_answer_inflating_to_a_gibibyte_is_neither_read_nor_inflated(
     async def scenario() -> None:
         sender = CallbackSender(settings(), store, lambda job: job)
         try:
-            await run_until(sender, lambda: callback(store, job_id)["state"] != "pending", 60,
-                            "the gzip-answered callback")  # fmt: skip
+            await run_until(
+                sender,
+                lambda: callback(store, job_id)["state"] != "pending",
+                60,
+                "the gzip-answered callback",
+            )
         finally:
             await sender.close()
 
@@ -123,8 +136,12 @@ def test_a_gzip_answer_inflating_to_a_gibibyte_is_neither_read_nor_inflated(
     finally:
         done.set()
         sampler.join()
-    assert callback(store, job_id) == {"state": "delivered", "attempts": 1, "last_status": 200,
-                                       "last_error": None}  # fmt: skip
+    assert callback(store, job_id) == {
+        "state": "delivered",
+        "attempts": 1,
+        "last_status": 200,
+        "last_error": None,
+    }
     print(f"resident memory grew {(peak[0] - before) / 2**20:.1f} MiB at most")
     assert peak[0] - before < 32 * 2**20, f"grew {(peak[0] - before) / 2**20:.1f} MiB"
 
@@ -141,8 +158,12 @@ def test_slow_receivers_on_one_host_leave_slots_for_another_host(
     receivers.extend([slow, healthy])
     slow_jobs = [ended_job(store, slow.url()) for _ in range(6)]
     healthy_job = ended_job(store, healthy.url())
-    config = settings(callback_timeout_s=1.0, callback_attempts=1,
-                      callback_host_concurrency=2, callback_concurrency=3)  # fmt: skip
+    config = settings(
+        callback_timeout_s=1.0,
+        callback_attempts=1,
+        callback_host_concurrency=2,
+        callback_concurrency=3,
+    )
     waiting: list[int] = []
 
     def delivered() -> bool:
@@ -155,8 +176,12 @@ def test_slow_receivers_on_one_host_leave_slots_for_another_host(
         sender = CallbackSender(config, store, lambda job: job)
         try:
             await run_until(sender, delivered, 30, "the healthy host's callback")
-            await run_until(sender, lambda: all(callback(store, job)["state"] == "failed"
-                                                for job in slow_jobs), 60, "the slow callbacks")  # fmt: skip
+            await run_until(
+                sender,
+                lambda: all(callback(store, job)["state"] == "failed" for job in slow_jobs),
+                60,
+                "the slow callbacks",
+            )
         finally:
             await sender.close()
 
@@ -164,13 +189,23 @@ def test_slow_receivers_on_one_host_leave_slots_for_another_host(
     assert waiting[0] >= 4, f"only {waiting[0]} slow callbacks still waiting"
     for job in slow_jobs:
         assert callback(store, job) == {
-            "state": "failed", "attempts": 1, "last_status": None,
-            "last_error": "no answer within --callback-timeout-s (1 s)"}  # fmt: skip
+            "state": "failed",
+            "attempts": 1,
+            "last_status": None,
+            "last_error": "no answer within --callback-timeout-s (1 s)",
+        }
     assert slow.requests == 6 and healthy.requests == 1
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9/a\tb", "http://[127.0.0.1]:9/",
-                                 "http://127.0.0.1:9/\r\nX: 1", "http://10.0.0.1/"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/a\tb",
+        "http://[127.0.0.1]:9/",
+        "http://127.0.0.1:9/\r\nX: 1",
+        "http://10.0.0.1/",
+    ],
+)
 def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
     store: SqliteJobStore, url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -181,8 +216,12 @@ def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
     async def scenario() -> None:
         sender = CallbackSender(settings(callback_attempts=2), store, lambda job: job)
         try:
-            await run_until(sender, lambda: callback(store, job_id)["state"] != "pending", 30,
-                            "the refused callback")  # fmt: skip
+            await run_until(
+                sender,
+                lambda: callback(store, job_id)["state"] != "pending",
+                30,
+                "the refused callback",
+            )
         finally:
             await sender.close()
 
@@ -210,14 +249,22 @@ def test_a_summary_that_cannot_be_made_is_a_counted_attempt_then_failed(
     async def scenario() -> None:
         sender = CallbackSender(settings(callback_attempts=2), store, broken)
         try:
-            await run_until(sender, lambda: callback(store, job_id)["state"] != "pending", 30,
-                            "the unsummarised callback")  # fmt: skip
+            await run_until(
+                sender,
+                lambda: callback(store, job_id)["state"] != "pending",
+                30,
+                "the unsummarised callback",
+            )
         finally:
             await sender.close()
 
     with caplog.at_level(logging.INFO, logger="omnivoice.callbacks"):
         asyncio.run(scenario())
-    assert callback(store, job_id) == {"state": "failed", "attempts": 2, "last_status": None,
-                                       "last_error": "ValueError: no summary today"}  # fmt: skip
+    assert callback(store, job_id) == {
+        "state": "failed",
+        "attempts": 2,
+        "last_status": None,
+        "last_error": "ValueError: no summary today",
+    }
     lines = [r for r in caplog.records if r.name == "omnivoice.callbacks"]
     assert len(lines) == 2 and not any(r.exc_info for r in lines) and receiver.requests == 0

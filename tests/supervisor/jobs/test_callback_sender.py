@@ -39,8 +39,9 @@ def test_the_backoff_doubles_up_to_its_cap() -> None:
 def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
     store: SqliteJobStore, receiver: Webhook
 ) -> None:
-    settings = Settings(engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s",
-                        callback_backoff_s=0.5)  # fmt: skip
+    settings = Settings(
+        engine="null", callback_allow=("127.0.0.1:*",), callback_secret="s", callback_backoff_s=0.5
+    )
     job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
 
     async def scenario() -> None:

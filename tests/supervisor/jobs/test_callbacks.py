@@ -42,13 +42,28 @@ def test_callbacks_go_only_to_hosts_on_the_allow_list() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:9/a\tb", "http://127.0.0.1:9/\r\nX-Injected: 1", "http://127.0.0.1:9/\x00",
-     "http://127.0.0.1\x00.evil.net:9/", "http://127.0.0.1:9/\x7f", "http://127.0.0.1:9/\x85",
-     "http://127.0.0.1:9/\x1b", " http://127.0.0.1:9/", "http://127.0.0.1:9/ ", "http://127.0.0.1:9/a b",
-     "http://127.0.0.1:9/\u200b", "http://127.0.0.1:9/\u3000", "http://[127.0.0.1]/",
-     "http://[127.0.0.1]:9/", "http://127.0.0.1:9\\@evil.net/", "http://[::1:9/",
-     "http://127.0.0.1:9@evil.net/", "http://münchen.de/", "http:///x"],
-)  # fmt: skip
+    [
+        "http://127.0.0.1:9/a\tb",
+        "http://127.0.0.1:9/\r\nX-Injected: 1",
+        "http://127.0.0.1:9/\x00",
+        "http://127.0.0.1\x00.evil.net:9/",
+        "http://127.0.0.1:9/\x7f",
+        "http://127.0.0.1:9/\x85",
+        "http://127.0.0.1:9/\x1b",
+        " http://127.0.0.1:9/",
+        "http://127.0.0.1:9/ ",
+        "http://127.0.0.1:9/a b",
+        "http://127.0.0.1:9/\u200b",
+        "http://127.0.0.1:9/\u3000",
+        "http://[127.0.0.1]/",
+        "http://[127.0.0.1]:9/",
+        "http://127.0.0.1:9\\@evil.net/",
+        "http://[::1:9/",
+        "http://127.0.0.1:9@evil.net/",
+        "http://münchen.de/",
+        "http:///x",
+    ],
+)
 def test_a_url_the_sender_could_read_differently_is_a_400(url: str) -> None:
     """Control characters and whitespace anywhere, bracketed IPv4, credentials in disguise, and
     whatever httpx and urllib read as different hosts or ports: refused before it is stored."""
@@ -63,8 +78,16 @@ def test_allow_list_entries_are_host_host_port_or_host_any_port() -> None:
     assert allowed_entry("hooks.example.com:80") == Allowed("hooks.example.com", 80)
     assert allowed_entry("127.0.0.1:*") == Allowed("127.0.0.1", None, any_port=True)
     assert allowed_entry("[::1]:8080") == Allowed("::1", 8080)
-    for bad in ("", "http://a.example", "a.example/x", "a.example:99999", "a.example:1:*",
-                "u@a.example", "[127.0.0.1]", "a.example:x"):  # fmt: skip
+    for bad in (
+        "",
+        "http://a.example",
+        "a.example/x",
+        "a.example:99999",
+        "a.example:1:*",
+        "u@a.example",
+        "[127.0.0.1]",
+        "a.example:x",
+    ):
         with pytest.raises(ValueError):
             allowed_entry(bad)
     with pytest.raises(SettingsError, match="--callback-allow"):

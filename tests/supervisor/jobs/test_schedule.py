@@ -13,18 +13,30 @@ SIX_UTC = 1796104800.0  # 2026-12-01T06:00:00Z
 
 @pytest.mark.parametrize(
     "text",
-    ["2026-12-01T06:00:00Z", "2026-12-01t06:00:00z", "2026-12-01T07:00:00+01:00",
-     "2026-12-01 01:00:00-05:00", "2026-12-01T06:00:00.000000001Z"],
-)  # fmt: skip
+    [
+        "2026-12-01T06:00:00Z",
+        "2026-12-01t06:00:00z",
+        "2026-12-01T07:00:00+01:00",
+        "2026-12-01 01:00:00-05:00",
+        "2026-12-01T06:00:00.000000001Z",
+    ],
+)
 def test_rfc3339_times_with_any_offset_read_as_the_same_instant(text: str) -> None:
     assert parse_time(text, "not_before") == pytest.approx(SIX_UTC)
 
 
 @pytest.mark.parametrize(
     "value",
-    ["2026-12-01T06:00:00", "2026-12-01", "tomorrow", 1796104800, "2026-02-30T06:00:00Z",
-     "2026-12-01T25:00:00Z", None],
-)  # fmt: skip
+    [
+        "2026-12-01T06:00:00",
+        "2026-12-01",
+        "tomorrow",
+        1796104800,
+        "2026-02-30T06:00:00Z",
+        "2026-12-01T25:00:00Z",
+        None,
+    ],
+)
 def test_a_time_without_an_offset_or_not_a_time_is_a_400_naming_the_field(value: object) -> None:
     with pytest.raises(InvalidRequest) as raised:
         parse_time(value, "deadline")
@@ -67,9 +79,17 @@ def test_a_deadline_must_come_after_not_before() -> None:
 
 @pytest.mark.parametrize(
     "secret",
-    [None, 12345, "x" * 15, "x" * 257, "sixteen chars ok", "tab\tin-the-secret-here",
-     "caf\u00e9-secret-value-here", "line\nbreak-secret-value"],
-)  # fmt: skip
+    [
+        None,
+        12345,
+        "x" * 15,
+        "x" * 257,
+        "sixteen chars ok",
+        "tab\tin-the-secret-here",
+        "caf\u00e9-secret-value-here",
+        "line\nbreak-secret-value",
+    ],
+)
 def test_a_jobs_callback_secret_out_of_bounds_is_a_400_that_does_not_repeat_it(
     secret: object,
 ) -> None:
@@ -84,8 +104,9 @@ def test_a_jobs_callback_secret_out_of_bounds_is_a_400_that_does_not_repeat_it(
 
 def test_a_jobs_callback_secret_is_kept_hidden_and_needs_a_callback_url() -> None:
     secret = "w" * 16 + "!~" + "z" * 238  # 256 characters, the bounds' printable ASCII
-    when = job_schedule({"callback_url": "http://127.0.0.1/", "callback_secret": secret},
-                        ("127.0.0.1",))  # fmt: skip
+    when = job_schedule(
+        {"callback_url": "http://127.0.0.1/", "callback_secret": secret}, ("127.0.0.1",)
+    )
     assert when.callback_secret == secret and secret not in repr(when)
     assert when.fields()["callback_secret"] == secret  # counts in the Idempotency-Key digest
     with pytest.raises(InvalidRequest) as caught:

@@ -58,10 +58,12 @@ def test_the_database_is_in_wal_mode_and_the_job_is_on_disk_before_create_return
 
 def test_a_store_from_before_the_quality_checks_gains_its_qa_column(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / DB_NAME)
-    db.execute("CREATE TABLE items (job_id TEXT NOT NULL, n INTEGER NOT NULL, client_id TEXT, "
-               "request TEXT NOT NULL, format TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER "
-               "NOT NULL DEFAULT 0, started_at REAL, finished_at REAL, error TEXT, seed INTEGER, "
-               "audio_s REAL, PRIMARY KEY (job_id, n)) WITHOUT ROWID")  # fmt: skip
+    db.execute(
+        "CREATE TABLE items (job_id TEXT NOT NULL, n INTEGER NOT NULL, client_id TEXT, "
+        "request TEXT NOT NULL, format TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER "
+        "NOT NULL DEFAULT 0, started_at REAL, finished_at REAL, error TEXT, seed INTEGER, "
+        "audio_s REAL, PRIMARY KEY (job_id, n)) WITHOUT ROWID"
+    )
     db.close()
     opened = SqliteJobStore(tmp_path)
     try:

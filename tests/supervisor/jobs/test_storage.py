@@ -81,8 +81,11 @@ def test_captions_and_qa_are_kept_with_the_result_whether_it_passed_or_failed(
     keys = [c.key for c in store.queued(10)]
     assert store.claim(keys) == set(keys)
     passed = {"passed": True, "attempts": 2, "checks": {"rms": {"passed": True, "value": -20.0}}}
-    failed = {"passed": False, "attempts": 3,
-              "checks": {"finite": {"passed": False, "value": 7200.0}}}  # fmt: skip
+    failed = {
+        "passed": False,
+        "attempts": 3,
+        "checks": {"finite": {"passed": False, "value": 7200.0}},
+    }
     captions = {"srt": b"1\n00:00:00,000 --> 00:00:01,000\nHi.\n", "vtt": b"WEBVTT\n"}
     assert store.finish(keys[0], "wav", b"RIFF", 7, 1.5, beside=captions, qa=passed)
     assert store.finish(keys[1], "wav", b"RIFF2", 8, 1.0)
@@ -138,5 +141,9 @@ def test_a_callback_is_due_once_its_job_ended_and_each_attempt_is_recorded(
     store.callback_attempted(job_id, 200, None, "delivered", None)  # no longer pending: no change
     view = store.job(job_id, with_items=False)
     assert view is not None and view["callback"] == {
-        "state": "delivered", "attempts": 2, "last_status": 200, "last_error": None}  # fmt: skip
+        "state": "delivered",
+        "attempts": 2,
+        "last_status": 200,
+        "last_error": None,
+    }
     assert store.callbacks_due(time.time() + 3600) == [] and store.backlog() == []

@@ -8,8 +8,13 @@ import pytest
 from supervisor.jobs.timeline import Pending, at_risk, finishes, item_audio_s
 
 
-def job(job_id: str, seq: int, audio_s: float, not_before: float | None = None,
-        deadline: float | None = None) -> Pending:  # fmt: skip
+def job(
+    job_id: str,
+    seq: int,
+    audio_s: float,
+    not_before: float | None = None,
+    deadline: float | None = None,
+) -> Pending:
     return Pending(job_id, seq, not_before, deadline, audio_s)
 
 

@@ -254,12 +254,15 @@ def test_help_lists_every_alias_flag_and_variable() -> None:
         assert name in text.replace(" ", "").replace(",", ", ") or name in text, name
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--gpu-inferer", "0"], "--gpu-inferer"),
-    (["--log-run-id", "r"], "set --log-dir"),
-    (["--log-dir", "/l", "--log-run-id", "latest"], "plain folder name"),
-    (["--log-dir", "/l", "--log-run-id", "a/b"], "plain folder name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpu-inferer", "0"], "--gpu-inferer"),
+        (["--log-run-id", "r"], "set --log-dir"),
+        (["--log-dir", "/l", "--log-run-id", "latest"], "plain folder name"),
+        (["--log-dir", "/l", "--log-run-id", "a/b"], "plain folder name"),
+    ],
+)
 def test_bad_migration_values_name_the_setting(argv: list[str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         parse(["--engine", "null", *argv])

@@ -133,15 +133,25 @@ def test_callback_hosts_repeat_and_need_a_secret_that_health_never_shows() -> No
     parser = argparse.ArgumentParser()
     Settings.add_arguments(parser)
     namespace = parser.parse_args(
-        ["--callback-allow", "hooks.example.com", "--callback-allow", "127.0.0.1",
-         "--callback-secret", "whsec-hidden"]
-    )  # fmt: skip
+        [
+            "--callback-allow",
+            "hooks.example.com",
+            "--callback-allow",
+            "127.0.0.1",
+            "--callback-secret",
+            "whsec-hidden",
+        ]
+    )
     settings = Settings.from_namespace(namespace, environ={"OMNIVOICE_ENGINE": "null"})
     assert settings.callback_allow == ("hooks.example.com", "127.0.0.1")
     assert "whsec-hidden" not in str(settings.public())
-    from_env = Settings.from_sources(environ={
-        "OMNIVOICE_ENGINE": "null", "OMNIVOICE_CALLBACK_ALLOW": "a.example, b.example",
-        "OMNIVOICE_CALLBACK_SECRET": "s"})  # fmt: skip
+    from_env = Settings.from_sources(
+        environ={
+            "OMNIVOICE_ENGINE": "null",
+            "OMNIVOICE_CALLBACK_ALLOW": "a.example, b.example",
+            "OMNIVOICE_CALLBACK_SECRET": "s",
+        }
+    )
     assert from_env.callback_allow == ("a.example", "b.example")
     with pytest.raises(SettingsError, match="--callback-allow needs --callback-secret"):
         Settings(engine="null", callback_allow=("hooks.example.com",))

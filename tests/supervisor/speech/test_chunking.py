@@ -18,9 +18,11 @@ from supervisor.speech.chunking import (
     split_text,
 )
 
-EN = ("The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
-      "Nobody else was there; the boats rocked gently in the grey water. He sat on the bench and waited for the "
-      "ferry, which was late again, as it had been every day that week. ")  # fmt: skip
+EN = (
+    "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
+    "Nobody else was there; the boats rocked gently in the grey water. He sat on the bench and waited for the "
+    "ferry, which was late again, as it had been every day that week. "
+)
 ZH = "今天天气很好，我们一起去公园散步吧。公园里有很多花，红的、黄的、白的，非常漂亮。孩子们在草地上玩耍，老人们在树下下棋。"
 JA = "今日はとても良い天気です。私たちは公園へ散歩に行きました。花がたくさん咲いていて、とてもきれいでした。"
 KO = "오늘은 날씨가 정말 좋습니다. 우리 함께 공원에 산책하러 가요. 공원에는 꽃이 많이 있어요. "
@@ -41,9 +43,17 @@ def balance(chunks: list[str]) -> float:
 
 @pytest.mark.parametrize(
     ("name", "text"),
-    [("english", EN * 6), ("chinese", ZH * 6), ("japanese", JA * 8), ("korean", KO * 10), ("thai", TH * 10),
-     ("mixed", MIXED * 5), ("no punctuation", "word " * 400), ("one giant word", "x" * 3000)],
-)  # fmt: skip
+    [
+        ("english", EN * 6),
+        ("chinese", ZH * 6),
+        ("japanese", JA * 8),
+        ("korean", KO * 10),
+        ("thai", TH * 10),
+        ("mixed", MIXED * 5),
+        ("no punctuation", "word " * 400),
+        ("one giant word", "x" * 3000),
+    ],
+)
 def test_long_text_becomes_balanced_chunks_below_the_runtime_threshold(
     name: str, text: str
 ) -> None:
@@ -107,8 +117,14 @@ def test_speed_and_voice_change_the_estimate() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.characters(codec="utf-8", categories=("L", "M", "N", "P", "Z", "S")), min_size=1, max_size=600),
-       st.floats(min_value=1.0, max_value=20.0))  # fmt: skip
+@given(
+    st.text(
+        alphabet=st.characters(codec="utf-8", categories=("L", "M", "N", "P", "Z", "S")),
+        min_size=1,
+        max_size=600,
+    ),
+    st.floats(min_value=1.0, max_value=20.0),
+)
 def test_any_text_is_split_without_loss(text: str, chunk_s: float) -> None:
     chunks = split_text(text, chunk_s)
     assert squash("".join(chunks)) == squash(text)

@@ -29,8 +29,14 @@ RATE = 24000
 SAMPLES_PER_FRAME = RATE // FRAME_RATE
 SETTINGS = Settings(engine="null", max_input_chars=600, max_request_audio_s=90.0)
 # What a refusal on the way in may be: each a 4xx naming what to change.
-REFUSALS = {"input_too_long", "audio_too_long", "unreadable_number", "invalid_ssml",
-            "string_above_max_length", "invalid_request"}  # fmt: skip
+REFUSALS = {
+    "input_too_long",
+    "audio_too_long",
+    "unreadable_number",
+    "invalid_ssml",
+    "string_above_max_length",
+    "invalid_request",
+}
 
 
 def read(body: dict[str, Any], lexicon: Lexicon | None = None, capacity: int = 1) -> Synthesis:
@@ -65,18 +71,29 @@ def produce(synthesis: Synthesis) -> int:
                 frames = (
                     int(item["duration"] * FRAME_RATE)
                     if item.get("duration")
-                    else target_tokens(item["text"], voice["ref_text"] if voice else None,
-                                       voice["tokens"]["shape"][1] if voice else None,
-                                       speed=item.get("speed"))
-                )  # fmt: skip
+                    else target_tokens(
+                        item["text"],
+                        voice["ref_text"] if voice else None,
+                        voice["tokens"]["shape"][1] if voice else None,
+                        speed=item.get("speed"),
+                    )
+                )
                 assert SPEED_RANGE[0] <= item.get("speed", 1.0) <= SPEED_RANGE[1]
                 padding = round(cost.CHUNK_PAD_S * RATE)  # the sidecar's zeros at both ends
                 audio = bytes(2 * (frames * SAMPLES_PER_FRAME + padding))
                 tokens = [{"shape": [1, frames], "data": bytes(2 * frames)}]
-                scheduler.resolve(task, {"op": "result", "id": task.id, "audio": audio,
-                                         "sample_rate": RATE, "seed": item["seed"],
-                                         "tokens": tokens if item.get("return_tokens") else [],
-                                         "timings": {}})  # fmt: skip
+                scheduler.resolve(
+                    task,
+                    {
+                        "op": "result",
+                        "id": task.id,
+                        "audio": audio,
+                        "sample_rate": RATE,
+                        "seed": item["seed"],
+                        "tokens": tokens if item.get("return_tokens") else [],
+                        "timings": {},
+                    },
+                )
         await consumer
         return total
 
@@ -94,8 +111,11 @@ def refused(body: dict[str, Any], lexicon: Lexicon | None = None) -> InvalidRequ
 
 def test_silence_counts_a_break_heavy_request_is_refused() -> None:
     """210 breaks of 10 s (once a 201 MB WAV at 48 kHz) are 2,100 s of silence: refused."""
-    body = {"input": "<speak>a" + '<break time="10s"/>' * 30 + "</speak>", "sample_rate": 48000,
-            "response_format": "wav"}  # fmt: skip
+    body = {
+        "input": "<speak>a" + '<break time="10s"/>' * 30 + "</speak>",
+        "sample_rate": 48000,
+        "response_format": "wav",
+    }
     error = refused(body)
     assert error.status == 400 and error.code == "audio_too_long"
     assert "300 s of pauses" in error.message
@@ -170,8 +190,25 @@ def test_the_longest_duration_is_one_request() -> None:
 
 # ---------------------------------------------------------------- the property
 
-WORDS = st.sampled_from(["one", "two", "harbour", "quiet", "a", "Mr.", "3", "42", "1999",
-                         "$5", "10 km", "50%", "3rd", "9" * 40, "1" + "0" * 310])  # fmt: skip
+WORDS = st.sampled_from(
+    [
+        "one",
+        "two",
+        "harbour",
+        "quiet",
+        "a",
+        "Mr.",
+        "3",
+        "42",
+        "1999",
+        "$5",
+        "10 km",
+        "50%",
+        "3rd",
+        "9" * 40,
+        "1" + "0" * 310,
+    ]
+)
 
 
 def _text() -> st.SearchStrategy[str]:
@@ -185,10 +222,13 @@ def _leaf() -> st.SearchStrategy[str]:
         st.builds(lambda v, u: f'<break time="{v}{u}"/>', st.integers(0, 10), st.just("s")),
         st.builds(lambda v: f'<break time="{v}ms"/>', st.integers(0, 10_000)),
         st.sampled_from(["weak", "x-strong"]).map(lambda s: f'<break strength="{s}"/>'),
-        st.builds(lambda how, d: f'<say-as interpret-as="{how}">{d}</say-as>',
-                  st.sampled_from(["cardinal", "ordinal", "telephone", "characters"]), digits),
+        st.builds(
+            lambda how, d: f'<say-as interpret-as="{how}">{d}</say-as>',
+            st.sampled_from(["cardinal", "ordinal", "telephone", "characters"]),
+            digits,
+        ),
         _text().map(lambda t: f'<sub alias="{t}">x</sub>'),
-    )  # fmt: skip
+    )
 
 
 def _ssml() -> st.SearchStrategy[str]:
@@ -212,9 +252,12 @@ def _dialogue() -> st.SearchStrategy[str]:
 BODIES = st.one_of(
     st.fixed_dictionaries(
         {"input": _ssml()},
-        optional={"speed": st.sampled_from([0.25, 0.5, 1.0, 4.0]), "normalize": st.booleans(),
-                  "sample_rate": st.sampled_from([8000, 48000]),
-                  "language": st.sampled_from(["en", "de", "es", "zh", "ar", "ru"])},
+        optional={
+            "speed": st.sampled_from([0.25, 0.5, 1.0, 4.0]),
+            "normalize": st.booleans(),
+            "sample_rate": st.sampled_from([8000, 48000]),
+            "language": st.sampled_from(["en", "de", "es", "zh", "ar", "ru"]),
+        },
     ),
     st.fixed_dictionaries(
         {"input": _dialogue(), "dialogue": st.just(True), "pause_ms": st.integers(0, 10_000)},
@@ -222,10 +265,13 @@ BODIES = st.one_of(
     ),
     st.fixed_dictionaries(
         {"input": _text()},
-        optional={"speed": st.sampled_from([0.25, 1.0]), "normalize": st.booleans(),
-                  "duration": st.sampled_from([1.0, 600.0])},
+        optional={
+            "speed": st.sampled_from([0.25, 1.0]),
+            "normalize": st.booleans(),
+            "duration": st.sampled_from([1.0, 600.0]),
+        },
     ),
-)  # fmt: skip
+)
 LEXICONS = st.none() | st.dictionaries(
     st.sampled_from(["one", "two", "harbour", "a", "x"]),
     st.text("abc ", min_size=1, max_size=200).filter(str.strip),

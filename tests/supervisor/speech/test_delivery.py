@@ -60,8 +60,12 @@ def av_decode(data: bytes) -> tuple[str, int, int]:
 
 @pytest.mark.parametrize(
     ("loudness", "lufs", "ceiling"),
-    [("podcast", -16.0, -1.0), ("broadcast", -23.0, -1.0), ({"lufs": -12, "true_peak_db": -2}, -12.0, -2.0)],
-)  # fmt: skip
+    [
+        ("podcast", -16.0, -1.0),
+        ("broadcast", -23.0, -1.0),
+        ({"lufs": -12, "true_peak_db": -2}, -12.0, -2.0),
+    ],
+)
 def test_loudness_reaches_its_target_by_an_independent_meter(
     loudness: object, lufs: float, ceiling: float
 ) -> None:
@@ -103,9 +107,13 @@ def test_silence_is_left_as_it_is() -> None:
 # ---------------------------------------------------------------- G.711 and sample rates
 
 
-@pytest.mark.parametrize(("fmt", "tag", "subtype", "codec"), [
-    ("mulaw", 7, "ULAW", "pcm_mulaw"), ("alaw", 6, "ALAW", "pcm_alaw"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "tag", "subtype", "codec"),
+    [
+        ("mulaw", 7, "ULAW", "pcm_mulaw"),
+        ("alaw", 6, "ALAW", "pcm_alaw"),
+    ],
+)
 def test_g711_is_a_wav_at_8_khz_in_two_decoders(
     fmt: str, tag: int, subtype: str, codec: str
 ) -> None:
@@ -169,21 +177,32 @@ def test_streamed_resampling_matches_the_whole_file() -> None:
 # ---------------------------------------------------------------- bad values
 
 
-@pytest.mark.parametrize(("fields", "param", "says"), [
-    ({"sample_rate": 7999}, "sample_rate", "between 8000 and 48000"),
-    ({"sample_rate": 48001}, "sample_rate", "between 8000 and 48000"),
-    ({"sample_rate": "16000"}, "sample_rate", "expected an integer"),
-    ({"sample_rate": 16000.0}, "sample_rate", "expected an integer"),
-    ({"sample_rate": 44100, "response_format": "opus"}, "sample_rate", "cannot be encoded as opus"),
-    ({"sample_rate": 10000, "response_format": "mp3"}, "sample_rate", "cannot be encoded as mp3"),
-    ({"loudness": "loud"}, "loudness", "got 'loud'"),
-    ({"loudness": -16}, "loudness", "got int"),
-    ({"loudness": {"lufs": -3}}, "loudness", "'lufs' is -3"),
-    ({"loudness": {"lufs": "-16"}}, "loudness", "'lufs' is '-16'"),
-    ({"loudness": {"lufs": -16, "true_peak_db": 1}}, "loudness", "'true_peak_db' is 1"),
-    ({"loudness": {"lufs": -16, "peak": -1}}, "loudness", "unknown key(s) peak"),
-    ({"response_format": "ulaw"}, "response_format", "mulaw, alaw"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fields", "param", "says"),
+    [
+        ({"sample_rate": 7999}, "sample_rate", "between 8000 and 48000"),
+        ({"sample_rate": 48001}, "sample_rate", "between 8000 and 48000"),
+        ({"sample_rate": "16000"}, "sample_rate", "expected an integer"),
+        ({"sample_rate": 16000.0}, "sample_rate", "expected an integer"),
+        (
+            {"sample_rate": 44100, "response_format": "opus"},
+            "sample_rate",
+            "cannot be encoded as opus",
+        ),
+        (
+            {"sample_rate": 10000, "response_format": "mp3"},
+            "sample_rate",
+            "cannot be encoded as mp3",
+        ),
+        ({"loudness": "loud"}, "loudness", "got 'loud'"),
+        ({"loudness": -16}, "loudness", "got int"),
+        ({"loudness": {"lufs": -3}}, "loudness", "'lufs' is -3"),
+        ({"loudness": {"lufs": "-16"}}, "loudness", "'lufs' is '-16'"),
+        ({"loudness": {"lufs": -16, "true_peak_db": 1}}, "loudness", "'true_peak_db' is 1"),
+        ({"loudness": {"lufs": -16, "peak": -1}}, "loudness", "unknown key(s) peak"),
+        ({"response_format": "ulaw"}, "response_format", "mulaw, alaw"),
+    ],
+)
 def test_bad_delivery_values_are_clear_400s(
     fields: dict[str, object], param: str, says: str
 ) -> None:

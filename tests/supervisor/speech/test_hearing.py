@@ -11,8 +11,13 @@ from supervisor.settings import Settings
 from supervisor.speech.hearing import Hearing
 from supervisor.supervision.scheduler import Priority, Scheduler
 
-FIELDS = {"audio": b"\0\0" * 240, "encoding": "s16le", "sample_rate": 24000, "text": "hi",
-          "language": None}  # fmt: skip
+FIELDS = {
+    "audio": b"\0\0" * 240,
+    "encoding": "s16le",
+    "sample_rate": 24000,
+    "text": "hi",
+    "language": None,
+}
 
 
 def hearing(sidecars: list[dict[str, Any]], now: list[float]) -> tuple[Hearing, Scheduler]:

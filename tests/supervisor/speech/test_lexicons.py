@@ -14,8 +14,18 @@ from supervisor.speech.lexicons import Lexicon, LexiconStore, parse
 from supervisor.speech.synthesis import Voice
 from tests.helpers.synthesis_driver import drive
 
-BRANDS = Lexicon("brands", "en", {"SQL": "sequel", "Dr.": "Drive", "2024": "twenty-four", "OmniVoice": "omni voice",
-                                  "北京": "Beijing"}, 0)  # fmt: skip
+BRANDS = Lexicon(
+    "brands",
+    "en",
+    {
+        "SQL": "sequel",
+        "Dr.": "Drive",
+        "2024": "twenty-four",
+        "OmniVoice": "omni voice",
+        "北京": "Beijing",
+    },
+    0,
+)
 
 
 def texts(body: dict[str, Any], lexicon: Lexicon | None = BRANDS) -> list[str]:
@@ -84,19 +94,22 @@ def test_the_store_keeps_lexicons_on_disk(tmp_path: Path) -> None:
         store.delete("brands")
 
 
-@pytest.mark.parametrize(("name", "body", "param"), [
-    ("bad name!", {"language": "en", "entries": {}}, "name"),
-    ("x", {"entries": {}}, "language"),
-    ("x", {"language": "xx-nonsense", "entries": {}}, "language"),
-    ("x", {"language": "en"}, "entries"),
-    ("x", {"language": "en", "entries": ["SQL"]}, "entries"),
-    ("x", {"language": "en", "entries": {"SQL": 3}}, "entries"),
-    ("x", {"language": "en", "entries": {" SQL": "sequel"}}, "entries"),
-    ("x", {"language": "en", "entries": {"SQL": ""}}, "entries"),
-    ("x", {"language": "en", "entries": {}, "speaker": "alloy"}, "speaker"),
-    ("x", {"language": "en", "entries": {}, "voice": " "}, "voice"),
-    ("x", {"language": "en", "entries": {}, "voice": 3}, "voice"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "body", "param"),
+    [
+        ("bad name!", {"language": "en", "entries": {}}, "name"),
+        ("x", {"entries": {}}, "language"),
+        ("x", {"language": "xx-nonsense", "entries": {}}, "language"),
+        ("x", {"language": "en"}, "entries"),
+        ("x", {"language": "en", "entries": ["SQL"]}, "entries"),
+        ("x", {"language": "en", "entries": {"SQL": 3}}, "entries"),
+        ("x", {"language": "en", "entries": {" SQL": "sequel"}}, "entries"),
+        ("x", {"language": "en", "entries": {"SQL": ""}}, "entries"),
+        ("x", {"language": "en", "entries": {}, "speaker": "alloy"}, "speaker"),
+        ("x", {"language": "en", "entries": {}, "voice": " "}, "voice"),
+        ("x", {"language": "en", "entries": {}, "voice": 3}, "voice"),
+    ],
+)
 def test_a_bad_lexicon_is_a_400_naming_the_field(
     name: str, body: dict[str, Any], param: str
 ) -> None:

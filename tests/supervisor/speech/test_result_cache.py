@@ -122,17 +122,34 @@ def request(**fields: object) -> schemas.SpeechRequest:
     return schemas.speech_request({"input": "Hello there.", "seed": 5, **fields}, SETTINGS)
 
 
-def key(speech: schemas.SpeechRequest, voice: Voice = NO_VOICE, settings: Settings = SETTINGS,
-        identity: str = "ckpt") -> str:  # fmt: skip
+def key(
+    speech: schemas.SpeechRequest,
+    voice: Voice = NO_VOICE,
+    settings: Settings = SETTINGS,
+    identity: str = "ckpt",
+) -> str:
     return result_cache.key(identity, speech, voice, settings, "speech")
 
 
-@pytest.mark.parametrize("change", [
-    {"input": "Hello there!"}, {"seed": 6}, {"num_step": 8}, {"guidance_scale": 3.0},
-    {"response_format": "flac"}, {"sample_rate": 16000}, {"loudness": "podcast"},
-    {"loudness": {"lufs": -16, "true_peak_db": -2}}, {"speed": 1.1}, {"language": "en"},
-    {"duration": 2.0}, {"denoise": False}, {"chunk_mode": "sequential"}, {"chunk_duration": 3.0},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"input": "Hello there!"},
+        {"seed": 6},
+        {"num_step": 8},
+        {"guidance_scale": 3.0},
+        {"response_format": "flac"},
+        {"sample_rate": 16000},
+        {"loudness": "podcast"},
+        {"loudness": {"lufs": -16, "true_peak_db": -2}},
+        {"speed": 1.1},
+        {"language": "en"},
+        {"duration": 2.0},
+        {"denoise": False},
+        {"chunk_mode": "sequential"},
+        {"chunk_duration": 3.0},
+    ],
+)
 def test_every_input_that_shapes_the_audio_changes_the_key(change: dict[str, object]) -> None:
     assert key(request(**change)) != key(request())
 

@@ -39,9 +39,21 @@ def test_defaults_follow_openai_and_the_settings() -> None:
 
 
 def test_every_field_accepted() -> None:
-    r = parse(model="tts-1-hd", voice={"id": "Alloy"}, instructions=" male, british accent ", response_format="opus",
-              speed=0.25, stream_format="sse", language="German", num_step=128, guidance_scale=0, duration=600,
-              chunk_mode="sequential", seed=2**63 - 1, denoise=False)  # fmt: skip
+    r = parse(
+        model="tts-1-hd",
+        voice={"id": "Alloy"},
+        instructions=" male, british accent ",
+        response_format="opus",
+        speed=0.25,
+        stream_format="sse",
+        language="German",
+        num_step=128,
+        guidance_scale=0,
+        duration=600,
+        chunk_mode="sequential",
+        seed=2**63 - 1,
+        denoise=False,
+    )
     assert (r.voice, r.instructions, r.language, r.speed, r.duration, r.denoise) == (
         "alloy",
         "male, british accent",
@@ -52,8 +64,19 @@ def test_every_field_accepted() -> None:
     )
 
 
-@pytest.mark.parametrize(("value", "expected"), [("en", "en"), ("EN", "en"), ("en-US", "en"), ("english", "en"),
-                                                 ("Chinese", "zh"), ("auto", None), ("", None), (None, None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("en", "en"),
+        ("EN", "en"),
+        ("en-US", "en"),
+        ("english", "en"),
+        ("Chinese", "zh"),
+        ("auto", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_languages_by_id_or_name(value: str | None, expected: str | None) -> None:
     assert parse(language=value).language == expected
 
@@ -216,16 +239,37 @@ def test_strict_instructions_refuse_what_is_not_design_items(
         )
 
 
-@pytest.mark.parametrize(("instructions", "design", "header"), [
-    ("Speak in a cheerful and positive tone.", None, "used=; ignored=Speak in a cheerful and positive tone."),
-    ("A female voice with low pitch. Speak in a cheerful tone.", "female, low pitch",
-     "used=female,low pitch; ignored=Speak in a cheerful tone."),
-    ("Whisper like an old man with a British accent", "whisper, elderly, male, british accent",
-     "used=whisper,elderly,male,british accent; ignored="),
-    ("male, female", "male", "used=male; ignored=female"),
-    ("A very high pitch, 30-year-old woman", "very high pitch, female", "used=very high pitch,female; ignored="),
-    ("女声，河南话，温柔一点", "女, 河南话", "used=%E5%A5%B3,%E6%B2%B3%E5%8D%97%E8%AF%9D; ignored=%E6%B8%A9%E6%9F%94%E4%B8%80%E7%82%B9"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("instructions", "design", "header"),
+    [
+        (
+            "Speak in a cheerful and positive tone.",
+            None,
+            "used=; ignored=Speak in a cheerful and positive tone.",
+        ),
+        (
+            "A female voice with low pitch. Speak in a cheerful tone.",
+            "female, low pitch",
+            "used=female,low pitch; ignored=Speak in a cheerful tone.",
+        ),
+        (
+            "Whisper like an old man with a British accent",
+            "whisper, elderly, male, british accent",
+            "used=whisper,elderly,male,british accent; ignored=",
+        ),
+        ("male, female", "male", "used=male; ignored=female"),
+        (
+            "A very high pitch, 30-year-old woman",
+            "very high pitch, female",
+            "used=very high pitch,female; ignored=",
+        ),
+        (
+            "女声，河南话，温柔一点",
+            "女, 河南话",
+            "used=%E5%A5%B3,%E6%B2%B3%E5%8D%97%E8%AF%9D; ignored=%E6%B8%A9%E6%9F%94%E4%B8%80%E7%82%B9",
+        ),
+    ],
+)
 def test_free_form_instructions_use_the_items_they_name(
     instructions: str, design: str | None, header: str
 ) -> None:

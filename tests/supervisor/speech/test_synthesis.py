@@ -54,8 +54,17 @@ def answer(batch: Batch) -> list[dict[str, Any]]:
     results = []
     for task in batch.tasks:
         item = task.payload
-        results.append({"op": "result", "id": item["id"], "audio": b"\0\0" * 2400, "sample_rate": 24000, "seed": item["seed"],
-                        "tokens": [tokens_of(item)] if item.get("return_tokens") else [], "timings": {}})  # fmt: skip
+        results.append(
+            {
+                "op": "result",
+                "id": item["id"],
+                "audio": b"\0\0" * 2400,
+                "sample_rate": 24000,
+                "seed": item["seed"],
+                "tokens": [tokens_of(item)] if item.get("return_tokens") else [],
+                "timings": {},
+            }
+        )
     return results
 
 
@@ -260,8 +269,10 @@ def spoiled_until(chunk: int, attempts: int) -> Callable[[dict[str, Any]], dict[
 
     def judge(item: dict[str, Any]) -> dict[str, Any]:
         bad = chunk_of(item["id"]) == chunk and item.get("attempt", 1) <= attempts
-        return {"rms": {"passed": True, "value": -20.0},
-                "internal_silence": {"passed": not bad, "value": 2.5 if bad else 0.1}}  # fmt: skip
+        return {
+            "rms": {"passed": True, "value": -20.0},
+            "internal_silence": {"passed": not bad, "value": 2.5 if bad else 0.1},
+        }
 
     return judge
 
@@ -312,9 +323,11 @@ def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retr
         assert verdict.summary() == {
             "passed": False,
             "attempts": retries + 1,
-            "checks": {"rms": {"passed": True, "value": -20.0},
-                       "internal_silence": {"passed": False, "value": 2.5}},
-        }  # fmt: skip
+            "checks": {
+                "rms": {"passed": True, "value": -20.0},
+                "internal_silence": {"passed": False, "value": 2.5},
+            },
+        }
         assert "internal_silence (2.5)" in verdict.reason()
         assert counter(metrics.qa_failed) == failed_before + 1
 
@@ -325,8 +338,13 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
     async def scenario() -> None:
         scheduler, asr = Scheduler(Settings(engine="null")), Scheduler(Settings(engine="null"))
         ready = [{"state": "ready", "restarts": 0}]
-        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0,
-                              asr=Hearing(asr, lambda: ready, 60.0, 60.0))  # fmt: skip
+        synthesis = Synthesis(
+            scheduler,
+            request(input="Short text to say."),
+            Voice(),
+            5.0,
+            asr=Hearing(asr, lambda: ready, 60.0, 60.0),
+        )
         heard: list[dict[str, Any]] = []
 
         async def listen() -> None:  # the ASR sidecar: the first attempt's words diverge
@@ -338,8 +356,10 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
                 (task,) = batch.tasks
                 heard.append(task.payload)
                 bad = len(heard) == 1
-                checks = {"wer": {"passed": not bad, "value": 0.9 if bad else 0.0},
-                          "divergent_run": {"passed": not bad, "value": 9.0 if bad else 0.0}}  # fmt: skip
+                checks = {
+                    "wer": {"passed": not bad, "value": 0.9 if bad else 0.0},
+                    "divergent_run": {"passed": not bad, "value": 9.0 if bad else 0.0},
+                }
                 asr.resolve(task, {"op": "transcript", "text": "", "qa": checks})
 
         listener = asyncio.ensure_future(listen())

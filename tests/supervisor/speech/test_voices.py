@@ -35,9 +35,14 @@ def test_voices_are_written_and_read_back(tmp_path: Path) -> None:
     assert [v.name for v in again.list()] == ["narrator", "designed"]
     assert again.get("narrator") == store.get("narrator")
     assert again.get("narrator").public() == {  # type: ignore[union-attr]
-        "id": "narrator", "object": "audio.voice", "name": "narrator", "type": "audio_sample", "created_at": 1_700_000_000,
-        "transcript": "Hello there", "duration_s": 2.0,
-    }  # fmt: skip
+        "id": "narrator",
+        "object": "audio.voice",
+        "name": "narrator",
+        "type": "audio_sample",
+        "created_at": 1_700_000_000,
+        "transcript": "Hello there",
+        "duration_s": 2.0,
+    }
     assert again.get("designed").public()["prompt"] == "female, low pitch"  # type: ignore[union-attr]
     assert sorted(p.name for p in (tmp_path / "voices").iterdir()) == [
         "designed.voice",

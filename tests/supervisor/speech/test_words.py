@@ -22,12 +22,19 @@ def check(words: list[Any], text: str, start: float, end: float) -> None:
     assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(words)), words
 
 
-@pytest.mark.parametrize("raw_times", [
-    [(0.1, 0.4), (0.4, 0.9), (0.9, 1.2)],  # a good answer: kept, moved to the answer's time line
-    [(-3.0, 9.0), (5.0, 2.0), (1.0, 1.0)],  # out of the audio, backwards, empty
-    [(0.5, 0.5), (0.5, 0.5), (0.5, 0.5)],  # all on one instant
-    [(2.0, 3.0), (2.0, 3.0), (2.0, 3.0)],  # all past the segment's end
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw_times",
+    [
+        [
+            (0.1, 0.4),
+            (0.4, 0.9),
+            (0.9, 1.2),
+        ],  # a good answer: kept, moved to the answer's time line
+        [(-3.0, 9.0), (5.0, 2.0), (1.0, 1.0)],  # out of the audio, backwards, empty
+        [(0.5, 0.5), (0.5, 0.5), (0.5, 0.5)],  # all on one instant
+        [(2.0, 3.0), (2.0, 3.0), (2.0, 3.0)],  # all past the segment's end
+    ],
+)
 def test_any_sidecar_times_become_ordered_words_inside_the_segment(
     raw_times: list[tuple[float, float]],
 ) -> None:

@@ -127,10 +127,21 @@ def test_an_unknown_hub_id_online_fails_before_the_port_opens(hub: str, tmp_path
     port = free_port()
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "serve", "--port", str(port),
-         "--model", "k2-fsa/NoSuchModel"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, **online(hub, tmp_path)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--port",
+            str(port),
+            "--model",
+            "k2-fsa/NoSuchModel",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **online(hub, tmp_path)},
+    )
     took = time.monotonic() - began
     line = one_line(done)
     assert "'k2-fsa/NoSuchModel' is not a model on " + hub in line, line
@@ -163,10 +174,21 @@ def test_synth_with_a_model_that_cannot_work_says_serves_line_and_exits_2(tmp_pa
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"input": "Hello."}\n')
     done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "synth", str(manifest), "--out", str(tmp_path / "out"),
-         "--model", str(tmp_path / "nope")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "synth",
+            str(manifest),
+            "--out",
+            str(tmp_path / "out"),
+            "--model",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "exited with status 2 before it was ready: omnivoice-supervisor serve: --model: " in (
         done.stderr

@@ -20,10 +20,27 @@ from tests.helpers.ports import free_port
 
 def refused(asr_model: str, tmp_path: Path, **env: str) -> str:
     """serve --asr-model ...: its one line on stderr, after asserting exit 2 and nothing else."""
-    command = [sys.executable, "-m", "supervisor", "serve", "--engine", "null", "--port",
-               str(free_port()), "--data-dir", str(tmp_path / "data"), "--asr-model", asr_model]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HF_HOME": str(tmp_path / "hf"), **env})  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "supervisor",
+        "serve",
+        "--engine",
+        "null",
+        "--port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--asr-model",
+        asr_model,
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HOME": str(tmp_path / "hf"), **env},
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and not done.stdout, done.stderr

@@ -18,8 +18,10 @@ def test_each_sentence_is_its_own_chunk_and_segment() -> None:
     text = "Hello there. Mr. Smith came home! Did he? Yes"
     run = drive({"input": text, "seed": 1}, captions=True)
     assert run.synthesis.chunks == ["Hello there.", "Mr. Smith came home!", "Did he?", "Yes"]
-    assert run.synthesis.segments == [{"text": c, "start": i * 2400 / RATE, "end": (i + 1) * 2400 / RATE}
-                                      for i, c in enumerate(run.synthesis.chunks)]  # fmt: skip
+    assert run.synthesis.segments == [
+        {"text": c, "start": i * 2400 / RATE, "end": (i + 1) * 2400 / RATE}
+        for i, c in enumerate(run.synthesis.chunks)
+    ]
 
 
 def test_segments_skip_the_silence_of_breaks() -> None:

@@ -19,9 +19,11 @@ PROMPT = {
     "ref_text": "A saved voice.",
     "ref_rms": 0.1,
 }
-VOICES = {"narrator": Voice(prompt=PROMPT),
-          "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"], seed=schemas.default_seed("alloy")),
-          "onyx": Voice(instruct=schemas.OPENAI_VOICES["onyx"], seed=schemas.default_seed("onyx"))}  # fmt: skip
+VOICES = {
+    "narrator": Voice(prompt=PROMPT),
+    "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"], seed=schemas.default_seed("alloy")),
+    "onyx": Voice(instruct=schemas.OPENAI_VOICES["onyx"], seed=schemas.default_seed("onyx")),
+}
 SCRIPT = "[alloy] Hi, I am Alice.\n[onyx] And I am Bob.\n\n[alloy] Nice to meet you,\nBob.\n[narrator] They shook hands."
 
 
@@ -65,15 +67,22 @@ def test_without_dialogue_brackets_are_read_as_text() -> None:
     assert [p["text"] for p in drive({"input": "[alloy] Hi."}).payloads] == ["[alloy] Hi."]
 
 
-@pytest.mark.parametrize(("body", "param", "says"), [
-    ({"input": "Hello.\n[alloy] Hi.", "dialogue": True}, "input", "line 1 has no speaker"),
-    ({"input": "[ ] Hi.", "dialogue": True}, "input", "empty [ ]"),
-    ({"input": "[alloy] Hi.\n[onyx]", "dialogue": True}, "input", "[onyx] has nothing to say"),
-    ({"input": "Hi.", "pause_ms": 200}, "pause_ms", "with 'dialogue': true"),
-    ({"input": "[alloy] Hi.", "dialogue": True, "pause_ms": 10_001}, "pause_ms", "between 0 and 10000"),
-    ({"input": "<speak>Hi.</speak>", "dialogue": True}, "dialogue", "<voice name=...>"),
-    ({"input": "[alloy] Hi.", "dialogue": "yes"}, "dialogue", "boolean"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "param", "says"),
+    [
+        ({"input": "Hello.\n[alloy] Hi.", "dialogue": True}, "input", "line 1 has no speaker"),
+        ({"input": "[ ] Hi.", "dialogue": True}, "input", "empty [ ]"),
+        ({"input": "[alloy] Hi.\n[onyx]", "dialogue": True}, "input", "[onyx] has nothing to say"),
+        ({"input": "Hi.", "pause_ms": 200}, "pause_ms", "with 'dialogue': true"),
+        (
+            {"input": "[alloy] Hi.", "dialogue": True, "pause_ms": 10_001},
+            "pause_ms",
+            "between 0 and 10000",
+        ),
+        ({"input": "<speak>Hi.</speak>", "dialogue": True}, "dialogue", "<voice name=...>"),
+        ({"input": "[alloy] Hi.", "dialogue": "yes"}, "dialogue", "boolean"),
+    ],
+)
 def test_a_bad_script_is_a_400(body: dict[str, Any], param: str, says: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         schemas.speech_request(body, Settings(engine="null"))

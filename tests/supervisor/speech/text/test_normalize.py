@@ -95,9 +95,16 @@ def test_a_language_no_library_knows_is_left_alone() -> None:
 
 @pytest.mark.parametrize(
     ("text", "language"),
-    [("1" + "0" * 400, "en"), ("1" + "0" * 301, "es"), ("9" * 300, "ja"), ("1" * 400 + "%", "en"),
-     ("$" + "1" * 400, "en"), ("1" * 400 + "st", "en"), ("5" * 40, "ru")],
-)  # fmt: skip
+    [
+        ("1" + "0" * 400, "en"),
+        ("1" + "0" * 301, "es"),
+        ("9" * 300, "ja"),
+        ("1" * 400 + "%", "en"),
+        ("$" + "1" * 400, "en"),
+        ("1" * 400 + "st", "en"),
+        ("5" * 40, "ru"),
+    ],
+)
 def test_a_number_the_normaliser_cannot_spell_is_a_400_naming_the_input(
     text: str, language: str
 ) -> None:

@@ -18,26 +18,41 @@ PROMPT = {
     "ref_text": "A saved voice.",
     "ref_rms": 0.1,
 }
-VOICES = {"narrator": Voice(prompt=PROMPT), "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"],
-                                                            seed=schemas.default_seed("alloy"))}  # fmt: skip
+VOICES = {
+    "narrator": Voice(prompt=PROMPT),
+    "alloy": Voice(instruct=schemas.OPENAI_VOICES["alloy"], seed=schemas.default_seed("alloy")),
+}
 
 
 def texts(document: str, **fields: Any) -> list[str]:
     return [p["text"] for p in drive({"input": document, "seed": 3, **fields}).payloads]
 
 
-@pytest.mark.parametrize(("document", "spoken"), [
-    ('<speak><sub alias="World Wide Web">WWW</sub> rocks.</speak>', "World Wide Web rocks."),
-    ('<speak>Say <say-as interpret-as="characters">IBM</say-as>.</speak>', "Say I B M."),
-    ('<speak>I have <say-as interpret-as="cardinal">1234</say-as> cats.</speak>',
-     "I have one thousand, two hundred and thirty-four cats."),
-    ('<speak>The <say-as interpret-as="ordinal">3</say-as> time.</speak>', "The third time."),
-    ('<speak>On <say-as interpret-as="date">2024-03-05</say-as>.</speak>', "On March fifth, twenty twenty-four."),
-    ('<speak>Call <say-as interpret-as="telephone">+1 555-0199</say-as>.</speak>',
-     "Call plus one, five five five, zero one nine nine."),
-    ('<speak xml:lang="de">Der <say-as interpret-as="ordinal">3</say-as> Tag.</speak>', "Der dritte Tag."),
-    ("<speak>\n  Plain   text,\n  spaced out.\n</speak>", "Plain text, spaced out."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("document", "spoken"),
+    [
+        ('<speak><sub alias="World Wide Web">WWW</sub> rocks.</speak>', "World Wide Web rocks."),
+        ('<speak>Say <say-as interpret-as="characters">IBM</say-as>.</speak>', "Say I B M."),
+        (
+            '<speak>I have <say-as interpret-as="cardinal">1234</say-as> cats.</speak>',
+            "I have one thousand, two hundred and thirty-four cats.",
+        ),
+        ('<speak>The <say-as interpret-as="ordinal">3</say-as> time.</speak>', "The third time."),
+        (
+            '<speak>On <say-as interpret-as="date">2024-03-05</say-as>.</speak>',
+            "On March fifth, twenty twenty-four.",
+        ),
+        (
+            '<speak>Call <say-as interpret-as="telephone">+1 555-0199</say-as>.</speak>',
+            "Call plus one, five five five, zero one nine nine.",
+        ),
+        (
+            '<speak xml:lang="de">Der <say-as interpret-as="ordinal">3</say-as> Tag.</speak>',
+            "Der dritte Tag.",
+        ),
+        ("<speak>\n  Plain   text,\n  spaced out.\n</speak>", "Plain text, spaced out."),
+    ],
+)
 def test_text_elements_reach_the_model_as_words(document: str, spoken: str) -> None:
     assert texts(document, language="en") == [spoken]
 
@@ -61,8 +76,14 @@ def test_break_is_silence_stitched_between_chunks() -> None:
 
 
 def test_prosody_rate_is_speed_times_the_requests() -> None:
-    run = drive({"input": '<speak>Normal. <prosody rate="slow">Slow.</prosody> <prosody rate="150%">Fast '
-                          '<prosody rate="2">faster.</prosody></prosody></speak>', "speed": 1.2, "seed": 3})  # fmt: skip
+    run = drive(
+        {
+            "input": '<speak>Normal. <prosody rate="slow">Slow.</prosody> <prosody rate="150%">Fast '
+            '<prosody rate="2">faster.</prosody></prosody></speak>',
+            "speed": 1.2,
+            "seed": 3,
+        }
+    )
     assert [(p["text"], p["speed"]) for p in run.payloads] == [
         ("Normal.", 1.2),
         ("Slow.", pytest.approx(0.9)),
@@ -72,8 +93,13 @@ def test_prosody_rate_is_speed_times_the_requests() -> None:
 
 
 def test_lang_sets_each_spans_language() -> None:
-    run = drive({"input": '<speak>Hello. <lang xml:lang="de">Guten Tag.</lang> <lang xml:lang="French">Salut.</lang></speak>',
-                 "language": "en", "seed": 3})  # fmt: skip
+    run = drive(
+        {
+            "input": '<speak>Hello. <lang xml:lang="de">Guten Tag.</lang> <lang xml:lang="French">Salut.</lang></speak>',
+            "language": "en",
+            "seed": 3,
+        }
+    )
     assert [(p["text"], p["language"]) for p in run.payloads] == [
         ("Hello.", "en"),
         ("Guten Tag.", "de"),
@@ -97,8 +123,11 @@ def test_voice_reads_a_span_in_a_saved_or_named_voice() -> None:
 
 
 def test_normalize_applies_inside_ssml_spans() -> None:
-    assert texts('<speak>At 9:30 <break time="100ms"/> <lang xml:lang="de">um 9:30</lang></speak>', normalize=True,
-                 language="en") == ["At nine thirty", "um neun Uhr dreißig"]  # fmt: skip
+    assert texts(
+        '<speak>At 9:30 <break time="100ms"/> <lang xml:lang="de">um 9:30</lang></speak>',
+        normalize=True,
+        language="en",
+    ) == ["At nine thirty", "um neun Uhr dreißig"]
 
 
 def test_duration_with_several_spans_is_refused() -> None:
@@ -107,23 +136,32 @@ def test_duration_with_several_spans_is_refused() -> None:
     assert caught.value.param == "duration"
 
 
-@pytest.mark.parametrize(("document", "named"), [
-    ("<speak><emphasis>loud</emphasis></speak>", "<emphasis>"),
-    ("<speak><break time='1s'>", "not well-formed"),
-    ("<speak>a < b</speak>", "not well-formed"),
-    ('<!DOCTYPE speak [<!ENTITY lol "lol">]><speak>&lol;&lol;</speak>', "DTD or entities"),
-    ('<speak><break time="forever"/>x</speak>', "<break time='forever'>"),
-    ('<speak><break time="11s"/>x</speak>', "longer than the 10 s"),
-    ('<speak><prosody pitch="high">x</prosody></speak>', "<prosody> does not take the attribute 'pitch'"),
-    ('<speak><prosody rate="warp">x</prosody></speak>', "<prosody rate='warp'>"),
-    ('<speak><say-as interpret-as="spell-out">x</say-as></speak>', "<say-as interpret-as='spell-out'>"),
-    ('<speak><say-as interpret-as="ordinal">third</say-as></speak>', "ordinal"),
-    ("<speak><sub>x</sub></speak>", "<sub> needs an alias"),
-    ("<speak><voice>x</voice></speak>", "<voice> needs a name"),
-    ('<speak><lang xml:lang="klingon-ish">x</lang></speak>', "unknown language"),
-    ("<speak><speak>x</speak></speak>", "cannot be nested"),
-    ('<speak><break time="1s"/></speak>', "no text"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        ("<speak><emphasis>loud</emphasis></speak>", "<emphasis>"),
+        ("<speak><break time='1s'>", "not well-formed"),
+        ("<speak>a < b</speak>", "not well-formed"),
+        ('<!DOCTYPE speak [<!ENTITY lol "lol">]><speak>&lol;&lol;</speak>', "DTD or entities"),
+        ('<speak><break time="forever"/>x</speak>', "<break time='forever'>"),
+        ('<speak><break time="11s"/>x</speak>', "longer than the 10 s"),
+        (
+            '<speak><prosody pitch="high">x</prosody></speak>',
+            "<prosody> does not take the attribute 'pitch'",
+        ),
+        ('<speak><prosody rate="warp">x</prosody></speak>', "<prosody rate='warp'>"),
+        (
+            '<speak><say-as interpret-as="spell-out">x</say-as></speak>',
+            "<say-as interpret-as='spell-out'>",
+        ),
+        ('<speak><say-as interpret-as="ordinal">third</say-as></speak>', "ordinal"),
+        ("<speak><sub>x</sub></speak>", "<sub> needs an alias"),
+        ("<speak><voice>x</voice></speak>", "<voice> needs a name"),
+        ('<speak><lang xml:lang="klingon-ish">x</lang></speak>', "unknown language"),
+        ("<speak><speak>x</speak></speak>", "cannot be nested"),
+        ('<speak><break time="1s"/></speak>', "no text"),
+    ],
+)
 def test_a_bad_document_is_a_400_naming_what_is_wrong(document: str, named: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         schemas.speech_request({"input": document}, Settings(engine="null"))
