@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 from http_arm import KEEPALIVE_S, body, metric_sum, metric_values, percentiles
+from stream_timing import StreamClock
 from workloads import Request
 
 POLL_S = 0.1
@@ -127,25 +128,30 @@ def loaded_profile(delta: dict[str, float], wall: float) -> dict[str, float | No
 async def first_audio_one(
     client: httpx.AsyncClient, r: Request, stream_format: str, results: list[dict[str, Any]]
 ) -> None:
-    """One streamed request: time to its first audio bytes (None if it never had any)."""
+    """One streamed request: time to its first audio bytes (None if it never had any), and how
+    long a player starting then would have waited in all (`stream_timing`)."""
     payload = dict(body(r), stream_format=stream_format)
-    start = time.perf_counter()
-    first, status = None, None
+    clock = StreamClock(stream_format)
+    status: int | str | None = None
     try:
         async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
             status = resp.status_code
-            seen = b""
             async for chunk in resp.aiter_bytes():
-                if first is not None or not chunk or status != 200:
-                    continue
-                seen = seen + chunk if stream_format == "sse" else chunk
-                if stream_format != "sse" or b"speech.audio.delta" in seen:
-                    first = time.perf_counter() - start
-            if stream_format == "sse" and b'"error"' in seen:
-                status = "sse_error"
+                if chunk and status == 200:
+                    clock.feed(chunk)
+        if clock.error:
+            status = "sse_error"
     except httpx.HTTPError as exc:
         status = f"error:{type(exc).__name__}"
-    results.append({"status": status, "first_audio": first, "total": time.perf_counter() - start})
+    results.append(
+        {
+            "status": status,
+            "first_audio": clock.first_audio_s,
+            "total": time.perf_counter() - clock.start,
+            "audio_s": clock.audio_s,
+            "underrun": clock.underrun_s,
+        }
+    )
 
 
 async def interactive(
@@ -175,15 +181,21 @@ async def interactive(
     statuses: dict[str, int] = {}
     for res in results:
         statuses[str(res["status"])] = statuses.get(str(res["status"]), 0) + 1
+    wall = time.perf_counter() - start
     ok = [res for res in results if res["status"] == 200 and res["first_audio"] is not None]
+    audio = sum(res["audio_s"] for res in ok)
     return {
         "requests": len(results),
         "offered_rate": rate,
         "sent_for_s": round(sent_for, 2),
+        "wall_s": round(wall, 2),
         "stream_format": stream_format,
         "statuses": statuses,
         "first_audio_s": percentiles([res["first_audio"] for res in ok]),
         "total_s": percentiles([res["total"] for res in ok]),
+        "underrun_s": percentiles([res["underrun"] for res in ok]),
+        "audio_s": round(audio, 2),
+        "x_realtime": round(audio / wall, 2) if wall else 0.0,
     }
 
 

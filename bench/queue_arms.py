@@ -1,9 +1,14 @@
-"""The harness's arms about queues and restarts: `job`, `bulk` and `kill` (`--arms`).
+"""The harness's arms about queues and restarts: `sweep`, `job`, `bulk` and `kill` (`--arms`).
 
 They run after the mixed arm, in that order (the kill last: it restarts the sidecar), and add
-to the result `job_x_realtime`, `job_to_http_ratio`, `interactive_under_bulk_first_audio_p50_s`
-and `_p99_s`, `interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
-`kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md).
+to the result `interactive_sweep`, `job_x_realtime`, `job_to_http_ratio`,
+`interactive_under_bulk_first_audio_p50_s` and `_p99_s`, `interactive_under_bulk_underrun_p99_s`,
+`interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
+`bulk_total_throughput_share`, `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md).
+
+`sweep`: short interactive requests alone on the idle server, streamed, at each of
+`--sweep-rates` per second for `--sweep-seconds` each: first audio p50/p99, the audio made
+over the wall (x realtime) and the player's wait per stream (`stream_timing`), p99.
 """
 
 from __future__ import annotations
@@ -21,7 +26,22 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+SWEEP_SEED = 9  # the sweep's requests: short ones, none shared with the bulk arm's
+SWEEP_MIN_REQUESTS = 20  # a rate's run sends at least this many, however short
+
+
 def add_flags(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--sweep-rates",
+        default="1,5,10,20,40",
+        help="the sweep arm's rates, interactive requests per second (comma-separated)",
+    )
+    ap.add_argument(
+        "--sweep-seconds",
+        type=float,
+        default=20.0,
+        help="how long the sweep arm sends at each rate",
+    )
     ap.add_argument(
         "--bulk-requests",
         type=int,
@@ -58,6 +78,8 @@ async def run(
     args: argparse.Namespace, url: str, mixed: list[workloads.Request], out: dict[str, Any]
 ) -> None:
     """The selected arms, their figures put in `out` (the result's `server`)."""
+    if "sweep" in args.arms:
+        out["sweep"] = await sweep(url, args)
     if "job" in args.arms:
         log(f"job: {len(mixed)} mixed items as one job")
         out["job"] = await job_arm.job(url, mixed)
@@ -86,6 +108,35 @@ async def run(
         log(f"kill: {out['kill']}")
 
 
+async def sweep(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Each rate alone on the idle server, lowest first."""
+    rates = [float(rate) for rate in args.sweep_rates.split(",")]
+    requests = workloads.short(
+        sum(max(SWEEP_MIN_REQUESTS, int(r * args.sweep_seconds)) for r in rates), seed=SWEEP_SEED
+    )
+    out: dict[str, Any] = {}
+    for rate in rates:
+        count = max(SWEEP_MIN_REQUESTS, int(rate * args.sweep_seconds))
+        batch, requests = requests[:count], requests[count:]
+        log(f"sweep: {count} requests at {rate:g}/s ({args.interactive_stream})")
+        out[f"{rate:g}"] = await job_arm.interactive(url, batch, rate, args.interactive_stream)
+        log(f"sweep {rate:g}/s: first audio {out[f'{rate:g}']['first_audio_s']}")
+    return out
+
+
+def sweep_keys(sweep: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """`interactive_sweep`: per rate, first audio p50/p99, x realtime, the player's wait p99."""
+    return {
+        rate: {
+            "p50_s": run["first_audio_s"].get("p50"),
+            "p99_s": run["first_audio_s"].get("p99"),
+            "x_realtime": run["x_realtime"],
+            "underrun_p99_s": run["underrun_s"].get("p99"),
+        }
+        for rate, run in sweep.items()
+    }
+
+
 def keys(result: dict[str, Any]) -> None:
     """The arms' headline figures at the result's top level (None where an arm did not run)."""
     s = result["server"]
@@ -98,6 +149,9 @@ def keys(result: dict[str, Any]) -> None:
     idle = bulk["interactive_idle"]["first_audio_s"] if bulk else {}
     result["interactive_under_bulk_first_audio_p50_s"] = loaded.get("p50")
     result["interactive_under_bulk_first_audio_p99_s"] = loaded.get("p99")
+    underrun = bulk["interactive_under_bulk"].get("underrun_s", {}) if bulk else {}
+    result["interactive_under_bulk_underrun_p99_s"] = underrun.get("p99")
+    result["interactive_sweep"] = sweep_keys(s["sweep"]) if "sweep" in s else None
     result["interactive_idle_first_audio_p50_s"] = idle.get("p50")
     result["interactive_idle_first_audio_p99_s"] = idle.get("p99")
     result["bulk_throughput_share"] = bulk["throughput_share"] if bulk else None
