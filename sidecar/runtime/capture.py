@@ -44,9 +44,12 @@ class StartTimes:
 
 
 class Recorder:
-    """Records graphs into one shared memory pool, on a capture stream of its own."""
+    """Records graphs into one shared memory pool, on a capture stream of its own, whose
+    `priority` the graphs' kernels keep wherever they are replayed (PyTorch instantiates them
+    with per-node priorities)."""
 
-    def __init__(self) -> None:
+    def __init__(self, priority: int = 0) -> None:
+        self.priority = priority
         self.pool: Any = None  # the first graph's pool, once there is one
         self.stream: torch.cuda.Stream | None = None
         self.times = StartTimes()
@@ -54,7 +57,7 @@ class Recorder:
     def record(self, run: Run) -> torch.cuda.CUDAGraph:
         """`run`'s kernels as a graph; nothing runs on the device."""
         if self.stream is None:
-            self.stream = torch.cuda.Stream()
+            self.stream = torch.cuda.Stream(priority=self.priority)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(self.stream):
             graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")

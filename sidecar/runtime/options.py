@@ -92,6 +92,11 @@ class RuntimeOptions:
     - `codec_dtype`: the acoustic decoder's precision, `float32` or `bfloat16` (which rounds
       more than the parity fixtures' audio rule allows on the CPU).
     `bench/decode_cost.py` measures what these three cost the forward.
+    - `graph_priority`: the CUDA stream priority the graphs are captured at (lower is sooner).
+      PyTorch instantiates graphs with per-node priorities, so a graph's kernels keep the
+      priority of the stream that captured it wherever they are replayed, not the replaying
+      stream's (`bench/two_streams.py` measures small passes at 0 and at the highest beside a
+      bulk batch's).
     """
 
     cuda_graphs: bool = True
@@ -107,6 +112,7 @@ class RuntimeOptions:
     decode_priority: str = "above"
     decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
+    graph_priority: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (

@@ -179,7 +179,7 @@ class ModelRunner:
         self._ended: collections.deque[_EndedBatch] = collections.deque()
         self._unreported = dict.fromkeys(DEVICE_TIMES, 0.0)
         self._settling = threading.Lock()
-        self.recorder = Recorder()
+        self.recorder = Recorder(options.graph_priority)
         # Every graph writes its hidden states here, so only one output buffer stays allocated;
         # the audio head (one matrix product) runs after the replay.
         self.hidden_out = torch.zeros(
@@ -242,7 +242,8 @@ class ModelRunner:
         largest first, in one shared memory pool; the others wait for their first batch."""
         if not self.use_graphs:
             return
-        start, self.recorder = time.perf_counter(), Recorder()  # anew if a start compiles again
+        self.recorder = Recorder(self.options.graph_priority)  # anew if a start compiles again
+        start = time.perf_counter()
         # Every graph writes into hidden_out: sized once for the largest bucket, since a graph
         # captured later must not move it from under the graphs before it.
         self._bucket(max(self.bucket_sizes))

@@ -270,3 +270,11 @@ def test_a_batch_is_timed_once_the_device_is_past_it_and_never_waited_for(
     assert device.waited and 0 < second["forward_s"] <= second["batch_s"]
     assert second["gap_s"] > 0  # from the first batch's end to the second's first pass
     assert runner.stats.batch_s == first["batch_s"] + second["batch_s"]
+
+
+def test_graphs_are_recorded_at_the_options_priority(model: OmniVoiceModel) -> None:
+    # A graph's kernels keep the priority of the stream that captured it (no GPU here: the
+    # recorder's setting is what the capture stream is made with).
+    assert ModelRunner(model, RuntimeOptions(cuda_graphs=False)).recorder.priority == 0
+    runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, graph_priority=-5))
+    assert runner.recorder.priority == -5

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Small interactive passes on a CUDA stream of their own beside the bulk batch's full-size
+# passes, in the runtime as the sidecar loads it (bench/two_streams.py), in one call of about
+# three to five minutes: the bulk's pass (~44,700 tokens) and small passes of 500, 1,000, 1,500
+# and 3,000 tokens, each alone and together; forward passes and whole denoising steps; the small
+# stream at the bulk's priority and at the highest; the two loops launched from one host thread
+# (all the bulk queued first, or interleaved) and from two Python threads.
+#
+# Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the
+# repository root with `.whl/` carried. Arguments after COMMIT go to bench/two_streams.py (say
+# `--kinds forward --hosts queued` for the device's share alone).
+#
+#   bash bench/device/two_streams.sh COMMIT [ARGS ...]
+#
+# $OUT gets two-streams.json (rewritten after every row, so a call cut short keeps what it
+# measured; keys in bench/two_streams.py's docstring) and two-streams.log; the output ends with
+# one line per row: kind, host, priority, small tokens, the small pass's p50/p99 (ms, and alone),
+# the bulk's share of its rate alone and its TFLOP/s.
+set -u
+commit=${1:-unknown}
+shift
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+if [ ! -d /tmp/full ]; then
+    python3 -m sidecar.devtools.checkpoint /tmp/full --size full > "$OUT/checkpoint.log" 2>&1 ||
+        { tail -n 20 "$OUT/checkpoint.log"; exit 1; }
+fi
+echo "checkpoint ready at $SECONDS s"
+timeout $((${CALL_S:-590} - SECONDS)) python3 bench/two_streams.py /tmp/full --commit "$commit" \
+    --out "$OUT/two-streams.json" "$@" > "$OUT/two-streams.log" 2>&1
+echo "rc=$? at $SECONDS s"
+grep -v Warning "$OUT/two-streams.log" | grep -v '^{' | tail -n 8 | cut -c1-300
+python3 - "$OUT/two-streams.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("bulk", r.get("bulk"), "small", r.get("small"), "load", r.get("load_s"), "s, ready", r.get("ready_s"), "s, end", r.get("seconds"), "s")
+for kind, a in r.get("alone", {}).items():
+    print("alone", kind, a["bulk"], {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a["small"].items()})
+print("kind host priority tokens | small p50 p99 ms (alone p50 x) | bulk share tflops total")
+for w in r.get("beside", []):
+    print(w["kind"], w["host"], w["priority"], w["small_tokens"], "|", w["small_p50_ms"], w["small_p99_ms"],
+          f'({w["small_p50_over_alone"]}x)', "|", w["bulk_share"], w["bulk_tflops"], w["total_tflops"])
+PY
+exit 0
