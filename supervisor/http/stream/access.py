@@ -1,4 +1,4 @@
-"""Who may open a WebSocket speech session, and how many are open (speech_stream.py).
+"""Who may open a WebSocket speech session, and how many are open.
 
 The handshake names an allowed Host; on a server without keys, a browser's handshake must come
 from this server's own pages (`Origin`, `Sec-Fetch-Site`), since a page elsewhere may open a
