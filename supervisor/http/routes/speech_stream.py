@@ -27,6 +27,7 @@ accepted. A server without keys takes no browser handshake from another site (`O
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -58,28 +59,33 @@ async def stream(ws: WebSocket) -> None:
     sessions = access.sessions_of(ws)
     await ws.accept()
     session = Session(ws, svc, owner)
-    full = sessions.full(svc, None) or sessions.full(svc, owner)
-    if full is not None:
-        await session.refuse(full)
-        return
-    sessions.total += 1
-    session.counted = sessions.claim(owner) if owner is not None else None
+    if owner is None:  # counted apart until it shows its key (reader.authenticate)
+        sessions.wait(svc, session)
+    else:
+        full = sessions.full(svc, owner)
+        if full is not None:
+            await session.refuse(full)
+            return
+        session.counted = sessions.claim(owner)
     try:
         await run(session)
     finally:
-        sessions.total -= 1
+        sessions.done_waiting(session)
         sessions.release(session.counted)
 
 
 async def run(session: Session) -> None:
     """Until the client goes (what is queued for it is cancelled), idles out, or closes (what it
     asked for is sent first)."""
-    reader = asyncio.ensure_future(read(session))
+    reader = session.reader = asyncio.ensure_future(read(session))
     producer = asyncio.ensure_future(produce(session))
     writer = asyncio.ensure_future(write(session))
     tasks = [reader, producer, writer]
     try:
         await asyncio.wait([reader, writer], return_when=asyncio.FIRST_COMPLETED)
+        if session.evicted:
+            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
+                await session.refuse("newer sessions without a key took this one's place")
         closing = reader.done() and not reader.cancelled() and reader.exception() is None
         if closing and reader.result():  # session.close: the writer closes after the last
             await asyncio.wait([writer])

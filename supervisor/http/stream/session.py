@@ -36,6 +36,7 @@ class Segment:
     config: dict[str, Any]
     stream_audio: bool
     words: bool = False  # timestamp_granularities ["word"]: its words in audio.done
+    hold_for_checks: bool = False  # its audio waits for the ASR round trip
 
 
 @dataclass
@@ -62,7 +63,8 @@ class Session:
     def __init__(self, ws: WebSocket, svc: Services, owner: Tenant | None) -> None:
         self.ws, self.svc, self.owner = ws, svc, owner
         self.config: dict[str, Any] = {}
-        self.stream_audio, self.timed_words = True, False
+        self.stream_audio, self.timed_words, self.hold_for_checks = True, False, False
+        self.refused: ServerError | None = None  # the last session.config's error: no speech
         self.segmenter = Segmenter(min(SEGMENT_CHARS, svc.settings.max_input_chars))
         self.utterance = 0
         self.count = 0  # segments of this utterance so far
@@ -74,7 +76,16 @@ class Session:
         self.send_lock = asyncio.Lock()
         self.busy = False  # a segment is being sent
         self.counted: str | None = None  # the key this session is counted against
-        self.active_at = time.monotonic()  # the last message, or the last audio sent
+        self.active_at = time.monotonic()  # the last message taken, or the last audio sent
+        # Without a key yet: the time by which it must show one (--stream-auth-s).
+        self.key_by = None if owner else self.active_at + svc.settings.stream_auth_s
+        self.evicted = False  # closed without a key: newer sessions without one needed its place
+        self.reader: asyncio.Future[bool] | None = None
+
+    def evict(self) -> None:
+        self.evicted = True
+        if self.reader is not None:
+            self.reader.cancel()
 
     async def refuse(self, why: str) -> None:
         await self.error(why + "; try again later", "too_many_sessions")
@@ -100,7 +111,13 @@ class Session:
     def add(self, text: str) -> None:
         self.queue(
             Segment(
-                text, self.utterance, self.count, self.config, self.stream_audio, self.timed_words
+                text,
+                self.utterance,
+                self.count,
+                self.config,
+                self.stream_audio,
+                self.timed_words,
+                self.hold_for_checks,
             )
         )
         self.count += 1
