@@ -44,7 +44,12 @@ async def make(session: Session, made: Made) -> None:
         body = {**made.segment.config, "input": made.segment.text}
         request, voice = speech.parse(svc, owner, body)
         synthesis = await service.start(
-            svc, owner, request, voice, first_short=not made.segment.index
+            svc,
+            owner,
+            request,
+            voice,
+            first_short=not made.segment.index,
+            heard=made.segment.hold_for_checks,
         )
         timeout_s = request.request_timeout_s or svc.settings.request_timeout_s
         pcm: list[bytes] = []
@@ -56,6 +61,8 @@ async def make(session: Session, made: Made) -> None:
         async for data in service.encoded(first, pieces, fmt, wanted):
             made.frames.put_nowait(data)
         made.qa = synthesis.verdict.header()
+        if svc.hearing is not None and not made.segment.hold_for_checks:
+            made.qa += "; asr=skipped"  # sent as made: not heard by the ASR sidecar
         if made.segment.words and svc.asr is not None:
             made.words = await words.pcm_words(
                 svc.asr,
