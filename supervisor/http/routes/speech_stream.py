@@ -7,8 +7,11 @@ utterance ends: what is left is spoken; the session stays open) and `session.clo
 cuts the text into segments (`supervisor.speech.segmenter`), makes each as a speech request of
 its own through the speech route's path (`speech.parse`, `service.start`: the same checks,
 limits, lexicons and voices), and sends, in order: `audio.start`, the segment's audio as binary
-frames (a whole file in the session's format), `audio.done`; after an utterance's last segment,
-`session.done`. Anything malformed gets an `error` message and the session goes on.
+frames (a whole file in the session's format) as it is made, `audio.done` (with the segment's
+words, when asked for); after an utterance's last segment, `session.done`. The ASR round trip
+holds no audio unless the session asks (`hold_for_checks`, stream/config.py). Anything
+malformed gets an `error` message naming its field and the session goes on; a config refused
+leaves the session speaking nothing until a valid one comes.
 
 A session is three tasks over one `Session` (supervisor/http/stream/): the reader takes the
 client's messages, the producer makes the segments, the writer sends them in order.
@@ -21,7 +24,8 @@ segment costs that segment a retry (the scheduler runs the batch again), not the
 
 Authentication (with API keys): the `Authorization: Bearer` header; or, for a browser, which
 cannot set it, the key as `api_key` in the first `session.config`, before which nothing else is
-accepted. A server without keys takes no browser handshake from another site (`Origin`).
+accepted, within --stream-auth-s; such a session is counted apart until then (stream/access.py).
+A server without keys takes no browser handshake from another page (`Origin`, its port too).
 """
 
 from __future__ import annotations
