@@ -146,8 +146,7 @@ class Fields:
     stream_sessions_per_key: int = setting(8, "... and per API key")
     stream_auth_s: float = setting(
         5.0,
-        "a WebSocket speech session opened without a key has this long to send one (a browser's "
-        "first session.config); until then it is counted apart, up to --stream-sessions of them",
+        "a WebSocket speech session without a key has this long to send one; counted apart",
         above=0,
     )
     stream_idle_s: float = setting(
