@@ -6,7 +6,7 @@ The app turns ROUTES into Starlette routes (`starlette_routes`), the body limit 
 document's paths from the operations. A route that takes a body has its own limit: a JSON body
 64 KiB and 16 bytes per input character allowed, an upload --max-upload-mb and 1 MiB for the
 form around it. A route without an operation (the WebSocket) is not in the OpenAPI document,
-which describes HTTP only; the WebSocket checks its key itself (supervisor/http/stream_access.py).
+which describes HTTP only; the WebSocket checks its key itself (supervisor/http/stream/access.py).
 """
 
 from __future__ import annotations

@@ -144,6 +144,11 @@ class Fields:
     )
     stream_sessions: int = setting(64, "WebSocket speech sessions open at once, in all")
     stream_sessions_per_key: int = setting(8, "... and per API key")
+    stream_auth_s: float = setting(
+        5.0,
+        "a WebSocket speech session without a key has this long to send one; counted apart",
+        above=0,
+    )
     stream_idle_s: float = setting(
         300.0,
         "a WebSocket speech session with nothing to do and no message from its client for this "

@@ -38,7 +38,7 @@ def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
     return resolve_voice(speech, svc.voices_for(owner))
 
 
-async def start(  # noqa: PLR0913  the request's four parts and three keyword-only admission options
+async def start(  # noqa: PLR0913  the request's four parts and four keyword-only admission options
     svc: Services,
     owner: Tenant,
     speech: SpeechRequest,
@@ -47,9 +47,11 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     priority: Priority = Priority.INTERACTIVE,
     captions: bool = False,
     first_short: bool = False,
+    heard: bool = True,
 ) -> Synthesis:
     """A request's synthesis, admitted (its 400, 429 or 503 raised here): its text read with
-    its owner's lexicon, the voices it names in the text resolved among the owner's."""
+    its owner's lexicon, the voices it names in the text resolved among the owner's. Not
+    `heard`: its chunks go out without the ASR round trip (a WebSocket session's choice)."""
     voices = voice_resolver(speech, svc.voices_for(owner))
     lexicon = svc.lexicons_for(owner).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
@@ -62,7 +64,7 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
         voices,
         text,
         captions=captions,
-        asr=svc.hearing,
+        asr=svc.hearing if heard else None,
         first_short=first_short,
     )
 

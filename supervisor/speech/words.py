@@ -40,7 +40,7 @@ def wants_words(body: Any, asr: Scheduler | None, param: str = "timestamp_granul
     """`timestamp_granularities`: a non-empty list of "segment" and "word" (default segment).
     True when "word" is asked for; a 400 `word_timestamps_unavailable` without `--asr-model`."""
     wanted = body.get(param, ["segment"]) if isinstance(body, dict) else []
-    if not isinstance(wanted, list) or not wanted or not set(wanted) <= set(GRANULARITIES):
+    if not isinstance(wanted, list) or not wanted or any(w not in GRANULARITIES for w in wanted):
         raise InvalidRequest(
             f'\'{param}\' must be a non-empty list of "segment" and "word".', param=param
         )

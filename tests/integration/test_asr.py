@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,51 @@ def test_a_websocket_session_asking_for_words_gets_them_in_each_audio_done(
                 break
     assert len(done) == 2
     assert_words_hold(done)  # each segment's words on its own audio's time line
+
+
+def first_audio(server: LiveServer, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """A session speaking WORDS_TEXT's two sentences: for each segment, the seconds from
+    input.done to its first audio and from its last audio to its audio.done, and that."""
+    url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    out: list[dict[str, Any]] = []
+    with connect(url, additional_headers=AUTH, open_timeout=30) as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", **config}))
+        ws.send(json.dumps({"type": "input.text", "text": WORDS_TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        began = last = time.monotonic()
+        first: float | None = None
+        while True:
+            got = ws.recv(timeout=120)
+            if isinstance(got, bytes):
+                last = time.monotonic()
+                first = last if first is None else first
+                continue
+            event = json.loads(got)
+            if event["type"] == "error":
+                pytest.fail(str(event))
+            if event["type"] == "audio.done":
+                assert first is not None and event["error"] is None, event
+                after = time.monotonic() - last
+                out.append({"first": first - began, "after": after, "done": event})
+                first = None
+            if event["type"] == "session.done":
+                return out
+
+
+def test_word_timing_holds_no_audio_back_beyond_one_alignment(server: LiveServer) -> None:
+    seed = {"seed": 4, "voice": "alloy"}
+    plain = first_audio(server, seed)
+    timed = first_audio(server, {**seed, "timestamp_granularities": ["word"]})
+    # Sent as made: the ASR round trip did not hear the chunks before they went out.
+    assert all(s["done"]["qa"].endswith("asr=skipped") for s in plain + timed)
+    assert all(s["done"]["words"] for s in timed)
+    # A segment's first audio waits at most for the segment before it (its audio.done, which
+    # carries its words), never for its own alignment or a chain of them; the slack is the
+    # noise of a loaded machine.
+    for k, (without, with_words) in enumerate(zip(plain, timed, strict=True)):
+        before = timed[k - 1]["after"] if k else 0.0
+        slack = 0.5 + 0.5 * without["first"]
+        assert with_words["first"] <= without["first"] + before + slack, (k, plain, timed)
+    # Asked for, the checks hold each segment until the ASR sidecar has heard it.
+    held = first_audio(server, {**seed, "hold_for_checks": True})
+    assert not any("asr=skipped" in s["done"]["qa"] for s in held)

@@ -8,7 +8,9 @@ docs/console/ were made that way).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -239,6 +241,39 @@ def test_the_live_view_speaks_each_sentence_as_it_is_typed(console: Watched) -> 
     assert [entry.split(":")[0] for entry in log] == ["sentence 1", "sentence 2", "sentence 3"]
     assert all(entry.endswith(" s") and not entry.endswith(" 0.00 s") for entry in log), log
     console.screenshot("live")
+
+
+def test_the_live_view_plays_the_format_the_session_says(console: Watched) -> None:
+    # The page asks for pcm; the session.config is rewritten on its way to ask for wav, as a
+    # session another client configured would answer: the page must play what audio.start says.
+    def rewrite(route: Any) -> None:
+        upstream = route.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            if isinstance(message, str) and json.loads(message).get("type") == "session.config":
+                message = json.dumps({**json.loads(message), "response_format": "wav"})
+            upstream.send(message)
+
+        route.on_message(from_page)
+
+    console.page.route_web_socket(re.compile(r".*/v1/audio/speech/stream$"), rewrite)
+    console.open()
+    console.view("try")
+    tried = console.page.locator("#try-voice option").all_text_contents()
+    console.view("live")
+    page = console.page
+    page.wait_for_function("() => document.querySelectorAll('#live-voice option').length > 1")
+    assert page.locator("#live-voice option").all_text_contents() == tried  # one list
+    page.select_option("#live-voice", "nova")
+    page.type("#live-input", "Good morning.")
+    page.click("#live-done")
+    page.wait_for_function("() => document.getElementById('live-state').textContent === 'done'")
+    [entry] = page.locator("#live-log li").all_text_contents()
+    assert entry.startswith("sentence 1: ") and entry.endswith(" KiB of wav"), entry
+    # The whole file was decoded and scheduled: its length in seconds, not its bytes as pcm.
+    page.wait_for_function("() => live.playAt > 0")
+    played = page.evaluate("() => live.playAt")
+    assert 0.2 < played < 30
 
 
 def test_clone_a_reference_and_save_it_as_a_voice(console: Watched, tmp_path: Path) -> None:

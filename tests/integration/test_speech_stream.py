@@ -102,11 +102,13 @@ def test_the_sessions_in_all_and_per_key_are_bounded(server: LiveServer) -> None
             with pytest.raises(ConnectionClosed) as closed:
                 third.recv(timeout=RECV_S)
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
-        with session(server, {}) as keyless, session(server, {}) as fourth:
-            # A session that has not shown its key yet counts in all: the server's is full.
+        with session(server, {}) as keyless:
+            # A session that has not shown its key yet is counted apart, and by its key once it
+            # shows it: this key's are full.
             send(keyless, "input.text", text="Hello.")
             assert message(keyless)["code"] == "invalid_api_key"
-            assert message(fourth)["code"] == "too_many_sessions"
+            send(keyless, "session.config", api_key=KEY)
+            assert message(keyless)["code"] == "too_many_sessions"
 
 
 def test_a_whole_session_of_two_utterances(server: LiveServer) -> None:
@@ -278,3 +280,26 @@ def test_an_open_server_takes_no_key_and_no_other_site(tmp_path: Path) -> None:
         with pytest.raises(InvalidStatus) as refused:
             session(server, {"Origin": "https://elsewhere.example"})
         assert refused.value.response.status_code == 403
+
+
+def test_a_refused_config_speaks_nothing_until_a_valid_one_comes(server: LiveServer) -> None:
+    with session(server) as ws:
+        send(ws, "session.config", voice="no-such-voice", response_format="pcm")
+        refused = message(ws)
+        assert refused["type"] == "error" and refused["param"] == "voice"
+        send(ws, "input.text", text="Not in mp3, please.")
+        send(ws, "input.done")
+        for _ in range(2):  # each text, and the end of the utterance, gets the error again
+            again = message(ws)
+            assert again["type"] == "error" and again["param"] == "voice"
+            assert "until a valid session.config" in again["message"]
+        send(ws, "session.config", response_format="pcm", speed=99)  # another field refused
+        assert message(ws)["param"] == "speed"
+        send(ws, "input.text", text="Still not.")
+        assert message(ws)["param"] == "speed"
+        send(ws, "session.config", voice="alloy", response_format="pcm")
+        send(ws, "input.text", text="Now in pcm.")
+        send(ws, "input.done")
+        events = utterance(ws)  # only this text: nothing of what was refused
+        assert [e["sentence_text"] for e in events if e["type"] == "audio.start"] == ["Now in pcm."]
+        assert [e["format"] for e in events if e["type"] == "audio.start"] == ["pcm"]

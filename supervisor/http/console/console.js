@@ -195,14 +195,16 @@ for (const [category, items] of Object.entries(DESIGN)) {
 const designInstructions = () => [...document.querySelectorAll("[data-design]")]
   .map((s) => s.value).filter(Boolean).join(", ");
 
+// Try it's voice and Live's are one list: auto, OpenAI's names, the key's saved voices.
 async function loadVoiceChoices() {
   const voices = (await getJson("/v1/audio/voices")).data.filter((v) => !v.builtin);
-  const select = $("try-voice");
-  const chosen = select.value;
-  select.replaceChildren(el("option", {}, "auto"),
-    el("optgroup", { label: "OpenAI names" }, ...OPENAI_VOICES.map((v) => el("option", {}, v))),
-    el("optgroup", { label: "Saved voices" }, ...voices.map((v) => el("option", {}, v.id))));
-  if (chosen) select.value = chosen;
+  for (const select of [$("try-voice"), $("live-voice")]) {
+    const chosen = select.value;
+    select.replaceChildren(el("option", {}, "auto"),
+      el("optgroup", { label: "OpenAI names" }, ...OPENAI_VOICES.map((v) => el("option", {}, v))),
+      el("optgroup", { label: "Saved voices" }, ...voices.map((v) => el("option", {}, v.id))));
+    if (chosen) select.value = chosen;
+  }
 }
 
 $("try-form").addEventListener("submit", guarded(async () => {

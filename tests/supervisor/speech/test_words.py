@@ -63,7 +63,7 @@ def test_word_granularity_needs_the_asr_sidecar_and_a_job_item_needs_captions() 
     with pytest.raises(InvalidRequest) as unavailable:
         wants_words({"timestamp_granularities": ["word"]}, None)
     assert unavailable.value.code == "word_timestamps_unavailable"
-    for bad in ([], "word", ["words"], None):
+    for bad in ([], "word", ["words"], None, [["word"]], [{"a": 1}]):  # nested: no TypeError
         with pytest.raises(InvalidRequest):
             wants_words({"timestamp_granularities": bad}, asr)
     with pytest.raises(InvalidRequest) as no_captions:
