@@ -27,7 +27,8 @@ from supervisor.speech import result_cache, schemas, service, words
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
 

@@ -59,7 +59,8 @@ from supervisor.speech import (
 from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")
