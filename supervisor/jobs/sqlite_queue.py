@@ -21,7 +21,7 @@ from supervisor.errors import QualityFailed, ServerError
 from supervisor.jobs.sqlite_data_dir import TMP_SUFFIX, SqliteDataDir
 from supervisor.jobs.storage import UNFINISHED, Claimed, Key, error_record
 from supervisor.jobs.timeline import Pending
-from supervisor.speech.quality import QaSummary
+from supervisor.qa_summary import QaSummary
 
 
 class SqliteQueue(SqliteDataDir):

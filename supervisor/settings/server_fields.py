@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.format_names import FORMATS
 from supervisor.settings.declare import setting
-from supervisor.speech.formats import FORMATS
 
 FORMAT_NAMES = FORMATS
 # An --allowed-hosts entry: *, a name or IPv4 (or *.domain), or an IPv6 in brackets; a port or not.

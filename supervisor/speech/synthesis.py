@@ -41,7 +41,7 @@ BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four byte
 
 
 class Synthesis:
-    def __init__(  # noqa: PLR0913  a synthesis's parts, the optional ones by name; built in speech.service
+    def __init__(  # noqa: PLR0913  a synthesis's parts, the optional ones by name; built in speech.steps
         self,
         scheduler: Scheduler,
         request: SpeechRequest,

@@ -5,7 +5,7 @@ frames: `session.config` (the speech request's fields but `input`, checked as a 
 is; first, and again between utterances), `input.text` (text as it arrives), `input.done` (the
 utterance ends: what is left is spoken; the session stays open) and `session.close`. The server
 cuts the text into segments (`supervisor.speech.segmenter`), makes each as a speech request of
-its own through the speech route's path (`speech.parse`, `service.start`: the same checks,
+its own through the speech route's path (`speech.parse`, `steps.start`: the same checks,
 limits, lexicons and voices), and sends, in order: `audio.start`, the segment's audio as binary
 frames (a whole file in the session's format), `audio.done`; after an utterance's last segment,
 `session.done`. Anything malformed gets an `error` message and the session goes on.
@@ -38,7 +38,7 @@ from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http import stream_access
 from supervisor.http.routes import speech
 from supervisor.services import Services
-from supervisor.speech import delivery, service, words
+from supervisor.speech import delivery, steps, words
 from supervisor.speech.segmenter import Segmenter
 from supervisor.tenants import OPEN, Tenant
 
@@ -336,7 +336,7 @@ class Session:
         try:
             body = {**made.segment.config, "input": made.segment.text}
             request, voice = speech.parse(self.svc, self.owner, body)
-            synthesis = await service.start(
+            synthesis = await steps.start(
                 self.svc, self.owner, request, voice, first_short=not made.segment.index
             )
             timeout_s = request.request_timeout_s or self.svc.settings.request_timeout_s
@@ -346,7 +346,7 @@ class Session:
             fmt, wanted = request.response_format, delivery.profile(request)
             made.fmt, made.rate = fmt, wanted.rate(fmt, first.sample_rate)
             made.started.set()
-            async for data in service.encoded(first, pieces, fmt, wanted):
+            async for data in steps.encoded(first, pieces, fmt, wanted):
                 made.frames.put_nowait(data)
             made.qa = synthesis.verdict.header()
             if made.segment.words and self.svc.asr is not None:

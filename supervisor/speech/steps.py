@@ -16,11 +16,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
+from supervisor.qa_summary import QaSummary
 from supervisor.services import Services
 from supervisor.speech import delivery
 from supervisor.speech.delivery import Profile
 from supervisor.speech.piece import Piece
-from supervisor.speech.quality import QaSummary
 from supervisor.speech.result_cache import CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis
