@@ -27,10 +27,9 @@ and `x-should-retry: false` where a retry cannot help but the official client wo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
-if TYPE_CHECKING:
-    from supervisor.speech.quality import QaSummary
+from supervisor.qa_summary import QaSummary
 
 
 class ErrorObject(TypedDict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -27,9 +27,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-if TYPE_CHECKING:
-    from supervisor.supervision.pool import Pool
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STARTED_KEY = "omnivoice.started_at"  # in the ASGI scope: when the request arrived (monotonic)
@@ -244,6 +241,14 @@ def record_runtime_stats(stats: dict[str, float], device: str) -> None:
     peak = stats.get("cuda_max_allocated_bytes")
     if peak:
         gpu_memory_peak.labels(device=device).set(peak)
+
+
+class Pool(Protocol):
+    """What the collector reads of a sidecar pool (supervisor/supervision/pool.py)."""
+
+    def health(self) -> dict[str, Any]: ...
+
+    def is_ready(self) -> bool: ...
 
 
 class PoolCollector(Collector):

@@ -1,8 +1,9 @@
 """The OpenAPI 3.1 document served at `/openapi.json`: the route table's operations and the
 schemas they share.
 
-Starlette does not derive one from the routes, so each route's operation is written beside it
-in supervisor/http/route_table.py, from the pieces in supervisor/http/openapi_parts.py. The
+Starlette does not derive one from the routes, so each route of supervisor/http/route_table.py
+names its operation (supervisor/http/operations.py, job_operations.py), written from the pieces
+in supervisor/http/openapi_parts.py. The
 speech request is OpenAI's `CreateSpeechRequest` with our extensions; errors are OpenAI's
 `ErrorResponse`; every status a route can answer is listed, with Retry-After where it comes.
 """

@@ -1,12 +1,13 @@
 """The pieces the OpenAPI document is made of: error responses, JSON references, forms, and the
 speech request's fields, built from the same constants the checks use.
 
-The route table (supervisor/http/route_table.py) writes each operation from these;
+Each route's operation (supervisor/http/operations.py, job_operations.py) is written from these;
 supervisor/http/openapi.py puts the operations and the shared schemas together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,19 @@ def error(status: int) -> dict[str, Any]:
 
 def responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
     return {"200": ok, **{str(s): error(s) for s in (401, *statuses)}}
+
+
+def request_body(schema: dict[str, Any], media: str = "application/json") -> dict[str, Any]:
+    return {"required": True, "content": {media: {"schema": schema}}}
+
+
+def schema_ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def error_statuses(*statuses: int) -> dict[str, Any]:
+    """The error responses of these statuses, where a route answers other than 200 on success."""
+    return {str(s): error(s) for s in statuses}
 
 
 CONSOLE_PAGE = {
@@ -324,3 +338,6 @@ class Parts:
         }
         options = {k: v for k, v in speech.items() if k not in ("voice", "speaker")}
         return cls(settings, speech, options, upload, reference, audio)
+
+
+Operation = Callable[[Parts], dict[str, Any]]  # a route's OpenAPI operation

@@ -2,9 +2,8 @@
 
 A callback goes only to a host and port on `--callback-allow`, so a client cannot make the
 server send requests to an address of its choosing (its own metadata service, a database on the
-loopback). An entry is `HOST` (that host on the scheme's default port only: 80 for http, 443 for
-https), `HOST:PORT` (that port, either scheme) or `HOST:*` (any port); hosts are names or IP
-literals (`[::1]` for IPv6), compared without case. With no allow-list, no job may name one.
+loopback). The entries are read with the settings (supervisor/settings/callback_allow.py). With
+no allow-list, no job may name one.
 
 A URL is checked as it will be sent: it is read by the sender's own parser (httpx) and by the
 standard library's, and refused unless both read the same scheme, host and port with no
@@ -19,17 +18,16 @@ refuses a `t` too far from its clock, so a captured callback cannot be replayed 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import unicodedata
 import urllib.parse
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from supervisor.errors import InvalidRequest
+from supervisor.settings.callback_allow import DEFAULT_PORTS, allowed_entries
 
 SIGNATURE_HEADER = "X-OmniVoice-Signature"
 # A job's own callback secret: long enough to resist guessing, printable ASCII without spaces
@@ -37,45 +35,6 @@ SIGNATURE_HEADER = "X-OmniVoice-Signature"
 SECRET_CHARS = (16, 256)
 SECRET_PATTERN = f"^[!-~]{{{SECRET_CHARS[0]},{SECRET_CHARS[1]}}}$"
 MAX_URL_CHARS = 2048
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """One `--callback-allow` entry: a host, and its port (None: the scheme's default only)."""
-
-    host: str
-    port: int | None
-    any_port: bool = False
-
-    def admits(self, host: str, port: int, scheme: str) -> bool:
-        if host != self.host:
-            return False
-        return self.any_port or port == (DEFAULT_PORTS[scheme] if self.port is None else self.port)
-
-
-def allowed_entry(entry: str) -> Allowed:
-    """An allow-list entry read; ValueError saying why it cannot be one."""
-    text = entry.strip()
-    any_port = text.endswith(":*")
-    hostport = text[:-2] if any_port else text
-    try:
-        # A scheme without a default port, so that an explicit :80 stays explicit.
-        url = httpx.URL(f"x-allow://{hostport}/")
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"{entry!r} is not HOST, HOST:PORT or HOST:*: {exc}") from None
-    if not url.raw_host or url.userinfo or url.path != "/" or url.query or url.fragment:
-        raise ValueError(f"{entry!r} is not HOST, HOST:PORT or HOST:* (HOST a name or IP)")
-    if any_port and url.port is not None:
-        raise ValueError(f"{entry!r} names a port and '*'")
-    if url.port is not None and not 0 < url.port < 65536:
-        raise ValueError(f"{entry!r} has a port out of range")
-    return Allowed(url.raw_host.decode("ascii").lower(), url.port, any_port)
-
-
-@functools.lru_cache(maxsize=8)
-def allowed_entries(allow: tuple[str, ...]) -> tuple[Allowed, ...]:
-    return tuple(allowed_entry(entry) for entry in allow)
 
 
 def invalid(message: str) -> InvalidRequest:

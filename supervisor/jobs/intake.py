@@ -23,11 +23,12 @@ from collections.abc import Container
 from supervisor.errors import Overloaded, ServerError, Unavailable
 from supervisor.jobs.storage import Claimed, JobStorage, Key
 from supervisor.services import Services
-from supervisor.speech import result_cache, schemas, service, words
+from supervisor.speech import result_cache, schemas, steps, words
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
 
@@ -63,7 +64,7 @@ def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     always has a seed (derived from its fields when it names none), so it is reproducible."""
     fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
     speech = schemas.speech_request(fields, svc.settings)
-    voice = service.voice(svc, owner(svc, item), speech)
+    voice = steps.voice(svc, owner(svc, item), speech)
     if speech.seed is None:
         seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
         speech = dataclasses.replace(speech, seed=seed)
@@ -128,7 +129,7 @@ class Intake:
                 return
         if name is not None and (self.flights.flying(name) or name in self.leading):
             return  # an identical item is being made: it stays queued until it is kept
-        synthesis = await service.start(
+        synthesis = await steps.start(
             self.svc,
             owner(self.svc, item),
             speech,

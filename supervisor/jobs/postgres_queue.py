@@ -22,7 +22,7 @@ from supervisor.database import Connection, Database
 from supervisor.errors import QualityFailed, ServerError
 from supervisor.jobs.storage import UNFINISHED, Claimed, Key, error_record, out_of_space
 from supervisor.jobs.timeline import Pending, item_audio_s
-from supervisor.speech.quality import QaSummary
+from supervisor.qa_summary import QaSummary
 
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one leases go by
 KEYS = "(job_id, n) IN (SELECT * FROM unnest(%(jobs)s::text[], %(ns)s::int[]))"

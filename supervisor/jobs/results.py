@@ -28,10 +28,10 @@ from supervisor.database import StoreUnavailable
 from supervisor.errors import InsufficientStorage, ServerError
 from supervisor.jobs.space import SpaceWait, refused_item_end
 from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
+from supervisor.qa_summary import QaSummary
 from supervisor.services import Services
-from supervisor.speech import delivery, service
+from supervisor.speech import delivery, steps
 from supervisor.speech.piece import Piece
-from supervisor.speech.quality import QaSummary
 from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.text import captions
@@ -68,7 +68,7 @@ class ResultWriter:
         pcm = b"".join(piece.audio for piece in pieces)
         try:
             wanted = delivery.profile(synthesis.request)
-            data = await service.encode_whole(item.format, pcm, pieces[0].sample_rate, wanted)
+            data = await steps.encode_whole(item.format, pcm, pieces[0].sample_rate, wanted)
         except (
             Exception
         ) as exc:  # libav refusing the audio is this item's failure, not the runner's
@@ -87,7 +87,7 @@ class ResultWriter:
             and not unheard
         ):
             rate = wanted.rate(item.format, pieces[0].sample_rate)
-            meta = service.cache_meta(synthesis, item.format, rate, synthesis.verdict.summary())
+            meta = steps.cache_meta(synthesis, item.format, rate, synthesis.verdict.summary())
             await asyncio.to_thread(self.svc.results.put, name, CachedResult(data, meta))
         beside = None
         if synthesis.captions:

@@ -1,6 +1,7 @@
 """A SQLite job store's data directory: its lock, its database connection, its result files.
 
-`SqliteJobStore` (`sqlite_store`) adds the job queries; this part holds the directory:
+`SqliteQueue` (`sqlite_queue`) adds the moves of items, `SqliteJobStore` (`sqlite_store`) the
+jobs; this part holds the directory:
 
     <data dir>/jobs.lock               flock'ed while a server uses it (a second one is refused)
     <data dir>/jobs.sqlite3            jobs and items (`sqlite_schema`)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from supervisor.errors import Conflict, ErrorObject, ServerError
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.timeline import Pending
-from supervisor.speech.quality import QaSummary
+from supervisor.qa_summary import QaSummary
 from supervisor.tenants import DEFAULT_OWNER
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from supervisor.jobs.schedule import rfc3339
 from supervisor.jobs.storage import ITEM_STATES, ErrorRecord
-from supervisor.speech.quality import QaSummary
+from supervisor.qa_summary import QaSummary
 
 if TYPE_CHECKING:
     from supervisor.jobs.space import SpaceReport

@@ -1,8 +1,8 @@
 """The one settings object: defaults in code, then OMNIVOICE_* variables, then command-line flags.
 
 Three parts: the fields with their defaults, help, bounds and the rules between them
-(fields.py, rules.py, declare.py); the flags and the environment (flags.py, sources.py); other
-systems' names for our settings (aliases.py, docs/MIGRATING.md). `Settings` adds what is derived
+(fields.py with its parts by subsystem, rules.py, declare.py); the flags and the environment
+(flags.py, sources.py); other systems' names for our settings (aliases.py, docs/MIGRATING.md). `Settings` adds what is derived
 from the fields: the keys of --api-key-file, read before the object is built, and the tenancy.
 """
 
@@ -29,8 +29,9 @@ from supervisor.settings.declare import (
     redacted_url,
     setting,
 )
-from supervisor.settings.fields import ALLOWED_HOST, FORMAT_NAMES, Fields
+from supervisor.settings.fields import Fields
 from supervisor.settings.flags import HELP_GROUPS
+from supervisor.settings.server_fields import ALLOWED_HOST, FORMAT_NAMES
 from supervisor.tenants import KeyFile, Tenancy, parse_key_file
 
 __all__ = [

@@ -117,7 +117,7 @@ def _callbacks(s: Fields, fields: dict[str, Field]) -> str | None:
     allow, secret = fields["callback_allow"], fields["callback_secret"]
     if not s.callback_secret:
         return f"{flag_of(allow)} needs {named(secret)}: callbacks are always signed"
-    from supervisor.jobs.callbacks import allowed_entry  # httpx: only when there is a list
+    from supervisor.settings.callback_allow import allowed_entry  # httpx: only with a list
 
     for entry in s.callback_allow:
         try:

@@ -27,12 +27,14 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from supervisor import format_names
+
 if TYPE_CHECKING:
     from av.audio.stream import AudioStream
 
     from supervisor.errors import ErrorBody
 
-FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw")
+FORMATS = format_names.FORMATS
 MEDIA_TYPES = {
     "mp3": "audio/mpeg",
     "opus": "audio/opus",

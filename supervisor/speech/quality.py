@@ -18,10 +18,10 @@ chunk the ASR sidecar could not hear (supervisor/speech/hearing.py) adds `"asr":
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
 
 from sidecar.shared.protocol import QA_CHECKS, QaCheck
 from supervisor import metrics
+from supervisor.qa_summary import QaSummary
 from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import MAX_SEED
 
@@ -29,19 +29,6 @@ HEADER = "X-OmniVoice-QA"
 # An odd 64-bit constant (the fractional bits of sqrt(3)) other than the chunk stride, so that a
 # retry's seed does not land on the seed of another chunk of the same request.
 QA_SEED_STRIDE = 0xBB67AE8584CAA73B
-
-
-class _QaSummaryBase(TypedDict):
-    passed: bool
-    attempts: int
-    checks: dict[str, QaCheck]
-
-
-class QaSummary(_QaSummaryBase, total=False):
-    """The `qa` block of a job item, and of a `qa_failed` error (the module says what each
-    field means)."""
-
-    asr: Literal["skipped"]  # a chunk went out unheard by the ASR sidecar
 
 
 def retry_seed(seed: int, attempt: int) -> int:

@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from supervisor import metrics
+from supervisor.qa_summary import QaSummary
 from supervisor.settings import Settings
-from supervisor.speech.quality import QaSummary
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
-from supervisor.speech.synthesis import Voice
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.tenants import DEFAULT_OWNER
 
 log = logging.getLogger("omnivoice.cache")

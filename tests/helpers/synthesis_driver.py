@@ -13,7 +13,8 @@ from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.piece import Piece
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
 from supervisor.supervision.scheduler import Scheduler
 

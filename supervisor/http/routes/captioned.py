@@ -27,7 +27,7 @@ from supervisor.http.routes.speech import (
     read_json,
     until_disconnected,
 )
-from supervisor.speech import delivery, instructions, quality, schemas, service, words
+from supervisor.speech import delivery, instructions, quality, schemas, steps, words
 from supervisor.supervision.scheduler import Priority
 
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
@@ -44,8 +44,8 @@ async def captioned(request: Request) -> Response:
             "/v1/audio/speech.",
             param="stream_format",
         )
-    voice = service.voice(svc, tenant(request), speech)
-    synthesis = await service.start(svc, tenant(request), speech, voice, captions=True)
+    voice = steps.voice(svc, tenant(request), speech)
+    synthesis = await steps.start(svc, tenant(request), speech, voice, captions=True)
     deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
 
     async def whole() -> bytes:
@@ -69,7 +69,7 @@ async def captioned(request: Request) -> Response:
     finally:
         synthesis.close()
     fmt, wanted = speech.response_format, delivery.profile(speech)
-    data = await service.encode_whole(fmt, pcm, synthesis.sample_rate, wanted)
+    data = await steps.encode_whole(fmt, pcm, synthesis.sample_rate, wanted)
     headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read

@@ -54,12 +54,13 @@ from supervisor.speech import (
     instructions,
     quality,
     schemas,
-    service,
+    steps,
 )
 from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")
@@ -239,9 +240,7 @@ async def _make(
 ) -> Response:
     """Admit the request, wait for its first audio, and answer as its formats ask; a
     reproducible answer (`flight` given) is shared with its waiters and kept."""
-    synthesis = await service.start(
-        svc, tenant(request), speech, voice, first_short=streamed(speech)
-    )
+    synthesis = await steps.start(svc, tenant(request), speech, voice, first_short=streamed(speech))
     pieces = deadline.pieces(synthesis.pieces())
     try:
         first = await until_disconnected(request, pieces.__anext__())
@@ -261,7 +260,7 @@ async def _make(
     keep = _keeper(svc, synthesis, rate, flight)
     if wanted.loudness is not None:
         return await _loud(request, synthesis, first, rest, headers, keep)
-    body = service.encoded(first, rest, fmt, wanted)
+    body = steps.encoded(first, rest, fmt, wanted)
     if flight is not None:
         body = cached.recorded(body, keep)
     if speech.stream_format == "sse":
@@ -270,7 +269,7 @@ async def _make(
     if len(synthesis.chunks) > 1:
         return SynthesisStream(synthesis, body, formats.MEDIA_TYPES[fmt], headers)
     await pieces.aclose()
-    content = await service.encode_whole(fmt, first.audio, first.sample_rate, wanted)
+    content = await steps.encode_whole(fmt, first.audio, first.sample_rate, wanted)
     keep(content)
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
@@ -303,7 +302,7 @@ def _keeper(
         # one the ASR sidecar did not hear is heard next time.
         if flight is not None and synthesis.verdict.passed and not synthesis.verdict.asr_skipped:
             fmt = synthesis.request.response_format
-            meta = service.cache_meta(synthesis, fmt, rate, synthesis.verdict.header())
+            meta = steps.cache_meta(synthesis, fmt, rate, synthesis.verdict.header())
             cached.keep(svc, flight.key, data, meta, flight)
 
     return keep
@@ -327,7 +326,7 @@ async def _loud(
         synthesis.close()
     speech, pcm = synthesis.request, b"".join(piece.audio for piece in [first, *whole])
     fmt = speech.response_format
-    content = await service.encode_whole(fmt, pcm, first.sample_rate, delivery.profile(speech))
+    content = await steps.encode_whole(fmt, pcm, first.sample_rate, delivery.profile(speech))
     keep(content)
     if speech.stream_format == "sse":
         headers["Cache-Control"] = "no-cache"
@@ -346,4 +345,4 @@ async def speech(request: Request) -> Response:
 def parse(svc: Services, owner: Tenant, body: Any) -> tuple[SpeechRequest, Voice]:
     """A speech request's body, checked (a 400 raised here), and the voice it names."""
     speech_request = schemas.speech_request(body, svc.settings)
-    return speech_request, service.voice(svc, owner, speech_request)
+    return speech_request, steps.voice(svc, owner, speech_request)

@@ -5,7 +5,7 @@ frames: `session.config` (the speech request's fields but `input`, checked as a 
 is; first, and again between utterances), `input.text` (text as it arrives), `input.done` (the
 utterance ends: what is left is spoken; the session stays open) and `session.close`. The server
 cuts the text into segments (`supervisor.speech.segmenter`), makes each as a speech request of
-its own through the speech route's path (`speech.parse`, `service.start`: the same checks,
+its own through the speech route's path (`speech.parse`, `steps.start`: the same checks,
 limits, lexicons and voices), and sends, in order: `audio.start`, the segment's audio as binary
 frames (a whole file in the session's format) as it is made, `audio.done` (with the segment's
 words, when asked for); after an utterance's last segment, `session.done`. The ASR round trip

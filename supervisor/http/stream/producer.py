@@ -1,5 +1,5 @@
 """A session's producer: each segment made as a speech request of its own through the speech
-route's path (`speech.parse`, `service.start`: the same checks, limits, lexicons and voices),
+route's path (`speech.parse`, `steps.start`: the same checks, limits, lexicons and voices),
 at most AHEAD of the one being sent, its audio encoded into its `Made.frames` as it comes.
 """
 
@@ -11,7 +11,7 @@ import logging
 from supervisor.errors import ServerError
 from supervisor.http.routes import speech
 from supervisor.http.stream.session import Made, Segment, Session
-from supervisor.speech import delivery, service, words
+from supervisor.speech import delivery, steps, words
 
 log = logging.getLogger("omnivoice.stream")
 
@@ -43,7 +43,7 @@ async def make(session: Session, made: Made) -> None:
     try:
         body = {**made.segment.config, "input": made.segment.text}
         request, voice = speech.parse(svc, owner, body)
-        synthesis = await service.start(
+        synthesis = await steps.start(
             svc,
             owner,
             request,
@@ -58,7 +58,7 @@ async def make(session: Session, made: Made) -> None:
         fmt, wanted = request.response_format, delivery.profile(request)
         made.fmt, made.rate = fmt, wanted.rate(fmt, first.sample_rate)
         made.started.set()
-        async for data in service.encoded(first, pieces, fmt, wanted):
+        async for data in steps.encoded(first, pieces, fmt, wanted):
             made.frames.put_nowait(data)
         made.qa = synthesis.verdict.header()
         if svc.hearing is not None and not made.segment.hold_for_checks:

@@ -20,7 +20,8 @@ from supervisor.errors import InvalidRequest, ServerError
 from supervisor.settings import Settings
 from supervisor.speech import cost, schemas
 from supervisor.speech.lexicons import Lexicon
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
 from supervisor.speech.text.spans import SPEED_RANGE
 from supervisor.supervision.scheduler import Scheduler

@@ -18,7 +18,8 @@ from supervisor.errors import InvalidRequest, Overloaded, ServerError, TaskFaile
 from supervisor.settings import Settings
 from supervisor.speech import quality, schemas
 from supervisor.speech.hearing import Hearing
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.supervision.scheduler import Batch, Scheduler
 
 LONG = (

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.synthesis import CHUNK_SEED_STRIDE, Voice
+from supervisor.speech.synthesis_plan import Voice
 from tests.helpers.synthesis_driver import LEVEL, RATE, drive
 
 PROMPT = {

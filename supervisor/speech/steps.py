@@ -16,14 +16,15 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
+from supervisor.qa_summary import QaSummary
 from supervisor.services import Services
 from supervisor.speech import delivery
 from supervisor.speech.delivery import Profile
 from supervisor.speech.piece import Piece
-from supervisor.speech.quality import QaSummary
 from supervisor.speech.result_cache import CacheMeta
 from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
 from supervisor.supervision.scheduler import Priority
