@@ -52,6 +52,8 @@ from supervisor.services import Services
 from supervisor.speech import words
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis
+from supervisor.tracing import spans
+from supervisor.tracing.items import item_span
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -267,9 +269,12 @@ class JobRunner:
         """Run a claimed item's synthesis in a task of its own."""
         key = item.key
         self.generating[key] = synthesis
-        task = asyncio.create_task(
-            self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
-        )
+        root = item_span(item, synthesis)
+        with spans.use(root):  # the task's context is a copy of this one: its spans go under root
+            task = asyncio.create_task(
+                self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
+            )
+        task.add_done_callback(spans.ender(root))
         self.tasks.add(task)
         self.item_tasks[key] = task
         task.add_done_callback(self.tasks.discard)

@@ -28,6 +28,7 @@ from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
 from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
+from supervisor.tracing import spans
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -69,9 +70,10 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
 
 async def off_loop(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
-    if cheap:
-        return call(*args, **kwargs)
-    return await asyncio.to_thread(call, *args, **kwargs)
+    with spans.span("encode"):
+        if cheap:
+            return call(*args, **kwargs)
+        return await asyncio.to_thread(call, *args, **kwargs)
 
 
 async def encode_whole(fmt: str, pcm: bytes, rate: int, wanted: Profile) -> bytes:

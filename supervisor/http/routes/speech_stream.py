@@ -41,6 +41,8 @@ from supervisor.services import Services
 from supervisor.speech import delivery, service, words
 from supervisor.speech.segmenter import Segmenter
 from supervisor.tenants import OPEN, Tenant
+from supervisor.tracing import spans
+from supervisor.tracing.edge import segment_span
 
 AHEAD = 2  # segments made ahead of the one being sent
 SEGMENT_CHARS = 300  # a run of text without a sentence end is cut at about this length
@@ -79,6 +81,7 @@ class Made:
     qa: str | None = None  # X-OmniVoice-QA's value for the segment
     words: list[Any] | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    trace_id: str | None = None  # its spans' (a trace of its own), in audio.done
 
 
 async def stream(ws: WebSocket) -> None:
@@ -321,7 +324,11 @@ class Session:
             if isinstance(item, Segment):
                 await self.slots.acquire()
                 made = Made(item)
-                made.task = asyncio.ensure_future(self.make(made))
+                root = segment_span(item)
+                made.trace_id = spans.hex_trace_id(root)
+                with spans.use(root):  # the task's context is a copy: its spans go under root
+                    made.task = asyncio.ensure_future(self.make(made))
+                made.task.add_done_callback(spans.ender(root))
                 self.made.add(made)
                 self.pending.popleft()
                 await self.ordered.put(made)
@@ -432,6 +439,7 @@ class Session:
                 "total_bytes": total,
                 "error": error,
                 "qa": made.qa,
+                "trace_id": made.trace_id,
                 **({"words": made.words} if made.words is not None else {}),
             }
         )
