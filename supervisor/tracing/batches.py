@@ -55,7 +55,8 @@ def finished(batch: Batch, stats: Mapping[str, float], now: float) -> None:
     """The batch's `done`: its steps and decode under each task's `batch` span."""
     if not spans.enabled() or "wall_s" not in stats:
         return
-    began = now - float(stats["wall_s"])
+    # The sidecar may begin before `sent_at` is read, just after the write: never before it.
+    began = max(batch.sent_at, now - float(stats["wall_s"]))
     steps = {f"omnivoice.sidecar.{k}": float(v) for k, v in stats.items() if k not in DECODE_STATS}
     decode = {f"omnivoice.sidecar.{k}": float(stats[k]) for k in DECODE_STATS if k in stats}
     for task in batch.tasks:

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.tracing import spans
@@ -48,6 +48,8 @@ class TraceRequests:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), header]}
                 root.set_attribute("http.response.status_code", message["status"])
+                if message["status"] >= 500:  # the server's failing, not the client's
+                    root.set_status(StatusCode.ERROR)
             elif first and message["type"] == "http.response.body" and message.get("body"):
                 first = False
                 spans.record("first_byte", root, started, time.monotonic())
