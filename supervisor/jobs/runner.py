@@ -269,12 +269,11 @@ class JobRunner:
         """Run a claimed item's synthesis in a task of its own."""
         key = item.key
         self.generating[key] = synthesis
-        root = item_span(item, synthesis)
-        with spans.use(root):  # the task's context is a copy of this one: its spans go under root
-            task = asyncio.create_task(
-                self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
-            )
-        task.add_done_callback(spans.ender(root))
+        task = spans.start_task(  # its spans go under the item's root, which ends with it
+            item_span(item, synthesis),
+            self.run_item(item, synthesis, name),
+            name=f"job-item-{item.job_id}-{item.n}",
+        )
         self.tasks.add(task)
         self.item_tasks[key] = task
         task.add_done_callback(self.tasks.discard)

@@ -92,10 +92,7 @@ class Fields:
     )
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
     trace_file: str | None = setting(
-        None,
-        "also write every span of every request to this file, one JSON object a line (a "
-        "debugging aid; OTEL_EXPORTER_OTLP_ENDPOINT sends them to a collector)",
-        metavar="FILE",
+        None, "also write every request's spans to this file, one JSON line each", metavar="FILE"
     )
     # --- HTTP API
     max_input_chars: int = setting(

@@ -13,6 +13,7 @@ disconnects and deadlines; a job item's store and queue).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
@@ -54,18 +55,22 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     voices = voice_resolver(speech, svc.voices_for(owner))
     lexicon = svc.lexicons_for(owner).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
-    return Synthesis(
-        svc.scheduler,
-        speech,
-        voice,
-        svc.settings.chunk_s,
-        priority,
-        voices,
-        text,
-        captions=captions,
-        asr=svc.hearing,
-        first_short=first_short,
-    )
+    began = time.monotonic()
+    with spans.span("admission"):  # its plan, checked against the limits, and reserved
+        synthesis = Synthesis(
+            svc.scheduler,
+            speech,
+            voice,
+            svc.settings.chunk_s,
+            priority,
+            voices,
+            text,
+            captions=captions,
+            asr=svc.hearing,
+            first_short=first_short,
+        )
+    synthesis.admitted = (began, time.monotonic())  # a job item's trace records it later
+    return synthesis
 
 
 async def off_loop(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

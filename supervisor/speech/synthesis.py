@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
@@ -52,7 +51,6 @@ from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.text.spans import Script, Span
 from supervisor.supervision.scheduler import Priority, Scheduler
-from supervisor.tracing import spans
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -120,6 +118,7 @@ class Synthesis:
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
+        self.admitted = (0.0, 0.0)  # when its admission began and ended (service.start)
         count, s = len(self.chunks), scheduler.settings
         frames = continuity.prompted_frames(
             [self.item(i) for i in range(count)],
@@ -131,11 +130,8 @@ class Synthesis:
         silence = sum(part.lead_s + part.pause_s for part in self.parts)
         self.cost = cost.Cost(cost.chars(self.text), len(self.chunks), spoken, silence)
         cost.check(self.cost, scheduler.settings, scheduler.capacity)
-        began = time.monotonic()
-        with spans.span("admission", {"omnivoice.audio_s": self.cost.audio_s}):
-            # The pauses are admitted too: the answer holds them as it holds speech.
-            self.reservation = scheduler.reserve(self.cost.audio_s)
-        self.admitted = (began, time.monotonic())  # a job item's trace records it later
+        # The pauses are admitted too: the answer holds them as it holds speech.
+        self.reservation = scheduler.reserve(self.cost.audio_s)
 
     def plan(self, chunk_s: float) -> list[str]:
         """The chunks' texts, and in `parts` how each is read; a span boundary is a chunk

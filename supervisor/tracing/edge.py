@@ -5,7 +5,7 @@
 does, records `first_byte` (from the request's arrival to its first body bytes) and adds the
 header to the answer's head. Off, the root is a non-recording span with a fresh trace id
 (supervisor/tracing/spans.py), so the header is always there. A WebSocket segment's root is
-`segment_span`: the route sends its trace id in `audio.done`. `log_trace_ids` adds
+`segment_task`'s: the route sends its trace id in `audio.done`. `log_trace_ids` adds
 ` trace_id=...` to uvicorn's access log lines, which are written in the request's context.
 """
 
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import time
+from asyncio import Task
+from collections.abc import Coroutine
 from typing import Any
 
-from opentelemetry.trace import Span, StatusCode
+from opentelemetry.trace import StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.tracing import spans
@@ -75,15 +77,17 @@ def remote_parent(scope: Scope) -> spans.Context | None:
     return extract(carrier)
 
 
-def segment_span(segment: Any) -> Span:
-    """A WebSocket segment's root span: each segment is a trace of its own."""
-    return spans.root(
+def segment_task(segment: Any, work: Coroutine[Any, Any, None]) -> tuple[Task[None], str]:
+    """A WebSocket segment's making (`work`) as a trace of its own (`speech.segment`, ended
+    with it), and the trace's id for its `audio.done`."""
+    root = spans.root(
         "speech.segment",
         attributes={
             "omnivoice.utterance_index": segment.utterance,
             "omnivoice.sentence_index": segment.index,
         },
     )
+    return spans.start_task(root, work), spans.hex_trace_id(root)
 
 
 class TraceIdInLog(logging.Filter):

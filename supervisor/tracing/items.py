@@ -19,5 +19,5 @@ def item_span(item: Claimed, synthesis: Synthesis) -> Span:
         {"omnivoice.job.id": item.job_id, "omnivoice.job.item": item.n},
         start_s=began,
     )
-    spans.record("admission", root, began, admitted, {"omnivoice.audio_s": synthesis.cost.audio_s})
+    spans.record("admission", root, began, admitted)
     return root

@@ -10,13 +10,16 @@ answer still names one (`X-Trace-Id`, `trace_id`) and the access log line with i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from asyncio import Task
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -26,6 +29,7 @@ from opentelemetry.util.types import AttributeValue
 
 TRACER = "omnivoice.supervisor"
 Attributes = Mapping[str, AttributeValue]
+T = TypeVar("T")
 
 # The trace id the next root span takes, when it is not a random one (a job item's).
 chosen_trace_id: ContextVar[int | None] = ContextVar("omnivoice_chosen_trace_id", default=None)
@@ -94,9 +98,13 @@ def use(span: Span, end: bool = False) -> Iterator[Span]:
         yield span
 
 
-def ender(span: Span) -> Callable[[object], None]:
-    """A done-callback that ends `span` (a job item's or a segment's, with its task)."""
-    return lambda _done: span.end()
+def start_task(root: Span, work: Coroutine[Any, Any, T], name: str | None = None) -> Task[T]:
+    """`work` as a task of its own whose spans go under `root` (its context is a copy of this
+    one, `root` current in it), and `root` ends with it: a job item's, a WebSocket segment's."""
+    with use(root):
+        task = asyncio.create_task(work, name=name)
+    task.add_done_callback(lambda _done: root.end())
+    return task
 
 
 def current() -> Context:

@@ -41,8 +41,7 @@ from supervisor.services import Services
 from supervisor.speech import delivery, service, words
 from supervisor.speech.segmenter import Segmenter
 from supervisor.tenants import OPEN, Tenant
-from supervisor.tracing import spans
-from supervisor.tracing.edge import segment_span
+from supervisor.tracing.edge import segment_task
 
 AHEAD = 2  # segments made ahead of the one being sent
 SEGMENT_CHARS = 300  # a run of text without a sentence end is cut at about this length
@@ -324,11 +323,7 @@ class Session:
             if isinstance(item, Segment):
                 await self.slots.acquire()
                 made = Made(item)
-                root = segment_span(item)
-                made.trace_id = spans.hex_trace_id(root)
-                with spans.use(root):  # the task's context is a copy: its spans go under root
-                    made.task = asyncio.ensure_future(self.make(made))
-                made.task.add_done_callback(spans.ender(root))
+                made.task, made.trace_id = segment_task(item, self.make(made))
                 self.made.add(made)
                 self.pending.popleft()
                 await self.ordered.put(made)
