@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
+import span_breakdown
 from http_arm import KEEPALIVE_S, body, metric_sum, metric_values, percentiles
 from workloads import Request
 
@@ -130,10 +131,10 @@ async def first_audio_one(
     """One streamed request: time to its first audio bytes (None if it never had any)."""
     payload = dict(body(r), stream_format=stream_format)
     start = time.perf_counter()
-    first, status = None, None
+    first, status, trace_id = None, None, None
     try:
         async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
-            status = resp.status_code
+            status, trace_id = resp.status_code, resp.headers.get("x-trace-id")
             seen = b""
             async for chunk in resp.aiter_bytes():
                 if first is not None or not chunk or status != 200:
@@ -145,7 +146,8 @@ async def first_audio_one(
                 status = "sse_error"
     except httpx.HTTPError as exc:
         status = f"error:{type(exc).__name__}"
-    results.append({"status": status, "first_audio": first, "total": time.perf_counter() - start})
+    total = time.perf_counter() - start
+    results.append({"status": status, "first_audio": first, "total": total, "trace_id": trace_id})
 
 
 async def interactive(
@@ -184,6 +186,7 @@ async def interactive(
         "statuses": statuses,
         "first_audio_s": percentiles([res["first_audio"] for res in ok]),
         "total_s": percentiles([res["total"] for res in ok]),
+        "slowest": span_breakdown.slowest(ok),  # their trace ids, for the server's spans
     }
 
 
