@@ -49,7 +49,7 @@ from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.scheduler import Scheduler
 from supervisor.tracing import setup as tracing
-from supervisor.tracing.edge import TraceRequests, log_trace_ids
+from supervisor.tracing.edge import TraceRequests, log_trace_ids, trace_header
 
 log = logging.getLogger("omnivoice.app")
 
@@ -72,7 +72,8 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     else:
         log.exception("unhandled error on %s", request.url.path, exc_info=exc)
         error = ServerError("internal server error")
-    return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers())
+    headers = {**error.headers(), **trace_header(request.scope)}
+    return JSONResponse(error.to_body(), status_code=error.status, headers=headers)
 
 
 async def client_gone(request: Request, exc: Exception) -> Response:

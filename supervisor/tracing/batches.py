@@ -55,8 +55,10 @@ def finished(batch: Batch, stats: Mapping[str, float], now: float) -> None:
     """The batch's `done`: its steps and decode under each task's `batch` span."""
     if not spans.enabled() or "wall_s" not in stats:
         return
-    # The sidecar may begin before `sent_at` is read, just after the write: never before it.
+    # On a busy host the sidecar may begin, even finish, before `sent_at` is read just after
+    # the write: its spans never begin before the batch's.
     began = max(batch.sent_at, now - float(stats["wall_s"]))
+    decoding = max(batch.sent_at, now - float(stats.get("decode_s", 0.0)))
     steps = {f"omnivoice.sidecar.{k}": float(v) for k, v in stats.items() if k not in DECODE_STATS}
     decode = {f"omnivoice.sidecar.{k}": float(stats[k]) for k in DECODE_STATS if k in stats}
     for task in batch.tasks:
@@ -65,6 +67,4 @@ def finished(batch: Batch, stats: Mapping[str, float], now: float) -> None:
         spans.record(
             "steps", task.batch_trace, began, began + float(stats.get("denoise_s", 0.0)), steps
         )
-        spans.record(
-            "decode", task.batch_trace, now - float(stats.get("decode_s", 0.0)), now, decode
-        )
+        spans.record("decode", task.batch_trace, decoding, now, decode)

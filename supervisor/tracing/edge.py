@@ -24,6 +24,14 @@ from supervisor.tracing import spans
 
 HEADER = b"x-trace-id"
 ACCESS_LOGGER = "uvicorn.access"
+TRACE_ID = "omnivoice.trace_id"  # the scope's key: the request's trace id, for late answers
+
+
+def trace_header(scope: Scope) -> dict[str, str]:
+    """`X-Trace-Id` for an answer made outside the middleware (an unexpected error's 500,
+    rendered by Starlette's outermost handler after the request's span has ended)."""
+    trace_id = scope.get(TRACE_ID)
+    return {"X-Trace-Id": trace_id} if trace_id else {}
 
 
 class TraceRequests:
@@ -42,13 +50,16 @@ class TraceRequests:
             parent=remote_parent(scope),
             start_s=started,
         )
-        header = (HEADER, spans.hex_trace_id(root).encode())
+        scope[TRACE_ID] = spans.hex_trace_id(root)
+        header = (HEADER, scope[TRACE_ID].encode())
         first = True
 
         async def send_traced(message: Message) -> None:
             nonlocal first
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), header]}
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == HEADER for name, _ in headers):
+                    message = {**message, "headers": [*headers, header]}
                 root.set_attribute("http.response.status_code", message["status"])
                 if message["status"] >= 500:  # the server's failing, not the client's
                     root.set_status(StatusCode.ERROR)
