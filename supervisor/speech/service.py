@@ -56,20 +56,21 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     lexicon = svc.lexicons_for(owner).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
     began = time.monotonic()
-    with spans.span("admission"):  # its plan, checked against the limits, and reserved
-        synthesis = Synthesis(
-            svc.scheduler,
-            speech,
-            voice,
-            svc.settings.chunk_s,
-            priority,
-            voices,
-            text,
-            captions=captions,
-            asr=svc.hearing,
-            first_short=first_short,
-        )
-    synthesis.admitted = (began, time.monotonic())  # a job item's trace records it later
+    synthesis = Synthesis(
+        svc.scheduler,
+        speech,
+        voice,
+        svc.settings.chunk_s,
+        priority,
+        voices,
+        text,
+        captions=captions,
+        asr=svc.hearing,
+        first_short=first_short,
+    )
+    # Its plan, checked against the limits and reserved; a job item's trace records it later.
+    synthesis.admitted = (began, time.monotonic())
+    spans.record("admission", spans.current(), *synthesis.admitted)
     return synthesis
 
 

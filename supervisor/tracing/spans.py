@@ -114,7 +114,7 @@ def current() -> Context:
 
 def span(name: str, attributes: Attributes | None = None) -> AbstractContextManager[object]:
     """A span around a block, a child of the current one; a no-op when off, or outside any
-    trace (a job item's admission, whose trace begins once it is claimed)."""
+    trace (a new trace of one span would say nothing)."""
     if _tracer is None or not trace.get_current_span().is_recording():
         return _NO_SPAN
     return _tracer.start_as_current_span(name, attributes=attributes)
@@ -133,8 +133,14 @@ def record(
     attributes: Attributes | None = None,
 ) -> Span | None:
     """A span that has already happened, from `start_s` to `end_s` (time.monotonic()
-    readings), under `parent` (a context or a span); off, nothing."""
+    readings), under `parent` (a context or a span, ended or not); off, or outside any sampled
+    trace (a job item's admission, whose trace begins once it is claimed), nothing."""
     if _tracer is None:
+        return None
+    ids = (
+        parent if isinstance(parent, Span) else trace.get_current_span(parent)
+    ).get_span_context()
+    if not ids.is_valid or not ids.trace_flags.sampled:
         return None
     if isinstance(parent, Span):
         parent = trace.set_span_in_context(parent)
