@@ -321,6 +321,7 @@ def main() -> int:
     )
     queue_arms.add_flags(ap)
     args = ap.parse_args()
+    queue_arms.configure(args)  # before the server starts: it inherits the environment
     args.arms = set(args.arms.split(","))
     if "reference" not in args.arms:
         args.reference_site = None

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
+import span_breakdown
 from http_arm import KEEPALIVE_S, body, metric_sum, metric_values, percentiles
 from stream_timing import StreamClock
 from workloads import Request
@@ -133,9 +134,10 @@ async def first_audio_one(
     payload = dict(body(r), stream_format=stream_format)
     clock = StreamClock(stream_format)
     status: int | str | None = None
+    trace_id = None
     try:
         async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
-            status = resp.status_code
+            status, trace_id = resp.status_code, resp.headers.get("x-trace-id")
             async for chunk in resp.aiter_bytes():
                 if chunk and status == 200:
                     clock.feed(chunk)
@@ -150,6 +152,7 @@ async def first_audio_one(
             "total": time.perf_counter() - clock.start,
             "audio_s": clock.audio_s,
             "underrun": clock.underrun_s,
+            "trace_id": trace_id,
         }
     )
 
@@ -196,6 +199,7 @@ async def interactive(
         "underrun_s": percentiles([res["underrun"] for res in ok]),
         "audio_s": round(audio, 2),
         "x_realtime": round(audio / wall, 2) if wall else 0.0,
+        "slowest": span_breakdown.slowest(ok),  # their trace ids, for the server's spans
     }
 
 

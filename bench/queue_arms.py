@@ -4,7 +4,8 @@ They run after the mixed arm, in that order (the kill last: it restarts the side
 to the result `interactive_sweep`, `job_x_realtime`, `job_to_http_ratio`,
 `interactive_under_bulk_first_audio_p50_s` and `_p99_s`, `interactive_under_bulk_underrun_p99_s`,
 `interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
-`bulk_total_throughput_share`, `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md).
+`bulk_total_throughput_share`, `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md);
+with `--trace-spans`, `interactive_under_bulk_slowest` (bench/span_breakdown.py).
 
 `sweep`: short interactive requests alone on the idle server, streamed, at each of
 `--sweep-rates` per second for `--sweep-seconds` each: first audio p50/p99, the audio made
@@ -14,11 +15,14 @@ over the wall (x realtime) and the player's wait per stream (`stream_timing`), p
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import job_arm
 import kill_arm
+import span_breakdown
 import workloads
 
 
@@ -67,11 +71,26 @@ def add_flags(ap: argparse.ArgumentParser) -> None:
         help="interactive requests on the idle server first, at the same rate, for comparison",
     )
     ap.add_argument(
+        "--trace-spans",
+        type=Path,
+        metavar="FILE",
+        help="the server writes its spans to FILE (OMNIVOICE_TRACE_FILE), and the bulk arm "
+        "reports where the slowest 1 %% of the interactive requests beside the job spent their "
+        "time (interactive_under_bulk_slowest; bench/span_breakdown.py)",
+    )
+    ap.add_argument(
         "--interactive-stream",
         choices=("sse", "audio"),
         default="sse",
         help="how the interactive requests stream (their first audio is timed)",
     )
+
+
+def configure(args: argparse.Namespace) -> None:
+    """Before the server starts: what its environment needs for the arms' flags."""
+    if args.trace_spans:
+        args.trace_spans.unlink(missing_ok=True)
+        os.environ.update(span_breakdown.server_env(args.trace_spans.resolve()))
 
 
 async def run(
@@ -102,6 +121,9 @@ async def run(
             alone,
         )
         log(f"bulk: share {out['bulk']['throughput_share']}")
+        if args.trace_spans:
+            slow = out["bulk"]["interactive_under_bulk"]["slowest"]
+            out["bulk"]["slowest_spans"] = span_breakdown.report(args.trace_spans, slow)
     if "kill" in args.arms:
         log("kill: SIGKILL the sidecar, until it serves again")
         out["kill"] = await kill_arm.kill_to_ready(url)
@@ -155,6 +177,7 @@ def keys(result: dict[str, Any]) -> None:
     result["interactive_idle_first_audio_p50_s"] = idle.get("p50")
     result["interactive_idle_first_audio_p99_s"] = idle.get("p99")
     result["bulk_throughput_share"] = bulk["throughput_share"] if bulk else None
+    result["interactive_under_bulk_slowest"] = bulk.get("slowest_spans") if bulk else None
     result["bulk_total_throughput_share"] = bulk["total_throughput_share"] if bulk else None
     profile = bulk.get("loaded_profile") if bulk else None
     result["bulk_forward_share_of_wall"] = profile["forward_share_of_wall"] if profile else None

@@ -2,7 +2,8 @@
 the lifespan running the pool.
 
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
-it has one); request metrics come next, so that they count refusals too; then the checks of the
+it has one); each request's root span and `X-Trace-Id` next (supervisor/tracing/edge.py);
+request metrics come next, so that they count refusals too; then the checks of the
 request's head (its Host, its framing: supervisor/http/edge.py); then authentication;
 then the body limits (each route's own, from the route table); then the routes.
 """
@@ -47,6 +48,8 @@ from supervisor.supervision.asr import AsrPool, asr_devices
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.scheduler import Scheduler
+from supervisor.tracing import setup as tracing
+from supervisor.tracing.edge import TraceRequests, log_trace_ids, trace_header
 
 log = logging.getLogger("omnivoice.app")
 
@@ -69,7 +72,8 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     else:
         log.exception("unhandled error on %s", request.url.path, exc_info=exc)
         error = ServerError("internal server error")
-    return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers())
+    headers = {**error.headers(), **trace_header(request.scope)}
+    return JSONResponse(error.to_body(), status_code=error.status, headers=headers)
 
 
 async def client_gone(request: Request, exc: Exception) -> Response:
@@ -116,6 +120,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         found = (
             devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
         )
+        if tracing.start(settings):
+            log.info("tracing on: spans to %s", tracing.destination(settings))
         scheduler = Scheduler(settings)
         pool = Pool(settings, scheduler, found)
         db = open_database(settings)
@@ -174,11 +180,13 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             if db is not None:
                 db.close()
             metrics.unwatch(collector)
+            tracing.stop()
 
     routes = route_table.starlette_routes()
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(TraceRequests),
             Middleware(metrics.RequestMetrics, routes=routes),
             Middleware(EdgeChecks, allowed=allowed_hosts(settings)),
             Middleware(
@@ -199,4 +207,5 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         lifespan=lifespan,
     )
     app.state.openapi_document = openapi.document(settings)  # settings are frozen: made once
+    log_trace_ids()
     return app

@@ -278,6 +278,10 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                             "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
                             "attempts": {"type": "integer"},
                             "audio_url": nullable_string,
+                            "trace_id": {
+                                "type": "string",
+                                "description": "the item's trace (32 hex digits), every attempt's",
+                            },
                         },
                     },
                 },

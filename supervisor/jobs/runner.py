@@ -52,6 +52,8 @@ from supervisor.services import Services
 from supervisor.speech import words
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis
+from supervisor.tracing import spans
+from supervisor.tracing.items import item_span
 
 log = logging.getLogger("omnivoice.jobs")
 
@@ -267,8 +269,10 @@ class JobRunner:
         """Run a claimed item's synthesis in a task of its own."""
         key = item.key
         self.generating[key] = synthesis
-        task = asyncio.create_task(
-            self.run_item(item, synthesis, name), name=f"job-item-{item.job_id}-{item.n}"
+        task = spans.start_task(  # its spans go under the item's root, which ends with it
+            item_span(item, synthesis),
+            self.run_item(item, synthesis, name),
+            name=f"job-item-{item.job_id}-{item.n}",
         )
         self.tasks.add(task)
         self.item_tasks[key] = task

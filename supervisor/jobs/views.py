@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from supervisor.jobs.schedule import rfc3339
 from supervisor.jobs.storage import ITEM_STATES, ErrorRecord
 from supervisor.qa_summary import QaSummary
+from supervisor.tracing import spans
 
 if TYPE_CHECKING:
     from supervisor.jobs.space import SpaceReport
@@ -42,6 +43,7 @@ class ItemView(TypedDict):
     audio_seconds: float | None
     qa: QaSummary | None
     audio_url: str | None
+    trace_id: str  # its spans' trace, the same for every attempt (supervisor/tracing/spans.py)
 
 
 class _JobViewBase(TypedDict):
@@ -127,4 +129,5 @@ def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> ItemView:
         "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
         if item["state"] == "done"
         else None,
+        "trace_id": format(spans.item_trace_id(job_id, item["n"]), "032x"),
     }

@@ -85,6 +85,9 @@ class ServerFields:
         metavar="FILE",
     )
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
+    trace_file: str | None = setting(
+        None, "also write every request's spans to this file, one JSON line each", metavar="FILE"
+    )
     # --- HTTP API
     max_input_chars: int = setting(
         4096,

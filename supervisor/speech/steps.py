@@ -13,6 +13,7 @@ disconnects and deadlines; a job item's store and queue).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
@@ -29,6 +30,7 @@ from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
 from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
+from supervisor.tracing import spans
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -56,7 +58,8 @@ async def start(  # noqa: PLR0913  the request's four parts and four keyword-onl
     voices = voice_resolver(speech, svc.voices_for(owner))
     lexicon = svc.lexicons_for(owner).for_request(speech)
     text = await script.read_off_loop(speech, svc.settings, lexicon)
-    return Synthesis(
+    began = time.monotonic()
+    synthesis = Synthesis(
         svc.scheduler,
         speech,
         voice,
@@ -68,13 +71,18 @@ async def start(  # noqa: PLR0913  the request's four parts and four keyword-onl
         asr=svc.hearing if heard else None,
         first_short=first_short,
     )
+    # Its plan, checked against the limits and reserved; a job item's trace records it later.
+    synthesis.admitted = (began, time.monotonic())
+    spans.record("admission", spans.current(), *synthesis.admitted)
+    return synthesis
 
 
 async def off_loop(cheap: bool, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run an encoder step; unless it is `cheap` (framing only), in a worker thread."""
-    if cheap:
-        return call(*args, **kwargs)
-    return await asyncio.to_thread(call, *args, **kwargs)
+    with spans.span("encode"):
+        if cheap:
+            return call(*args, **kwargs)
+        return await asyncio.to_thread(call, *args, **kwargs)
 
 
 async def encode_whole(fmt: str, pcm: bytes, rate: int, wanted: Profile) -> bytes:

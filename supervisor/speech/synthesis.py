@@ -74,6 +74,7 @@ class Synthesis:
         self.audio_s = 0.0
         self.sample_rate = 0
         self.verdict = quality.Verdict()
+        self.admitted = (0.0, 0.0)  # when its admission began and ended (steps.start)
         cost.check(self.cost, scheduler.settings, scheduler.capacity)
         # The pauses are admitted too: the answer holds them as it holds speech.
         self.reservation = scheduler.reserve(self.cost.audio_s)

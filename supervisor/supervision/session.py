@@ -33,6 +33,7 @@ from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_err
 from supervisor.settings import Settings
 from supervisor.supervision.process import KillReason, SidecarProcess, SidecarState
 from supervisor.supervision.work import Batch, Priority, Task
+from supervisor.tracing import batches as traced
 
 log = logging.getLogger("omnivoice.session")
 
@@ -211,6 +212,7 @@ class Session:
         if not sent:
             return [Unsent(batch)]
         batch.sent_at = self.clock()
+        traced.sent(batch)
         self.batches.append(batch)
         if self.state is SidecarState.READY:
             self.process.change_state(SidecarState.BUSY)
@@ -288,6 +290,7 @@ class Session:
             batch, task = self.pending_task(message["batch"], message["id"])
             if message["op"] == "result":
                 batch.audio_s += message["timings"].get("audio_s", 0.0)
+            traced.answered(batch, task, message, self.clock())
             return [Answered(task, message)]
         if message["op"] == "error":
             if message["batch"] is None:
@@ -315,6 +318,7 @@ class Session:
             raise ProtocolError(f"batch {batch.id} ended without an answer for {missing}")
         self.batches.remove(batch)
         now = self.clock()
+        traced.finished(batch, stats, now)
         if not self.batches and self.state is SidecarState.BUSY:
             self.process.change_state(SidecarState.READY)
             self.idle_since = now

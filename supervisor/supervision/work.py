@@ -9,6 +9,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from opentelemetry.context import Context
+
 from sidecar.shared.duration import FRAME_RATE, target_tokens
 from sidecar.shared.protocol import (
     Align,
@@ -23,6 +25,7 @@ from sidecar.shared.protocol import (
     Transcript,
     VoiceToEncode,
 )
+from supervisor.tracing import spans
 
 STYLE_TOKENS = 16  # language and instruct markers around the text
 CHARS_PER_TEXT_TOKEN = 2  # generous: BPE takes about four Latin characters per token
@@ -54,6 +57,10 @@ class Task:
     queued_at: float
     kills: list[str] = field(default_factory=list)  # reasons of the killed batches it ran in
     answered: bool = False  # the sidecar sent its result or error
+    # Where its spans go: the context it was made in (the request's), and its `batch` span's
+    # once answered (supervisor/tracing/batches.py).
+    trace: Context = field(default_factory=spans.current)
+    batch_trace: Context | None = None
 
     @property
     def alone(self) -> bool:

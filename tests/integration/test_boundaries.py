@@ -45,6 +45,9 @@ def modules_after(statement: str) -> set[str]:
         "supervisor.supervision.model_check",
         "supervisor.speech.instructions",
         "supervisor.supervision.sidecar_command",
+        "supervisor.tracing.setup",
+        "supervisor.tracing.edge",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",  # imported once tracing is on
     ],
 )
 def test_supervisor_never_imports_torch(module: str) -> None:

@@ -5,13 +5,13 @@ at most AHEAD of the one being sent, its audio encoded into its `Made.frames` as
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from supervisor.errors import ServerError
 from supervisor.http.routes import speech
 from supervisor.http.stream.session import Made, Segment, Session
 from supervisor.speech import delivery, steps, words
+from supervisor.tracing.edge import segment_task
 
 log = logging.getLogger("omnivoice.stream")
 
@@ -26,7 +26,7 @@ async def produce(session: Session) -> None:
         if isinstance(item, Segment):
             await session.slots.acquire()
             made = Made(item)
-            made.task = asyncio.ensure_future(make(session, made))
+            made.task, made.trace_id = segment_task(item, make(session, made))
             session.made.add(made)
             session.pending.popleft()
             await session.ordered.put(made)

@@ -57,6 +57,7 @@ class Made:
     qa: str | None = None  # X-OmniVoice-QA's value for the segment
     words: list[Any] | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    trace_id: str | None = None  # its spans' (a trace of its own), in audio.done
 
 
 class Session:

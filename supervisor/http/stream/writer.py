@@ -75,6 +75,7 @@ async def send_segment(session: Session, made: Made) -> None:
             "total_bytes": total,
             "error": error,
             "qa": made.qa,
+            "trace_id": made.trace_id,
             **({"words": made.words} if made.words is not None else {}),
         }
     )

@@ -1,0 +1,1 @@
+"""A timeline for every request, through OpenTelemetry (docs/DEPLOYMENT.md, Tracing)."""
