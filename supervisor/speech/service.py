@@ -26,7 +26,6 @@ from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
-from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")
@@ -38,13 +37,12 @@ def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
     return resolve_voice(speech, svc.voices_for(owner))
 
 
-async def start(  # noqa: PLR0913  the request's four parts and three keyword-only admission options
+async def start(
     svc: Services,
     owner: Tenant,
     speech: SpeechRequest,
     voice: Voice,
     *,
-    priority: Priority = Priority.INTERACTIVE,
     captions: bool = False,
     first_short: bool = False,
 ) -> Synthesis:
@@ -58,7 +56,6 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
         speech,
         voice,
         svc.settings.chunk_s,
-        priority,
         voices,
         text,
         captions=captions,

@@ -50,7 +50,7 @@ from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions, script
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.text.spans import Script, Span
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -86,7 +86,6 @@ class Synthesis:
         request: SpeechRequest,
         voice: Voice,
         chunk_s: float,
-        priority: Priority = Priority.INTERACTIVE,
         voices: VoiceResolver | None = None,
         text: Script | None = None,
         captions: bool = False,
@@ -106,7 +105,7 @@ class Synthesis:
         self.asr = asr  # the ASR sidecar (--asr-model): each chunk is heard back
         self.request = request
         self.voice = voice
-        self.priority = priority
+        self.tier = request.tier  # its tasks' (OpenAI's `service_tier`, `schemas.service_tier`)
         given = request.seed if request.seed is not None else voice.seed
         self.seed = given if given is not None else secrets.randbits(63)
         self.id = uuid.uuid4().hex
@@ -246,7 +245,7 @@ class Synthesis:
             "text": self.chunks[index],
             "language": self.parts[index].language,
         }
-        transcript = await self.asr.transcript(fields, self.priority)
+        transcript = await self.asr.transcript(fields, self.tier)
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)
         heard = result.copy()
@@ -290,7 +289,7 @@ class Synthesis:
         self, index: int, prompt: VoicePayload | None, return_tokens: bool, attempt: int
     ) -> asyncio.Future[Result]:
         item = self.item(index, prompt, return_tokens, attempt)
-        [future] = self.scheduler.submit([item], self.priority, self.reservation)
+        [future] = self.scheduler.submit([item], self.tier, self.reservation)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
         self.scheduled.append(future)
         return future

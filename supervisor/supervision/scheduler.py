@@ -34,6 +34,7 @@ from sidecar.shared.protocol import (
     Encoded,
     Item,
     Result,
+    Tier,
     Transcript,
     VoiceToEncode,
 )
@@ -43,7 +44,6 @@ from supervisor.settings import Settings
 from supervisor.supervision.work import SINGLE_OPS as SINGLE_OPS
 from supervisor.supervision.work import Answer as Answer
 from supervisor.supervision.work import Batch as Batch
-from supervisor.supervision.work import Priority as Priority
 from supervisor.supervision.work import Task as Task
 from supervisor.supervision.work import estimate as estimate
 
@@ -77,7 +77,7 @@ class Scheduler:
     def __init__(self, settings: Settings, wake: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
         self.wake = wake
-        self.queues: dict[Priority, deque[Task]] = {p: deque() for p in Priority}
+        self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current
@@ -94,7 +94,7 @@ class Scheduler:
     def submit(
         self,
         items: list[Item],
-        priority: Priority = Priority.INTERACTIVE,
+        tier: Tier = Tier.INTERACTIVE,
         reservation: Reservation | None = None,
     ) -> list[asyncio.Future[Result]]:
         """Admit generation items; their futures resolve to `result` messages or raise ServerError.
@@ -110,7 +110,7 @@ class Scheduler:
                     item["id"],
                     "generate",
                     item.copy(),
-                    priority,
+                    tier,
                     audio_s,
                     tokens,
                     loop.create_future(),
@@ -141,25 +141,25 @@ class Scheduler:
             self._idle.set()
 
     def submit_encode(
-        self, fields: VoiceToEncode, priority: Priority = Priority.INTERACTIVE
+        self, fields: VoiceToEncode, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Encoded]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
-        return self.submit_single("encode", fields, priority)
+        return self.submit_single("encode", fields, tier)
 
     def submit_transcribe(
-        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Transcript]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
-        return self.submit_single("transcribe", fields, priority)
+        return self.submit_single("transcribe", fields, tier)
 
     def submit_align(
-        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Aligned]:
         """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
-        return self.submit_single("align", fields, priority)
+        return self.submit_single("align", fields, tier)
 
     def submit_single(
-        self, kind: str, fields: VoiceToEncode | AudioToHear, priority: Priority
+        self, kind: str, fields: VoiceToEncode | AudioToHear, tier: Tier
     ) -> asyncio.Future[Any]:
         """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
         loop = asyncio.get_running_loop()
@@ -167,7 +167,7 @@ class Scheduler:
             f"{kind}-{next(self._task_ids)}",
             kind,
             fields,
-            priority,
+            tier,
             0.0,
             1,
             loop.create_future(),
@@ -205,7 +205,7 @@ class Scheduler:
         elif self.capacity < 1:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         for task in tasks:
-            self.queues[task.priority].append(task)
+            self.queues[task.tier].append(task)
             self.unfinished.add(task)
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
             self.admitted_audio_s += task.est_audio_s - covered
@@ -224,8 +224,8 @@ class Scheduler:
         return any(not t.done for q in self.queues.values() for t in q)
 
     def _queued(self) -> Iterator[Task]:
-        for priority in Priority:
-            queue = self.queues[priority]
+        for tier in Tier:
+            queue = self.queues[tier]
             for task in list(queue):
                 if task.done:  # ended while it waited (its cancellation not yet settled)
                     queue.remove(task)
@@ -251,7 +251,7 @@ class Scheduler:
         tokens = 0
         full = False
         for task in self._queued():
-            if (ahead and task.alone) or (bulk_only and task.priority is Priority.INTERACTIVE):
+            if (ahead and task.alone) or (bulk_only and task.tier is Tier.INTERACTIVE):
                 continue
             if not chosen and (task.alone or task.kind in SINGLE_OPS):
                 chosen = [task]
@@ -278,7 +278,7 @@ class Scheduler:
                 return None
         kind = chosen[0].kind
         for task in chosen:
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
             metrics.queue_wait.labels(kind).observe(now - task.queued_at)
         metrics.batch_size.labels(kind).observe(len(chosen))
         return Batch(next(self._batch_ids), kind, chosen)
@@ -290,7 +290,7 @@ class Scheduler:
         chosen: list[Task] = []
         tokens = 0
         for task in self._queued():
-            if task.priority is not Priority.INTERACTIVE:
+            if task.tier is not Tier.INTERACTIVE:
                 break  # the queues are read interactive first
             if task.alone or task.kind != "generate":
                 continue
@@ -303,10 +303,10 @@ class Scheduler:
         if not chosen:
             return None
         for task in chosen:
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
             metrics.queue_wait.labels(task.kind).observe(now - task.queued_at)
         metrics.batch_size.labels("generate").observe(len(chosen))
-        return Batch(next(self._batch_ids), "generate", chosen, join=True)
+        return Batch(next(self._batch_ids), "generate", chosen, tier=Tier.INTERACTIVE)
 
     # ------------------------------------------------------------ outcomes
 
@@ -319,8 +319,8 @@ class Scheduler:
             task.future.set_exception(error)
 
     def _settle(self, task: Task, done: asyncio.Future[Any]) -> None:
-        if done.cancelled() and task in self.queues[task.priority]:  # timed out, or abandoned
-            self.queues[task.priority].remove(task)  # (in a batch, its result is dropped instead)
+        if done.cancelled() and task in self.queues[task.tier]:  # timed out, or abandoned
+            self.queues[task.tier].remove(task)  # (in a batch, its result is dropped instead)
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)
@@ -359,7 +359,7 @@ class Scheduler:
             task.queued_at = time.monotonic()
             back.append(task)
         for task in reversed(back):
-            self.queues[task.priority].appendleft(task)
+            self.queues[task.tier].appendleft(task)
         if back:
             self.wake()
 
@@ -374,7 +374,7 @@ class Scheduler:
     def fail_queued(self, error: ServerError) -> None:
         """End every task still waiting for a sidecar (shutdown, or no device left)."""
         for task in list(self._queued()):
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
             self.reject(task, error)
 
     async def wait_until_idle(self, timeout_s: float) -> bool:
@@ -392,9 +392,9 @@ class Scheduler:
             "queued": sum(1 for q in self.queues.values() for t in q if not t.done),
             "audio_s": round(self.admitted_audio_s, 2),
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,
-            # estimated audio not yet sent to a sidecar, by priority (the console's queue view)
+            # estimated audio not yet sent to a sidecar, by tier (the console's queue view)
             "waiting_audio_s": {
-                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2)
-                for p, q in self.queues.items()
+                tier.value: round(sum(t.est_audio_s for t in q if not t.done), 2)
+                for tier, q in self.queues.items()
             },
         }

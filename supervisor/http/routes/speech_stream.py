@@ -356,6 +356,7 @@ class Session:
                     first.sample_rate,
                     made.segment.text,
                     request.language,
+                    request.tier,
                     self.svc.settings.asr_timeout_s,
                 )
             made.frames.put_nowait(None)
