@@ -61,6 +61,7 @@ async def start(
         captions=captions,
         asr=svc.hearing,
         first_short=first_short,
+        owner=owner.owner,
     )
 
 

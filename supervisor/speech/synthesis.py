@@ -91,20 +91,19 @@ class Synthesis:
         captions: bool = False,
         asr: Hearing | None = None,
         first_short: bool = False,
+        owner: str = "",
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
         lexicon. `first_short`: a streamed answer, whose first chunk is short
-        (`chunking.first_chunk`)."""
-        self.first_short = first_short
-        self.scheduler = scheduler
+        (`chunking.first_chunk`). `owner`: whose request it is (its tasks' fair share)."""
+        self.scheduler, self.first_short, self.owner = scheduler, first_short, owner
         self.voices = voices
         self.text = text if text is not None else script.read(request, scheduler.settings)
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
         self.asr = asr  # the ASR sidecar (--asr-model): each chunk is heard back
-        self.request = request
-        self.voice = voice
+        self.request, self.voice = request, voice
         self.tier = request.tier  # its tasks' (OpenAI's `service_tier`, `schemas.service_tier`)
         given = request.seed if request.seed is not None else voice.seed
         self.seed = given if given is not None else secrets.randbits(63)
@@ -289,7 +288,7 @@ class Synthesis:
         self, index: int, prompt: VoicePayload | None, return_tokens: bool, attempt: int
     ) -> asyncio.Future[Result]:
         item = self.item(index, prompt, return_tokens, attempt)
-        [future] = self.scheduler.submit([item], self.tier, self.reservation)
+        [future] = self.scheduler.submit([item], self.tier, self.reservation, self.owner)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
         self.scheduled.append(future)
         return future

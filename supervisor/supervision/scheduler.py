@@ -4,12 +4,13 @@ A request becomes tasks (one per chunk of its text). Admission is a bounded queu
 seconds of estimated audio: a request is admitted while the queue is below the limit (so a long
 one is not starved by short ones), and refused once it is full with Overloaded and a Retry-After
 computed from measured throughput. A request whose later chunks can only be submitted once an
-earlier one is done (continuity prompts) reserves its whole estimate up front, so it is
-admitted or refused once, and counts as unfinished work (for the drain) until it lets go. Interactive tasks go before
-bulk ones. The pool asks `next_batch` for work whenever a sidecar can take some: tasks are
-packed up to a batch-size cap and a token budget; when the sidecar is busy, a batch is only
-handed out ahead of time once it is full, or once its oldest task has waited
-`max_batch_latency_ms` (it then waits in the sidecar's pipe, not in ours).
+earlier one is done (continuity prompts) reserves its whole estimate up front, so it is admitted
+or refused once, and counts as unfinished work (for the drain) until it lets go. Interactive
+tasks go before bulk ones, and inside a tier owners take turns (`fair_share`). The pool asks
+`next_batch` for work whenever a sidecar can take some: tasks are packed up to a batch-size cap
+and a token budget; when the sidecar is busy, a batch is only handed out ahead of time once it
+is full, or once its oldest task has waited `max_batch_latency_ms` (it then waits in the
+sidecar's pipe, not in ours).
 
 No lost requests. When a sidecar dies, the tasks of the batch it was running go back to the
 front of the queue, each marked with the kill. A task marked twice runs alone; if it then
@@ -41,11 +42,8 @@ from sidecar.shared.protocol import (
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
-from supervisor.supervision.work import SINGLE_OPS as SINGLE_OPS
-from supervisor.supervision.work import Answer as Answer
-from supervisor.supervision.work import Batch as Batch
-from supervisor.supervision.work import Task as Task
-from supervisor.supervision.work import estimate as estimate
+from supervisor.supervision.fair_share import FairShares
+from supervisor.supervision.work import SINGLE_OPS, Answer, Batch, Task, estimate
 
 THROUGHPUT_SMOOTHING = 0.3
 UNMEASURED_THROUGHPUT = 1.0  # seconds of audio per second per sidecar, until measured
@@ -78,6 +76,7 @@ class Scheduler:
         self.settings = settings
         self.wake = wake
         self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
+        self.shares = FairShares()  # the order inside a tier: owners in turn
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current
@@ -96,6 +95,7 @@ class Scheduler:
         items: list[Item],
         tier: Tier = Tier.INTERACTIVE,
         reservation: Reservation | None = None,
+        owner: str = "",
     ) -> list[asyncio.Future[Result]]:
         """Admit generation items; their futures resolve to `result` messages or raise ServerError.
 
@@ -115,6 +115,7 @@ class Scheduler:
                     tokens,
                     loop.create_future(),
                     time.monotonic(),
+                    owner=owner,
                 )
             )
         self.admit(tasks, reservation)
@@ -205,6 +206,7 @@ class Scheduler:
         elif self.capacity < 1:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         for task in tasks:
+            self.shares.arrive(task, self.queues[task.tier])
             self.queues[task.tier].append(task)
             self.unfinished.add(task)
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
@@ -224,13 +226,7 @@ class Scheduler:
         return any(not t.done for q in self.queues.values() for t in q)
 
     def _queued(self) -> Iterator[Task]:
-        for tier in Tier:
-            queue = self.queues[tier]
-            for task in list(queue):
-                if task.done:  # ended while it waited (its cancellation not yet settled)
-                    queue.remove(task)
-                else:
-                    yield task
+        yield from self.shares.queued(self.queues)
 
     def next_batch(
         self,
@@ -279,6 +275,7 @@ class Scheduler:
         kind = chosen[0].kind
         for task in chosen:
             self.queues[task.tier].remove(task)
+            self.shares.take(task)
             metrics.queue_wait.labels(kind).observe(now - task.queued_at)
         metrics.batch_size.labels(kind).observe(len(chosen))
         return Batch(next(self._batch_ids), kind, chosen)
@@ -304,6 +301,7 @@ class Scheduler:
             return None
         for task in chosen:
             self.queues[task.tier].remove(task)
+            self.shares.take(task)
             metrics.queue_wait.labels(task.kind).observe(now - task.queued_at)
         metrics.batch_size.labels("generate").observe(len(chosen))
         return Batch(next(self._batch_ids), "generate", chosen, tier=Tier.INTERACTIVE)

@@ -49,6 +49,7 @@ class Task:
     queued_at: float
     kills: list[str] = field(default_factory=list)  # reasons of the killed batches it ran in
     answered: bool = False  # the sidecar sent its result or error
+    owner: str = ""  # whose work it is (an API key's owner id): shares are fair between owners
 
     @property
     def alone(self) -> bool:

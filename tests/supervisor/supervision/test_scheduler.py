@@ -11,7 +11,8 @@ import pytest
 from sidecar.shared.tiers import Tier
 from supervisor.errors import Overloaded, PoisonRequest, Unavailable
 from supervisor.settings import Settings
-from supervisor.supervision.scheduler import Scheduler, estimate
+from supervisor.supervision.scheduler import Scheduler
+from supervisor.supervision.work import estimate
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
