@@ -21,11 +21,12 @@ of that aim, the nearest one among equals. So chunks come out balanced, and end 
 ends where the text allows. Every chunk stays well under the runtime's own chunking threshold,
 so the runtime never splits a task again.
 
-An answer played as it comes (`starts_short`: SSE, a raw `pcm` stream, the WebSocket) starts
-with a short chunk, so that its first audio comes after a short generation (`first_chunk`): the text up to its first sentence end within
-FIRST_CHUNK_CHARS characters, else up to its first clause mark past FIRST_CHUNK_MIN_CHARS, else up
-to its last word boundary within them. The rule reads the text alone, never the load, so a
-seeded answer sounds the same however busy the server is; the rest is chunked as above.
+An answer played as it comes (`starts_short`: SSE, a raw `pcm` stream, the WebSocket) starts with a
+short chunk, so that its first audio comes after a short generation (`first_chunk`): the text up to
+its first sentence end within FIRST_CHUNK_CHARS characters, else up to its first clause mark past
+FIRST_CHUNK_MIN_CHARS, else up to its last word boundary within them. The rule reads the text
+alone, never the load, so a seeded answer sounds the same however busy the server is; the rest is
+chunked as above.
 """
 
 from __future__ import annotations
