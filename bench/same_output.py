@@ -104,6 +104,7 @@ def joined_equal(model: object, requests: list, saved: dict[str, torch.Tensor]) 
     in other codec batches than `audio{i}`'s (the batched decode's float rounding, ~1e-6), is
     reported apart."""
     from sidecar.runtime.stepper import run_to_end
+    from sidecar.shared.tiers import Tier
 
     def tokens(denoised: object) -> torch.Tensor:
         return torch.cat([t.cpu() for t in denoised.tokens], dim=-1)  # type: ignore[attr-defined]
@@ -117,7 +118,7 @@ def joined_equal(model: object, requests: list, saved: dict[str, torch.Tensor]) 
         finished = []
         for _ in range(7):
             finished += stepper.step()
-        stepper.add("urgent", requests[6:], interactive=True)
+        stepper.add("urgent", requests[6:], tier=Tier.INTERACTIVE)
         finished += run_to_end(stepper)
         got = {
             (0 if key == "bulk" else 6) + i: d

@@ -6,7 +6,7 @@ trace id its answer names (`X-Trace-Id`). After the bulk arm, `report` takes the
 the interactive requests beside the job (by first audio, at least one) and adds up each one's
 spans by name: whole (`spans_s`), and clipped to the time before its first byte left the server
 (`until_first_byte_s`: where its first audio's wait went). Across them, per span name, the mean
-and the largest of the latter; per request, its batches (joined or not, items, tokens, steps).
+and the largest of the latter; per request, its batches (their tier, items, tokens, steps).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 SHARE = 0.01  # the slowest 1 %
 WAIT_S = 30.0  # for the server's batch of spans to reach the file
 BATCH_FIGURES = {
-    "omnivoice.batch.join": "join",
+    "omnivoice.batch.tier": "tier",
     "omnivoice.batch.items": "items",
     "omnivoice.batch.tokens": "tokens",
     "omnivoice.batch.id": "batch",

@@ -41,6 +41,7 @@ from sidecar.runtime.runner import ModelRunner
 from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
 from sidecar.shared.errors import InvalidAudio, InvalidInput
 from sidecar.shared.text import add_punctuation
+from sidecar.shared.tiers import Tier
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,8 @@ class OmniVoice:
         self.denoising_stream = streams.denoising_stream(device, choice)  # None: the default
         # Interactive requests decode on a stream of their own, at the highest priority, so
         # their few kernels never queue behind a bulk batch's decoding.
-        self.express_stream = (
-            torch.cuda.Stream(device, priority=streams.EXPRESS_STREAM_PRIORITY)
+        self.interactive_stream = (
+            torch.cuda.Stream(device, priority=streams.INTERACTIVE_DECODE_PRIORITY)
             if device.type == "cuda"
             else None
         )
@@ -233,18 +234,18 @@ class OmniVoice:
         self,
         denoised: Sequence[Denoised],
         timings: dict[str, float] | None = None,
-        express: bool = False,
+        tier: Tier = Tier.BULK,
     ) -> list[GenerationResult]:
         """The other half: decode every chunk in one codec batch, then post-process each item.
 
         The sidecar runs it in a thread of its own, while the next batch denoises; on a GPU its
-        kernels run on `decode_stream` (`express_stream` with `express`: an interactive
-        request's), after the denoising steps that made the tokens. Adds the
+        kernels run on `decode_stream` (`interactive_stream` for a batch of the interactive
+        tier), after the denoising steps that made the tokens. Adds the
         host's seconds for each part to `timings`: the codec until its audio is on the host
         (`codec_s`), then the post-processing (`postprocess_s`)."""
         started = time.monotonic()
         flat = [t.to(self.device) for d in denoised for t in d.tokens]
-        stream = self.express_stream if express else self.decode_stream
+        stream = self.interactive_stream if tier is Tier.INTERACTIVE else self.decode_stream
         if stream is None:
             pieces, kept = self._to_host(flat, denoised)
         else:

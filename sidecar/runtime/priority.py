@@ -1,5 +1,5 @@
-"""Which members of a running batch the next denoising step runs (torch-free: the null engine
-uses it too).
+"""Which members of a running batch the next denoising step runs, by their tier (torch-free:
+the null engine uses it too).
 
 While any interactive member is waiting, every interactive member runs, and bulk members,
 oldest first, fill what is left of `step_tokens`; the other bulk members wait at their step.
@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
+from sidecar.shared.tiers import Tier
+
 
 class Member(Protocol):
     @property
-    def interactive(self) -> bool: ...
+    def tier(self) -> Tier: ...
 
     @property
     def cost(self) -> int: ...  # tokens it adds to a forward pass
@@ -27,16 +29,16 @@ M = TypeVar("M", bound=Member)
 
 def choose(members: Sequence[M], step_tokens: int, max_members: int, max_tokens: int) -> list[M]:
     """The members the next step runs, in `members`' order (oldest first)."""
-    if not any(m.interactive for m in members):
+    if not any(m.tier is Tier.INTERACTIVE for m in members):
         return list(members[:max_members])
     chosen: list[M] = []
     used = 0
-    for member in (m for m in members if m.interactive):
+    for member in (m for m in members if m.tier is Tier.INTERACTIVE):
         if len(chosen) < max_members and (not chosen or used + member.cost <= max_tokens):
             chosen.append(member)
             used += member.cost
     room = min(step_tokens, max_tokens)
-    for member in (m for m in members if not m.interactive):
+    for member in (m for m in members if m.tier is Tier.BULK):
         if len(chosen) < max_members and used + member.cost <= room:
             chosen.append(member)
             used += member.cost

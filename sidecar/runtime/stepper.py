@@ -26,6 +26,7 @@ from sidecar.runtime.prompting import PreparedRequest, Prompter
 from sidecar.runtime.request import GenerationRequest
 from sidecar.runtime.runner import ModelRunner
 from sidecar.shared.errors import InvalidInput
+from sidecar.shared.tiers import Tier
 
 StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
 
@@ -46,7 +47,7 @@ class _Group:
     key: Hashable
     items: list[PreparedRequest]
     texts: list[list[str]]  # each request's chunk texts
-    interactive: bool
+    tier: Tier
     on_step: StepCallback | None
     finished: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
     steps: int = 0
@@ -87,8 +88,8 @@ class _Member:
         return self.step >= self.prompt.num_step
 
     @property
-    def interactive(self) -> bool:
-        return self.group.interactive
+    def tier(self) -> Tier:
+        return self.group.tier
 
 
 class Stepper:
@@ -122,7 +123,7 @@ class Stepper:
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
-        interactive: bool = False,
+        tier: Tier = Tier.BULK,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]:
         """Add requests as one group; they join at the next step. Returns, for each request,
@@ -138,9 +139,7 @@ class Stepper:
                 refused.append(exc)
         if not items:
             return refused
-        group = _Group(
-            key, items, [self.prompter.chunk_texts(it) for it in items], interactive, on_step
-        )
+        group = _Group(key, items, [self.prompter.chunk_texts(it) for it in items], tier, on_step)
         self.groups.append(group)
         for i, chunks in enumerate(group.texts):
             for ci in range(len(chunks)):

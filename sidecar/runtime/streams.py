@@ -12,7 +12,7 @@ batch; how the two share the device is the choice:
 - `below`: the denoising on a stream of the device's highest priority, the decode at 0, in the
   denoising's gaps: the forward loses least, the decode waits most.
 
-An interactive request's decode (the express stream) runs at the highest priority in every case.
+An interactive batch's decode (the interactive stream) runs at the highest priority in every case.
 A CUDA graph's kernels keep the priority of the stream that *captured* it (PyTorch instantiates
 graphs with per-node priorities), so the denoising stream's priority reaches only its eager
 kernels: with `below` the graphed forward still runs at 0, level with the decode.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 DECODE_STREAM_PRIORITY = -1
-EXPRESS_STREAM_PRIORITY = -5  # the highest (torch maps it to the device's highest)
+INTERACTIVE_DECODE_PRIORITY = -5  # the highest (torch maps it to the device's highest)
 HIGHEST = -100  # past any device's range: torch maps it to the highest
 _DECODE = {"above": DECODE_STREAM_PRIORITY, "equal": 0, "below": 0}
 

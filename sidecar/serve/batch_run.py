@@ -22,6 +22,7 @@ from sidecar.runtime.request import GenerationRequest
 from sidecar.serve import engines
 from sidecar.shared.errors import InvalidInput
 from sidecar.shared.protocol import ErrorKind, ExitCode, Generate
+from sidecar.shared.tiers import Tier
 
 if TYPE_CHECKING:  # for annotations only
     from sidecar.serve.loop import Sidecar
@@ -57,7 +58,7 @@ class RunningBatch:
     id: int
     encoding: str
     num_items: int
-    interactive: bool  # it joined (or may be joined by) others as an interactive batch
+    tier: Tier  # interactive: it joined (or may be joined by) others
     waited_s: float  # the frame loop waiting for it to arrive (0 for one that joined)
     started: float = field(default_factory=time.monotonic)
     entries: list[BatchEntry] = field(default_factory=list)
@@ -74,10 +75,10 @@ class BatchRun:
         self.stepper = stepper
         self.batches: dict[int, RunningBatch] = {}  # oldest first
 
-    def add(self, message: Generate, interactive: bool, waited_s: float = 0.0) -> None:
+    def add(self, message: Generate, tier: Tier, waited_s: float = 0.0) -> None:
         """A batch joins at the next step; what cannot run is answered with its errors."""
         batch = RunningBatch(
-            message["batch"], message["encoding"], len(message["items"]), interactive, waited_s
+            message["batch"], message["encoding"], len(message["items"]), tier, waited_s
         )
         entries = []
         for item in message["items"]:
@@ -86,7 +87,7 @@ class BatchRun:
             except (InvalidInput, TypeError, ValueError) as exc:
                 batch.failed.append((item["id"], ErrorKind.INVALID_INPUT, str(exc)))
         requests = [entry.request for entry in entries]
-        refused = self.stepper.add(batch.id, requests, interactive, self.on_step(batch))
+        refused = self.stepper.add(batch.id, requests, tier, self.on_step(batch))
         for entry, why in zip(entries, refused):
             if why is None:
                 batch.entries.append(entry)
@@ -132,8 +133,8 @@ class BatchRun:
                     batch, [DenoisedGroup(batch.entries, pending, batch.started)]
                 )
             inbox = self.sidecar.inbox
-            for message in inbox.take_joins() if inbox is not None else []:
-                self.add(message, interactive=True)
+            for message in inbox.take_interactive() if inbox is not None else []:
+                self.add(message, Tier.INTERACTIVE)
 
     def recover(self, exc: Exception) -> None:
         """A step failed: denoise each batch of the stretch again apart (see the docstring)."""

@@ -19,6 +19,7 @@ import numpy as np
 from sidecar.runtime.priority import choose
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.shared.duration import FRAME_RATE, target_tokens
+from sidecar.shared.tiers import Tier
 
 ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
@@ -37,7 +38,7 @@ class Stepper(Protocol):
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
-        interactive: bool = False,
+        tier: Tier = Tier.BULK,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]: ...
 
@@ -65,7 +66,7 @@ class Engine(Protocol):
         self,
         denoised: Sequence[Any],
         timings: dict[str, float] | None = None,
-        express: bool = False,
+        tier: Tier = Tier.BULK,
     ) -> list[GenerationResult]: ...
 
     def stepper(self, step_tokens: int) -> Stepper:
@@ -121,7 +122,7 @@ class NullEngine:
         self,
         requests: Sequence[GenerationRequest],
         timings: dict[str, float] | None = None,
-        express: bool = False,
+        tier: Tier = Tier.BULK,
     ) -> list[GenerationResult]:
         results = []
         for r in requests:
@@ -161,7 +162,7 @@ def null_frames(r: GenerationRequest) -> int:
 class _NullMember:
     key: Hashable
     request: GenerationRequest
-    interactive: bool
+    tier: Tier
     on_step: StepCallback | None
     step: int = 0
 
@@ -187,10 +188,10 @@ class NullStepper:
         self,
         key: Hashable,
         requests: Sequence[GenerationRequest],
-        interactive: bool = False,
+        tier: Tier = Tier.BULK,
         on_step: StepCallback | None = None,
     ) -> list[Exception | None]:
-        group = [_NullMember(key, r, interactive, on_step) for r in requests]
+        group = [_NullMember(key, r, tier, on_step) for r in requests]
         if group:
             self.groups[key] = group
             self.members += group

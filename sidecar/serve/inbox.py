@@ -1,8 +1,8 @@
 """The supervisor's frames, read by a thread of their own so that the frame loop can look at
 what has arrived between two denoising steps without waiting for the pipe.
 
-Frames are handled in the order they came, with one exception: an interactive `generate`
-(`join`) may be taken out of turn by the batch being denoised, to join it at its next step.
+Frames are handled in the order they came, with one exception: a `generate` of the interactive
+tier may be taken out of turn by the batch being denoised, to join it at its next step.
 The supervisor bounds what it sends ahead (a few batches), so the queue stays short.
 """
 
@@ -12,14 +12,14 @@ import threading
 from collections import deque
 
 from sidecar.serve.wire import Channel
-from sidecar.shared.protocol import Generate, Message, ProtocolError
+from sidecar.shared.protocol import Generate, Message, ProtocolError, Tier
 
 # What the reader hands over: a frame, None at the end of stdin, or the error that ended it.
 Arrival = Message | ProtocolError | None
 
 
 class Inbox:
-    """Frames in arrival order; `get` blocks for the next, `take_joins` takes joiners early."""
+    """Frames in arrival order; `get` blocks for the next, `take_interactive` takes joiners early."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -51,8 +51,8 @@ class Inbox:
             raise arrival
         return arrival
 
-    def take_joins(self) -> list[Generate]:
-        """Every `generate` with `join` that has arrived, out of turn; the rest stay in order.
+    def take_interactive(self) -> list[Generate]:
+        """Every interactive `generate` that has arrived, out of turn; the rest stay in order.
         Nothing is taken past a frame that ends the conversation (shutdown, end, bad frame)."""
         taken: list[Generate] = []
         with self._changed:
@@ -61,7 +61,7 @@ class Inbox:
             for arrival in self._arrived:
                 ends = not isinstance(arrival, dict) or arrival["op"] == "shutdown"
                 ended = ended or ends
-                if not ended and isinstance(arrival, dict) and is_join(arrival):
+                if not ended and isinstance(arrival, dict) and tier_of(arrival) is Tier.INTERACTIVE:
                     taken.append(arrival)  # type: ignore[arg-type]
                 else:
                     kept.append(arrival)
@@ -69,5 +69,6 @@ class Inbox:
         return taken
 
 
-def is_join(message: Message) -> bool:
-    return message["op"] == "generate" and bool(message.get("join"))
+def tier_of(message: Message) -> Tier | None:
+    """A `generate` frame's tier (None for any other frame)."""
+    return Tier(message["tier"]) if message["op"] == "generate" else None

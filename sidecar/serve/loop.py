@@ -24,7 +24,7 @@ from sidecar.devtools.faults import Faults
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
-from sidecar.serve.inbox import Inbox, is_join
+from sidecar.serve.inbox import Inbox
 from sidecar.serve.park import Dismissed, wait_for_go
 from sidecar.serve.wire import (
     Channel,
@@ -43,6 +43,7 @@ from sidecar.shared.protocol import (
     Item,
     Message,
     ProtocolError,
+    Tier,
     VoicePayload,
     encode_frame,
 )
@@ -63,9 +64,13 @@ class Sidecar:
         self.engine: engines.Engine | None = None
         self.steps = 0
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
-        # Decodes and answers batches in order while the frame loop denoises the next one.
-        self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher")
-        self.express = ThreadPoolExecutor(max_workers=1, thread_name_prefix="express")
+        # Decode and answer batches in order while the frame loop denoises the next one: each
+        # tier's batches in a thread of their own, so an interactive one never waits for a bulk
+        # one's decode.
+        self.finishers = {
+            tier: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"finisher-{tier.value}")
+            for tier in Tier
+        }
         self.inbox: Inbox | None = None  # frames, read once the engine is ready
         # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
         # the finisher queues a batch's codec kernels at once, and the word does not wait for
@@ -171,7 +176,7 @@ class Sidecar:
         """
         assert self.engine is not None
         run = BatchRun(self, self.engine.stepper(self.args.step_tokens))
-        run.add(message, interactive=is_join(message), waited_s=self.waited_s)
+        run.add(message, Tier(message["tier"]), waited_s=self.waited_s)
         run.run()
 
     def engine_stats(self) -> dict[str, float]:
@@ -195,7 +200,7 @@ class Sidecar:
         }
         stats.update({f"runtime_{k}": v for k, v in batch.counters.items()})
         said = self.watcher.submit(self.say_denoised, batch.id, groups)
-        self.finish(self.answer_batch, batch, groups, stats, said, express=batch.interactive)
+        self.finish(self.answer_batch, batch, groups, stats, said, tier=batch.tier)
 
     def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
         """In the watcher thread: `denoised` once the device has made the batch's tokens; the
@@ -204,10 +209,10 @@ class Sidecar:
         self.engine.wait_denoised([p for group in groups for p in group.pending])
         self.channel.send({"op": "denoised", "batch": batch})
 
-    def finish(self, fn: Callable[..., None], *args: object, express: bool = False) -> None:
-        """Run fn in the finisher thread (the express one for an interactive batch). An
-        exception there is a bug that would leave a batch unanswered, so the process exits and
-        the pool replaces it (re-queueing the batch)."""
+    def finish(self, fn: Callable[..., None], *args: object, tier: Tier = Tier.BULK) -> None:
+        """Run fn in the finisher thread of the batch's tier. An exception there is a bug that
+        would leave a batch unanswered, so the process exits and the pool replaces it
+        (re-queueing the batch)."""
 
         def guarded() -> None:
             try:
@@ -224,12 +229,12 @@ class Sidecar:
                 )
                 os._exit(code)
 
-        (self.express if express else self.finisher).submit(guarded)
+        self.finishers[tier].submit(guarded)
 
     def drain(self) -> None:
         """Wait until every batch handed to the finishers has been answered."""
-        self.finisher.submit(lambda: None).result()
-        self.express.submit(lambda: None).result()
+        for finisher in self.finishers.values():
+            finisher.submit(lambda: None).result()
         self.watcher.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
@@ -285,7 +290,7 @@ class Sidecar:
         stats.update(codec_s=0.0, postprocess_s=0.0, send_s=0.0)
         self.send_errors(batch.id, batch.failed)
         for group in groups:
-            self.decode_group(batch.id, group, batch.encoding, stats, batch.interactive)
+            self.decode_group(batch.id, group, batch.encoding, stats, batch.tier)
         # The batch's device times, now that its audio is decoded (the device is past its
         # steps): the frame loop did not wait for them, so the next batch started sooner.
         for key, seconds in self.engine.device_times().items():
@@ -302,13 +307,13 @@ class Sidecar:
         group: DenoisedGroup,
         encoding: str,
         timings: dict[str, float],
-        express: bool = False,
+        tier: Tier = Tier.BULK,
     ) -> None:
         """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
         assert self.engine is not None
         try:
             self.faults.on_decode([fault for entry in group.entries for fault in entry.faults])
-            results = self.engine.decode(group.pending, timings, express)
+            results = self.engine.decode(group.pending, timings, tier)
         except Exception as exc:
             if engines.is_device_fatal(exc):
                 raise
@@ -324,7 +329,7 @@ class Sidecar:
             )
             for entry, pending in zip(group.entries, group.pending):
                 alone = DenoisedGroup([entry], [pending], group.started)
-                self.decode_group(batch, alone, encoding, timings, express)
+                self.decode_group(batch, alone, encoding, timings, tier)
             return
         sending = time.monotonic()
         wall = sending - group.started

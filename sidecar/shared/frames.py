@@ -4,6 +4,7 @@ op's message type before anyone reads it (the layout and the rules: sidecar/shar
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import struct
 import types
@@ -50,17 +51,24 @@ def _check(tp: Any, value: object, where: str) -> None:
     elif is_typeddict(tp):
         _check_map(tp, value, where)
         ok = True
-    elif tp is type(None):
-        ok = value is None
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-        ok = type(value) is tp  # str, bytes, bool: no subclasses (msgpack.Timestamp, say)
+        ok = _is_scalar(tp, value)
     if not ok:
         name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
         raise ProtocolError(f"{where}: expected {name}, got {type(value).__name__}")
+
+
+def _is_scalar(tp: Any, value: object) -> bool:
+    """Whether value is of the scalar type tp: None, a number, an enum's value, str, bytes, bool."""
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return isinstance(value, str) and value in {member.value for member in tp}
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is tp  # str, bytes, bool: no subclasses (msgpack.Timestamp, say)
 
 
 def _matches(tp: Any, value: object, where: str) -> bool:

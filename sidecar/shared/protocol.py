@@ -34,8 +34,9 @@ Audio travels as msgpack bin (16-bit little-endian PCM or float32 little-endian,
 
 Where each part lives: the ops, error kinds and exit codes in `ops.py`; one TypedDict per
 message, by family, in `messages/` (payloads, lifecycle, generation, voices, hearing); framing,
-decoding and validation in `frames.py`. This module names them all, so that both sides import
-from one place. All of it depends on the standard library and msgpack only.
+decoding and validation in `frames.py`; the tier a batch runs at in `tiers.py`. This module
+names them all, so that both sides import from one place. All of it depends on the standard
+library and msgpack only.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ from sidecar.shared.ops import (
     Op,
     ProtocolError,
 )
+from sidecar.shared.tiers import Tier
 
 __all__ = [
     "FROM_SIDECAR",
@@ -127,6 +129,7 @@ __all__ = [
     "Result",
     "Shutdown",
     "Step",
+    "Tier",
     "TokenArray",
     "Transcribe",
     "Transcript",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.shared.tiers import SERVICE_TIERS
 from supervisor.settings import Settings
 from supervisor.speech import cost, delivery, formats, schemas
 
@@ -223,6 +224,13 @@ def speech_properties(settings: Settings) -> dict[str, Any]:
             "maxLength": settings.max_input_chars,
             "deprecated": True,
             "description": "OmniVoice-Studio: instructions",
+        },
+        "service_tier": {
+            "type": "string",
+            "enum": list(SERVICE_TIERS),
+            "default": schemas.SPEECH_TIER,
+            "description": "auto, default, priority: interactive; flex: bulk, behind interactive "
+            "work (a job item's default)",
         },
         "request_timeout_s": {
             "type": "number",

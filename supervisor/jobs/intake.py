@@ -1,10 +1,11 @@
 """Which queued items start in one pass of the job runner, and what each becomes.
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
-`Synthesis` at `Priority.BULK`: the scheduler puts every interactive task ahead of it. Room is
-bounded twice: by count (enough to fill `WINDOW_BATCHES` batches per usable sidecar), and by
-admitted audio, of which job items may take at most `BULK_SHARE` of the admission limit, so that
-interactive requests are still admitted while a large job runs.
+`Synthesis` at its `service_tier` (`flex`, bulk, unless the item asks for another): the
+scheduler puts every interactive task ahead of it. Room is bounded twice: by count (enough to
+fill `WINDOW_BATCHES` batches per usable sidecar), and by admitted audio, of which job items may
+take at most `BULK_SHARE` of the admission limit, so that interactive requests are still
+admitted while a large job runs.
 
 An item always has a seed (its own, its voice's, or one derived from its fields), so it is
 looked up in the result cache first: one found there needs no synthesis. Identical items in
@@ -29,7 +30,6 @@ from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.synthesis_plan import Voice
-from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
 
 log = logging.getLogger("omnivoice.jobs")
@@ -63,7 +63,7 @@ def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     """The item as a speech request and its voice; raises as the speech route would. An item
     always has a seed (derived from its fields when it names none), so it is reproducible."""
     fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
-    speech = schemas.speech_request(fields, svc.settings)
+    speech = schemas.speech_request(fields, svc.settings, default_tier=schemas.JOB_TIER)
     voice = steps.voice(svc, owner(svc, item), speech)
     if speech.seed is None:
         seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
@@ -134,7 +134,6 @@ class Intake:
             owner(self.svc, item),
             speech,
             voice,
-            priority=Priority.BULK,
             captions=item.request.get("captions") is True,
         )
         self.admitted[item.key] = (item, synthesis, name)

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sidecar.shared.tiers import Tier
 from supervisor.jobs.schedule import rfc3339
 from supervisor.jobs.storage import JobStorage
 from supervisor.jobs.timeline import at_risk, finishes
 from supervisor.jobs.views import JobView
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 ENDED = ("completed", "failed", "cancelled")  # job states
 
@@ -44,9 +45,7 @@ class Outlook:
         backlog = await asyncio.to_thread(self.store.backlog)
         rate = self.rate()
         interactive = sum(
-            task.est_audio_s
-            for task in self.scheduler.queues[Priority.INTERACTIVE]
-            if not task.done
+            task.est_audio_s for task in self.scheduler.queues[Tier.INTERACTIVE] if not task.done
         )
         # With every sidecar reaped, nothing is made before one has started again.
         start = time.time() + self.startup_s()

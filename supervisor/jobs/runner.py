@@ -1,4 +1,5 @@
-"""The job runner: queued job items through the speech endpoint's own synthesis path, at bulk priority.
+"""The job runner: queued job items through the speech endpoint's own synthesis path, at their
+tier (bulk unless an item asks for another).
 
 One asyncio task, woken by a new job or a finished item, and every half second. Each pass it:
 

@@ -21,11 +21,12 @@ of that aim, the nearest one among equals. So chunks come out balanced, and end 
 ends where the text allows. Every chunk stays well under the runtime's own chunking threshold,
 so the runtime never splits a task again.
 
-A streamed answer (SSE, the WebSocket) starts with a short chunk, so that its first audio comes
-after a short generation (`first_chunk`): the text up to its first sentence end within
-FIRST_CHUNK_CHARS characters, else up to its first clause mark past FIRST_CHUNK_MIN_CHARS, else up
-to its last word boundary within them. The rule reads the text alone, never the load, so a
-seeded answer sounds the same however busy the server is; the rest is chunked as above.
+An answer played as it comes (`starts_short`: SSE, a raw `pcm` stream, the WebSocket) starts with a
+short chunk, so that its first audio comes after a short generation (`first_chunk`): the text up to
+its first sentence end within FIRST_CHUNK_CHARS characters, else up to its first clause mark past
+FIRST_CHUNK_MIN_CHARS, else up to its last word boundary within them. The rule reads the text
+alone, never the load, so a seeded answer sounds the same however busy the server is; the rest is
+chunked as above.
 """
 
 from __future__ import annotations
@@ -244,6 +245,13 @@ def _cut(pieces: list[Atom], count: int) -> list[str]:
         "".join(a.text for a in pieces[bounds[j] + 1 : bounds[j + 1] + 1]).strip()
         for j in range(len(bounds) - 1)
     ]
+
+
+def starts_short(stream_format: str, response_format: str) -> bool:
+    """Whether a speech answer is played as it comes, so its first chunk is made short: SSE, and
+    raw `pcm` (OpenAI's own streaming example plays it as it arrives). Other formats of
+    `stream_format` "audio" are files, which keep the throughput-friendly chunking."""
+    return stream_format == "sse" or response_format == "pcm"
 
 
 def first_chunk(text: str) -> tuple[str, str]:

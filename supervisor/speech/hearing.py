@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sidecar.shared.protocol import AudioToHear, Transcript
+from sidecar.shared.tiers import Tier
 from supervisor.errors import ServerError
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.slot import SidecarHealth
 
 if TYPE_CHECKING:
@@ -69,12 +70,12 @@ class Hearing:
             return False
         return any(s["state"] in TAKES_WORK for s in self.sidecars())
 
-    async def transcript(self, fields: AudioToHear, priority: Priority) -> Transcript | None:
+    async def transcript(self, fields: AudioToHear, tier: Tier) -> Transcript | None:
         """The ASR sidecar's `transcript` of a chunk, or None: skipped (see the module)."""
         if not self.can_hear():
             return None
         try:
-            future = self.scheduler.submit_transcribe(fields, priority)
+            future = self.scheduler.submit_transcribe(fields, tier)
             message = await asyncio.wait_for(future, self.deadline_s)
         except asyncio.TimeoutError:
             self.quiet_until, self.quiet_restarts = self.clock() + self.quiet_s, self.restarts()

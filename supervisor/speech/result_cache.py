@@ -65,6 +65,7 @@ IGNORED = frozenset(
         "instructions_read",
         "voice",
         "instructions",
+        "tier",  # an item's tokens are the same whatever it runs beside
     }
 )
 # Server settings that shape the audio: chunking, normalisation, and the quality checks (a

@@ -19,6 +19,7 @@ from typing import Any
 from sidecar.shared.errors import InvalidInstruct
 from sidecar.shared.languages import language_ids, language_names
 from sidecar.shared.text import contains_cjk
+from sidecar.shared.tiers import SERVICE_TIERS, Tier
 from sidecar.shared.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
@@ -45,6 +46,8 @@ CHUNK_MODES = ("concurrent", "sequential", "none")
 MAX_SEED = 2**63 - 1
 MAX_DURATION_S = 600.0
 MAX_PAUSE_MS = 10_000
+# OpenAI's `service_tier` when a request names none: interactive, but bulk for a job item.
+SPEECH_TIER, JOB_TIER = "auto", "flex"
 
 # OpenAI's voice names, each a designed voice: a voice-design instruct and a fixed default
 # seed (derived from the name), so that "alloy" sounds the same from one request to the next.
@@ -87,6 +90,7 @@ SPEECH_FIELDS = frozenset(
         "pause_ms",
         "sample_rate",
         "loudness",
+        "service_tier",
     }
 )
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
@@ -146,6 +150,7 @@ class SpeechRequest:
     pause_ms: int = dialogue_script.DEFAULT_PAUSE_MS  # silence between dialogue turns
     sample_rate: int | None = None  # of the answer (None: 24 kHz, or 8 kHz for G.711); delivery
     loudness: Target | None = None  # normalise the whole output to this; delivery
+    tier: Tier = Tier.INTERACTIVE  # its `service_tier`: the tier its tasks are scheduled at
 
 
 def default_seed(voice: str) -> int:
@@ -207,6 +212,12 @@ def free_form_instructions(
     return instructions(reading.instructions, text), reading.header()
 
 
+def service_tier(body: dict[str, Any], default: str) -> Tier:
+    """OpenAI's `service_tier` as a tier: `auto`, `default` and `priority` are interactive,
+    `flex` is bulk; anything else is a 400."""
+    return SERVICE_TIERS[choice(body, "service_tier", tuple(SERVICE_TIERS), default)]
+
+
 def voice(value: Any) -> str:
     """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
     if isinstance(value, dict):
@@ -234,9 +245,11 @@ def speech_request(
     *,
     allowed: frozenset[str] = SPEECH_FIELDS,
     strict_instructions: bool = False,
+    default_tier: str = SPEECH_TIER,
 ) -> SpeechRequest:
     """A JSON body (or a converted form) as a SpeechRequest; InvalidRequest names what is wrong.
-    `strict_instructions` (or the setting): instructions that are not design items are a 400."""
+    `strict_instructions` (or the setting): instructions that are not design items are a 400.
+    `default_tier`: the `service_tier` of a request that names none."""
     if not isinstance(body, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {type_name(body)}.")
     refuse_unknown(body, allowed, aliases_for(allowed))
@@ -244,7 +257,7 @@ def speech_request(
     try:
         # Free-form reading is for OpenAI's `instructions`; the others' design fields stay strict.
         strict = strict_instructions or settings.strict_instructions or "instructions" in sent
-        return _speech_request(body, settings, strict)
+        return _speech_request(body, settings, strict, default_tier)
     except InvalidRequest as exc:
         if exc.param in sent:  # the client sent it under another name: say that name
             exc.param = sent[exc.param]
@@ -252,7 +265,7 @@ def speech_request(
 
 
 def _speech_request(
-    body: dict[str, Any], settings: Settings, strict_instructions: bool
+    body: dict[str, Any], settings: Settings, strict_instructions: bool, default_tier: str
 ) -> SpeechRequest:
     if "input" not in body:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
@@ -303,6 +316,7 @@ def _speech_request(
         instructions_read=read,
         sample_rate=integer(body, "sample_rate", *delivery.SAMPLE_RATES),
         loudness=delivery.parse_loudness(body.get("loudness")),
+        tier=service_tier(body, default_tier),
     )
     delivery.check_rate(request.response_format, request.sample_rate)
     return request

@@ -28,7 +28,6 @@ from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice, voice_resolver
-from supervisor.supervision.scheduler import Priority
 from supervisor.tenants import Tenant
 from supervisor.tracing import spans
 
@@ -41,13 +40,12 @@ def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
     return resolve_voice(speech, svc.voices_for(owner))
 
 
-async def start(  # noqa: PLR0913  the request's four parts and four keyword-only admission options
+async def start(  # noqa: PLR0913  the request's four parts and three keyword-only admission options
     svc: Services,
     owner: Tenant,
     speech: SpeechRequest,
     voice: Voice,
     *,
-    priority: Priority = Priority.INTERACTIVE,
     captions: bool = False,
     first_short: bool = False,
     heard: bool = True,
@@ -64,12 +62,12 @@ async def start(  # noqa: PLR0913  the request's four parts and four keyword-onl
         speech,
         voice,
         svc.settings.chunk_s,
-        priority,
         voices,
         text,
         captions=captions,
         asr=svc.hearing if heard else None,
         first_short=first_short,
+        owner=owner.owner,
     )
     # Its plan, checked against the limits and reserved; a job item's trace records it later.
     synthesis.admitted = (began, time.monotonic())

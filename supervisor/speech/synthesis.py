@@ -35,7 +35,7 @@ from supervisor.speech.synthesis_plan import Plan, Reading, Voice, VoiceResolver
 from supervisor.speech.text import script
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.text.spans import Script
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each
 
@@ -47,12 +47,12 @@ class Synthesis:
         request: SpeechRequest,
         voice: Voice,
         chunk_s: float,
-        priority: Priority = Priority.INTERACTIVE,
         voices: VoiceResolver | None = None,
         text: Script | None = None,
         captions: bool = False,
         asr: Hearing | None = None,
         first_short: bool = False,
+        owner: str = "",
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
         lexicon. `first_short`: a streamed answer, whose first chunk is short
@@ -68,7 +68,8 @@ class Synthesis:
         self.segments: list[Segment] = []
         self.samples = 0  # of audio handed on so far
         self.asr = asr  # the ASR sidecar (--asr-model): each chunk is heard back
-        self.priority = priority
+        self.tier = request.tier  # its tasks' (OpenAI's `service_tier`, `schemas.service_tier`)
+        self.owner = owner  # whose request it is (its tasks' fair share between owners)
         self.futures: list[asyncio.Future[Any]] = []  # of the tasks and of their retry loops
         self.scheduled: list[asyncio.Future[Result]] = []  # the generation tasks' own
         self.audio_s = 0.0
@@ -89,7 +90,7 @@ class Synthesis:
             "text": self.chunks[index],
             "language": self.parts[index].language,
         }
-        transcript = await self.asr.transcript(fields, self.priority)
+        transcript = await self.asr.transcript(fields, self.tier)
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)
         heard = result.copy()
@@ -110,7 +111,7 @@ class Synthesis:
         self, index: int, prompt: VoicePayload | None, return_tokens: bool, attempt: int
     ) -> asyncio.Future[Result]:
         item = self.plan.item(index, prompt, return_tokens, attempt)
-        [future] = self.scheduler.submit([item], self.priority, self.reservation)
+        [future] = self.scheduler.submit([item], self.tier, self.reservation, self.owner)
         self.futures.append(future)  # closing cancels it even if its retry loop never ran
         self.scheduled.append(future)
         return future

@@ -22,10 +22,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from sidecar.shared.protocol import AudioToHear, WordTiming
+from sidecar.shared.tiers import Tier
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
 from supervisor.speech.piece import Piece
 from supervisor.speech.text.captions import Segment, Word
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from supervisor.speech.synthesis import Synthesis
@@ -88,7 +89,7 @@ async def item_words(
             synthesis.sample_rate,
             synthesis.segments,
             synthesis.request.language,
-            Priority.BULK,
+            synthesis.tier,
             deadline_s,
         )
 
@@ -118,7 +119,7 @@ async def segment_words(  # noqa: PLR0913  one segment's audio and how it is hea
     sample_rate: int,
     segment: Segment,
     language: str | None,
-    priority: Priority,
+    tier: Tier,
     deadline_s: float,
 ) -> list[Word]:
     """The words of one segment whose 16-bit samples are `pcm` (the segment's own audio)."""
@@ -132,7 +133,7 @@ async def segment_words(  # noqa: PLR0913  one segment's audio and how it is hea
         "language": language,
     }
     try:
-        message = await asyncio.wait_for(asr.submit_align(fields, priority), deadline_s)
+        message = await asyncio.wait_for(asr.submit_align(fields, tier), deadline_s)
     except asyncio.TimeoutError:
         raise Unavailable(
             f"word timing: the ASR sidecar gave no answer within {deadline_s:.0f} s",
@@ -147,7 +148,7 @@ async def add_words(  # noqa: PLR0913  the answer's audio and how it is heard: t
     sample_rate: int,
     segments: list[Segment],
     language: str | None,
-    priority: Priority,
+    tier: Tier,
     deadline_s: float,
 ) -> None:
     """Give every segment its `words`, timed on its own slice of `pcm` (the whole answer), one
@@ -156,7 +157,7 @@ async def add_words(  # noqa: PLR0913  the answer's audio and how it is heard: t
         first, last = round(segment["start"] * sample_rate), round(segment["end"] * sample_rate)
         piece = pcm[2 * first : 2 * last]
         segment["words"] = await segment_words(
-            asr, piece, sample_rate, segment, language, priority, deadline_s
+            asr, piece, sample_rate, segment, language, tier, deadline_s
         )
 
 
@@ -167,18 +168,17 @@ async def kept(pieces: AsyncIterator[Piece], pcm: list[bytes]) -> AsyncIterator[
         yield piece
 
 
-async def pcm_words(
+async def pcm_words(  # noqa: PLR0913  a segment's audio and how it is heard: the ASR task's fields
     asr: Scheduler,
     pcm: list[bytes],
     sample_rate: int,
     text: str,
     language: str | None,
+    tier: Tier,
     deadline_s: float,
 ) -> list[Word]:
-    """The words of a WebSocket session's segment (interactive), on the segment's own time line:
-    seconds from the start of its audio."""
+    """The words of a WebSocket session's segment (at its tier), on the segment's own time
+    line: seconds from the start of its audio."""
     audio = b"".join(pcm)
     whole = Segment(text=text, start=0.0, end=len(audio) / 2 / sample_rate)
-    return await segment_words(
-        asr, audio, sample_rate, whole, language, Priority.INTERACTIVE, deadline_s
-    )
+    return await segment_words(asr, audio, sample_rate, whole, language, tier, deadline_s)

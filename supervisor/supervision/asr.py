@@ -15,11 +15,12 @@ import asyncio
 from collections.abc import Callable
 
 from sidecar.shared.protocol import AudioToHear
+from sidecar.shared.tiers import Tier
 from supervisor.errors import Unavailable, Unprocessable
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.process import FrameHandler, SidecarProcess
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.sidecar_command import sidecar_argv, sidecar_env
 
 ENGINE = "whisper"
@@ -61,7 +62,7 @@ async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float)
     }
     try:
         message = await asyncio.wait_for(
-            asr.submit_transcribe(fields, Priority.INTERACTIVE), deadline_s
+            asr.submit_transcribe(fields, Tier.INTERACTIVE), deadline_s
         )
     except asyncio.TimeoutError:
         raise Unavailable(

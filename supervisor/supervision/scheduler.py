@@ -4,12 +4,13 @@ A request becomes tasks (one per chunk of its text). Admission is a bounded queu
 seconds of estimated audio: a request is admitted while the queue is below the limit (so a long
 one is not starved by short ones), and refused once it is full with Overloaded and a Retry-After
 computed from measured throughput. A request whose later chunks can only be submitted once an
-earlier one is done (continuity prompts) reserves its whole estimate up front, so it is
-admitted or refused once, and counts as unfinished work (for the drain) until it lets go. Interactive tasks go before
-bulk ones. The pool asks `next_batch` for work whenever a sidecar can take some: tasks are
-packed up to a batch-size cap and a token budget; when the sidecar is busy, a batch is only
-handed out ahead of time once it is full, or once its oldest task has waited
-`max_batch_latency_ms` (it then waits in the sidecar's pipe, not in ours).
+earlier one is done (continuity prompts) reserves its whole estimate up front, so it is admitted
+or refused once, and counts as unfinished work (for the drain) until it lets go. Interactive
+tasks go before bulk ones, and inside a tier owners take turns (`fair_share`). The pool asks
+`next_batch` for work whenever a sidecar can take some: tasks are packed up to a batch-size cap
+and a token budget; when the sidecar is busy, a batch is only handed out ahead of time once it
+is full, or once its oldest task has waited `max_batch_latency_ms` (it then waits in the
+sidecar's pipe, not in ours).
 
 No lost requests. When a sidecar dies, the tasks of the batch it was running go back to the
 front of the queue, each marked with the kill. A task marked twice runs alone; if it then
@@ -34,18 +35,15 @@ from sidecar.shared.protocol import (
     Encoded,
     Item,
     Result,
+    Tier,
     Transcript,
     VoiceToEncode,
 )
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
-from supervisor.supervision.work import SINGLE_OPS as SINGLE_OPS
-from supervisor.supervision.work import Answer as Answer
-from supervisor.supervision.work import Batch as Batch
-from supervisor.supervision.work import Priority as Priority
-from supervisor.supervision.work import Task as Task
-from supervisor.supervision.work import estimate as estimate
+from supervisor.supervision.fair_share import FairShares
+from supervisor.supervision.work import SINGLE_OPS, Answer, Batch, Task, estimate
 
 THROUGHPUT_SMOOTHING = 0.3
 UNMEASURED_THROUGHPUT = 1.0  # seconds of audio per second per sidecar, until measured
@@ -77,7 +75,8 @@ class Scheduler:
     def __init__(self, settings: Settings, wake: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
         self.wake = wake
-        self.queues: dict[Priority, deque[Task]] = {p: deque() for p in Priority}
+        self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
+        self.shares = FairShares()  # the order inside a tier: owners in turn
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current
@@ -94,8 +93,9 @@ class Scheduler:
     def submit(
         self,
         items: list[Item],
-        priority: Priority = Priority.INTERACTIVE,
+        tier: Tier = Tier.INTERACTIVE,
         reservation: Reservation | None = None,
+        owner: str = "",
     ) -> list[asyncio.Future[Result]]:
         """Admit generation items; their futures resolve to `result` messages or raise ServerError.
 
@@ -110,11 +110,12 @@ class Scheduler:
                     item["id"],
                     "generate",
                     item.copy(),
-                    priority,
+                    tier,
                     audio_s,
                     tokens,
                     loop.create_future(),
                     time.monotonic(),
+                    owner=owner,
                 )
             )
         self.admit(tasks, reservation)
@@ -141,25 +142,25 @@ class Scheduler:
             self._idle.set()
 
     def submit_encode(
-        self, fields: VoiceToEncode, priority: Priority = Priority.INTERACTIVE
+        self, fields: VoiceToEncode, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Encoded]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
-        return self.submit_single("encode", fields, priority)
+        return self.submit_single("encode", fields, tier)
 
     def submit_transcribe(
-        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Transcript]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
-        return self.submit_single("transcribe", fields, priority)
+        return self.submit_single("transcribe", fields, tier)
 
     def submit_align(
-        self, fields: AudioToHear, priority: Priority = Priority.INTERACTIVE
+        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Aligned]:
         """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
-        return self.submit_single("align", fields, priority)
+        return self.submit_single("align", fields, tier)
 
     def submit_single(
-        self, kind: str, fields: VoiceToEncode | AudioToHear, priority: Priority
+        self, kind: str, fields: VoiceToEncode | AudioToHear, tier: Tier
     ) -> asyncio.Future[Any]:
         """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
         loop = asyncio.get_running_loop()
@@ -167,7 +168,7 @@ class Scheduler:
             f"{kind}-{next(self._task_ids)}",
             kind,
             fields,
-            priority,
+            tier,
             0.0,
             1,
             loop.create_future(),
@@ -205,7 +206,8 @@ class Scheduler:
         elif self.capacity < 1:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         for task in tasks:
-            self.queues[task.priority].append(task)
+            self.shares.arrive(task, self.queues[task.tier])
+            self.queues[task.tier].append(task)
             self.unfinished.add(task)
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
             self.admitted_audio_s += task.est_audio_s - covered
@@ -224,13 +226,7 @@ class Scheduler:
         return any(not t.done for q in self.queues.values() for t in q)
 
     def _queued(self) -> Iterator[Task]:
-        for priority in Priority:
-            queue = self.queues[priority]
-            for task in list(queue):
-                if task.done:  # ended while it waited (its cancellation not yet settled)
-                    queue.remove(task)
-                else:
-                    yield task
+        yield from self.shares.queued(self.queues)
 
     def next_batch(
         self,
@@ -251,7 +247,7 @@ class Scheduler:
         tokens = 0
         full = False
         for task in self._queued():
-            if (ahead and task.alone) or (bulk_only and task.priority is Priority.INTERACTIVE):
+            if (ahead and task.alone) or (bulk_only and task.tier is Tier.INTERACTIVE):
                 continue
             if not chosen and (task.alone or task.kind in SINGLE_OPS):
                 chosen = [task]
@@ -278,7 +274,8 @@ class Scheduler:
                 return None
         kind = chosen[0].kind
         for task in chosen:
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
+            self.shares.take(task)
             metrics.queue_wait.labels(kind).observe(now - task.queued_at)
         metrics.batch_size.labels(kind).observe(len(chosen))
         return Batch(next(self._batch_ids), kind, chosen)
@@ -290,7 +287,7 @@ class Scheduler:
         chosen: list[Task] = []
         tokens = 0
         for task in self._queued():
-            if task.priority is not Priority.INTERACTIVE:
+            if task.tier is not Tier.INTERACTIVE:
                 break  # the queues are read interactive first
             if task.alone or task.kind != "generate":
                 continue
@@ -303,10 +300,11 @@ class Scheduler:
         if not chosen:
             return None
         for task in chosen:
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
+            self.shares.take(task)
             metrics.queue_wait.labels(task.kind).observe(now - task.queued_at)
         metrics.batch_size.labels("generate").observe(len(chosen))
-        return Batch(next(self._batch_ids), "generate", chosen, join=True)
+        return Batch(next(self._batch_ids), "generate", chosen, tier=Tier.INTERACTIVE)
 
     # ------------------------------------------------------------ outcomes
 
@@ -319,8 +317,8 @@ class Scheduler:
             task.future.set_exception(error)
 
     def _settle(self, task: Task, done: asyncio.Future[Any]) -> None:
-        if done.cancelled() and task in self.queues[task.priority]:  # timed out, or abandoned
-            self.queues[task.priority].remove(task)  # (in a batch, its result is dropped instead)
+        if done.cancelled() and task in self.queues[task.tier]:  # timed out, or abandoned
+            self.queues[task.tier].remove(task)  # (in a batch, its result is dropped instead)
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)
@@ -359,7 +357,7 @@ class Scheduler:
             task.queued_at = time.monotonic()
             back.append(task)
         for task in reversed(back):
-            self.queues[task.priority].appendleft(task)
+            self.queues[task.tier].appendleft(task)
         if back:
             self.wake()
 
@@ -374,7 +372,7 @@ class Scheduler:
     def fail_queued(self, error: ServerError) -> None:
         """End every task still waiting for a sidecar (shutdown, or no device left)."""
         for task in list(self._queued()):
-            self.queues[task.priority].remove(task)
+            self.queues[task.tier].remove(task)
             self.reject(task, error)
 
     async def wait_until_idle(self, timeout_s: float) -> bool:
@@ -392,9 +390,9 @@ class Scheduler:
             "queued": sum(1 for q in self.queues.values() for t in q if not t.done),
             "audio_s": round(self.admitted_audio_s, 2),
             "limit_audio_s": self.settings.max_queue_audio_s * self.capacity,
-            # estimated audio not yet sent to a sidecar, by priority (the console's queue view)
+            # estimated audio not yet sent to a sidecar, by tier (the console's queue view)
             "waiting_audio_s": {
-                p.name.lower(): round(sum(t.est_audio_s for t in q if not t.done), 2)
-                for p, q in self.queues.items()
+                tier.value: round(sum(t.est_audio_s for t in q if not t.done), 2)
+                for tier, q in self.queues.items()
             },
         }

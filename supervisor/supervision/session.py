@@ -26,13 +26,14 @@ from sidecar.shared.protocol import (
     ProtocolError,
     Ready,
     Result,
+    Tier,
     Transcript,
     encode_frame,
 )
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
 from supervisor.settings import Settings
 from supervisor.supervision.process import KillReason, SidecarProcess, SidecarState
-from supervisor.supervision.work import Batch, Priority, Task
+from supervisor.supervision.work import Batch, Task
 from supervisor.tracing import batches as traced
 
 log = logging.getLogger("omnivoice.session")
@@ -149,23 +150,24 @@ class Session:
         all, the third once the first is past the device and only decodes and answers. So the
         device has its next batch ready however long a batch takes to decode and send, and no
         more is committed to one sidecar than that."""
-        held = [batch for batch in self.batches if not batch.join]
+        held = [batch for batch in self.batches if batch.tier is Tier.BULK]
         waiting = sum(1 for batch in held if not batch.denoised)
         return waiting < MAX_WAITING_FOR_DEVICE and len(held) < MAX_IN_FLIGHT
 
     def can_join(self) -> bool:
-        """Whether interactive work goes to this sidecar now as a `join`: while it holds bulk
-        work, denoising or decoding. The sidecar merges a join into the batch it denoises at
-        the next step (or runs it at once if none) and decodes it in its express finisher, so
-        it waits neither for a bulk batch, nor for the one behind it, nor for a bulk decode.
-        Without bulk work interactive batches follow each other as before, pipelined."""
-        joins = sum(1 for batch in self.batches if batch.join)
+        """Whether interactive work goes to this sidecar now as an interactive batch (one that
+        joins): while it holds bulk work, denoising or decoding. The sidecar merges it into the
+        batch it denoises at the next step (or runs it at once if none) and decodes it in its
+        interactive finisher, so it waits neither for a bulk batch, nor for the one behind it,
+        nor for a bulk decode. Without bulk work interactive tasks go in batches that run in turn
+        (`Tier.BULK` on the wire), pipelined, as before."""
+        joins = sum(1 for batch in self.batches if batch.tier is Tier.INTERACTIVE)
         return self.holds_bulk() and joins < MAX_JOINS
 
     def holds_bulk(self) -> bool:
         """A batch with bulk tasks is in flight (sent, not yet answered)."""
         return any(
-            not batch.join and any(task.priority is Priority.BULK for task in batch.tasks)
+            batch.tier is Tier.BULK and any(task.tier is Tier.BULK for task in batch.tasks)
             for batch in self.batches
         )
 
@@ -326,12 +328,13 @@ class Session:
 
     def held_batch(self, batch_id: int) -> Batch:
         """The held batch a frame is for. Batches answer in the order they were sent, except a
-        joined one (`Batch.join`), which may finish before or after any other."""
+        joined one (`Batch.tier` interactive), which may finish before or after any other."""
         batch = next((b for b in self.batches if b.id == batch_id), None)
         if batch is None:
             raise ProtocolError(f"frame for batch {batch_id}, which it does not hold")
         ahead = itertools.takewhile(lambda b: b is not batch, self.batches)
-        if not batch.join and any(not b.join for b in ahead):
+        in_turn = batch.tier is Tier.BULK
+        if in_turn and any(b.tier is Tier.BULK for b in ahead):
             raise ProtocolError(f"frame for batch {batch_id}, which is not the one running")
         return batch
 

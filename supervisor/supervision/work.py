@@ -1,11 +1,10 @@
-"""What the scheduler hands out: tasks (one unit of work for a sidecar), their priorities, and
+"""What the scheduler hands out: tasks (one unit of work for a sidecar), their tiers, and
 batches (what one frame carries), with the estimate of a generation item's size.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,6 +20,7 @@ from sidecar.shared.protocol import (
     Generate,
     Item,
     Result,
+    Tier,
     Transcribe,
     Transcript,
     VoiceToEncode,
@@ -29,11 +29,6 @@ from supervisor.tracing import spans
 
 STYLE_TOKENS = 16  # language and instruct markers around the text
 CHARS_PER_TEXT_TOKEN = 2  # generous: BPE takes about four Latin characters per token
-
-
-class Priority(enum.IntEnum):
-    INTERACTIVE = 0
-    BULK = 1
 
 
 # Task kinds that run one to a batch, and the op of their frame.
@@ -50,7 +45,7 @@ class Task:
     id: str
     kind: str  # "generate", or one of SINGLE_OPS
     payload: Item | VoiceToEncode | AudioToHear  # an Item, or a single task's frame's fields
-    priority: Priority
+    tier: Tier
     est_audio_s: float
     est_tokens: int
     future: asyncio.Future[Any]  # its kind's Answer, as the `submit...` methods type it
@@ -61,6 +56,7 @@ class Task:
     # once answered (supervisor/tracing/batches.py).
     trace: Context = field(default_factory=spans.current)
     batch_trace: Context | None = None
+    owner: str = ""  # whose work it is (an API key's owner id): shares are fair between owners
 
     @property
     def alone(self) -> bool:
@@ -81,7 +77,9 @@ class Batch:
     started: bool = False  # a frame of it has been seen
     denoised: bool = False  # the sidecar said the device is past its steps (`denoised`)
     audio_s: float = 0.0  # audio generated so far
-    join: bool = False  # interactive: may join the sidecar's running batch at its next step
+    # The tier it runs at in the sidecar: INTERACTIVE (interactive tasks sent beside bulk work)
+    # may join the batch being denoised at its next step; BULK runs in turn, whatever its tasks.
+    tier: Tier = Tier.BULK
 
     def task(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)
@@ -100,9 +98,8 @@ class Batch:
             "batch": self.id,
             "items": [cast(Item, t.payload) for t in self.tasks],
             "encoding": "s16le",
+            "tier": self.tier,
         }
-        if self.join:
-            generate["join"] = True
         return generate
 
 

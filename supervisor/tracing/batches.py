@@ -27,7 +27,7 @@ def sent(batch: Batch) -> None:
         return
     for task in batch.tasks:
         attributes: dict[str, Any] = {
-            "omnivoice.priority": task.priority.name.lower(),
+            "omnivoice.tier": task.tier.value,
             "omnivoice.kills": len(task.kills),
         }
         spans.record("queue", task.trace, task.queued_at, batch.sent_at, attributes)
@@ -39,7 +39,7 @@ def answered(batch: Batch, task: Task, message: Mapping[str, Any], now: float) -
     attributes: dict[str, Any] = {
         "omnivoice.batch.id": batch.id,
         "omnivoice.batch.kind": batch.kind,
-        "omnivoice.batch.join": batch.join,
+        "omnivoice.batch.tier": batch.tier.value,
         "omnivoice.batch.items": len(batch.tasks),
         "omnivoice.batch.tokens": sum(t.est_tokens for t in batch.tasks),
         "omnivoice.task.tokens": task.est_tokens,

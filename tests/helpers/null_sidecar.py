@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from sidecar.shared.protocol import FROM_SIDECAR, encode_frame, read_frame
+from sidecar.shared.protocol import FROM_SIDECAR, Tier, encode_frame, read_frame
 from tests.helpers.paths import REPO_ROOT
 
 
@@ -47,13 +47,16 @@ class NullSidecar:
             if frame["op"] == op and (batch is None or frame.get("batch") == batch):
                 return frame
 
-    def generate(self, batch: int, texts: list[str], num_step: int = 4, join: bool = False) -> None:
+    def generate(
+        self, batch: int, texts: list[str], num_step: int = 4, tier: Tier = Tier.BULK
+    ) -> None:
         items = [
             {"id": f"b{batch}-{i}", "text": t, "num_step": num_step, "seed": i}
             for i, t in enumerate(texts)
         ]
-        frame = {"op": "generate", "batch": batch, "items": items, "encoding": "s16le"}
-        self.send({**frame, "join": True} if join else frame)
+        self.send(
+            {"op": "generate", "batch": batch, "items": items, "encoding": "s16le", "tier": tier}
+        )
 
     def close(self) -> int:
         self.send({"op": "shutdown"})

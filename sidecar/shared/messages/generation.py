@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 from sidecar.shared.messages.payloads import Encoding, QaCheck, TokenArray, VoicePayload
+from sidecar.shared.tiers import Tier
 
 
 class _ItemBase(TypedDict):
@@ -36,17 +37,14 @@ class Item(_ItemBase, total=False):
     attempt: int  # 1 for the first generation of this text, 2 for its first QA retry, ...
 
 
-class _GenerateBase(TypedDict):
+class Generate(TypedDict):
     op: Literal["generate"]
     batch: int
     items: list[Item]
     encoding: Encoding
-
-
-class Generate(_GenerateBase, total=False):
-    # Interactive: the batch may join the one the sidecar is denoising, at its next step, and
-    # its answers may then come before that batch's.
-    join: bool
+    # The tier the batch runs at. Interactive: it may join the batch the sidecar is denoising,
+    # at its next step, and its answers may then come before that batch's; bulk: in turn.
+    tier: Tier
 
 
 class Step(TypedDict):

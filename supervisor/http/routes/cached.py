@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from starlette.responses import Response
 
 from supervisor.services import Services
-from supervisor.speech import formats, instructions, quality, result_cache
+from supervisor.speech import chunking, formats, instructions, quality, result_cache
 from supervisor.speech.result_cache import CachedResult, CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
@@ -31,8 +31,10 @@ async def find(
     cache = svc.results
     if cache is None or not result_cache.cacheable(speech):
         return None, None
-    # An SSE answer starts with a short chunk (speech.streamed), so its audio is its own.
-    route = "speech-sse" if speech.stream_format == "sse" else "speech"
+    # An answer that starts with a short chunk (SSE, raw pcm: `chunking.starts_short`) has audio
+    # of its own; the pcm bytes of an SSE answer and of a pcm stream are the same.
+    short = chunking.starts_short(speech.stream_format, speech.response_format)
+    route = "speech-sse" if short else "speech"
     name = result_cache.key(cache.identity, speech, voice, svc.settings, route, owner)
     return name, await asyncio.to_thread(cache.get, name)
 

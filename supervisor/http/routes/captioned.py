@@ -28,7 +28,6 @@ from supervisor.http.routes.speech import (
     until_disconnected,
 )
 from supervisor.speech import delivery, instructions, quality, schemas, steps, words
-from supervisor.supervision.scheduler import Priority
 
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
 
@@ -57,7 +56,7 @@ async def captioned(request: Request) -> Response:
                 synthesis.sample_rate,
                 synthesis.segments,
                 speech.language,
-                Priority.INTERACTIVE,
+                speech.tier,
                 svc.settings.asr_timeout_s,
             )
         return pcm

@@ -31,6 +31,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sidecar.shared.tiers import Tier
 from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound, Unavailable
 from supervisor.http.auth import tenant
 from supervisor.http.routes import services
@@ -81,6 +82,21 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
     return moved
 
 
+def as_digested(
+    client_id: str | None, fields: dict[str, Any], speech: schemas.SpeechRequest
+) -> Any:
+    """An item as its job's digest reads it: the request as validated, its captions only when
+    on and its tier only when not the default (flex), so that the digests of jobs stored before
+    either existed stay the same."""
+    own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
+    if "timestamp_granularities" in fields:
+        own["timestamp_granularities"] = fields["timestamp_granularities"]
+    as_read = dataclasses.asdict(speech)
+    if speech.tier is Tier.BULK:
+        del as_read["tier"]
+    return {"id": client_id, **own, **as_read}
+
+
 def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, str]:
     """The body's items as they will be stored, its schedule, and the digest Idempotency-Key
     compares: that of the validated requests and schedule, so `"speed": 1` and `"speed": 1.0` are
@@ -125,7 +141,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             field_checks.boolean(fields, "captions")
             words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
-                {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS}, svc.settings
+                {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS},
+                svc.settings,
+                default_tier=schemas.JOB_TIER,
             )
             if speech.stream_format == "sse":
                 raise InvalidRequest(
@@ -143,11 +161,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             raise located(exc, index) from None
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)
         out.append(NewItem(fields, client_id, speech.response_format, estimate))
-        # captions too (only when on, so the digests of jobs stored without it stay the same)
-        own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
-        if "timestamp_granularities" in fields:
-            own["timestamp_granularities"] = fields["timestamp_granularities"]
-        validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
+        validated.append(as_digested(client_id, fields, speech))
     # Without schedule fields, the digest of before they existed: old keys still match.
     digest = body_digest({"items": validated, **when.fields()} if when.fields() else validated)
     return out, when, digest

@@ -48,6 +48,7 @@ from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
 from supervisor.speech import (
+    chunking,
     delivery,
     field_checks,
     formats,
@@ -72,9 +73,9 @@ class ClientGone(Exception):
 
 
 def streamed(speech: SpeechRequest) -> bool:
-    """Whether the answer is read as it comes (SSE), so its first chunk is made short; a
-    whole-file client (stream_format "audio") keeps the throughput-friendly chunking."""
-    return speech.stream_format == "sse"
+    """Whether the answer is played as it comes (SSE, raw pcm), so its first chunk is made
+    short (`chunking.starts_short`)."""
+    return chunking.starts_short(speech.stream_format, speech.response_format)
 
 
 async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:

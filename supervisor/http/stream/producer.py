@@ -70,6 +70,7 @@ async def make(session: Session, made: Made) -> None:
                 first.sample_rate,
                 made.segment.text,
                 request.language,
+                request.tier,
                 svc.settings.asr_timeout_s,
             )
         made.frames.put_nowait(None)

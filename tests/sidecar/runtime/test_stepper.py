@@ -15,6 +15,7 @@ import torch
 from sidecar.runtime.omnivoice import OmniVoice
 from sidecar.runtime.request import GenerationRequest
 from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
+from sidecar.shared.tiers import Tier
 
 STEPS = 6  # a few steps keep the CPU's work small; the joins happen at step 2
 
@@ -58,7 +59,7 @@ def assert_same(got: list[torch.Tensor], want: list[torch.Tensor]) -> None:
 def join_at_step_2(stepper: Stepper, urgent: list[GenerationRequest]) -> list:
     assert stepper.add("bulk", BULK) == [None] * len(BULK)
     finished = stepper.step() + stepper.step()
-    assert stepper.add("urgent", urgent, interactive=True) == [None] * len(urgent)
+    assert stepper.add("urgent", urgent, tier=Tier.INTERACTIVE) == [None] * len(urgent)
     return finished + run_to_end(stepper)
 
 
@@ -91,7 +92,7 @@ def test_a_budget_runs_some_bulk_members_beside_an_interactive_one(model: OmniVo
     stepper = model.stepper(room)
     stepper.add("bulk", BULK)
     stepper.step()
-    stepper.add("urgent", URGENT[:1], interactive=True)
+    stepper.add("urgent", URGENT[:1], tier=Tier.INTERACTIVE)
     chosen = stepper._choose()
     assert [(m.group.key, m.item) for m in chosen] == [("bulk", 0), ("bulk", 1), ("urgent", 0)]
     finished = run_to_end(stepper)
@@ -123,6 +124,6 @@ def test_abandon_drops_every_group(model: OmniVoice) -> None:
     stepper = model.stepper()
     stepper.add("a", BULK[:1])
     stepper.step()
-    stepper.add("b", URGENT[:1], interactive=True)
+    stepper.add("b", URGENT[:1], tier=Tier.INTERACTIVE)
     assert stepper.abandon() == ["a", "b"]
     assert not stepper.busy and not stepper.members

@@ -13,11 +13,11 @@ from sidecar.runtime.options import DECODE_PRIORITIES, RuntimeOptions
 def test_the_decode_goes_first_by_default() -> None:
     """Lower is sooner, and the denoising's default stream is at 0: by default the decode is
     above it, `equal` beside it, and `below` leaves the decode at 0 under a denoising stream of
-    the highest priority, which the express (interactive) decode shares."""
+    the highest priority, which the interactive decode shares."""
     assert RuntimeOptions().decode_priority == "above"
     assert streams.decode_priority("above") < 0 == streams.decode_priority("equal")
     assert streams.decode_priority("below") == 0
-    assert streams.HIGHEST <= streams.EXPRESS_STREAM_PRIORITY < streams.decode_priority("above")
+    assert streams.HIGHEST <= streams.INTERACTIVE_DECODE_PRIORITY < streams.decode_priority("above")
 
 
 @pytest.mark.parametrize("choice", DECODE_PRIORITIES)

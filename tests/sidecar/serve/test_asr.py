@@ -179,7 +179,13 @@ def test_undecodable_audio_and_generate_frames_are_refused_per_item(asr: Asr) ->
     error, _done = asr.answers(3)
     assert error["op"] == "error" and error["id"] == "junk" and error["kind"] == "invalid_input"
     asr.send(
-        {"op": "generate", "batch": 4, "encoding": "s16le", "items": [{"id": "g", "text": "Hi"}]}
+        {
+            "op": "generate",
+            "batch": 4,
+            "encoding": "s16le",
+            "tier": "bulk",
+            "items": [{"id": "g", "text": "Hi"}],
+        }
     )
     error, _done = asr.answers(4)
     assert error["op"] == "error" and "only transcribes" in error["message"]

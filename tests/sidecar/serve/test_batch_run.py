@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.shared.tiers import Tier
 from tests.helpers.null_sidecar import NullSidecar
 
 BULK = "A bulk sentence, read slowly. [[fault:slow:6]]"
@@ -42,7 +43,7 @@ def test_an_interactive_batch_joins_at_a_step_and_is_answered_first(
 ) -> None:
     sidecar.generate(1, [BULK], num_step=BULK_STEPS)
     assert sidecar.read_until("step", batch=1)["step"] == 1
-    sidecar.generate(2, ["Answer me now.", "And me."], num_step=4, join=True)
+    sidecar.generate(2, ["Answer me now.", "And me."], num_step=4, tier=Tier.INTERACTIVE)
     frames = frames_until_done(sidecar, 2)
     ops = [(f["op"], f.get("batch")) for f in frames]
     assert ("done", 1) not in ops, "the joined batch waited for the bulk one"
@@ -75,7 +76,7 @@ def test_a_step_that_fails_in_a_joined_batch_fails_that_item_alone(sidecar: Null
     split until its failing item stands alone, and every other item gets its audio."""
     sidecar.generate(1, ["Bulk, a little slowly. [[fault:slow:1]]"], num_step=20)
     sidecar.read_until("step", batch=1)
-    sidecar.generate(2, ["Fine.", "Broken. [[fault:raise]]"], num_step=4, join=True)
+    sidecar.generate(2, ["Fine.", "Broken. [[fault:raise]]"], num_step=4, tier=Tier.INTERACTIVE)
     # Run again apart, either batch may end first.
     frames = frames_until_done(sidecar, 1, 2)
     answers = {f["id"]: f["op"] for f in frames if f["op"] in ("result", "error")}

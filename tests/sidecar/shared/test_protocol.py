@@ -17,6 +17,7 @@ from sidecar.shared.protocol import (
     HEADER,
     TO_SIDECAR,
     ProtocolError,
+    Tier,
     decode_payload,
     encode_frame,
     read_frame,
@@ -62,6 +63,7 @@ MESSAGES = [
         "op": "generate",
         "batch": 1,
         "encoding": "f32le",
+        "tier": "interactive",
         "items": [
             {
                 "id": "a",
@@ -117,6 +119,24 @@ def test_every_op_round_trips(message: dict) -> None:
     assert _frames_or_error(frame, [2]) == ([message], False)
 
 
+GENERATE = {
+    "op": "generate",
+    "batch": 1,
+    "encoding": "s16le",
+    "tier": "bulk",
+    "items": [{"id": "a", "text": "x"}],
+}
+
+
+def test_a_tier_travels_as_its_name() -> None:
+    """The supervisor puts the enum itself in the frame; the sidecar reads back the name."""
+    for tier in Tier:
+        frame = encode_frame({**GENERATE, "tier": tier})
+        decoded = read_frame(io.BytesIO(frame))
+        assert decoded is not None and decoded["tier"] == tier.value  # type: ignore[typeddict-item]
+        assert type(decoded["tier"]) is str  # type: ignore[typeddict-item]
+
+
 BAD = [
     ([1, 2], "a frame must hold a map"),
     ({"op": "nope"}, "unknown op"),
@@ -136,9 +156,12 @@ BAD = [
         "result.encoding: expected",
     ),
     ({"op": "error", "batch": 1, "id": "a", "kind": "whatever", "message": "m"}, "expected kind"),
-    ({"op": "generate", "batch": 1, "encoding": "s16le", "items": []}, "expected items"),
     (
-        {"op": "generate", "batch": 1, "encoding": "s16le", "items": [{"id": "a"}]},
+        {"op": "generate", "batch": 1, "encoding": "s16le", "tier": "bulk", "items": []},
+        "expected items",
+    ),
+    (
+        {"op": "generate", "batch": 1, "encoding": "s16le", "tier": "bulk", "items": [{"id": "a"}]},
         "missing key 'text'",
     ),
     (
@@ -146,10 +169,17 @@ BAD = [
             "op": "generate",
             "batch": 1,
             "encoding": "s16le",
+            "tier": "bulk",
             "items": [{"id": "a", "text": "x", "bogus": 1}],
         },
         "unknown keys",
     ),
+    # The tier is one of the two names, as a string; the bool `join` it replaced is unknown.
+    ({**GENERATE, "tier": "express"}, "generate.tier: expected Tier"),
+    ({**GENERATE, "tier": True}, "generate.tier: expected Tier"),
+    ({**GENERATE, "tier": "Interactive"}, "generate.tier: expected Tier"),
+    ({k: v for k, v in GENERATE.items() if k != "tier"}, "missing key 'tier'"),
+    ({**GENERATE, "join": True}, r"unknown keys \['join'\]"),
     (
         {
             "op": "encoded",

@@ -16,6 +16,7 @@ from supervisor.speech.chunking import (
     estimate_s,
     first_chunk,
     split_text,
+    starts_short,
 )
 
 EN = (
@@ -151,3 +152,20 @@ def test_a_streamed_answers_first_chunk_ends_at_its_first_sentence_or_clause() -
         "",
     )
     assert first_chunk("x" * 200) == ("x" * 200, "")  # no gap: whole (split_text cuts it later)
+
+
+@pytest.mark.parametrize(
+    ("stream_format", "response_format", "short"),
+    [
+        ("sse", "pcm", True),
+        ("sse", "mp3", True),
+        ("audio", "pcm", True),  # played as it arrives, as OpenAI's streaming example does
+        ("audio", "mp3", False),  # a file: the throughput-friendly chunks
+        ("audio", "wav", False),
+        ("audio", "opus", False),
+    ],
+)
+def test_what_is_played_as_it_comes_starts_short(
+    stream_format: str, response_format: str, short: bool
+) -> None:
+    assert starts_short(stream_format, response_format) is short

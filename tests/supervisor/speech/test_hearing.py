@@ -7,9 +7,10 @@ import asyncio
 import time
 from typing import Any
 
+from sidecar.shared.tiers import Tier
 from supervisor.settings import Settings
 from supervisor.speech.hearing import Hearing
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 FIELDS = {
     "audio": b"\0\0" * 240,
@@ -29,10 +30,10 @@ def test_a_missed_deadline_skips_at_once_until_the_quiet_ends_or_a_restart() -> 
     async def scenario() -> None:
         sidecars, now = [{"state": "ready", "restarts": 0}], [0.0]
         ears, asr = hearing(sidecars, now)
-        assert await ears.transcript(FIELDS, Priority.INTERACTIVE) is None  # nobody answers
+        assert await ears.transcript(FIELDS, Tier.INTERACTIVE) is None  # nobody answers
         assert not ears.can_hear()
         start = time.monotonic()
-        assert await ears.transcript(FIELDS, Priority.INTERACTIVE) is None
+        assert await ears.transcript(FIELDS, Tier.INTERACTIVE) is None
         assert time.monotonic() - start < ears.deadline_s  # not waited out again
         now[0] = 59.0
         assert not ears.can_hear()
@@ -49,7 +50,7 @@ def test_a_missed_deadline_skips_at_once_until_the_quiet_ends_or_a_restart() -> 
                 asr.resolve(task, {"op": "transcript", "text": "hi", "qa": {}})
 
         answering = asyncio.ensure_future(answer())
-        heard = await ears.transcript(FIELDS, Priority.INTERACTIVE)
+        heard = await ears.transcript(FIELDS, Tier.INTERACTIVE)
         await answering
         assert heard is not None and heard["text"] == "hi"
 
@@ -60,7 +61,7 @@ def test_no_asr_sidecar_able_to_take_work_means_no_task_at_all() -> None:
     async def scenario() -> None:
         for state in ("starting", "backoff", "failed", "stopping"):
             ears, asr = hearing([{"state": state, "restarts": 2}], [0.0])
-            assert await ears.transcript(FIELDS, Priority.BULK) is None
+            assert await ears.transcript(FIELDS, Tier.BULK) is None
             assert asr.next_batch() is None and not asr.has_work()
 
     asyncio.run(scenario())
@@ -70,6 +71,6 @@ def test_an_asr_pool_that_refuses_the_task_is_a_skip_not_an_error() -> None:
     async def scenario() -> None:
         ears, asr = hearing([{"state": "ready", "restarts": 0}], [0.0])
         asr.capacity = 0  # the pool failed between the look and the submit
-        assert await ears.transcript(FIELDS, Priority.INTERACTIVE) is None
+        assert await ears.transcript(FIELDS, Tier.INTERACTIVE) is None
 
     asyncio.run(scenario())

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidecar.shared.tiers import Tier
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
@@ -113,6 +114,11 @@ def test_languages_by_id_or_name(value: str | None, expected: str | None) -> Non
         ({"input": "Hi", "seed": -1}, "seed", "between 0"),
         ({"input": "Hi", "seed": 2**64}, "seed", "between 0"),
         ({"input": "Hi", "denoise": "yes"}, "denoise", "a boolean"),
+        ({"input": "Hi", "service_tier": "scale"}, "service_tier", "auto, default, priority, flex"),
+        ({"input": "Hi", "service_tier": "Flex"}, "service_tier", "one of"),
+        ({"input": "Hi", "service_tier": 1}, "service_tier", "expected a string"),
+        ({"input": "Hi", "service_tier": True}, "service_tier", "a boolean"),
+        ({"input": "Hi", "service_tier": ["flex"]}, "service_tier", "expected a string"),
     ],
 )
 def test_bad_fields_are_400s_naming_the_field(body: dict[str, Any], param: str, hint: str) -> None:
@@ -283,6 +289,23 @@ def test_free_form_instructions_use_the_items_they_name(
 def test_design_items_as_they_are_need_no_header() -> None:
     r = parse(instructions="male, british accent")
     assert (r.instructions, r.instructions_read) == ("male, british accent", None)
+
+
+@pytest.mark.parametrize(
+    ("value", "tier"),
+    [
+        (None, Tier.INTERACTIVE),
+        ("auto", Tier.INTERACTIVE),
+        ("default", Tier.INTERACTIVE),
+        ("priority", Tier.INTERACTIVE),
+        ("flex", Tier.BULK),
+    ],
+)
+def test_service_tier_is_openais_field_as_a_tier(value: str | None, tier: Tier) -> None:
+    assert parse(service_tier=value).tier is tier
+    job_default = Tier.BULK if value is None else tier  # a job item is flex unless it says
+    body = {"input": "Hello.", "service_tier": value}
+    assert schemas.speech_request(body, SETTINGS, default_tier=schemas.JOB_TIER).tier is job_default
 
 
 def test_the_unknown_field_error_lists_every_field_accepted() -> None:

@@ -20,7 +20,8 @@ from supervisor.speech import quality, schemas
 from supervisor.speech.hearing import Hearing
 from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.synthesis_plan import Voice
-from supervisor.supervision.scheduler import Batch, Scheduler
+from supervisor.supervision.scheduler import Scheduler
+from supervisor.supervision.work import Batch
 
 LONG = (
     "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "

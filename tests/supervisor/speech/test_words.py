@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from sidecar.shared.tiers import Tier
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
 from supervisor.settings import Settings
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.words import item_wants_words, segment_words, tidy, wants_words
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 
 
 def check(words: list[Any], text: str, start: float, end: float) -> None:
@@ -77,7 +78,7 @@ def test_an_align_past_its_deadline_is_a_503_and_leaves_the_queue() -> None:
         asr = Scheduler(Settings(engine="null"))  # no sidecar takes the task: it never answers
         segment: Segment = {"text": "Mind the gap.", "start": 0.0, "end": 1.0}
         with pytest.raises(Unavailable) as late:
-            await segment_words(asr, bytes(48000), 24000, segment, "en", Priority.BULK, 0.05)
+            await segment_words(asr, bytes(48000), 24000, segment, "en", Tier.BULK, 0.05)
         assert late.value.retry_after_s and "no answer within" in late.value.message
         batch = asr.next_batch()
         assert batch is None and not asr.unfinished  # the timed-out task was cancelled

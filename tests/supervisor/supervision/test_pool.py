@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from sidecar.shared.protocol import Message, ProtocolError, encode_frame
+from sidecar.shared.tiers import Tier
 from supervisor.errors import Unavailable
 from supervisor.settings import Settings
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import LOOP_FAILURE_LIMIT, Pool
 from supervisor.supervision.process import FrameHandler, KillReason, SidecarProcess, SidecarState
-from supervisor.supervision.scheduler import Priority, Scheduler
+from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.session import Session
 from supervisor.supervision.slot import Slot, SlotState, backoff_delay
 
@@ -364,7 +365,7 @@ def test_a_task_isolated_by_the_poison_rule_is_alone_in_its_sidecar() -> None:
     async def body() -> None:
         a = await Arbiter(fake_settings(max_batch_size=1)).started()
         futures = a.scheduler.submit([item(0), item(1), item(2)])
-        for task in list(a.scheduler.queues[Priority.INTERACTIVE])[:2]:
+        for task in list(a.scheduler.queues[Tier.INTERACTIVE])[:2]:
             task.kills = ["exited", "exited"]  # items 0 and 1 were in two killed batches
         await a.tick()
         session = a.session()
@@ -387,7 +388,7 @@ def test_an_isolated_task_waits_for_an_idle_sidecar() -> None:
         a.scheduler.submit([item(0)])
         await a.tick()
         [isolated] = a.scheduler.submit([item(1)])
-        a.scheduler.queues[Priority.INTERACTIVE][0].kills = ["exited", "exited"]
+        a.scheduler.queues[Tier.INTERACTIVE][0].kills = ["exited", "exited"]
         await a.tick()
         session = a.session()
         assert [[t.id for t in b.tasks] for b in session.batches] == [["item0"]]
@@ -480,7 +481,7 @@ def test_a_killed_sidecar_requeues_all_three_batches_and_only_started_ones_count
         a.proc().frame({"op": "step", "batch": session.batches[1].id, "step": 1, "of": 32})
         a.proc().exit(-9)
         await dispatched(a)
-        tasks = {t.id: t for t in a.scheduler.queues[Priority.INTERACTIVE]}
+        tasks = {t.id: t for t in a.scheduler.queues[Tier.INTERACTIVE]}
         assert sorted(tasks) == ["item0", "item1", "item2"] and not any(f.done() for f in futures)
         assert len(tasks["item0"].kills) == len(tasks["item1"].kills) == 1
         assert tasks["item2"].kills == []  # it never started: not a suspect

@@ -5,15 +5,15 @@ answered before that batch; a sidecar killed with a joined batch in it loses not
 A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
 `interactive_step_tokens` 0 the bulk batch waits while the interactive one runs. A `decodeslow`
 fault keeps a denoised bulk batch in the sidecar's finisher: interactive work still joins (the
-sidecar's express finisher answers it), rather than queueing behind that decode."""
+sidecar's interactive finisher answers it), rather than queueing behind that decode."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 
+from sidecar.shared.tiers import Tier
 from supervisor.supervision.pool import Pool
-from supervisor.supervision.scheduler import Priority
 from tests.helpers.harness import fast_settings, kill, process, run, running_pool, wait_for
 
 BULK = {"id": "bulk", "text": "A long bulk read. [[fault:slow:4]]", "seed": 0, "num_step": 40}
@@ -22,23 +22,25 @@ URGENT = {"id": "urgent", "text": "Now, please.", "seed": 1, "num_step": 4}
 
 def joined_batch_started(pool: Pool) -> bool:
     session = pool.slots[0].session
-    return session is not None and any(b.join and b.started for b in session.batches)
+    return session is not None and any(
+        b.tier is Tier.INTERACTIVE and b.started for b in session.batches
+    )
 
 
 def bulk_denoised(pool: Pool) -> bool:
     session = pool.slots[0].session
-    return session is not None and any(b.denoised and not b.join for b in session.batches)
+    return session is not None and any(b.denoised and b.tier is Tier.BULK for b in session.batches)
 
 
 def bulk_started(pool: Pool) -> bool:
     session = pool.slots[0].session
-    return session is not None and any(b.started and not b.join for b in session.batches)
+    return session is not None and any(b.started and b.tier is Tier.BULK for b in session.batches)
 
 
 def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> None:
     async def scenario() -> None:
         async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
-            [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
+            [bulk] = pool.scheduler.submit([dict(BULK)], Tier.BULK)  # type: ignore[list-item]
             await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
             [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
             assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
@@ -52,7 +54,7 @@ def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> N
 def test_a_sidecar_killed_with_a_joined_batch_in_it_loses_neither_batch() -> None:
     async def scenario() -> None:
         async with running_pool(fast_settings(None, interactive_step_tokens=0)) as pool:
-            [bulk] = pool.scheduler.submit([dict(BULK)], Priority.BULK)  # type: ignore[list-item]
+            [bulk] = pool.scheduler.submit([dict(BULK)], Tier.BULK)  # type: ignore[list-item]
             await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
             slow = {**URGENT, "text": "Now, but slowly. [[fault:slow:3]]", "num_step": 30}
             [urgent] = pool.scheduler.submit([slow])  # type: ignore[list-item]
@@ -70,7 +72,7 @@ def test_an_interactive_request_does_not_wait_for_a_bulk_batch_to_decode() -> No
         # The slow decode sends no frame for 8 s: the heartbeat deadline is raised above it.
         async with running_pool(fast_settings(None, heartbeat_timeout_s=30.0)) as pool:
             decoding = {**BULK, "text": "A bulk read. [[fault:decodeslow:8]]", "num_step": 4}
-            [bulk] = pool.scheduler.submit([decoding], Priority.BULK)  # type: ignore[list-item]
+            [bulk] = pool.scheduler.submit([decoding], Tier.BULK)  # type: ignore[list-item]
             await wait_for(lambda: bulk_denoised(pool), 30, "the bulk batch to be denoised")
             [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
             assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from sidecar.shared.tiers import Tier
 from supervisor.errors import Overloaded, PoisonRequest, Unavailable
 from supervisor.settings import Settings
-from supervisor.supervision.scheduler import Priority, Scheduler, estimate
+from supervisor.supervision.scheduler import Scheduler
+from supervisor.supervision.work import estimate
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -64,8 +66,8 @@ def test_batches_respect_cap_and_token_budget(
 def test_interactive_goes_before_bulk() -> None:
     async def scenario() -> None:
         s = make(max_batch_size=2)
-        s.submit([item("bulk1"), item("bulk2")], Priority.BULK)
-        s.submit([item("now1")], Priority.INTERACTIVE)
+        s.submit([item("bulk1"), item("bulk2")], Tier.BULK)
+        s.submit([item("now1")], Tier.INTERACTIVE)
         first = s.next_batch()
         assert first is not None and [t.id for t in first.tasks] == ["now1", "bulk1"]
 
