@@ -18,6 +18,7 @@ from supervisor.settings.declare import redacted_url, setting
 from supervisor.speech.formats import FORMATS
 
 FORMAT_NAMES = FORMATS
+INTERACTIVE = ("off", "equal", "high")  # its stream at the bulk's priority, or the highest
 # An --allowed-hosts entry: *, a name or IPv4 (or *.domain), or an IPv6 in brackets; a port or not.
 ALLOWED_HOST = r"\*|(\*\.)?[A-Za-z0-9_.-]+(:\d+)?|\[[0-9A-Fa-f:.]+\](:\d+)?"
 
@@ -202,6 +203,9 @@ class Fields:
     )
     attention: str = setting(
         "fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)", choices=("fa2", "cudnn")
+    )
+    interactive_stream: str = setting(
+        "off", "interactive work beside bulk on a CUDA stream of its own", choices=INTERACTIVE
     )
     compile_cache_dir: str = setting(
         "",
