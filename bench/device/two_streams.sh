@@ -4,7 +4,8 @@
 # three to five minutes: the bulk's pass (~44,700 tokens) and small passes of 500, 1,000, 1,500
 # and 3,000 tokens, each alone and together; forward passes and whole denoising steps; the small
 # stream at the bulk's priority and at the highest; the two loops launched from one host thread
-# (all the bulk queued first, or interleaved) and from two Python threads.
+# (all the bulk queued first, or interleaved), from two Python threads, and by the interactive
+# lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it).
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the
 # repository root with `.whl/` carried. Arguments after COMMIT go to bench/two_streams.py (say
