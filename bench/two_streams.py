@@ -405,8 +405,10 @@ def packed(
     model: OmniVoice, requests: Sequence[workloads.Request], tokens: int
 ) -> tuple[list[GenerationRequest], list[Any]]:
     """The requests in order, each with all its chunks, while the packed pass (each chunk's
-    conditional and unconditional rows) stays within `tokens` (one at least); and their prompts."""
-    clone = voice_prompt(model)
+    conditional and unconditional rows) stays within `tokens` and the chunks within what one
+    step holds (the runner's segments, a stepper's members); one request at least. And their
+    prompts."""
+    clone, most = voice_prompt(model), model.runner.max_segments // 2
     chosen: list[GenerationRequest] = []
     prompts: list[Any] = []
     used = 0
@@ -414,7 +416,7 @@ def packed(
         req = request(r, clone)
         more = chunk_prompts(model, req)
         cost = sum(p.input_ids.shape[1] + p.target_len for p in more)
-        if chosen and used + cost > tokens:
+        if chosen and (used + cost > tokens or len(prompts) + len(more) > most):
             break
         chosen, prompts, used = [*chosen, req], prompts + more, used + cost
     return chosen, prompts
@@ -473,19 +475,23 @@ def prepare(model: OmniVoice, args: argparse.Namespace) -> Setup:
                 small[kind, priority, tokens] = lane = small_lane(kind, model, runner, stream, work)
                 for _ in range(3):  # the bucket's graph captured at its first pass
                     lane.timed()
-    lanes_bulk, lanes_small = lanes_work(model, args, small)
+    lanes_bulk, lanes_small = lanes_work(model, args, small, batches)
     return Setup(model, bulk, small, batches, lanes_bulk, lanes_small)
 
 
 def lanes_work(
-    model: OmniVoice, args: argparse.Namespace, small: dict[tuple[str, str, int], Lane]
+    model: OmniVoice,
+    args: argparse.Namespace,
+    small: dict[tuple[str, str, int], Lane],
+    batches: dict[str, Any],
 ) -> tuple[list[GenerationRequest], dict[tuple[str, int], two_streams_lanes.Small]]:
     """Host `lanes`' work: the mixed requests of one round of steps (up to 60 words) within the
     bulk's tokens; the short groups on the small lanes' runners and streams."""
     if "lanes" not in args.hosts:
         return [], {}
     one_round = [r for r in workloads.mixed() if r.words <= 60]
-    bulk, _ = packed(model, one_round, args.bulk_tokens)
+    bulk, prompts = packed(model, one_round, args.bulk_tokens)
+    batches["lanes_bulk"] = summary(model, (bulk, prompts))
     by_size: dict[tuple[str, int], two_streams_lanes.Small] = {}
     for (_, priority, tokens), lane in small.items():
         requests, _ = packed(model, workloads.short(), tokens)

@@ -36,10 +36,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print("bulk", r.get("bulk"), "small", r.get("small"), "load", r.get("load_s"), "s, ready", r.get("ready_s"), "s, end", r.get("seconds"), "s")
 for kind, a in r.get("alone", {}).items():
-    print("alone", kind, a["bulk"], {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a["small"].items()})
+    print("alone", kind, a["bulk"], {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a.get("small", {}).items()})
 print("kind host priority tokens | small p50 p99 ms (alone p50 x) | bulk share tflops total")
 for w in r.get("beside", []):
     print(w["kind"], w["host"], w["priority"], w["small_tokens"], "|", w["small_p50_ms"], w["small_p99_ms"],
-          f'({w["small_p50_over_alone"]}x)', "|", w["bulk_share"], w["bulk_tflops"], w["total_tflops"])
+          f'({w["small_p50_over_alone"]}x)', "|", w["bulk_share"], w["bulk_tflops"], w["total_tflops"],
+          f'| request p50 {w["request_p50_ms"]} p99 {w["request_p99_ms"]} ms' if "requests" in w else "")
 PY
 exit 0
