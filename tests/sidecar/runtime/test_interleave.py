@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
+import torch
 
 from sidecar.runtime import streams
-from sidecar.runtime.interleave import Interleaved
+from sidecar.runtime.interleave import BULK_DEPTH, INTERACTIVE_DEPTH, Interleaved, Lane
 from sidecar.runtime.omnivoice import OmniVoice, interactive_options
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
@@ -111,3 +114,76 @@ def test_the_lane_runner_has_small_graphs_captured_at_its_priority() -> None:
 def test_off_by_default(checkpoint_dir: Path) -> None:
     plain = OmniVoice.load(str(checkpoint_dir))
     assert plain.interactive_runner is None and not isinstance(plain.stepper(), Interleaved)
+
+
+# ---------------------------------------------------------------- the device's queue, faked
+# What cannot run here is a GPU's queue: fake steppers say their runner is on "cuda" and a fake
+# event stands for each step queued; the test says when the device has got past them.
+
+
+class FakeEvent:
+    queue: ClassVar[list[FakeEvent]] = []
+
+    def __init__(self) -> None:
+        self.reached = False
+
+    def record(self) -> None:
+        FakeEvent.queue.append(self)
+
+    def query(self) -> bool:
+        return self.reached
+
+
+def device_runs_all() -> None:
+    for event in FakeEvent.queue:
+        event.reached = True
+
+
+class FakeStepper:
+    def __init__(self, name: str, tokens: int, log: list[str]) -> None:
+        self.name, self.tokens, self.log, self.left = name, tokens, log, 0
+        self.runner = SimpleNamespace(device=torch.device("cuda"), stats=SimpleNamespace())
+        self.runner.stats.real_tokens = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.left > 0
+
+    def add(self, key: Hashable, requests: list, interactive: bool, on_step: object) -> list:
+        self.left += 100 if self.name == "bulk" else 10
+        return [None]
+
+    def step(self) -> list:
+        self.left -= 1
+        self.runner.stats.real_tokens += self.tokens
+        self.log.append(self.name)
+        return []
+
+    def abandon(self) -> list[Hashable]:
+        self.left = 0
+        return []
+
+
+def test_on_a_gpu_each_lane_keeps_a_short_queue_and_fresh_work_starts_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(FakeEvent, "queue", [])
+    log: list[str] = []
+    bulk, lane = FakeStepper("bulk", 40_000, log), FakeStepper("lane", 1_000, log)
+    stepper = Interleaved(Lane(bulk, None, BULK_DEPTH), Lane(lane, None, INTERACTIVE_DEPTH))  # type: ignore[arg-type]
+    stepper.add("bulk", [])
+    for _ in range(5):  # the device runs nothing: the host stops at the bulk's depth
+        stepper.step()
+    assert log == ["bulk"] * BULK_DEPTH
+    stepper.add("short", [], True)
+    stepper.step()  # fresh interactive work steps at once, beside the full bulk queue
+    assert log[BULK_DEPTH:] == ["lane"]
+    for _ in range(5):
+        stepper.step()
+    assert log[BULK_DEPTH:] == ["lane"] * INTERACTIVE_DEPTH
+    device_runs_all()
+    stepper.step()
+    stepper.step()  # the interactive lane first, then the bulk as its queue has room
+    assert log[BULK_DEPTH + INTERACTIVE_DEPTH :] == ["lane", "lane", "bulk"]
+    assert stepper.bulk.pending() == 1 and stepper.interactive.pending() == INTERACTIVE_DEPTH
