@@ -38,7 +38,10 @@ import torch
 from sidecar.runtime.request import GenerationRequest
 from sidecar.runtime.stepper import Denoised, StepCallback, Stepper
 
-BULK_DEPTH = 3  # bulk steps queued ahead: the device never waits for the host between them
+# Steps queued ahead on the device, per lane: two keep the device busy while the host prepares
+# the next, and the host free, since a launch into a full device queue blocks (a full-size
+# step's graph fills much of it) and an interactive step would wait behind that launch.
+BULK_DEPTH = 2
 INTERACTIVE_DEPTH = 2
 POLL_S = 0.001  # how long a `step` with nothing due waits for a queued step to end
 POLL_INTERVAL_S = 0.0002
