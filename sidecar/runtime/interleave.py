@@ -8,9 +8,9 @@ its own, so the device's scheduler, not the step, decides who waits: the interac
 the bulk's priority or the device's highest (its graphs captured there, since a graph's kernels
 keep the priority of the stream that captured it).
 
-Both are driven from one host loop, the frame loop's thread: a second Python thread's launches
-would contend for the interpreter's lock with these. Each `step` runs the lane steps that are
-due:
+Both are driven from one host loop, the frame loop's thread (a second Python thread would share
+the interpreter's lock with it, and `bench/two_streams.py` finds it buys nothing). Each `step`
+runs the lane steps that are due:
 
 - a lane is due while it has work and fewer than its `depth` steps are still queued on the
   device (an event after each), so the host never blocks in a launch into a full queue and can
