@@ -22,7 +22,12 @@ and per `--hosts`, who launches the two loops:
 - `interleaved`: one host thread, which keeps `--bulk-depth` bulk passes queued and runs a small
   pass (waiting for it) between;
 - `threads`: a Python thread queues the bulk passes (at most `--bulk-depth` ahead, waiting on an
-  event, which releases the GIL), the main thread runs the small loop (the retired lane's shape).
+  event, which releases the GIL), the main thread runs the small loop (the retired lane's shape);
+- `lanes` (kind `step` only): the design, `sidecar.runtime.interleave` driving a bulk and an
+  interactive `Stepper` as a sidecar does with `--interactive-stream` (`two_streams_lanes.py`):
+  short groups one after another, each timed from its add to its last step's end on the device
+  (`request_p50_ms`, `request_p99_ms`; per step: `small_p50_ms`), beside the bulk's mixed
+  requests of one round of steps, against the same loop without them.
 
     python3 bench/two_streams.py /tmp/full --out two-streams.json
     python3 bench/two_streams.py /tmp/tiny --device cpu --dry-run --out dry.json  # the code path
@@ -56,7 +61,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import workloads
+from bench import two_streams_lanes, workloads
 from bench.decode_cost import MIXED_TOKENS, chunk_prompts, request, voice_prompt
 from sidecar.runtime import streams
 from sidecar.runtime.generate import BatchState, useful_flops
@@ -67,7 +72,7 @@ from sidecar.runtime.runner import ModelRunner
 from sidecar.runtime.stepper import Stepper
 
 KINDS = ("forward", "step")
-HOSTS = ("queued", "interleaved", "threads")
+HOSTS = ("queued", "interleaved", "threads", "lanes")
 PRIORITIES = {"equal": 0, "high": streams.HIGHEST}
 SMALL_TOKENS = (500, 1000, 1500, 3000)
 ALONE_SMALL_PASSES = 40
@@ -308,6 +313,8 @@ class Setup:
     bulk: dict[str, Lane]  # by kind
     small: dict[tuple[str, str, int], Lane]  # by kind, priority, tokens
     batches: dict[str, Any]
+    lanes_bulk: list[GenerationRequest]  # host `lanes`: the bulk's requests, one round each
+    lanes_small: dict[tuple[str, int], two_streams_lanes.Small]  # by priority, tokens
 
 
 def bulk_alone(lane: Lane, passes: int, depth: int) -> Rate:
@@ -343,7 +350,7 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
         for host, ((k, priority, tokens), lane) in itertools.product(
             args.hosts, setup.small.items()
         ):
-            if k != kind:
+            if k != kind or host == "lanes":
                 continue
             bulk = Bulk(setup.bulk[kind], alone_rate.passes, args.bulk_depth)
             small_flops = lane.runner.stats.useful_flops
@@ -355,6 +362,35 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
             write(args.out, out)
+    if "lanes" in args.hosts:
+        lanes(setup, args, out)
+
+
+def lanes(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """Host `lanes` (`two_streams_lanes.py`): the bulk alone in the loop, then beside each
+    short group; the short groups' times per step against the kind `step`'s small pass alone."""
+    model, bulk, seconds = setup.model, setup.lanes_bulk, 3 * args.seconds
+    first = next(iter(setup.lanes_small.values()))
+    two_streams_lanes.window(model, bulk, first, False, args.seconds)  # warm: the bulk's graph
+    w = two_streams_lanes.window(model, bulk, first, False, seconds)
+    alone_rate = Rate(w.passes, w.tokens, w.flops, w.seconds)
+    out["alone"]["lanes"] = {"bulk": alone_rate.summary(), "bulk_requests": len(bulk)}
+    for (priority, tokens), small in setup.lanes_small.items():
+        w = two_streams_lanes.window(model, bulk, small, True, seconds)
+        per_step = [g / w.steps for g in w.groups]
+        kept = out["alone"].get("step", {}).get("small", {}).get(f"{priority}/{tokens}")
+        p50 = kept["small_p50_ms"] / 1e3 if kept else percentile(per_step, 50)
+        rate = Rate(w.passes, w.tokens, w.flops, w.seconds)
+        row: dict[str, Any] = {"kind": "step", "host": "lanes", "priority": priority}
+        row |= {"small_tokens": tokens, "requests": len(w.groups)}
+        row |= {"request_p50_ms": round(percentile(w.groups, 50) * 1e3, 2)}
+        row |= {"request_p99_ms": round(percentile(w.groups, 99) * 1e3, 2)}
+        row |= beside_row(rate, alone_rate, per_step, p50, w.small_flops)
+        if not kept:
+            row["small_p50_over_alone"] = None
+        out["beside"].append(row)
+        print(json.dumps(row), flush=True)
+        write(args.out, out)
 
 
 def write(path: Path | None, out: dict[str, Any]) -> None:
@@ -369,8 +405,10 @@ def packed(
     model: OmniVoice, requests: Sequence[workloads.Request], tokens: int
 ) -> tuple[list[GenerationRequest], list[Any]]:
     """The requests in order, each with all its chunks, while the packed pass (each chunk's
-    conditional and unconditional rows) stays within `tokens` (one at least); and their prompts."""
-    clone = voice_prompt(model)
+    conditional and unconditional rows) stays within `tokens` and the chunks within what one
+    step holds (the runner's segments, a stepper's members); one request at least. And their
+    prompts."""
+    clone, most = voice_prompt(model), model.runner.max_segments // 2
     chosen: list[GenerationRequest] = []
     prompts: list[Any] = []
     used = 0
@@ -378,7 +416,7 @@ def packed(
         req = request(r, clone)
         more = chunk_prompts(model, req)
         cost = sum(p.input_ids.shape[1] + p.target_len for p in more)
-        if chosen and used + cost > tokens:
+        if chosen and (used + cost > tokens or len(prompts) + len(more) > most):
             break
         chosen, prompts, used = [*chosen, req], prompts + more, used + cost
     return chosen, prompts
@@ -437,7 +475,28 @@ def prepare(model: OmniVoice, args: argparse.Namespace) -> Setup:
                 small[kind, priority, tokens] = lane = small_lane(kind, model, runner, stream, work)
                 for _ in range(3):  # the bucket's graph captured at its first pass
                     lane.timed()
-    return Setup(model, bulk, small, batches)
+    lanes_bulk, lanes_small = lanes_work(model, args, small, batches)
+    return Setup(model, bulk, small, batches, lanes_bulk, lanes_small)
+
+
+def lanes_work(
+    model: OmniVoice,
+    args: argparse.Namespace,
+    small: dict[tuple[str, str, int], Lane],
+    batches: dict[str, Any],
+) -> tuple[list[GenerationRequest], dict[tuple[str, int], two_streams_lanes.Small]]:
+    """Host `lanes`' work: the mixed requests of one round of steps (up to 60 words) within the
+    bulk's tokens; the short groups on the small lanes' runners and streams."""
+    if "lanes" not in args.hosts:
+        return [], {}
+    one_round = [r for r in workloads.mixed() if r.words <= 60]
+    bulk, prompts = packed(model, one_round, args.bulk_tokens)
+    batches["lanes_bulk"] = summary(model, (bulk, prompts))
+    by_size: dict[tuple[str, int], two_streams_lanes.Small] = {}
+    for (_, priority, tokens), lane in small.items():
+        requests, _ = packed(model, workloads.short(), tokens)
+        by_size[priority, tokens] = two_streams_lanes.Small(lane.runner, lane.stream, requests)
+    return bulk, by_size
 
 
 def summary(model: OmniVoice, work: tuple) -> dict[str, int]:

@@ -4,7 +4,8 @@
 # three to five minutes: the bulk's pass (~44,700 tokens) and small passes of 500, 1,000, 1,500
 # and 3,000 tokens, each alone and together; forward passes and whole denoising steps; the small
 # stream at the bulk's priority and at the highest; the two loops launched from one host thread
-# (all the bulk queued first, or interleaved) and from two Python threads.
+# (all the bulk queued first, or interleaved), from two Python threads, and by the interactive
+# lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it).
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the
 # repository root with `.whl/` carried. Arguments after COMMIT go to bench/two_streams.py (say
@@ -35,10 +36,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print("bulk", r.get("bulk"), "small", r.get("small"), "load", r.get("load_s"), "s, ready", r.get("ready_s"), "s, end", r.get("seconds"), "s")
 for kind, a in r.get("alone", {}).items():
-    print("alone", kind, a["bulk"], {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a["small"].items()})
+    print("alone", kind, a["bulk"], {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a.get("small", {}).items()})
 print("kind host priority tokens | small p50 p99 ms (alone p50 x) | bulk share tflops total")
 for w in r.get("beside", []):
     print(w["kind"], w["host"], w["priority"], w["small_tokens"], "|", w["small_p50_ms"], w["small_p99_ms"],
-          f'({w["small_p50_over_alone"]}x)', "|", w["bulk_share"], w["bulk_tflops"], w["total_tflops"])
+          f'({w["small_p50_over_alone"]}x)', "|", w["bulk_share"], w["bulk_tflops"], w["total_tflops"],
+          f'| request p50 {w["request_p50_ms"]} p99 {w["request_p99_ms"]} ms' if "requests" in w else "")
 PY
 exit 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import tokenizers
@@ -25,6 +26,7 @@ import torch
 from sidecar.audio import processing as audio_ops
 from sidecar.runtime import compile_cache, streams, trace_once
 from sidecar.runtime.codec import Codec, load_codec
+from sidecar.runtime.interleave import BULK_DEPTH, INTERACTIVE_DEPTH, Interleaved, Lane
 from sidecar.runtime.loader import (
     DTYPES,
     check_layout,
@@ -52,7 +54,24 @@ StepCallback = Callable[[int, int], None]
 # Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
 DEFAULT_STEP_TOKENS = 4096
 CROSS_FADE_S = 0.3
+# The interactive lane's largest CUDA graph (`RuntimeOptions.interactive_stream`): its steps hold
+# the interactive requests of the moment, a few thousand tokens; all its graphs are captured at
+# load.
+INTERACTIVE_MAX_TOKENS = 8192
 OUTPUT_SILENCE_MS = (500, 100, 100)  # longest kept silence inside, at the start, at the end
+
+
+def interactive_options(options: RuntimeOptions) -> RuntimeOptions:
+    """The interactive lane's runner's options: the small buckets, every graph at load, captured
+    at its stream's priority (a graph's kernels keep the capturing stream's)."""
+    buckets = tuple(n for n in options.buckets if n <= INTERACTIVE_MAX_TOKENS)
+    priority = streams.HIGHEST if options.interactive_stream == "high" else 0
+    return replace(
+        options,
+        buckets=buckets or (min(options.buckets),),
+        graphs_at_load=None,
+        graph_priority=priority,
+    )
 
 
 def _ready_events(denoised: Sequence[Denoised]) -> list[torch.cuda.Event]:
@@ -70,9 +89,18 @@ class OmniVoice:
         codec: Codec,
         device: torch.device,
         runner: ModelRunner | None = None,
+        interactive_runner: ModelRunner | None = None,
     ) -> None:
         self.model = model
         self.runner = runner or ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=False))
+        # With `RuntimeOptions.interactive_stream`: the interactive lane's runner and stream
+        # (`stepper`, sidecar/runtime/interleave.py).
+        self.interactive_runner = interactive_runner
+        self.interactive_stream = (
+            torch.cuda.Stream(device, priority=interactive_runner.options.graph_priority)
+            if interactive_runner is not None and device.type == "cuda"
+            else None
+        )
         self.tokenizer = tokenizer
         self.codec = codec
         self.device = device
@@ -109,13 +137,23 @@ class OmniVoice:
 
     def stats(self) -> dict[str, float | int]:
         """Cumulative forward-pass figures: passes, tokens (real and padded), useful FLOPs,
-        CUDA-graph hits and misses (their device seconds: `device_times`)."""
-        return self.runner.stats.counts()
+        CUDA-graph hits and misses (their device seconds: `device_times`), the interactive
+        lane's added in."""
+        counts = self.runner.stats.counts()
+        if self.interactive_runner is not None:
+            for key, value in self.interactive_runner.stats.counts().items():
+                counts[key] = counts.get(key, 0) + value
+        return counts
 
     def device_times(self) -> dict[str, float]:
         """Device seconds of the batches the device has finished since the last call (their
-        forward passes, the batches, the gaps before them), read without waiting for it."""
-        return self.runner.settle()
+        forward passes, the batches, the gaps before them), read without waiting for it. The
+        interactive lane's forward passes count in `forward_s` (they overlap the bulk's); the
+        batches and gaps are the bulk's."""
+        times = self.runner.settle()
+        if self.interactive_runner is not None:
+            times["forward_s"] += self.interactive_runner.settle()["forward_s"]
+        return times
 
     @classmethod
     def load(
@@ -159,6 +197,9 @@ class OmniVoice:
             codec = host.codec.to(torch_device)
         codec.use_decoder_dtype(DTYPES[options.codec_dtype])
         runner = ModelRunner(model, options)
+        lane = None
+        if options.interactive_stream != "off":
+            lane = ModelRunner(model, interactive_options(options))
 
         def compile_and_capture() -> None:  # run again on an empty cache if the cache breaks it
             if options.compile:
@@ -167,10 +208,12 @@ class OmniVoice:
                 report("cuda_graphs")
                 with trace_once.seeded(f"{options} {model.cfg} {runner.attention_kernel}"):
                     runner.capture()  # the stack's one trace (trace_once.py), then its graphs
+                if lane is not None:
+                    lane.capture()
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
         log.info("loaded %s on %s (%s)", root, device, dtype)
-        return cls(model, tokenizer, codec, torch_device, runner)
+        return cls(model, tokenizer, codec, torch_device, runner, lane)
 
     # ------------------------------------------------------------------ voices
 
@@ -211,15 +254,29 @@ class OmniVoice:
         They run together in one `Stepper`; the later chunks of a long item without a voice
         prompt join once its chunk 0 is done, since they clone it. `on_step` counts the steps.
         """
-        stepper = self.stepper()
+        stepper = self.bulk_stepper()
         for refused in stepper.add(0, requests, on_step=on_step):
             if refused is not None:
                 raise refused
         [(_, denoised)] = run_to_end(stepper)
         return denoised
 
-    def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
-        """A running batch to add requests to and step (see `sidecar.runtime.stepper`)."""
+    def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper | Interleaved:
+        """A running batch to add requests to and step (see `sidecar.runtime.stepper`); with
+        `RuntimeOptions.interactive_stream`, interactive requests step apart, in a lane of their
+        own beside it (`sidecar.runtime.interleave`)."""
+        bulk = self.bulk_stepper(step_tokens)
+        if self.interactive_runner is None:
+            return bulk
+        lane = Stepper(
+            self.prompter, self.model, self.interactive_runner, step_tokens, bulk.max_members
+        )
+        return Interleaved(
+            Lane(bulk, None, BULK_DEPTH), Lane(lane, self.interactive_stream, INTERACTIVE_DEPTH)
+        )
+
+    def bulk_stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
+        """A running batch on the runtime's runner alone: interactive members join its steps."""
         max_members = self.runner.max_segments // 2  # both rows of each
         streams.enter(self.denoising_stream)  # the calling thread denoises there from now on
         return Stepper(self.prompter, self.model, self.runner, step_tokens, max_members)

@@ -48,6 +48,9 @@ ATTENTION_KERNELS = ("fa2", "cudnn")
 # The codec decode's stream against the denoising's (sidecar/runtime/streams.py).
 DECODE_PRIORITIES = ("above", "equal", "below")
 CODEC_DTYPES = ("float32", "bfloat16")
+# Interactive work in a stepper, runner and stream of its own (sidecar/runtime/interleave.py): off,
+# its stream at the bulk's priority, or at the device's highest.
+INTERACTIVE_STREAMS = ("off", "equal", "high")
 DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 
 
@@ -97,6 +100,11 @@ class RuntimeOptions:
       priority of the stream that captured it wherever they are replayed, not the replaying
       stream's (`bench/two_streams.py` measures small passes at 0 and at the highest beside a
       bulk batch's).
+    - `interactive_stream`: `off` (interactive members join the bulk batch's steps under the
+      step budget, `sidecar.runtime.priority`), or interactive work in a stepper and runner of
+      its own (small CUDA graphs captured at load), stepped from the same host loop as the bulk
+      batch's full-size steps and, on a GPU, on a CUDA stream of its own at the bulk's priority
+      (`equal`) or the device's highest (`high`): `sidecar/runtime/interleave.py`.
     """
 
     cuda_graphs: bool = True
@@ -113,12 +121,14 @@ class RuntimeOptions:
     decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
     graph_priority: int = 0
+    interactive_stream: str = "off"
 
     def __post_init__(self) -> None:
         for name, allowed in (
             ("attention", ATTENTION_KERNELS),
             ("decode_priority", DECODE_PRIORITIES),
             ("codec_dtype", CODEC_DTYPES),
+            ("interactive_stream", INTERACTIVE_STREAMS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(

@@ -228,6 +228,7 @@ class EngineSpec:
     device: str  # a torch device: cpu, cuda:0
     dtype: str  # resolved (`resolve_dtype`)
     attention: str = "fa2"  # `RuntimeOptions.attention`
+    interactive_stream: str = "off"  # `RuntimeOptions.interactive_stream`
 
 
 def load_engine(
@@ -248,7 +249,9 @@ def load_engine(
     from sidecar.runtime.omnivoice import OmniVoice
     from sidecar.runtime.options import DEFAULT_OPTIONS
 
-    options = replace(DEFAULT_OPTIONS, attention=spec.attention)
+    options = replace(
+        DEFAULT_OPTIONS, attention=spec.attention, interactive_stream=spec.interactive_stream
+    )
     host = None
     if park is not None:
         from sidecar.runtime.preload import load_on_host

@@ -114,7 +114,12 @@ class Sidecar:
         try:
             park = (lambda: wait_for_go(self.channel, self.progress)) if self.args.park else None
             spec = engines.EngineSpec(
-                self.args.engine, self.args.model, self.device, dtype, self.args.attention
+                self.args.engine,
+                self.args.model,
+                self.device,
+                dtype,
+                self.args.attention,
+                self.args.interactive_stream,
             )
             self.engine = engines.load_engine(spec, self.progress, park)
             if self.args.warmup_steps > 0:

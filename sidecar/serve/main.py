@@ -58,6 +58,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="the packed attention kernel on a GPU in half precision (RuntimeOptions.attention)",
     )
     parser.add_argument(
+        "--interactive-stream",
+        choices=("off", "equal", "high"),
+        default="off",
+        help="interactive work in a stepper, runner and CUDA stream of its own beside the bulk "
+        "batch, at its priority or the highest (RuntimeOptions.interactive_stream)",
+    )
+    parser.add_argument(
         "--test-faults",
         action="store_true",
         help="honour test-only fault markers (see sidecar.devtools.faults)",

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from supervisor.settings.declare import setting
 
+INTERACTIVE = ("off", "equal", "high")  # its stream at the bulk's priority, or the highest
+
 
 @dataclass(frozen=True)
 class SidecarFields:
@@ -34,6 +36,9 @@ class SidecarFields:
     )
     attention: str = setting(
         "fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)", choices=("fa2", "cudnn")
+    )
+    interactive_stream: str = setting(
+        "off", "interactive work beside bulk on a CUDA stream of its own", choices=INTERACTIVE
     )
     compile_cache_dir: str = setting(
         "",

@@ -71,6 +71,8 @@ def sidecar_argv(
         str(s.interactive_step_tokens),
         "--attention",
         s.attention,
+        "--interactive-stream",
+        s.interactive_stream,
     ]
     cache = compile_cache_dir(s)
     argv += ["--compile-cache", cache] if cache else []

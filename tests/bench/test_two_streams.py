@@ -56,7 +56,8 @@ def test_beside_row_compares_with_alone() -> None:
 def test_arguments() -> None:
     args = two_streams.arguments(["/ckpt", "--device", "cpu"])
     assert args.small_tokens == [500, 1000, 1500, 3000] and args.dtype == "float32"
-    assert args.kinds == ["forward", "step"] and args.hosts == ["queued", "interleaved", "threads"]
+    assert args.kinds == ["forward", "step"]
+    assert args.hosts == ["queued", "interleaved", "threads", "lanes"]
     assert two_streams.arguments(["/ckpt"]).dtype == "bfloat16"
     dry = two_streams.arguments(["/ckpt", "--device", "cpu", "--dry-run"])
     assert dry.bulk_tokens == 600 and dry.seconds == 0.0 and dry.small_passes == 3
@@ -88,11 +89,15 @@ def test_dry_run(checkpoint_dir: Path, tmp_path: Path) -> None:
     assert result["bulk"]["tokens"] > 0 and result["bulk"]["bucket"] >= result["bulk"]["tokens"]
     rows = result["beside"]
     seen = {(r["kind"], r["host"]) for r in rows}
-    assert seen == {(k, h) for k in two_streams.KINDS for h in two_streams.HOSTS}
+    hosts = set(two_streams.HOSTS) - {"lanes"}
+    assert seen == {(k, h) for k in two_streams.KINDS for h in hosts} | {("step", "lanes")}
     for row in rows:
         assert row.keys() >= ROW_KEYS, row
         assert row["priority"] == "high" and row["small_passes"] >= 1
         assert row["bulk_share"] > 0 and row["small_p50_ms"] > 0
+    for lanes in (r for r in rows if r["host"] == "lanes"):
+        assert lanes["requests"] >= 1 and lanes["request_p50_ms"] > lanes["small_p50_ms"] > 0
+    assert result["alone"]["lanes"]["bulk"]["bulk_passes"] >= 1
     for kind in two_streams.KINDS:
         assert result["alone"][kind]["bulk"]["bulk_passes"] >= 2
         assert {k.split("/")[0] for k in result["alone"][kind]["small"]} == {"high"}

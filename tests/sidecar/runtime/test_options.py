@@ -14,4 +14,6 @@ def test_the_decode_options_are_checked() -> None:
         RuntimeOptions(codec_dtype="float16")
     with pytest.raises(ValueError, match="decode_frames_per_call must be positive"):
         RuntimeOptions(decode_frames_per_call=0)
+    with pytest.raises(ValueError, match="interactive_stream must be one of off, equal, high"):
+        RuntimeOptions(interactive_stream="on")
     assert RuntimeOptions(decode_priority="below", codec_dtype="bfloat16").codec_dtype == "bfloat16"

@@ -72,6 +72,16 @@ def test_the_attention_setting_reaches_the_sidecars_parser() -> None:
         Settings(attention="flash3")
 
 
+def test_the_interactive_stream_setting_reaches_the_sidecars_parser() -> None:
+    from sidecar.serve.main import parse_args
+
+    for choice in ("off", "equal", "high"):
+        argv = sidecar_argv(Settings(engine="null", interactive_stream=choice), CPU)
+        assert parse_args(argv[len(sidecar_command()) :]).interactive_stream == choice
+    with pytest.raises(ValueError, match="interactive-stream"):
+        Settings(interactive_stream="on")
+
+
 def test_a_sidecar_makes_its_compile_cache_private_and_starts_beside_a_bad_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
