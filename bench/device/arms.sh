@@ -11,6 +11,9 @@
 #                                                                  # OMNIVOICE_INTERACTIVE_STREAM=high
 #   bash bench/device/arms.sh finish COMMIT                        # waits for it, packs the run
 #
+# HARNESS_ARGS (a variable of the call) adds to the harness's own arguments, say
+# `--trace-spans /tmp/run/spans.jsonl`.
+#
 # Everything lands in /tmp/run on the machine and goes back as $OUT/run.tar.gz (result.json,
 # harness.log, the server's log); each call packs what there is so far.
 set -u
@@ -24,7 +27,7 @@ if [ "$what" = start ]; then
     for assignment in "$@"; do export "${assignment?}"; done
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
     setsid nohup python3 bench/harness.py --make-checkpoint --arms "$arms" --devices 0 \
-        --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &
+        --commit "$commit" --out "$run/result.json" ${HARNESS_ARGS:-} > "$run/harness.log" 2>&1 < /dev/null &
 fi
 while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 550 ]; do sleep 5; done
 for d in /tmp/bench-*; do
