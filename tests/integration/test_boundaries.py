@@ -45,6 +45,7 @@ def modules_after(statement: str) -> set[str]:
         "supervisor.supervision.model_check",
         "supervisor.speech.instructions",
         "supervisor.supervision.sidecar_command",
+        "supervisor.books.read",
     ],
 )
 def test_supervisor_never_imports_torch(module: str) -> None:
