@@ -28,6 +28,7 @@ from supervisor.http.openapi_parts import (
     responses,
 )
 from supervisor.http.routes import (
+    audiobooks,
     captioned,
     console,
     jobs,
@@ -545,6 +546,10 @@ ROUTES: tuple[ApiRoute, ...] = (
             operation=_captions_operation(kind, media),
         )
         for kind, media in _captions
+    ),
+    *(
+        ApiRoute(path, method, handler, op, limit)
+        for path, method, handler, op, limit in audiobooks.ROUTES
     ),
 )
 

@@ -52,6 +52,9 @@ OPERATIONS = [
     ("GET", "/console"),
     ("GET", "/console/{asset}"),
     ("DELETE", "/v1/cache"),
+    ("POST", "/v1/audiobooks"),
+    ("GET", "/v1/audiobooks/{job_id}"),
+    ("GET", "/v1/audiobooks/{job_id}/content"),
 ]
 
 

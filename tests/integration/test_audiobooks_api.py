@@ -1,0 +1,130 @@
+"""POST /v1/audiobooks on a live server with the tiny checkpoint: an EPUB built with ebooklib
+(three chapters, a nested table of contents, a cover, a footnote, an image) becomes a job of
+chapters and one chaptered file, read back with PyAV and mutagen; bad books get their 400s."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import pytest
+from mutagen import File as MutagenFile
+
+from supervisor.books import chaptered
+from tests.helpers.books import build_epub, png
+from tests.helpers.job_helpers import ended, wait_job
+from tests.helpers.live_server import LiveServer, live
+
+TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    flags = ("--max-batch-size", "4", "--chunk-s", "2")
+    with live(tmp_path_factory.mktemp("books"), *flags, checkpoint=checkpoint_dir) as running:
+        yield running
+
+
+def post_book(server: LiveServer, data: bytes, name: str, **fields: str) -> Any:
+    return server.request(
+        "POST", "/v1/audiobooks", files={"file": (name, data)}, data={"voice": "alloy", **fields}
+    )
+
+
+def refused(server: LiveServer, data: bytes, name: str, **fields: str) -> dict[str, Any]:
+    reply = post_book(server, data, name, **fields)
+    assert reply.status_code == 400, reply.text
+    error: dict[str, Any] = reply.json()["error"]
+    return error
+
+
+def test_an_epub_becomes_a_job_of_chapters_and_one_chaptered_book(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    book = build_epub(tmp_path / "harbour.epub").read_bytes()
+    reply = post_book(server, book, "harbour.epub", response_format="m4b", captions="true")
+    assert reply.status_code == 202, reply.text
+    created = reply.json()
+    assert created["object"] == "job" and created["id"].startswith("job_")
+    assert [item["title"] for item in created["items"]] == TITLES
+    assert [item["id"] for item in created["items"]] == ["ch001", "ch002", "ch003"]
+    assert created["book"]["language"] == "en" and created["book"]["format"] == "m4b"
+    early = server.request("GET", f"/v1/audiobooks/{created['id']}/content")
+    assert early.status_code == 409 and early.json()["error"]["code"] == "not_ready"
+
+    done = wait_job(server, created["id"], ended, 300, "the book's chapters")
+    assert done["state"] == "completed", done
+    content = server.request("GET", f"/v1/audiobooks/{created['id']}/content")
+    assert content.status_code == 200, content.text
+    assert content.headers["content-type"] == "audio/mp4"
+    assert 'filename="Harbour-Days.m4b"' in content.headers["content-disposition"]
+    path = tmp_path / "book.m4b"
+    path.write_bytes(content.content)
+
+    lengths = [item["audio_seconds"] for item in done["items"]]
+    with av.open(str(path)) as read_back:
+        marks = [
+            (float(c["start"] * c["time_base"]), c["metadata"]["title"])
+            for c in read_back.chapters()
+        ]
+        assert read_back.metadata["title"] == "Harbour Days"
+        assert read_back.metadata["artist"] == "A. Writer"
+        duration = float(read_back.duration or 0) / av.time_base
+    assert [title for _, title in marks] == TITLES
+    start = 0.0
+    for (found, _), length in zip(marks, lengths, strict=True):
+        assert found == pytest.approx(start, abs=0.01)
+        start += length + chaptered.GAP_S
+    assert duration == pytest.approx(sum(lengths) + 2 * chaptered.GAP_S, abs=0.1)
+    assert [bytes(c) for c in MutagenFile(path).tags["covr"]] == [png(4, 4)]
+
+    # each chapter alone, with its captions, through the job routes
+    alone = server.request("GET", f"/v1/jobs/{created['id']}/items/1/audio")
+    assert alone.status_code == 200 and alone.headers["content-type"] == "audio/flac"
+    captions = server.request("GET", f"/v1/jobs/{created['id']}/items/1/captions.srt")
+    assert captions.status_code == 200 and "Fish were sold by the pound." in captions.text
+    assert "A note not to be read" not in captions.text
+    again = server.request("GET", f"/v1/audiobooks/{created['id']}")
+    assert [item["title"] for item in again.json()["items"]] == TITLES
+
+
+def test_a_markdown_book_in_opus_has_its_chapter_comments(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    text = "## Morning\n\nThe boats came in.\n\n## Evening\n\nThe wind turned.\n"
+    reply = post_book(server, text.encode(), "day.md", response_format="opus", author="Me")
+    assert reply.status_code == 202, reply.text
+    done = wait_job(server, reply.json()["id"], ended, 300, "the book's chapters")
+    assert done["state"] == "completed", done
+    content = server.request("GET", f"/v1/audiobooks/{done['id']}/content")
+    assert content.status_code == 200 and content.headers["content-type"] == "audio/ogg"
+    path = tmp_path / "day.opus"
+    path.write_bytes(content.content)
+    tags = MutagenFile(path).tags
+    assert tags["chapter001name"] == ["Morning"] and tags["chapter002name"] == ["Evening"]
+    assert tags["chapter001"] == ["00:00:00.000"] and tags["artist"] == ["Me"]
+
+
+def test_bad_books_and_fields_get_400s_that_say_what_is_wrong(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    jobs_before = len(server.request("GET", "/v1/jobs").json()["data"])
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", b"application/epub+zip", zipfile.ZIP_STORED)
+        z.writestr("OEBPS/zeros.xhtml", b"\x00" * (16 * 2**20))
+    bomb = refused(server, out.getvalue(), "bomb.epub")
+    assert bomb["param"] == "file" and "zip bomb" in bomb["message"]
+    assert "not a readable zip" in refused(server, b"PK\x03\x04" + bytes(64), "x.epub")["message"]
+    assert "neither a book nor text" in refused(server, b"%PDF\x00\x01", "x.pdf")["message"]
+    assert "no text to read" in refused(server, b"# Only\n\n# Headings\n", "x.md")["message"]
+    book = build_epub(tmp_path / "b.epub").read_bytes()
+    fmt = refused(server, book, "b.epub", response_format="wav")
+    assert fmt["param"] == "response_format"
+    voice = refused(server, book, "b.epub", voice="nobody-here")
+    assert voice["param"] == "voice" and voice["message"].startswith('chapter 1 ("1 Part One')
+    assert len(server.request("GET", "/v1/jobs").json()["data"]) == jobs_before  # none stored
