@@ -20,7 +20,7 @@ import zlib
 from supervisor.books.model import BookError
 
 MAX_FILES = 10_000
-MAX_UNCOMPRESSED = 512 * 2**20
+MAX_UNCOMPRESSED = 256 * 2**20
 MAX_RATIO = 200
 RATIO_FLOOR = 1 * 2**20  # members inflating to less than this may have any ratio
 XML_SUFFIXES = (".xml", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg", ".smil")
