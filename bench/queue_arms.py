@@ -1,7 +1,8 @@
 """The harness's arms about queues and restarts: `job`, `bulk` and `kill` (`--arms`).
 
-They run after the mixed arm, in that order (the kill last: it restarts the sidecar), and add
-to the result `job_x_realtime`, `job_to_http_ratio`, `interactive_under_bulk_first_audio_p50_s`
+They run after the mixed arm, in that order (then `book`, bench/book_arm.py; the kill last: it
+restarts the sidecar), and add to the result `job_x_realtime`, `job_to_http_ratio`,
+`book_x_realtime`, `book_to_job_ratio`, `interactive_under_bulk_first_audio_p50_s`
 and `_p99_s`, `interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
 `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md).
 """
@@ -12,6 +13,7 @@ import argparse
 import time
 from typing import Any
 
+import book_arm
 import job_arm
 import kill_arm
 import workloads
@@ -52,6 +54,12 @@ def add_flags(ap: argparse.ArgumentParser) -> None:
         default="sse",
         help="how the interactive requests stream (their first audio is timed)",
     )
+    ap.add_argument(
+        "--book-chars",
+        type=int,
+        default=500_000,
+        help="the book arm's book, in characters (bench/book_arm.py)",
+    )
 
 
 async def run(
@@ -80,6 +88,10 @@ async def run(
             alone,
         )
         log(f"bulk: share {out['bulk']['throughput_share']}")
+    if "book" in args.arms:
+        log(f"book: a {args.book_chars}-character book through /v1/audiobooks")
+        out["book"] = await book_arm.book(url, args.book_chars)
+        log(f"book: {out['book']}")
     if "kill" in args.arms:
         log("kill: SIGKILL the sidecar, until it serves again")
         out["kill"] = await kill_arm.kill_to_ready(url)
@@ -104,5 +116,12 @@ def keys(result: dict[str, Any]) -> None:
     result["bulk_total_throughput_share"] = bulk["total_throughput_share"] if bulk else None
     profile = bulk.get("loaded_profile") if bulk else None
     result["bulk_forward_share_of_wall"] = profile["forward_share_of_wall"] if profile else None
+    book = s.get("book")
+    result["book_x_realtime"] = book["x_realtime"] if book else None
+    result["book_to_job_ratio"] = (
+        round(book["x_realtime"] / job["x_realtime"], 3)
+        if book and job and job["x_realtime"]
+        else None
+    )
     result["kill_to_ready_s"] = s["kill"]["kill_to_ready_s"] if "kill" in s else None
     result["cold_start_s"] = result.get("server_ready_s")

@@ -1,7 +1,9 @@
 """Markdown and plain text as chapters.
 
 Markdown: a chapter starts at each heading of the highest level the text uses (`#`, or `##`
-when there is no `#`); the heading is its title. Plain text: a chapter starts at each line that
+when there is no `#`); the heading is its title. A single `#` heading that comes first, over
+`##` ones, is the book's title (as a Markdown book is often written), and its `##` headings cut
+the chapters. Plain text: a chapter starts at each line that
 is a chapter heading on its own ("Chapter 3", "CHAPTER IV. The Storm", "Part Two"); without any,
 the whole text is one chapter named after the book. Text before the first heading is a chapter
 of its own when it is more than a title. Markdown markup is taken out: images, link targets,
@@ -81,9 +83,20 @@ def read(data: bytes, title: str, markdown: bool) -> Book:
             (m.start(), m.end(), len(m.group(1)), m.group(2))
             for m in HEADING.finditer(FENCE.sub(lambda m: " " * len(m.group()), text))
         ]
-        if headings:
-            top = min(level for _, _, level, _ in headings)
-            starts = [(s, e, name) for s, e, level, name in headings if level == top]
+        levels = sorted({level for _, _, level, _ in headings})
+        if (
+            len(levels) > 1
+            and [h[2] for h in headings].count(levels[0]) == 1
+            and headings[0][2] == levels[0]
+        ):
+            # one `#` heading first, over `##` ones: the book's title, not its only chapter
+            title = unmarked(headings[0][3]) or title
+            headings, levels = headings[1:], levels[1:]
+        starts = (
+            [(s, e, name) for s, e, level, name in headings if level == levels[0]]
+            if headings
+            else []
+        )
     if not starts:
         starts = [(m.start(), m.end(), m.group(1).strip()) for m in CHAPTER_LINE.finditer(text)]
     chapters = _cut(text, starts, title)

@@ -14,9 +14,12 @@ def test_markdown_is_cut_at_its_highest_headings() -> None:
         "## The Harbour\n\nThe **boats** came in at [dawn](http://x).\n\n![gull](g.png)\n\n"
         "### A detail\n\n- cod\n- herring\n\n## The Storm\n\n```\ncode # not a heading\n```\nWind.\n"
     )
-    book = read.read(text.encode(), "harbour.md")
-    assert book.title == "harbour"
-    assert [c.title for c in book.chapters] == ["Harbour Days"]
+    book = read.read(text.encode(), "harbour.md")  # one `#` first: the title, over `##` chapters
+    assert book.title == "Harbour Days"
+    assert [c.title for c in book.chapters] == ["Harbour Days", "The Harbour", "The Storm"]
+    assert book.chapters[0].text.startswith("Harbour Days.\n\nA foreword of some length")
+    alone = read.read(b"# One\n\nFirst words.\n\n# Two\n\n## Detail\n\nMore words.", "x.md")
+    assert [c.title for c in alone.chapters] == ["One", "Two"]  # two `#`: they cut
     two = read.read(text.replace("# Harbour Days\n", "").encode(), "harbour.md")
     assert [c.title for c in two.chapters] == ["harbour", "The Harbour", "The Storm"]
     assert (
