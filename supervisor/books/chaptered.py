@@ -7,19 +7,22 @@
     opus  Opus in Ogg (libopus), 32 kb/s; `CHAPTER001=00:00:00.000`, `CHAPTER001NAME=...`
           comments (the Vorbis chapter extension), the cover as `METADATA_BLOCK_PICTURE`
 
-libavformat writes the audio, the chapters (but Ogg's) and the tags (title, author as `artist` and
-`album_artist`, the book's title as `album`, `language`); mutagen adds the cover, which PyAV
-cannot mux, and Ogg's chapter comments. Chapters are `GAP_S` apart (silence, as audiobooks have between chapters); a mark
-starts where its chapter's audio starts and ends where the next one starts. The book is written
-in two passes over its chapters (`audio`): one measures the whole book's loudness, the other
-writes it at one gain, so at most one chapter's samples are held at a time. It is written to
-a temporary name, flushed and renamed, so a file under the final name is whole.
+`BookWriter` takes the chapters one at a time, as they come, levels each with the gain it was
+given and encodes it, `GAP_S` of silence before each but the first, so nothing holds more than
+one chapter. The chapter marks are known only at the end, so they are written then: an M4B's
+audio goes to a file of its own first and is copied (not encoded again) into the book with its
+chapters (libavformat takes an MP4's chapters before its first packet); an MP3's and an Ogg
+file's chapters are tags (`tagging`). Tags: title and album (the title), artist and
+album_artist (the author), language, genre; the cover through mutagen. A mark starts where its
+chapter's audio starts and ends where the next one starts. The book is written to a temporary
+name, flushed and renamed, so a file under the final name is whole.
+
+`write` makes a book in two passes over its chapters: one measures the whole book's loudness
+(`audio.BookMeter`), the other writes it at the one gain that brings it to the target.
 """
 
 from __future__ import annotations
 
-import base64
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.books import audio
+from supervisor.books import audio, tagging
 from supervisor.speech import formats
 from supervisor.speech.loudness import Target
 
@@ -73,14 +76,7 @@ def marks(titles: Sequence[str], lengths: Sequence[int]) -> list[Mark]:
     return out
 
 
-def _open(path: Path, fmt: str, tags: Tags, chapters: list[Mark]) -> tuple[Any, AudioStream]:
-    import av
-
-    muxer, codec, _, bit_rate = CODECS[fmt]
-    output = av.open(str(path), "w", format=muxer)
-    stream = cast("AudioStream", output.add_stream(codec, rate=audio.RATE))
-    stream.layout = "mono"
-    stream.bit_rate = bit_rate
+def _metadata(tags: Tags) -> dict[str, str]:
     values = {
         "title": tags.title,
         "album": tags.title,
@@ -89,75 +85,113 @@ def _open(path: Path, fmt: str, tags: Tags, chapters: list[Mark]) -> tuple[Any, 
         "language": tags.language,
         "genre": "Audiobook",
     }
-    metadata = {key: value for key, value in values.items() if value}
-    output.metadata.update(metadata)
-    stream.metadata.update(metadata)  # Ogg keeps its comments on the stream
-    if fmt == "opus":
-        return output, stream  # its chapter comments are written after (`_ogg_chapters`)
-    millis = Fraction(1, 1000)
-    output.set_chapters(
-        [
-            {
-                "id": index,
-                "start": round(mark.start_s * 1000),
-                "end": round(mark.end_s * 1000),
-                "time_base": millis,
-                "metadata": {"title": mark.title},
-            }
-            for index, mark in enumerate(chapters)
-        ]
-    )
-    return output, stream
+    return {key: value for key, value in values.items() if value}
 
 
-def _mutagen(name: str) -> Any:
-    """A mutagen module; its constructors are not typed, so it is used as Any."""
-    return importlib.import_module(f"mutagen.{name}")
+def _flushed(path: Path) -> None:
+    with path.open("rb+") as written:
+        os.fsync(written.fileno())
 
 
-def clock(seconds: float) -> str:
-    """00:01:02.345, as the Vorbis chapter extension writes a start."""
-    millis = round(seconds * 1000)
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    return f"{hours:02d}:{minutes:02d}:{rest // 1000:02d}.{rest % 1000:03d}"
+class BookWriter:
+    """A book written a chapter at a time: `add` each, then `close` (or `abort`)."""
 
+    def __init__(
+        self, path: Path, fmt: str, tags: Tags, gain: tuple[float, bool], target: Target
+    ) -> None:
+        import av
 
-def _ogg_chapters(path: Path, chapters: list[Mark]) -> None:
-    """CHAPTER001=00:00:00.000 and CHAPTER001NAME=... comments (libavformat's own round a
-    start to the second before adding its milliseconds, so they are written here)."""
-    book = _mutagen("oggopus").OggOpus(path)
-    for number, mark in enumerate(chapters, 1):
-        book.tags[f"CHAPTER{number:03d}"] = [clock(mark.start_s)]
-        book.tags[f"CHAPTER{number:03d}NAME"] = [mark.title]
-    book.save()
-
-
-def _add_cover(path: Path, fmt: str, tags: Tags) -> None:
-    if tags.cover is None or tags.cover_type is None:
-        return
-    if fmt == "m4b":
-        mp4 = _mutagen("mp4")
-        png = tags.cover_type == "image/png"
-        book = mp4.MP4(path)
-        if book.tags is None:
-            book.add_tags()
-        kind = mp4.MP4Cover.FORMAT_PNG if png else mp4.MP4Cover.FORMAT_JPEG
-        book.tags["covr"] = [mp4.MP4Cover(tags.cover, kind)]
-        book.save()
-    elif fmt == "mp3":
-        id3 = _mutagen("id3")
-        frames = id3.ID3(path)
-        frames.add(
-            id3.APIC(encoding=3, mime=tags.cover_type, type=3, desc="Cover", data=tags.cover)
+        self.path, self.fmt, self.tags, self.target = path, fmt, tags, target
+        self.gain_db, self.limit = gain
+        self.temporary = path.with_name(f".{path.name}.tmp")
+        # an M4B's audio first goes here, then is copied into the book with its chapters
+        self.audio_file = (
+            path.with_name(f".{path.name}.audio.tmp") if fmt == "m4b" else self.temporary
         )
-        frames.save(path)
-    else:
-        picture = _mutagen("flac").Picture()
-        picture.type, picture.mime, picture.data = 3, tags.cover_type, tags.cover
-        book_file = _mutagen("oggopus").OggOpus(path)
-        book_file.tags["METADATA_BLOCK_PICTURE"] = [base64.b64encode(picture.write()).decode()]
-        book_file.save()
+        muxer, codec, sample_format, bit_rate = CODECS[fmt]
+        self.output = av.open(str(self.audio_file), "w", format=muxer)
+        self.stream = cast("AudioStream", self.output.add_stream(codec, rate=audio.RATE))
+        self.stream.layout = "mono"
+        self.stream.bit_rate = bit_rate
+        self.output.metadata.update(_metadata(tags))
+        self.stream.metadata.update(_metadata(tags))  # Ogg keeps its comments on the stream
+        self.resampler = av.AudioResampler(format=sample_format, layout="mono", rate=audio.RATE)
+        self.titles: list[str] = []
+        self.lengths: list[int] = []
+        self.pts = 0
+
+    def _encode(self, pcm: bytes) -> None:
+        import av
+
+        for frame in formats.s16_frames(av.AudioFrame, pcm, audio.RATE, self.pts):
+            self.pts += frame.samples
+            for piece in self.resampler.resample(frame):
+                self.output.mux(self.stream.encode(piece))
+
+    def add(self, title: str, pcm: bytes) -> None:
+        """The next chapter (s16 mono at audio.RATE), levelled and encoded."""
+        if self.titles:
+            self._encode(bytes(2 * round(GAP_S * audio.RATE)))
+        self.titles.append(title)
+        self.lengths.append(len(pcm) // 2)
+        self._encode(audio.leveled(pcm, self.gain_db, self.limit, self.target))
+
+    def close(self) -> list[Mark]:
+        """The book in place under its name; its marks."""
+        for piece in self.resampler.resample(None):
+            self.output.mux(self.stream.encode(piece))
+        self.output.mux(self.stream.encode(None))
+        self.output.close()
+        chapters = marks(self.titles, self.lengths)
+        if self.fmt == "m4b":
+            _with_chapters(self.audio_file, self.temporary, chapters)
+            self.audio_file.unlink()
+        elif self.fmt == "mp3":
+            tagging.mp3_chapters(self.temporary, chapters)
+        else:
+            tagging.ogg_chapters(self.temporary, chapters)
+        tagging.add_cover(self.temporary, self.fmt, self.tags.cover, self.tags.cover_type)
+        _flushed(self.temporary)
+        os.replace(self.temporary, self.path)
+        return chapters
+
+    def abort(self) -> None:
+        """Nothing written stays."""
+        self.output.close()
+        for path in {self.audio_file, self.temporary}:
+            path.unlink(missing_ok=True)
+
+
+def _with_chapters(source: Path, target: Path, chapters: list[Mark]) -> None:
+    """The MP4 at `source` copied, packet for packet, into `target` with its chapters."""
+    import av
+
+    with av.open(str(source)) as inside:
+        stream = inside.streams.audio[0]
+        output: Any = av.open(str(target), "w", format="ipod")
+        try:
+            copied = output.add_stream_from_template(stream)
+            output.metadata.update(inside.metadata)
+            millis = Fraction(1, 1000)
+            output.set_chapters(
+                [
+                    {
+                        "id": index,
+                        "start": round(mark.start_s * 1000),
+                        "end": round(mark.end_s * 1000),
+                        "time_base": millis,
+                        "metadata": {"title": mark.title},
+                    }
+                    for index, mark in enumerate(chapters)
+                ]
+            )
+            for packet in inside.demux(stream):
+                if packet.dts is None:  # the demuxer's empty packet at the end
+                    continue
+                packet.stream = copied
+                output.mux(packet)
+        finally:
+            output.close()
 
 
 def write(
@@ -169,39 +203,15 @@ def write(
     target: Target = DEFAULT_TARGET,
 ) -> list[Mark]:
     """The book at `path`: chapter i's audio is `chapter_pcm(i)` (s16 mono at audio.RATE),
-    asked for twice. Its marks are returned."""
-    import av
-
+    asked for twice (measured, then written at the whole book's gain). Its marks."""
     meter = audio.BookMeter(target.measure)
-    lengths = []
     for index in range(len(titles)):
-        pcm = chapter_pcm(index)
-        meter.feed(pcm)
-        lengths.append(len(pcm) // 2)
-    gain, limit = audio.gain_for(meter.result(), target)
-    chapters = marks(titles, lengths)
-    temporary = path.with_name(f".{path.name}.tmp")
-    output, stream = _open(temporary, fmt, tags, chapters)
-    resampler = av.AudioResampler(format=CODECS[fmt][2], layout="mono", rate=audio.RATE)
-    pts, gap = 0, bytes(2 * round(GAP_S * audio.RATE))
+        meter.feed(chapter_pcm(index))
+    writer = BookWriter(path, fmt, tags, audio.gain_for(meter.result(), target), target)
     try:
-        for index in range(len(titles)):
-            pcm = audio.leveled(chapter_pcm(index), gain, limit, target)
-            if index + 1 < len(titles):
-                pcm += gap
-            for frame in formats.s16_frames(av.AudioFrame, pcm, audio.RATE, pts):
-                pts += frame.samples
-                for piece in resampler.resample(frame):
-                    output.mux(stream.encode(piece))
-        for piece in resampler.resample(None):
-            output.mux(stream.encode(piece))
-        output.mux(stream.encode(None))
-    finally:
-        output.close()
-    if fmt == "opus":
-        _ogg_chapters(temporary, chapters)
-    _add_cover(temporary, fmt, tags)
-    with temporary.open("rb+") as written:
-        os.fsync(written.fileno())
-    os.replace(temporary, path)
-    return chapters
+        for index, title in enumerate(titles):
+            writer.add(title, chapter_pcm(index))
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()

@@ -5,6 +5,7 @@ chapters and one chaptered file, read back with PyAV and mutagen; bad books get 
 from __future__ import annotations
 
 import io
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,12 +59,21 @@ def test_an_epub_becomes_a_job_of_chapters_and_one_chaptered_book(
 
     done = wait_job(server, created["id"], ended, 300, "the book's chapters")
     assert done["state"] == "completed", done
+    # made as the chapters came (books/maker.py): there before anyone asks for it
+    data_dir = Path(server.health()["settings"]["data_dir"])
+    made = data_dir / "books" / created["id"] / "book.m4b"
+    deadline = time.monotonic() + 60
+    while not made.exists():
+        assert time.monotonic() < deadline, "the book was not made as its chapters came"
+        time.sleep(0.1)
+    made_at = made.stat().st_mtime_ns
     content = server.request("GET", f"/v1/audiobooks/{created['id']}/content")
     assert content.status_code == 200, content.text
     assert content.headers["content-type"] == "audio/mp4"
     assert 'filename="Harbour-Days.m4b"' in content.headers["content-disposition"]
     path = tmp_path / "book.m4b"
     path.write_bytes(content.content)
+    assert made.stat().st_mtime_ns == made_at and made.read_bytes() == content.content
 
     lengths = [item["audio_seconds"] for item in done["items"]]
     with av.open(str(path)) as read_back:

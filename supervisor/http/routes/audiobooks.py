@@ -12,8 +12,9 @@ The book is read (`supervisor.books`), its chapters become the job's items in re
 items go through the jobs route's own checks (`job_items`), so a book is admitted exactly as
 those requests would be; the first bad one is a 400 that names its chapter. The book's language
 is the default `language`. The usual job routes follow, fetch (each chapter alone, with its
-captions when asked) and cancel it. The book file is made on the first download of its
-content: levelled as a whole, with a mark per chapter (`books.chaptered`), kept beside the job.
+captions when asked) and cancel it. The book file is made as its chapters come
+(`books.maker`), else on the first download of its content: levelled as a whole, with a mark
+per chapter (`books.chaptered`), kept beside the job.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from supervisor.books import chaptered, items, read, shelf
+from supervisor.books import chaptered, items, maker, read, shelf
 from supervisor.books.model import Book, BookError
 from supervisor.errors import Conflict, InvalidRequest, NotFound
 from supervisor.http.auth import tenant
@@ -201,6 +202,7 @@ async def create_audiobook(request: Request) -> JSONResponse:
     job_id, _ = await jobs.store(request).create(stored, digest, None, when, tenant(request).owner)
     data_dir = services(request).settings.resolved_data_dir()
     await asyncio.to_thread(shelf.save, data_dir, job_id, record, book.cover)
+    maker.start(data_dir, job_id, runner.store)  # the file made as the chapters come
     await runner.refresh_outlook()
     runner.wake()
     job = runner.with_outlook(await jobs.store(request).job(job_id))
@@ -243,6 +245,7 @@ async def audiobook_content(request: Request) -> Response:
         error.code = "not_ready"
         raise error
     store = jobs.runner(request).store
+    await maker.settled(job["id"])  # the book made as its chapters came, or dropped
     try:
         path, _ = await asyncio.to_thread(
             shelf.make,
