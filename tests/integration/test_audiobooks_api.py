@@ -5,6 +5,7 @@ chapters and one chaptered file, read back with PyAV and mutagen; bad books get 
 from __future__ import annotations
 
 import io
+import signal
 import time
 import zipfile
 from collections.abc import Iterator
@@ -17,15 +18,23 @@ from mutagen import File as MutagenFile
 
 from supervisor.books import chaptered
 from tests.helpers.books import build_epub, png
-from tests.helpers.job_helpers import ended, wait_job
+from tests.helpers.job_helpers import ended, wait_gone, wait_job
 from tests.helpers.live_server import LiveServer, live
 
 TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
 
 
-@pytest.fixture(scope="module")
-def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    flags = ("--max-batch-size", "4", "--chunk-s", "2")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """The module's server, once per job store: the chapters' results come from either."""
+    store = (
+        "sqlite"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_cluster").new_database()
+    )
+    flags = ("--max-batch-size", "4", "--chunk-s", "2", "--store", store)
     with live(tmp_path_factory.mktemp("books"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -138,3 +147,36 @@ def test_bad_books_and_fields_get_400s_that_say_what_is_wrong(
     voice = refused(server, book, "b.epub", voice="nobody-here")
     assert voice["param"] == "voice" and voice["message"].startswith('chapter 1 ("1 Part One')
     assert len(server.request("GET", "/v1/jobs").json()["data"]) == jobs_before  # none stored
+
+
+def test_a_sigkill_mid_book_loses_nothing_and_the_book_is_made_after_the_restart(
+    checkpoint_dir: Path, tmp_path: Path
+) -> None:
+    sentences = " ".join(f"The boats came in at dawn on day {i}." for i in range(6))
+    text = "".join(f"## Day {d}\n\n{sentences} Day {d} ends.\n\n" for d in range(1, 9))
+    flags = ("--max-batch-size", "1")
+    with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
+        reply = post_book(server, text.encode(), "week.md", response_format="mp3")
+        assert reply.status_code == 202, reply.text
+        book_id = reply.json()["id"]
+        halfway = wait_job(server, book_id, lambda j: j["progress"]["done"] >= 3, 120, "3 chapters")
+        sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait()
+        wait_gone(sidecars)
+    done_before = {item["index"] for item in halfway["items"] if item["state"] == "done"}
+    with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
+        done = wait_job(server, book_id, ended, 300, "the rest of the book")
+        assert done["state"] == "completed", done
+        for item in done["items"]:
+            if item["index"] in done_before:
+                assert item["attempts"] == 1, item  # nothing done was made again
+        content = server.request("GET", f"/v1/audiobooks/{book_id}/content")  # made now
+        assert content.status_code == 200, content.text
+    path = tmp_path / "week.mp3"
+    path.write_bytes(content.content)
+    with av.open(str(path)) as read_back:
+        titles = [
+            c["metadata"]["title"] for c in sorted(read_back.chapters(), key=lambda c: c["start"])
+        ]
+    assert titles == [f"Day {d}" for d in range(1, 9)]
