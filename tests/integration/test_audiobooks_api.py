@@ -128,6 +128,30 @@ def test_a_markdown_book_in_opus_has_its_chapter_comments(
     assert tags["chapter001"] == ["00:00:00.000"] and tags["artist"] == ["Me"]
 
 
+def test_the_same_idempotency_key_sends_back_the_same_book(server: LiveServer) -> None:
+    text = b"## Only\n\nOne short chapter."
+    key = {"Idempotency-Key": "book-2026-12-04"}
+
+    def send(**fields: str) -> Any:
+        return server.request(
+            "POST",
+            "/v1/audiobooks",
+            files={"file": ("one.md", text)},
+            data={"voice": "alloy", **fields},
+            headers=key,
+        )
+
+    first, again = send(), send()
+    assert first.status_code == again.status_code == 202, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert (
+        again.headers["idempotent-replayed"] == "true"
+        and "idempotent-replayed" not in first.headers
+    )
+    other = send(response_format="opus")  # the same chapters as another file: another book
+    assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_key_reused"
+
+
 def test_bad_books_and_fields_get_400s_that_say_what_is_wrong(
     server: LiveServer, tmp_path: Path
 ) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
+from dataclasses import asdict
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -30,11 +32,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from supervisor.books import chaptered, items, maker, read, shelf
 from supervisor.books.model import Book, BookError
-from supervisor.errors import Conflict, InvalidRequest, NotFound
+from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound
 from supervisor.http.auth import tenant
 from supervisor.http.forms import parse_form
 from supervisor.http.openapi_parts import Parts, error, form, json_ref, responses
 from supervisor.http.routes import jobs, services
+from supervisor.jobs.storage import body_digest, out_of_space
 from supervisor.jobs.views import JobView
 from supervisor.speech import delivery, schemas
 
@@ -194,24 +197,55 @@ def _admitted(request: Request, fields: dict[str, str], book: Book) -> tuple[Any
     return checked, record
 
 
+def _key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= jobs.MAX_KEY_CHARS:
+        raise InvalidRequest(
+            f"Idempotency-Key must be 1 to {jobs.MAX_KEY_CHARS} characters.",
+            param="Idempotency-Key",
+        )
+    return key
+
+
+async def _stored(request: Request, checked: Any, record: shelf.Record) -> tuple[str, bool]:
+    """The job committed (or the one an Idempotency-Key made with the same book and fields)."""
+    items_, when, digest = checked
+    # the book's own fields too: the same chapters as another format are another book
+    whole = body_digest({"items": digest, "book": asdict(record)})
+    try:
+        return await jobs.store(request).create(
+            items_, whole, _key(request), when, tenant(request).owner
+        )
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not out_of_space(exc):
+            raise
+        raise InsufficientStorage(
+            f"the book cannot be stored: the server's disk is full ({exc})",
+            retry_after_s=jobs.STORAGE_RETRY_S,
+        ) from None
+
+
 async def create_audiobook(request: Request) -> JSONResponse:
     runner = jobs.runner(request)
+    _key(request)
     fields, data, filename = await _form(request)
     book = await asyncio.to_thread(read.read, data, filename)
-    (stored, when, digest), record = await asyncio.to_thread(_admitted, request, fields, book)
-    job_id, _ = await jobs.store(request).create(stored, digest, None, when, tenant(request).owner)
+    checked, record = await asyncio.to_thread(_admitted, request, fields, book)
+    job_id, created = await _stored(request, checked, record)
     data_dir = services(request).settings.resolved_data_dir()
-    await asyncio.to_thread(shelf.save, data_dir, job_id, record, book.cover)
-    maker.start(data_dir, job_id, runner.store)  # the file made as the chapters come
-    await runner.refresh_outlook()
-    runner.wake()
+    headers = {"Location": f"/v1/audiobooks/{job_id}"}
+    if created:
+        await asyncio.to_thread(shelf.save, data_dir, job_id, record, book.cover)
+        maker.start(data_dir, job_id, runner.store)  # the file made as the chapters come
+        await runner.refresh_outlook()
+        runner.wake()
+        await asyncio.to_thread(
+            shelf.tidy, data_dir, lambda other: runner.store.job(other, False) is not None
+        )
+    else:
+        headers["Idempotent-Replayed"] = "true"
     job = runner.with_outlook(await jobs.store(request).job(job_id))
-    await asyncio.to_thread(
-        shelf.tidy, data_dir, lambda other: runner.store.job(other, False) is not None
-    )
-    return JSONResponse(
-        _with_titles(job, record), status_code=202, headers={"Location": f"/v1/audiobooks/{job_id}"}
-    )
+    return JSONResponse(_with_titles(job, record), status_code=202, headers=headers)
 
 
 async def _book(request: Request, with_items: bool) -> tuple[JobView, shelf.Record, str]:
@@ -286,13 +320,21 @@ def _create_operation(p: Parts) -> dict[str, Any]:
     return {
         "operationId": "createAudiobook",
         "summary": "A book in, its chapters made as one job (docs/AUDIOBOOKS.md)",
+        "parameters": [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": jobs.MAX_KEY_CHARS},
+            }
+        ],
         "requestBody": {
             "required": True,
             "content": {"multipart/form-data": {"schema": form(properties, ["file"])}},
         },
         "responses": {
             "202": json_ref("Job", "the job, its items the chapters, each with its title"),
-            **{str(s): error(s) for s in (400, 401, 413, 415, 503, 507)},
+            **{str(s): error(s) for s in (400, 401, 409, 413, 415, 503, 507)},
         },
     }
 
