@@ -10,7 +10,7 @@ text read as the model will read it, its cost after expansion), so a book is adm
 as the same requests sent to `POST /v1/jobs` would be.
 
 Each item is `ch001` for a chapter in one piece, `ch001-p2` for the second part of one in
-several, and is made as FLAC: lossless, as the book is encoded once more, levelled as a whole.
+several, carries its chapter's `title`, and is made as FLAC: lossless, as the book is encoded once more, levelled as a whole.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from supervisor.jobs.timeline import item_audio_s
 
 ITEM_FORMAT = "flac"
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+")
+MAX_TITLE_CHARS = 500  # the jobs route's bound on an item's `title`
 AUDIO_SHARE = 0.8  # of --max-request-audio-s a part may be estimated at (the estimate is rough)
 
 
@@ -95,5 +96,6 @@ def plan(
         spans.append(Span(chapter.title, len(items), len(pieces)))
         for part, piece in enumerate(pieces, 1):
             item_id = f"ch{number:03d}" if len(pieces) == 1 else f"ch{number:03d}-p{part}"
-            items.append({"id": item_id, **speech, "input": piece, "response_format": ITEM_FORMAT})
+            item = {"id": item_id, **speech, "input": piece, "response_format": ITEM_FORMAT}
+            items.append({**item, "title": chapter.title[:MAX_TITLE_CHARS]})
     return items, spans

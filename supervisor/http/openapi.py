@@ -242,6 +242,11 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                     "type": "boolean",
                     "description": "also write captions.srt and captions.vtt (a chunk per sentence)",
                 },
+                "title": {
+                    "type": "string",
+                    "maxLength": 500,
+                    "description": "a name shown with the item (an audiobook's chapter title)",
+                },
                 "timestamp_granularities": {
                     "type": "array",
                     "minItems": 1,
@@ -277,6 +282,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                             "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]},
                             "attempts": {"type": "integer"},
                             "audio_url": nullable_string,
+                            "title": nullable_string,
                         },
                     },
                 },

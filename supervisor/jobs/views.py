@@ -42,6 +42,7 @@ class ItemView(TypedDict):
     audio_seconds: float | None
     qa: QaSummary | None
     audio_url: str | None
+    title: str | None  # the item's own `title`, if it was sent one
 
 
 class _JobViewBase(TypedDict):
@@ -127,4 +128,13 @@ def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> ItemView:
         "audio_url": f"/v1/jobs/{job_id}/items/{item['n']}/audio"
         if item["state"] == "done"
         else None,
+        "title": _title(item["request"]),
     }
+
+
+def _title(request: str) -> str | None:
+    """The item's `title`; the request is parsed only when it may hold one."""
+    if '"title"' not in request:
+        return None
+    title = json.loads(request).get("title")
+    return title if isinstance(title, str) else None

@@ -109,6 +109,8 @@ def test_an_epub_becomes_a_job_of_chapters_and_one_chaptered_book(
     assert "A note not to be read" not in captions.text
     again = server.request("GET", f"/v1/audiobooks/{created['id']}")
     assert [item["title"] for item in again.json()["items"]] == TITLES
+    as_job = server.request("GET", f"/v1/jobs/{created['id']}").json()  # the items' own title
+    assert [item["title"] for item in as_job["items"]] == TITLES
 
 
 def test_a_markdown_book_in_opus_has_its_chapter_comments(
@@ -126,6 +128,15 @@ def test_a_markdown_book_in_opus_has_its_chapter_comments(
     tags = MutagenFile(path).tags
     assert tags["chapter001name"] == ["Morning"] and tags["chapter002name"] == ["Evening"]
     assert tags["chapter001"] == ["00:00:00.000"] and tags["artist"] == ["Me"]
+
+
+def test_any_job_item_may_have_a_title(server: LiveServer) -> None:
+    items = [{"input": "Chapter one.", "title": "One"}, {"input": "No title."}]
+    created = server.request("POST", "/v1/jobs", json={"items": items})
+    assert created.status_code == 202, created.text
+    assert [item["title"] for item in created.json()["items"]] == ["One", None]
+    bad = server.request("POST", "/v1/jobs", json={"items": [{"input": "x", "title": 5}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "items[0].title"
 
 
 def test_the_same_idempotency_key_sends_back_the_same_book(server: LiveServer) -> None:

@@ -53,6 +53,7 @@ ITEM_ID = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 )  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
+MAX_TITLE_CHARS = 500  # an item's `title`
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
 STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
@@ -79,6 +80,17 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
     moved = type(error)(f"items[{index}]: {error.message}", param=param)
     moved.code = error.code
     return moved
+
+
+def own_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """An item's own fields as its digest counts them: captions (only when on), and the others
+    only when sent, so the digests of jobs stored without them stay the same."""
+    own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
+    if "timestamp_granularities" in fields:
+        own["timestamp_granularities"] = fields["timestamp_granularities"]
+    if fields.get("title") is not None:
+        own["title"] = fields["title"]
+    return own
 
 
 def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, str]:
@@ -123,6 +135,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             fields = {key: value for key, value in item.items() if key != "id"}
             # An item's own fields: .srt and .vtt beside its audio, by sentence or by word.
             field_checks.boolean(fields, "captions")
+            field_checks.string(fields, "title", max_chars=MAX_TITLE_CHARS)
             words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
                 {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS}, svc.settings
@@ -143,11 +156,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             raise located(exc, index) from None
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)
         out.append(NewItem(fields, client_id, speech.response_format, estimate))
-        # captions too (only when on, so the digests of jobs stored without it stay the same)
-        own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
-        if "timestamp_granularities" in fields:
-            own["timestamp_granularities"] = fields["timestamp_granularities"]
-        validated.append({"id": client_id, **own, **dataclasses.asdict(speech)})
+        validated.append({"id": client_id, **own_fields(fields), **dataclasses.asdict(speech)})
     # Without schedule fields, the digest of before they existed: old keys still match.
     digest = body_digest({"items": validated, **when.fields()} if when.fields() else validated)
     return out, when, digest

@@ -13,7 +13,14 @@ def test_a_short_chapter_is_one_item_and_a_long_one_parts_at_paragraphs() -> Non
     out, spans = items.plan(book, {"voice": "alloy"}, max_chars=400, max_audio_s=600)
     assert [s.title for s in spans] == ["One", "Two"]
     assert spans[0].first == 0 and spans[0].count == 1
-    assert out[0] == {"id": "ch001", "voice": "alloy", "input": "Short.", "response_format": "flac"}
+    assert out[0] == {
+        "id": "ch001",
+        "voice": "alloy",
+        "input": "Short.",
+        "response_format": "flac",
+        "title": "One",
+    }
+    assert {p["title"] for p in out[1:]} == {"Two"}
     parts = out[1:]
     assert spans[1].count == len(parts) == 3
     assert [p["id"] for p in parts] == ["ch002-p1", "ch002-p2", "ch002-p3"]
