@@ -28,6 +28,7 @@ from supervisor.http.openapi_parts import (
     responses,
 )
 from supervisor.http.routes import (
+    audiobook_chapters,
     audiobooks,
     captioned,
     console,
@@ -549,7 +550,7 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     *(
         ApiRoute(path, method, handler, op, limit)
-        for path, method, handler, op, limit in audiobooks.ROUTES
+        for path, method, handler, op, limit in (*audiobooks.ROUTES, *audiobook_chapters.ROUTES)
     ),
 )
 

@@ -55,6 +55,7 @@ OPERATIONS = [
     ("POST", "/v1/audiobooks"),
     ("GET", "/v1/audiobooks/{job_id}"),
     ("GET", "/v1/audiobooks/{job_id}/content"),
+    ("GET", "/v1/audiobooks/{job_id}/chapters/{n}/audio"),
 ]
 
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import av
 import pytest
+import srt
 from mutagen import File as MutagenFile
 
 from supervisor.books import chaptered
 from tests.helpers.books import build_epub, png
-from tests.helpers.job_helpers import ended, wait_gone, wait_job
+from tests.helpers.job_helpers import decoded_seconds, ended, wait_gone, wait_job
 from tests.helpers.live_server import LiveServer, live
 
 TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
@@ -34,7 +35,17 @@ def server(
         if request.param == "sqlite"
         else request.getfixturevalue("pg_cluster").new_database()
     )
-    flags = ("--max-batch-size", "4", "--chunk-s", "2", "--store", store)
+    # --max-input-chars 300: a chapter of a few paragraphs is made as parts
+    flags = (
+        "--max-batch-size",
+        "4",
+        "--chunk-s",
+        "2",
+        "--max-input-chars",
+        "300",
+        "--store",
+        store,
+    )
     with live(tmp_path_factory.mktemp("books"), *flags, checkpoint=checkpoint_dir) as running:
         yield running
 
@@ -128,6 +139,38 @@ def test_a_markdown_book_in_opus_has_its_chapter_comments(
     tags = MutagenFile(path).tags
     assert tags["chapter001name"] == ["Morning"] and tags["chapter002name"] == ["Evening"]
     assert tags["chapter001"] == ["00:00:00.000"] and tags["artist"] == ["Me"]
+
+
+def test_a_chapter_made_in_parts_is_downloaded_as_one_with_its_captions(server: LiveServer) -> None:
+    paragraphs = [
+        "The boats came in at dawn, low in the water with the night's catch.",
+        "Gulls followed them past the breakwater and into the harbour mouth.",
+        "On the quay the buyers waited with their ledgers and their coffee.",
+        "By seven the first crates were on the scales and the bidding began.",
+        "Nobody spoke of the weather, though everyone had watched the sky.",
+    ]
+    text = "## Morning\n\n" + "\n\n".join(paragraphs) + "\n"
+    reply = post_book(server, text.encode(), "morning.md", captions="true")
+    assert reply.status_code == 202, reply.text
+    created = reply.json()
+    assert len(created["items"]) > 1 and {i["title"] for i in created["items"]} == {"Morning"}
+    assert [i["id"] for i in created["items"]][:2] == ["ch001-p1", "ch001-p2"]
+    base = f"/v1/audiobooks/{created['id']}/chapters/0"
+    early = server.request("GET", f"{base}/audio")
+    assert early.status_code == 409 and early.json()["error"]["code"] == "item_not_done"
+    done = wait_job(server, created["id"], ended, 300, "the chapter's parts")
+    assert done["state"] == "completed", done
+    chapter = server.request("GET", f"{base}/audio")
+    assert chapter.status_code == 200 and chapter.headers["content-type"] == "audio/flac"
+    total = sum(item["audio_seconds"] for item in done["items"])
+    assert decoded_seconds(chapter.content, "flac") == pytest.approx(total, abs=0.01)
+    cues = list(srt.parse(server.request("GET", f"{base}/captions.srt").text))
+    assert " ".join(c.content for c in cues) == " ".join(["Morning.", *paragraphs])
+    starts = [c.start.total_seconds() for c in cues]
+    assert starts == sorted(starts) and cues[-1].end.total_seconds() <= total + 0.01
+    assert (
+        server.request("GET", f"/v1/audiobooks/{created['id']}/chapters/1/audio").status_code == 404
+    )
 
 
 def test_any_job_item_may_have_a_title(server: LiveServer) -> None:

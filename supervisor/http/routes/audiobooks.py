@@ -248,7 +248,7 @@ async def create_audiobook(request: Request) -> JSONResponse:
     return JSONResponse(_with_titles(job, record), status_code=202, headers=headers)
 
 
-async def _book(request: Request, with_items: bool) -> tuple[JobView, shelf.Record, str]:
+async def book_of(request: Request, with_items: bool) -> tuple[JobView, shelf.Record, str]:
     job_id = request.path_params["job_id"]
     job = await jobs.store(request).job(job_id, with_items, tenant(request).scope)
     if job is None:
@@ -263,12 +263,12 @@ async def _book(request: Request, with_items: bool) -> tuple[JobView, shelf.Reco
 
 
 async def get_audiobook(request: Request) -> JSONResponse:
-    job, record, _ = await _book(request, True)
+    job, record, _ = await book_of(request, True)
     return JSONResponse(_with_titles(jobs.runner(request).with_outlook(job), record))
 
 
 async def audiobook_content(request: Request) -> Response:
-    job, record, data_dir = await _book(request, False)
+    job, record, data_dir = await book_of(request, False)
     if job["state"] != "completed":
         progress = job["progress"]
         error = Conflict(
