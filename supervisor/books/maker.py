@@ -28,7 +28,7 @@ from supervisor.jobs.storage import JobStorage
 log = logging.getLogger("omnivoice.books")
 
 POLL_S = 0.5
-TOLERANCE_DB = 0.5
+TOLERANCE_DB = 1.0  # EBU R128 allows a programme +-1 LU where +-0.5 cannot be met
 _running: dict[str, asyncio.Task[None]] = {}
 
 
