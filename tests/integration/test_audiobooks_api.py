@@ -220,6 +220,11 @@ def test_bad_books_and_fields_get_400s_that_say_what_is_wrong(
     assert "neither a book nor text" in refused(server, b"%PDF\x00\x01", "x.pdf")["message"]
     assert "no text to read" in refused(server, b"# Only\n\n# Headings\n", "x.md")["message"]
     book = build_epub(tmp_path / "b.epub").read_bytes()
+    assert refused(server, book, "b.epub", title="x" * 501)["param"] == "title"
+    as_json = server.request("POST", "/v1/audiobooks", json={"file": "words"})
+    assert (
+        as_json.status_code == 415 and as_json.json()["error"]["code"] == "unsupported_media_type"
+    )
     fmt = refused(server, book, "b.epub", response_format="wav")
     assert fmt["param"] == "response_format"
     voice = refused(server, book, "b.epub", voice="nobody-here")

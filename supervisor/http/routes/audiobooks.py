@@ -32,7 +32,13 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from supervisor.books import chaptered, items, maker, read, shelf
 from supervisor.books.model import Book, BookError
-from supervisor.errors import Conflict, InsufficientStorage, InvalidRequest, NotFound
+from supervisor.errors import (
+    Conflict,
+    InsufficientStorage,
+    InvalidRequest,
+    NotFound,
+    UnsupportedMedia,
+)
 from supervisor.http.auth import tenant
 from supervisor.http.forms import parse_form
 from supervisor.http.openapi_parts import Parts, error, form, json_ref, responses
@@ -63,7 +69,10 @@ def body_limit(_settings: Any) -> int:
 async def _form(request: Request) -> tuple[dict[str, str], bytes, str]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
-        raise InvalidRequest("POST /v1/audiobooks takes a multipart form with the book as 'file'.")
+        raise UnsupportedMedia(
+            "POST /v1/audiobooks takes a multipart form (multipart/form-data) with the book as "
+            f"'file', not {content_type or 'a body without a Content-Type'}"
+        )
     form = await parse_form(
         request, multipart=True, max_files=1, max_fields=64, max_part_size=MAX_FIELD_BYTES
     )
@@ -81,6 +90,11 @@ async def _form(request: Request) -> tuple[dict[str, str], bytes, str]:
             elif isinstance(value, UploadFile) or key == "file":
                 raise InvalidRequest(
                     f"{key!r} must be {'a file' if key == 'file' else 'text'}.", param=key
+                )
+            elif key in ("title", "author") and len(value) > items.MAX_TITLE_CHARS:
+                raise InvalidRequest(
+                    f"{key!r} is {len(value)} characters long; at most {items.MAX_TITLE_CHARS}.",
+                    param=key,
                 )
             else:
                 fields[key] = value
