@@ -317,7 +317,7 @@ def main() -> int:
         "--arms",
         default="reference,single,short,mixed",
         help="which arms to run (comma-separated; mixed always runs): reference, single, short, "
-        "sweep, job, bulk, kill (bench/queue_arms.py)",
+        "sweep, job, bulk, book, kill (bench/queue_arms.py)",
     )
     queue_arms.add_flags(ap)
     args = ap.parse_args()

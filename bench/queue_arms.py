@@ -1,7 +1,8 @@
 """The harness's arms about queues and restarts: `sweep`, `job`, `bulk` and `kill` (`--arms`).
 
-They run after the mixed arm, in that order (the kill last: it restarts the sidecar), and add
-to the result `interactive_sweep`, `job_x_realtime`, `job_to_http_ratio`,
+They run after the mixed arm, in that order (then `book`, bench/book_arm.py; the kill last: it
+restarts the sidecar), and add to the result `interactive_sweep`, `job_x_realtime`,
+`job_to_http_ratio`, `book_x_realtime`, `book_to_job_ratio`,
 `interactive_under_bulk_first_audio_p50_s` and `_p99_s`, `interactive_under_bulk_underrun_p99_s`,
 `interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
 `bulk_total_throughput_share`, `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md);
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import book_arm
 import job_arm
 import kill_arm
 import span_breakdown
@@ -84,6 +86,12 @@ def add_flags(ap: argparse.ArgumentParser) -> None:
         default="sse",
         help="how the interactive requests stream (their first audio is timed)",
     )
+    ap.add_argument(
+        "--book-chars",
+        type=int,
+        default=500_000,
+        help="the book arm's book, in characters (bench/book_arm.py)",
+    )
 
 
 def configure(args: argparse.Namespace) -> None:
@@ -124,6 +132,10 @@ async def run(
         if args.trace_spans:
             slow = out["bulk"]["interactive_under_bulk"]["slowest"]
             out["bulk"]["slowest_spans"] = span_breakdown.report(args.trace_spans, slow)
+    if "book" in args.arms:
+        log(f"book: a {args.book_chars}-character book through /v1/audiobooks")
+        out["book"] = await book_arm.book(url, args.book_chars)
+        log(f"book: {out['book']}")
     if "kill" in args.arms:
         log("kill: SIGKILL the sidecar, until it serves again")
         out["kill"] = await kill_arm.kill_to_ready(url)
@@ -181,5 +193,12 @@ def keys(result: dict[str, Any]) -> None:
     result["bulk_total_throughput_share"] = bulk["total_throughput_share"] if bulk else None
     profile = bulk.get("loaded_profile") if bulk else None
     result["bulk_forward_share_of_wall"] = profile["forward_share_of_wall"] if profile else None
+    book = s.get("book")
+    result["book_x_realtime"] = book["x_realtime"] if book else None
+    result["book_to_job_ratio"] = (
+        round(book["x_realtime"] / job["x_realtime"], 3)
+        if book and job and job["x_realtime"]
+        else None
+    )
     result["kill_to_ready_s"] = s["kill"]["kill_to_ready_s"] if "kill" in s else None
     result["cold_start_s"] = result.get("server_ready_s")

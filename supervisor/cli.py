@@ -100,12 +100,24 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return stop(pid_file, port, args.timeout_s)
 
 
+BOOK_SPEECH_FLAGS = ("voice", "language", "speed", "instructions", "seed")
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     import os
 
     from supervisor.commands.synth import SynthOptions, synth
+    from supervisor.commands.synth_book import BookOptions
 
     api_key = args.api_key or os.environ.get("OMNIVOICE_API_KEY")
+    book = None
+    if args.book is not None:
+        if args.manifest is not None:
+            print("synth: give a MANIFEST.jsonl or --book BOOK, not both", file=sys.stderr)
+            return 2
+        wanted = {name: getattr(args, name) for name in BOOK_SPEECH_FLAGS}
+        speech = {name: value for name, value in wanted.items() if value is not None}
+        book = BookOptions(args.book, args.format, speech)
     options = SynthOptions(
         args.manifest,
         args.out,
@@ -115,6 +127,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         args.job_size,
         args.poll_s,
         args.retry_s,
+        book,
     )
     return synth(options)
 
@@ -260,8 +273,24 @@ def add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "manifest",
         metavar="MANIFEST.jsonl",
         type=Path,
-        help='one speech request per line, with an optional "id"',
+        nargs="?",
+        help='one speech request per line, with an optional "id" (or --book)',
     )
+    p.add_argument(
+        "--book",
+        metavar="BOOK",
+        type=Path,
+        help="an EPUB, Markdown or text book instead of a manifest: DIR/<book stem>.<format> "
+        "(docs/AUDIOBOOKS.md)",
+    )
+    p.add_argument(
+        "--format", choices=("m4b", "mp3", "opus"), default="m4b", help="the book's (default: m4b)"
+    )
+    p.add_argument("--voice", help="with --book: every chapter's voice")
+    p.add_argument("--language", help="with --book: the language (default: the book's)")
+    p.add_argument("--speed", type=float, help="with --book: the speed")
+    p.add_argument("--instructions", help="with --book: a designed voice's instructions")
+    p.add_argument("--seed", type=int, help="with --book: the seed of every chapter")
     p.add_argument(
         "--out", metavar="DIR", type=Path, required=True, help="where results go, as <id>.<format>"
     )

@@ -37,11 +37,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from supervisor.commands.embedded_server import EmbeddedServer, ServerFailed, ServerRefused
 from supervisor.commands.synth_client import Client, Incomplete
 from supervisor.commands.synth_manifest import ManifestEntry, ManifestError, RunState, read_manifest
+
+if TYPE_CHECKING:
+    from supervisor.commands.synth_book import BookOptions
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 SERVER_DIR = ".synth-server"
@@ -284,7 +287,7 @@ class Synth:
 class SynthOptions:
     """The `synth` command's flags (supervisor/cli.py)."""
 
-    manifest: Path
+    manifest: Path | None  # None with --book
     out: Path
     server: str | None = None  # else --model's embedded server, $OMNIVOICE_SERVER or the default
     model: str | None = None
@@ -292,10 +295,18 @@ class SynthOptions:
     job_size: int = 1000
     poll_s: float = 1.0
     retry_s: float = 300.0
+    book: BookOptions | None = None  # --book: the manifest is the book's chapters
 
 
 def synth(options: SynthOptions, log: TextIO = sys.stderr) -> int:
     """The whole command; returns its exit status."""
+    if options.book is not None:  # synth --book (supervisor/commands/synth_book.py)
+        from supervisor.commands.synth_book import run_book
+
+        return run_book(options, options.book, log)
+    if options.manifest is None:
+        print("synth: give a MANIFEST.jsonl, or --book BOOK", file=log)
+        return EXIT_USAGE
     try:
         entries = read_manifest(options.manifest)
     except OSError as exc:
@@ -308,9 +319,17 @@ def synth(options: SynthOptions, log: TextIO = sys.stderr) -> int:
             file=log,
         )
         return EXIT_USAGE
+    return run_entries(options, entries, options.out, log)
+
+
+def run_entries(
+    options: SynthOptions, entries: list[ManifestEntry], results: Path, log: TextIO
+) -> int:
+    """The entries made into `results` (a server started for the run keeps its state in
+    `options.out`); the exit status."""
     out = options.out
-    out.mkdir(parents=True, exist_ok=True)
-    run = Synth(out, entries, options.job_size, options.poll_s, log)
+    results.mkdir(parents=True, exist_ok=True)
+    run = Synth(results, entries, options.job_size, options.poll_s, log)
     run.summary()
     if not run.pending:
         return EXIT_OK

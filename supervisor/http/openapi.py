@@ -243,6 +243,11 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                     "type": "boolean",
                     "description": "also write captions.srt and captions.vtt (a chunk per sentence)",
                 },
+                "title": {
+                    "type": "string",
+                    "maxLength": 500,
+                    "description": "a name shown with the item (an audiobook's chapter title)",
+                },
                 "timestamp_granularities": {
                     "type": "array",
                     "minItems": 1,
@@ -282,6 +287,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                                 "type": "string",
                                 "description": "the item's trace (32 hex digits), every attempt's",
                             },
+                            "title": nullable_string,
                         },
                     },
                 },

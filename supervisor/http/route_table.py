@@ -21,6 +21,8 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute, compile_path
 from supervisor.http import job_operations, operations
 from supervisor.http.openapi_parts import Operation
 from supervisor.http.routes import (
+    audiobook_chapters,
+    audiobooks,
     captioned,
     console,
     jobs,
@@ -258,6 +260,10 @@ ROUTES: tuple[ApiRoute, ...] = (
             operation=job_operations.job_item_captions(kind, media),
         )
         for kind, media in _captions
+    ),
+    *(
+        ApiRoute(path, method, handler, op, limit)
+        for path, method, handler, op, limit in (*audiobooks.ROUTES, *audiobook_chapters.ROUTES)
     ),
 )
 

@@ -66,7 +66,9 @@ def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     speech = schemas.speech_request(fields, svc.settings, default_tier=schemas.JOB_TIER)
     voice = steps.voice(svc, owner(svc, item), speech)
     if speech.seed is None:
-        seed = voice.seed if voice.seed is not None else result_cache.item_seed(item.request)
+        # a title names the item; the same text under another title sounds the same
+        spoken = {key: value for key, value in item.request.items() if key != "title"}
+        seed = voice.seed if voice.seed is not None else result_cache.item_seed(spoken)
         speech = dataclasses.replace(speech, seed=seed)
     return speech, voice
 

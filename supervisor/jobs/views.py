@@ -44,6 +44,7 @@ class ItemView(TypedDict):
     qa: QaSummary | None
     audio_url: str | None
     trace_id: str  # its spans' trace, the same for every attempt (supervisor/tracing/spans.py)
+    title: str | None  # the item's own `title`, if it was sent one
 
 
 class _JobViewBase(TypedDict):
@@ -130,4 +131,13 @@ def item_view(job_id: str, item: Mapping[str, Any] | sqlite3.Row) -> ItemView:
         if item["state"] == "done"
         else None,
         "trace_id": format(spans.item_trace_id(job_id, item["n"]), "032x"),
+        "title": _title(item["request"]),
     }
+
+
+def _title(request: str) -> str | None:
+    """The item's `title`; the request is parsed only when it may hold one."""
+    if '"title"' not in request:
+        return None
+    title = json.loads(request).get("title")
+    return title if isinstance(title, str) else None

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from supervisor.speech.synthesis import Synthesis
 
 GRANULARITIES = ("segment", "word")
-ITEM_FIELDS = ("captions", "timestamp_granularities")  # a job item's own, not the speech's
+# a job item's own, not the speech's (`title`: a name shown with it, such as an audiobook chapter's)
+ITEM_FIELDS = ("captions", "timestamp_granularities", "title")
 RETRY_AFTER_S = 5
 TICK_S = 0.001  # the shortest word, so that each start is before its end
 

@@ -52,6 +52,10 @@ OPERATIONS = [
     ("GET", "/console"),
     ("GET", "/console/{asset}"),
     ("DELETE", "/v1/cache"),
+    ("POST", "/v1/audiobooks"),
+    ("GET", "/v1/audiobooks/{job_id}"),
+    ("GET", "/v1/audiobooks/{job_id}/content"),
+    ("GET", "/v1/audiobooks/{job_id}/chapters/{n}/audio"),
 ]
 
 

@@ -463,3 +463,32 @@ def busy_minute(server: LiveServer) -> None:
         )
         time.sleep(1)
     server.request("DELETE", f"/v1/jobs/{job['id']}")
+
+
+def test_a_book_is_made_chapter_by_chapter_and_played_and_downloaded(
+    console: Watched, tmp_path: Path
+) -> None:
+    book = tmp_path / "day.md"
+    book.write_text("# Morning\n\nThe boats came in.\n\n# Evening\n\nThe wind turned.\n")
+    console.open()
+    console.view("books")
+    page = console.page
+    page.set_input_files("#book-file", str(book))
+    page.select_option("#book-format", "mp3")
+    page.click("#book-form button.primary")
+    page.wait_for_selector("#book-detail:not([hidden])")
+    assert page.text_content("#book-title") == "day"
+    page.wait_for_function(
+        "() => document.getElementById('book-state').textContent === 'completed'"
+    )
+    titles = page.locator("#chapters-table tbody tr td:nth-child(2)").all_text_contents()
+    assert titles == ["Morning", "Evening"]
+    page.locator("#chapters-table tbody tr").nth(1).locator("button", has_text="Play").click()
+    page.wait_for_function(AUDIO_HAS_DURATION, arg="book-audio")
+    with page.expect_download() as downloading:
+        page.click("#book-download")
+    assert downloading.value.suggested_filename == "day.mp3"
+    saved = tmp_path / "saved.mp3"
+    downloading.value.save_as(saved)
+    assert saved.read_bytes()[:3] == b"ID3"
+    console.screenshot("books")

@@ -17,6 +17,7 @@ MEDIA_TYPES = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "live.js": "text/javascript; charset=utf-8",
+    "books.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }
 # The page loads nothing from elsewhere; the policy makes the browser hold it to that.

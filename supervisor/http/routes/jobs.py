@@ -54,6 +54,7 @@ ITEM_ID = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 )  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
+MAX_TITLE_CHARS = 500  # an item's `title`
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
 STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
@@ -86,11 +87,13 @@ def as_digested(
     client_id: str | None, fields: dict[str, Any], speech: schemas.SpeechRequest
 ) -> Any:
     """An item as its job's digest reads it: the request as validated, its captions only when
-    on and its tier only when not the default (flex), so that the digests of jobs stored before
-    either existed stay the same."""
+    on, its title and word timing only when sent, and its tier only when not the default
+    (flex), so that the digests of jobs stored before any of them existed stay the same."""
     own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
     if "timestamp_granularities" in fields:
         own["timestamp_granularities"] = fields["timestamp_granularities"]
+    if fields.get("title") is not None:
+        own["title"] = fields["title"]
     as_read = dataclasses.asdict(speech)
     if speech.tier is Tier.BULK:
         del as_read["tier"]
@@ -139,6 +142,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             fields = {key: value for key, value in item.items() if key != "id"}
             # An item's own fields: .srt and .vtt beside its audio, by sentence or by word.
             field_checks.boolean(fields, "captions")
+            field_checks.string(fields, "title", max_chars=MAX_TITLE_CHARS)
             words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
                 {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS},

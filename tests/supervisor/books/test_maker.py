@@ -1,0 +1,109 @@
+"""The book made as its chapters come, on a real SQLite job store: the items finished one by one
+(as the runner finishes them), the file there once the last is done; a book whose first chapter
+is far from the rest's level is dropped (the first download makes it in two passes); a failed
+chapter leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import pytest
+
+from supervisor.books import chaptered, maker, shelf
+from supervisor.books.items import Span
+from supervisor.errors import ServerError
+from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.jobs.storage import NewItem
+from supervisor.speech import formats
+
+RATE = 24000
+
+
+def tone_flac(seconds: float, amplitude: int) -> bytes:
+    n = round(seconds * RATE)
+    pcm = b"".join(
+        struct.pack("<h", round(amplitude * math.sin(2 * math.pi * 330 * i / RATE)))
+        for i in range(n)
+    )
+    return formats.encode("flac", pcm)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
+    opened = SqliteJobStore(tmp_path / "data")
+    yield opened
+    opened.close()
+
+
+def book_job(store: SqliteJobStore, data_dir: Path, count: int) -> str:
+    items = [NewItem({"input": f"part {i}"}, f"ch00{i + 1}", "flac") for i in range(count)]
+    job_id, _ = store.create(items, "sha")
+    spans = [Span(f"Chapter {i + 1}", i, 1) for i in range(count)]
+    record = shelf.Record("Book", "Me", "en", "opus", chaptered.DEFAULT_TARGET, spans)
+    shelf.save(data_dir, job_id, record, None)
+    return job_id
+
+
+async def finish_all(store: SqliteJobStore, job_id: str, results: list[bytes]) -> None:
+    for n, data in enumerate(results):
+        await asyncio.sleep(0.2)  # the maker waits on each in turn
+        store.claim([(job_id, n)])
+        store.finish((job_id, n), "flac", data, 1, 1.0)
+
+
+def run(data_dir: Path, job_id: str, store: SqliteJobStore, results: list[bytes]) -> None:
+    async def both() -> None:
+        maker.start(data_dir, job_id, store)
+        await finish_all(store, job_id, results)
+        await maker.settled(job_id)
+
+    asyncio.run(both())
+
+
+def test_the_book_is_there_once_its_last_chapter_is_done(
+    store: SqliteJobStore, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 3)
+    run(data_dir, job_id, store, [tone_flac(1.0, 6000), tone_flac(1.5, 6000), tone_flac(0.5, 6000)])
+    path = shelf.book_file(data_dir, job_id, "opus")
+    with av.open(str(path)) as book:
+        starts = sorted(float(c["start"] * c["time_base"]) for c in book.chapters())
+    assert starts == pytest.approx(
+        [0.0, 1.0 + chaptered.GAP_S, 2.5 + 2 * chaptered.GAP_S], abs=0.002
+    )
+    assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_a_first_chapter_off_the_books_level_drops_the_file(
+    store: SqliteJobStore, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 3)
+    quiet_first = [tone_flac(1.0, 300), tone_flac(3.0, 12000), tone_flac(3.0, 12000)]
+    run(data_dir, job_id, store, quiet_first)
+    path = shelf.book_file(data_dir, job_id, "opus")
+    assert not path.exists() and not list(path.parent.glob(".*.tmp"))
+    made, _ = shelf.make(data_dir, job_id, lambda n: store.read_result(job_id, n, "flac"))
+    assert made == path and path.exists()  # the first download makes it exactly
+
+
+def test_a_failed_chapter_leaves_nothing_behind(store: SqliteJobStore, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 2)
+
+    async def fail_second() -> None:
+        maker.start(data_dir, job_id, store)
+        await finish_all(store, job_id, [tone_flac(1.0, 6000)])
+        store.claim([(job_id, 1)])
+        store.fail((job_id, 1), ServerError("generation failed"))
+        await maker.settled(job_id)
+
+    asyncio.run(fail_second())
+    folder = shelf.folder(data_dir, job_id)
+    assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
