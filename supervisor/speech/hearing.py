@@ -15,6 +15,8 @@ answer says `asr=skipped` (`X-OmniVoice-QA`, a job item's `qa.asr`), when:
                                      deadline in turn
 
 So a broken ASR sidecar never holds or refuses speech; `/health` shows its state under `asr`.
+An ASR model whose config.json says its weights are random (`make-checkpoint --kind whisper`)
+hears noise: its checks are informational, reported but never failing a chunk.
 """
 
 from __future__ import annotations
@@ -48,9 +50,12 @@ class Hearing:
         deadline_s: float,
         quiet_s: float,
         clock: Callable[[], float] = time.monotonic,
+        informational: bool = False,
     ) -> None:
         """`sidecars`: the ASR pool's sidecars as `/health` shows them (state, restarts);
-        `quiet_s`: how long chunks go unheard after a missed deadline (the heartbeat timeout)."""
+        `quiet_s`: how long chunks go unheard after a missed deadline (the heartbeat timeout);
+        `informational`: the model's weights are random, so its checks never fail a chunk."""
+        self.informational = informational
         self.scheduler = scheduler
         self.sidecars = sidecars
         self.deadline_s = deadline_s
@@ -91,11 +96,13 @@ class Hearing:
         return message
 
 
-def of_pool(pool: Pool, deadline_s: float) -> Hearing:
-    """The ASR pool's Hearing: quiet for a heartbeat timeout after a missed deadline."""
+def of_pool(pool: Pool, deadline_s: float, informational: bool = False) -> Hearing:
+    """The ASR pool's Hearing: quiet for a heartbeat timeout after a missed deadline;
+    `informational`: the ASR model has random weights (`make-checkpoint --kind whisper`)."""
     return Hearing(
         pool.scheduler,
         lambda: pool.health()["sidecars"],
         deadline_s,
         pool.settings.heartbeat_timeout_s,
+        informational=informational,
     )

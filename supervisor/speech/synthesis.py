@@ -250,7 +250,10 @@ class Synthesis:
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)
         heard = result.copy()
-        heard["qa"] = {**result.get("qa", {}), **transcript["qa"]}
+        asr_qa = transcript["qa"]
+        if self.asr.informational:  # a random-weights Whisper: reported, never failing
+            asr_qa = quality.as_informational(asr_qa)
+        heard["qa"] = {**result.get("qa", {}), **asr_qa}
         return Attempt(heard, count)
 
     def related(self, first: int, later: int) -> bool:
