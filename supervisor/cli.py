@@ -60,6 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from supervisor.commands.port_check import port_problem
     from supervisor.commands.serve import serve
     from supervisor.settings import Settings, SettingsError
+    from supervisor.supervision.gpu import devices_problem
     from supervisor.supervision.model_check import model_problem
 
     notes: list[str] = []
@@ -68,7 +69,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, OSError) as exc:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
-    problem = model_problem(settings) or port_problem(settings.host, settings.port)
+    problem = (
+        model_problem(settings)
+        or devices_problem(settings.devices)
+        or port_problem(settings.host, settings.port)
+    )
     if problem:  # said once, before the port opens, instead of by every sidecar that tries
         print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
         return 2
