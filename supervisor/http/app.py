@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from supervisor import metrics
 from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_postgres
 from supervisor.errors import ServerError, Unavailable, from_http_status
-from supervisor.http import openapi, route_table
+from supervisor.http import openapi, route_table, stream_cut
 from supervisor.http.auth import BearerAuth
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
@@ -193,6 +193,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
                 db.close()
             metrics.unwatch(collector)
 
+    stream_cut.install()  # a stream cut on purpose is one line of ours, not uvicorn's too
     routes = route_table.starlette_routes()
     app = Starlette(
         routes=routes,

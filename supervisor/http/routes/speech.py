@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from supervisor import metrics
 from supervisor.errors import (
@@ -44,6 +44,7 @@ from supervisor.errors import (
     ServerError,
     UnsupportedMedia,
 )
+from supervisor.http import stream_cut
 from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
@@ -164,8 +165,19 @@ class SynthesisStream(StreamingResponse):
         self.on_end: Callable[[], None] | None = None  # called last, however it ended
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def noting(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, noting)
+        except ServerError as exc:
+            if not started:
+                raise
+            stream_cut.cut(scope, exc)  # one line; returning unfinished cuts the connection
         finally:
             self.synthesis.close()
             if self.on_end is not None:
