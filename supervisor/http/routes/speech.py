@@ -27,7 +27,6 @@ connection), so failing audio is never passed off as good.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -77,7 +76,9 @@ def streamed(speech: SpeechRequest) -> bool:
     return speech.stream_format == "sse"
 
 
-async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
+async def read_json(
+    request: Request, parse: Callable[[bytes], Any] = field_checks.json_loads
+) -> Any:
     """The body as JSON (read by `parse`, in a worker thread). Any other Content-Type is a 415:
     text/plain, a form or none at all is what a page on another site can send without asking,
     so a server without keys must not read those. Undecodable, or text that is not valid
@@ -92,7 +93,11 @@ async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads
     body = await request.body()
     try:
         parsed = await asyncio.to_thread(parse, body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except RecursionError:  # valid JSON, deeper than any request of ours is
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: it is nested too deeply."
+        ) from None
+    except (ValueError, UnicodeDecodeError):
         raise InvalidRequest(
             "We could not parse the JSON body of your request: it is not valid JSON."
         ) from None
