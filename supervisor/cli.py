@@ -7,6 +7,7 @@ so `serve` never loads it into the supervisor process.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import sys
 import textwrap
@@ -313,13 +314,45 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]]
 ]
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The top-level parser: an argument a subcommand does not know is that subcommand's error,
+    shown with its usage and the closest of its flags, not the top-level usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands[parsed.command]
+            command.error(unrecognized(extra, command))
+        return parsed
+
+
+def unrecognized(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's message for arguments it does not know, with the closest flag for the first
+    flag among them ("did you mean --port?")."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    flags = [s for action in parser._actions for s in action.option_strings]
+    given = next((a.split("=", 1)[0] for a in extra if a.startswith("--")), None)
+    close = difflib.get_close_matches(given, flags, n=1, cutoff=0.6) if given else []
+    return f"{message} (did you mean {close[0]}?)" if close else message
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from supervisor import __version__
+
+    parser = CommandParser(
         prog="omnivoice-supervisor", description="OpenAI-compatible OmniVoice TTS server"
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=argparse.ArgumentParser
+    )
     for add in SUBCOMMANDS:
         add(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 
