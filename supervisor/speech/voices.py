@@ -62,6 +62,7 @@ class VoiceObject(_VoiceObjectBase, total=False):
     transcript: str | None  # audio_sample: what the reference says
     duration_s: float | None  # audio_sample: the clone prompt's length
     builtin: bool  # one of the server's own ('auto' and OpenAI's names)
+    deletable: bool  # a saved voice, listed or read: whether the asking key may delete it
 
 
 @dataclass(frozen=True)
