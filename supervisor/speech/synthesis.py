@@ -250,10 +250,7 @@ class Synthesis:
         if transcript is None:  # the ASR sidecar cannot hear it now: sent on, saying so
             return Attempt(result, count, unheard=True)
         heard = result.copy()
-        asr_qa = transcript["qa"]
-        if self.asr.informational:  # a random-weights Whisper: reported, never failing
-            asr_qa = quality.as_informational(asr_qa)
-        heard["qa"] = {**result.get("qa", {}), **asr_qa}
+        heard["qa"] = {**result.get("qa", {}), **transcript["qa"]}
         return Attempt(heard, count)
 
     def related(self, first: int, later: int) -> bool:
