@@ -7,6 +7,7 @@ so `serve` never loads it into the supervisor process.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import sys
 import textwrap
@@ -60,6 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from supervisor.commands.port_check import port_problem
     from supervisor.commands.serve import serve
     from supervisor.settings import Settings, SettingsError
+    from supervisor.supervision.gpu import devices_problem
     from supervisor.supervision.model_check import model_problem
 
     notes: list[str] = []
@@ -68,7 +70,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, OSError) as exc:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
-    problem = model_problem(settings) or port_problem(settings.host, settings.port)
+    problem = (
+        model_problem(settings)
+        or devices_problem(settings.devices)
+        or port_problem(settings.host, settings.port)
+    )
     if problem:  # said once, before the port opens, instead of by every sidecar that tries
         print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -337,13 +343,45 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]]
 ]
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The top-level parser: an argument a subcommand does not know is that subcommand's error,
+    shown with its usage and the closest of its flags, not the top-level usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands[parsed.command]
+            command.error(unrecognized(extra, command))
+        return parsed
+
+
+def unrecognized(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's message for arguments it does not know, with the closest flag for the first
+    flag among them ("did you mean --port?")."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    flags = [s for action in parser._actions for s in action.option_strings]
+    given = next((a.split("=", 1)[0] for a in extra if a.startswith("--")), None)
+    close = difflib.get_close_matches(given, flags, n=1, cutoff=0.6) if given else []
+    return f"{message} (did you mean {close[0]}?)" if close else message
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from supervisor import __version__
+
+    parser = CommandParser(
         prog="omnivoice-supervisor", description="OpenAI-compatible OmniVoice TTS server"
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=argparse.ArgumentParser
+    )
     for add in SUBCOMMANDS:
         add(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 

@@ -21,6 +21,7 @@ from sidecar.devtools.checkpoint_weights import (
     backbone_state,
     codec_state,
 )
+from sidecar.shared.layout import RANDOM_WEIGHTS
 
 TRANSFORMERS_VERSION = "5.17.0"
 
@@ -210,6 +211,7 @@ def omnivoice_config(size: _Size) -> dict[str, Any]:
         "llm_config": llm,
         "model_type": "omnivoice",
         "num_audio_codebook": NUM_CODEBOOKS,
+        RANDOM_WEIGHTS: True,  # the server warns, and serves it as a test model
         "transformers_version": TRANSFORMERS_VERSION,
     }
 

@@ -4,7 +4,9 @@
 feature extractor, tokenizer and generation config, loaded by the Auto classes) is real in CI,
 where no hub can be reached. The tokenizer is byte-level with no merges: the 256 byte symbols
 plus the special tokens Whisper's generation looks up. Random weights transcribe noise into
-noise; only a real checkpoint gives meaningful text (docs/RELIABILITY.md).
+noise; only a real checkpoint gives meaningful text (docs/RELIABILITY.md). Its config.json says
+`"random_weights": true`, so a server given it as `--asr-model` reports the ASR checks without
+failing a chunk on them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from sidecar.shared.layout import RANDOM_WEIGHTS
 
 END = "<|endoftext|>"
 SPECIAL = (
@@ -81,6 +85,7 @@ def make_whisper_checkpoint(out: Path, seed: int = 0) -> None:
         begin_suppress_tokens=[],
         **TINY,
     )
+    setattr(config, RANDOM_WEIGHTS, True)  # config.json says so: the server's checks of it inform
     torch.manual_seed(seed)
     model = WhisperForConditionalGeneration(config)
     out = Path(out)

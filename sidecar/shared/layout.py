@@ -44,6 +44,9 @@ WHISPER = Kind(
     "config.json, model.safetensors, tokenizer_config.json and a (pre)processor_config.json",
 )
 SAFETENSORS_HEADER_MAX = 100 * 2**20  # the format's own bound on the JSON header
+# The key `make-checkpoint` writes into the config.json of a checkpoint it makes: its weights are
+# random (right shapes, meaningless output), so the server says so and does not judge by them.
+RANDOM_WEIGHTS = "random_weights"
 
 
 def missing_files(root: Path, kind: Kind = OMNIVOICE) -> list[str]:
@@ -66,6 +69,15 @@ def damaged_file(root: Path, kind: Kind = OMNIVOICE) -> str | None:
         except (OSError, ValueError) as exc:
             return f"{path}: {exc}"
     return None
+
+
+def has_random_weights(root: Path) -> bool:
+    """Whether the checkpoint in `root` says (in its config.json) that its weights are random."""
+    try:
+        config = json.loads((root / "config.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get(RANDOM_WEIGHTS) is True
 
 
 def safetensors_problem(path: Path) -> str | None:

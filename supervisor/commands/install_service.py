@@ -238,6 +238,41 @@ def under_home(*paths: str) -> bool:
     )
 
 
+PRIVATE_TMP = ("/tmp", "/var/tmp")  # the unit's PrivateTmp=yes gives the service its own
+
+
+def under_tmp(**paths: str) -> list[str]:
+    """Which of the named paths (a model directory, the venv, the data directory) lie under
+    /tmp or /var/tmp, which the service does not see; a hub id (no such path) is none."""
+    found = []
+    for what, path in paths.items():
+        if not path or not (os.path.isabs(path) or os.path.exists(path)):
+            continue
+        if any(Path(path).resolve().is_relative_to(tmp) for tmp in PRIVATE_TMP):
+            found.append(f"{what} {path}")
+    return found
+
+
+def checked_paths(command: str, model: str | None, data_dir: str | None) -> str:
+    """The unit's ProtectHome= for where the installation, model and data directory lie, saying
+    so where it is not `yes`; a warning for any of them under /tmp, which the service never sees."""
+    hidden = under_tmp(
+        installation=command, python=sys.executable, model=model or "", data=data_dir or ""
+    )
+    if hidden:
+        print(
+            f"warning: {'; '.join(hidden)}: under /tmp, which the service does not see "
+            "(PrivateTmp=yes gives it a /tmp of its own): move them (under /opt or /srv, say)"
+        )
+    if not under_home(command, sys.executable, model or "", data_dir or ""):
+        return "yes"
+    print(
+        "the installation (or its Python), the model or the data directory is under /home or "
+        "/root: ProtectHome=read-only"
+    )
+    return "read-only"
+
+
 def install(  # noqa: PLR0913  keyword-only, one per flag of install-service, passed by name
     *,
     model: str | None,
@@ -277,13 +312,7 @@ def install(  # noqa: PLR0913  keyword-only, one per flag of install-service, pa
         )
     else:  # read by systemd as root, and it may hold API keys: root's alone
         write_file(env_file, render_env_file(values), 0o600)
-    protect_home = (
-        "read-only" if under_home(command, sys.executable, model or "", data_dir or "") else "yes"
-    )
-    if protect_home != "yes":
-        print(
-            "the installation (or its Python), the model or the data directory is under /home or /root: ProtectHome=read-only"
-        )
+    protect_home = checked_paths(command, model, data_dir)
     unit = render_unit(command, user, env_file, (data_dir,) if data_dir else (), protect_home)
     write_file(os.path.join(unit_dir, UNIT), unit, 0o644)
     if timer is not None:

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from supervisor import metrics
 from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_postgres
 from supervisor.errors import ServerError, Unavailable, from_http_status
-from supervisor.http import openapi, route_table
+from supervisor.http import openapi, route_table, stream_cut
 from supervisor.http.auth import BearerAuth
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
@@ -43,7 +43,7 @@ from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.pg_voices import PgVoiceStore
 from supervisor.speech.voices import PromptCache, Voices, VoiceStore
 from supervisor.storage_errors import is_storage_failure, storage_error
-from supervisor.supervision import gpu
+from supervisor.supervision import gpu, model_check
 from supervisor.supervision.asr import AsrPool, asr_devices
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
@@ -114,6 +114,21 @@ def open_database(settings: Settings) -> Database | None:
     return db
 
 
+def random_weights_said(settings: Settings) -> list[str]:
+    """The flags naming a checkpoint with random weights (make-checkpoint's), each said once."""
+    random = model_check.random_weights(settings)
+    for flag in random:
+        log.warning(
+            "%s %s has random weights (written by make-checkpoint): its output means nothing%s",
+            flag,
+            settings.model if flag == "--model" else settings.asr_model,
+            "; its checks (wer, divergent_run) are informational: reported, never failing a chunk"
+            if flag == "--asr-model"
+            else "",
+        )
+    return random
+
+
 def create_app(settings: Settings, devices: list[Device] | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -134,6 +149,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         asr = Scheduler(settings) if settings.asr_model else None
         asr_pool = AsrPool(settings, asr, asr_devices(found)) if asr is not None else None
         results = await asyncio.to_thread(result_cache.open_cache, settings)
+        random = random_weights_said(settings)
         app.state.services = Services(
             settings,
             scheduler,
@@ -144,7 +160,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             asr,
             asr_pool,
             results,
-            hearing.of_pool(asr_pool, settings.asr_timeout_s) if asr_pool is not None else None,
+            hearing.of_pool(asr_pool, settings.asr_timeout_s, "--asr-model" in random)
+            if asr_pool is not None
+            else None,
         )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         if (
@@ -182,6 +200,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             metrics.unwatch(collector)
             tracing.stop()
 
+    stream_cut.install()  # a stream cut on purpose is one line of ours, not uvicorn's too
     routes = route_table.starlette_routes()
     app = Starlette(
         routes=routes,

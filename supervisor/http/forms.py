@@ -33,7 +33,24 @@ def _decoded(raw: bytes, charset: str, field: str) -> str:
         raise NotText(field, charset) from None
 
 
+class FileTooMany(MultiPartException):
+    """A file part past the form's last: named, so the 400 names the field."""
+
+    def __init__(self, field: str, max_files: int | float) -> None:
+        files = "one file" if max_files == 1 else f"{max_files:g} files"
+        super().__init__(f"form field {field!r} is a file, and this form takes {files} at most")
+        self.field = field
+
+
 class StrictMultiPartParser(MultiPartParser):
+    def on_headers_finished(self) -> None:
+        try:
+            super().on_headers_finished()
+        except MultiPartException as exc:
+            if self._current_files <= self.max_files:  # not the file count: as Starlette says
+                raise
+            raise FileTooMany(self._current_part.field_name, self.max_files) from exc
+
     def on_part_end(self) -> None:
         part = self._current_part
         if part.file is None:
@@ -81,5 +98,7 @@ async def parse_form(
             "invalid_text"  # as text with a lone surrogate (field_checks.refuse_unencodable)
         )
         raise error from None
+    except FileTooMany as exc:
+        raise InvalidRequest(f"{exc.message}.", param=exc.field) from None
     except MultiPartException as exc:
         raise InvalidRequest(f"The form could not be parsed: {exc.message}") from None

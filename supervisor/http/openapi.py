@@ -163,6 +163,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
                 "duration_s": {"type": "number"},
                 "prompt": nullable_string,
                 "builtin": {"type": "boolean"},
+                "deletable": {"type": "boolean"},
             },
         },
         "VoiceList": {

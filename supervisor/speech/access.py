@@ -48,9 +48,13 @@ class VoiceAccess:
             raise Conflict(f"the voice name {name!r} is taken; choose another", param="name")
         self.store.check_free(name)
 
+    def may_manage(self, voice: SavedVoice) -> bool:
+        """Whether this tenant may delete the voice it sees: its own, not shared (an admin: any)."""
+        return self.tenant.admin or voice.name not in self.shared
+
     def check_manage(self, voice: SavedVoice) -> None:
         """A 403 unless this tenant may delete the voice it sees: its own, not shared."""
-        if not self.tenant.admin and voice.name in self.shared:
+        if not self.may_manage(voice):
             raise Forbidden(
                 f"{voice.name!r} is a shared voice: only an admin key may delete it", param="name"
             )

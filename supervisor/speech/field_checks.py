@@ -6,10 +6,25 @@ would be accepted; None stands for a field not sent.
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from typing import Any
 
 from supervisor.errors import InvalidRequest
+
+
+def json_integer(digits: str) -> int | float:
+    """A JSON integer as read here: one with more digits than Python reads as an int (4,300 by
+    default) is the float it overflows to (infinity), so that its field's own check refuses it,
+    naming the field, rather than the whole body being called invalid JSON."""
+    limit = sys.get_int_max_str_digits()
+    return int(digits) if not limit or len(digits.lstrip("-")) <= limit else float(digits)
+
+
+def json_loads(body: bytes | str) -> Any:
+    """`json.loads`, its integers read by `json_integer`."""
+    return json.loads(body, parse_int=json_integer)
 
 
 def _encodable(text: str) -> bool:
@@ -107,12 +122,20 @@ def number(
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise wrong_type(key, "a number", value)
-    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+    # An int is compared as it is: one past a float's range has no float (OverflowError).
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if not finite or value > high or value < low or (low_open and value == low):
         bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
         raise InvalidRequest(
-            f"'{key}' must be {bound} and at most {high:g}; got {value!r}.", param=key
+            f"'{key}' must be {bound} and at most {high:g}; got {shown(value)}.", param=key
         )
     return float(value)
+
+
+def shown(value: int | float) -> str:
+    """A number as an error message quotes it: at most 20 digits of a long integer."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
 
 
 def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
@@ -122,7 +145,9 @@ def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise wrong_type(key, "an integer", value)
     if not low <= value <= high:
-        raise InvalidRequest(f"'{key}' must be between {low} and {high}; got {value}.", param=key)
+        raise InvalidRequest(
+            f"'{key}' must be between {low} and {high}; got {shown(value)}.", param=key
+        )
     return value
 
 

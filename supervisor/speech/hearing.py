@@ -15,6 +15,8 @@ answer says `asr=skipped` (`X-OmniVoice-QA`, a job item's `qa.asr`), when:
                                      deadline in turn
 
 So a broken ASR sidecar never holds or refuses speech; `/health` shows its state under `asr`.
+An ASR model whose config.json says its weights are random (`make-checkpoint --kind whisper`)
+hears noise: its checks are informational, reported but never failing a chunk.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from sidecar.shared.protocol import AudioToHear, Transcript
 from sidecar.shared.tiers import Tier
 from supervisor.errors import ServerError
+from supervisor.speech.quality import as_informational
 from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.slot import SidecarHealth
 
@@ -49,9 +52,12 @@ class Hearing:
         deadline_s: float,
         quiet_s: float,
         clock: Callable[[], float] = time.monotonic,
+        informational: bool = False,
     ) -> None:
         """`sidecars`: the ASR pool's sidecars as `/health` shows them (state, restarts);
-        `quiet_s`: how long chunks go unheard after a missed deadline (the heartbeat timeout)."""
+        `quiet_s`: how long chunks go unheard after a missed deadline (the heartbeat timeout);
+        `informational`: the model's weights are random, so its checks never fail a chunk."""
+        self.informational = informational
         self.scheduler = scheduler
         self.sidecars = sidecars
         self.deadline_s = deadline_s
@@ -71,7 +77,8 @@ class Hearing:
         return any(s["state"] in TAKES_WORK for s in self.sidecars())
 
     async def transcript(self, fields: AudioToHear, tier: Tier) -> Transcript | None:
-        """The ASR sidecar's `transcript` of a chunk, or None: skipped (see the module)."""
+        """The ASR sidecar's `transcript` of a chunk, or None: skipped (see the module); its
+        checks marked informational when the model's weights are random."""
         if not self.can_hear():
             return None
         try:
@@ -89,14 +96,18 @@ class Hearing:
         except ServerError as exc:  # the ASR pool draining, failed, or its sidecar lost
             log.info("asr: a chunk goes out unheard: %s", exc.message)
             return None
+        if self.informational:  # a random-weights Whisper: its checks reported, never failing
+            return {**message, "qa": as_informational(message["qa"])}
         return message
 
 
-def of_pool(pool: Pool, deadline_s: float) -> Hearing:
-    """The ASR pool's Hearing: quiet for a heartbeat timeout after a missed deadline."""
+def of_pool(pool: Pool, deadline_s: float, informational: bool = False) -> Hearing:
+    """The ASR pool's Hearing: quiet for a heartbeat timeout after a missed deadline;
+    `informational`: the ASR model has random weights (`make-checkpoint --kind whisper`)."""
     return Hearing(
         pool.scheduler,
         lambda: pool.health()["sidecars"],
         deadline_s,
         pool.settings.heartbeat_timeout_s,
+        informational=informational,
     )

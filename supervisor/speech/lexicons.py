@@ -110,7 +110,7 @@ def not_found(name: str) -> InvalidRequest:
 
 def parse(name: str, body: Any, owner: str = DEFAULT_OWNER) -> Lexicon:
     """A PUT body as `owner`'s Lexicon; 400 naming the field that is wrong."""
-    schemas.voice_name(name)  # the same rule as a voice's name
+    schemas.voice_name(name, "lexicon")  # the same rule as a voice's name
     if not isinstance(body, dict):
         raise InvalidRequest(
             'The request body must be a JSON object {"language": ..., "entries": {...}}.'

@@ -9,7 +9,9 @@ chunk's seed and the attempt, up to --qa-retries times. What a request then carr
 
 over all its chunks: `passed` only if every chunk's last attempt passed; `attempts` is the most
 any chunk took; each check passes only if it passed in every chunk, and its value is that of the
-first chunk that failed it (else of the first chunk). A result without checks (the null engine
+first chunk that failed it (else of the first chunk). The ASR checks of a random-weights Whisper
+(`make-checkpoint --kind whisper`, whose transcripts are noise) carry `"informational": true`:
+reported as measured, they never fail a chunk nor cause a retry. A result without checks (the null engine
 of overhead benchmarks has no audio worth checking) passes with none. With `--asr-model`, a
 chunk the ASR sidecar could not hear (supervisor/speech/hearing.py) adds `"asr": "skipped"`
 (and `; asr=skipped` to the header).
@@ -37,8 +39,18 @@ def retry_seed(seed: int, attempt: int) -> int:
 
 
 def failed_checks(qa: dict[str, QaCheck]) -> list[str]:
-    """The names of the checks failed among `qa` (a `result` frame's, or a piece's)."""
-    return [name for name, check in qa.items() if not check["passed"]]
+    """The names of the checks failed among `qa` (a `result` frame's, or a piece's); an
+    informational check (the ASR checks of a random-weights Whisper) never counts."""
+    return [name for name, check in qa.items() if not (check["passed"] or informational(check))]
+
+
+def informational(check: QaCheck) -> bool:
+    return check.get("informational") is True
+
+
+def as_informational(qa: dict[str, QaCheck]) -> dict[str, QaCheck]:
+    """`qa`'s checks, each reported but never failing (`"informational": true`)."""
+    return {name: {**check, "informational": True} for name, check in qa.items()}
 
 
 def count_attempt(failed: list[str], retrying: bool) -> None:
@@ -64,7 +76,7 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return all(check["passed"] for checks, _ in self.chunks for check in checks.values())
+        return not any(failed_checks(checks) for checks, _ in self.chunks)
 
     @property
     def attempts(self) -> int:
@@ -77,6 +89,8 @@ class Verdict:
             for name, check in checks.items():
                 if name not in merged or (merged[name]["passed"] and not check["passed"]):
                     merged[name] = {"passed": check["passed"], "value": check["value"]}
+                    if informational(check):
+                        merged[name]["informational"] = True
         summary: QaSummary = {"passed": self.passed, "attempts": self.attempts, "checks": merged}
         if self.asr_skipped:
             summary["asr"] = "skipped"
@@ -93,7 +107,7 @@ class Verdict:
         failed = [
             f"{name} ({check['value']:g})"
             for name, check in self.summary()["checks"].items()
-            if not check["passed"]
+            if not (check["passed"] or informational(check))
         ]
         return (
             f"the audio failed its quality checks after {self.attempts} attempt(s): "

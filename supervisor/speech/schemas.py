@@ -349,8 +349,9 @@ def from_form(fields: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def voice_name(value: str | None) -> str:
-    """A name for a saved voice: 1-64 letters, digits, '_' or '-', not 'auto' nor an OpenAI voice."""
+def voice_name(value: str | None, kind: str = "voice") -> str:
+    """A name for a saved voice (or, by the same rule, a lexicon: `kind`): 1-64 letters, digits,
+    '_' or '-'; a voice's not 'auto' nor an OpenAI voice."""
     if value is None or not value:
         raise InvalidRequest("Missing required field: 'name'.", param="name")
     if not (
@@ -360,10 +361,10 @@ def voice_name(value: str | None) -> str:
         and all(c.isascii() and (c.isalnum() or c in "_-") for c in value)
     ):
         raise InvalidRequest(
-            f"Invalid voice name {value!r}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit.",
+            f"Invalid {kind} name {value!r}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit.",
             param="name",
         )
-    if value.lower() in RESERVED_VOICES:
+    if kind == "voice" and value.lower() in RESERVED_VOICES:
         raise InvalidRequest(
             f"{value!r} is reserved (it names a built-in voice); choose another name.", param="name"
         )

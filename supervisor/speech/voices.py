@@ -62,6 +62,7 @@ class VoiceObject(_VoiceObjectBase, total=False):
     transcript: str | None  # audio_sample: what the reference says
     duration_s: float | None  # audio_sample: the clone prompt's length
     builtin: bool  # one of the server's own ('auto' and OpenAI's names)
+    deletable: bool  # a saved voice, listed or read: whether the asking key may delete it
 
 
 @dataclass(frozen=True)
@@ -281,17 +282,19 @@ class VoiceStore:
 
 
 class PromptCache:
-    """One-shot clone prompts, by a digest of the reference's samples and its transcript; least
-    recently used out. Lookups count as hits or misses in /metrics."""
+    """One-shot clone prompts, by a digest of the reference's samples, its transcript and the
+    owner (the API key's tenant) that cloned it, so that no key learns, by a hit, that another
+    key cloned a clip; least recently used out. Lookups count as hits or misses in /metrics."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.prompts: OrderedDict[str, VoicePayload] = OrderedDict()
 
     @staticmethod
-    def key(audio: bytes, transcript: str, preprocess: bool) -> str:
+    def key(audio: bytes, transcript: str, preprocess: bool, owner: str) -> str:
         digest = hashlib.sha256(samples(audio))
         digest.update(b"\0" + transcript.encode() + b"\0" + bytes([preprocess]))
+        digest.update(b"\0" + owner.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
 
     def get(self, key: str) -> VoicePayload | None:

@@ -18,6 +18,7 @@ captioned endpoint and job captions call it through `add_words`; a WebSocket ses
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,11 @@ def wants_words(body: Any, asr: Scheduler | None, param: str = "timestamp_granul
     """`timestamp_granularities`: a non-empty list of "segment" and "word" (default segment).
     True when "word" is asked for; a 400 `word_timestamps_unavailable` without `--asr-model`."""
     wanted = body.get(param, ["segment"]) if isinstance(body, dict) else []
-    if not isinstance(wanted, list) or not wanted or any(w not in GRANULARITIES for w in wanted):
+    if (
+        not isinstance(wanted, list)
+        or not wanted
+        or not all(isinstance(g, str) and g in GRANULARITIES for g in wanted)
+    ):
         raise InvalidRequest(
             f'\'{param}\' must be a non-empty list of "segment" and "word".', param=param
         )
@@ -111,7 +116,25 @@ def tidy(raw: list[WordTiming], text: str, start: float, end: float) -> list[Wor
         finish = min(max(start + float(timing["end"]), begin + tick), room + tick)
         out.append(Word(word=word, start=begin, end=finish))
         floor = finish
-    return out
+    return in_milliseconds(out, start, end)
+
+
+def in_milliseconds(words: list[Word], start: float, end: float) -> list[Word]:
+    """The words' times rounded to the millisecond (as captions and segments read them), kept
+    inside [start, end]; as they were where the segment is too short for that (under 1 ms a
+    word), so that each word still starts before it ends."""
+    rounded = [
+        Word(
+            word=w["word"],
+            start=min(max(round(w["start"], 3), start), end),
+            end=min(max(round(w["end"], 3), start), end),
+        )
+        for w in words
+    ]
+    ordered = all(w["start"] < w["end"] for w in rounded) and all(
+        a["end"] <= b["start"] for a, b in itertools.pairwise(rounded)
+    )
+    return rounded if ordered else words
 
 
 async def segment_words(  # noqa: PLR0913  one segment's audio and how it is heard: the ASR task's fields

@@ -18,6 +18,7 @@ log = logging.getLogger("omnivoice.gpu")
 
 _nvml: Any = None
 _nvml_failed = False
+_nvml_error = ""  # why NVML is not usable, said where it matters (no GPU found)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ CPU = Device("cpu0", "cpu", None)
 
 def nvml() -> Any:
     """The initialised pynvml module, or None when NVML is not usable here."""
-    global _nvml, _nvml_failed
+    global _nvml, _nvml_failed, _nvml_error
     if _nvml is None and not _nvml_failed:
         try:
             import pynvml
@@ -55,8 +56,7 @@ def nvml() -> Any:
             pynvml.nvmlInit()
             _nvml = pynvml
         except Exception as exc:  # no package, no driver, no device: all mean "no NVML"
-            _nvml_failed = True
-            log.info("NVML not available (%s)", exc)
+            _nvml_failed, _nvml_error = True, str(exc) or type(exc).__name__
     return _nvml
 
 
@@ -99,6 +99,8 @@ def discover(spec: str, count: int | None = None) -> list[Device]:
             wanted = [int(p) for p in visible.split(",") if p.strip().isdigit()]
             indices = [i for i in wanted if i in indices]
         if not indices:
+            if _nvml_error:
+                log.info("NVML not available (%s)", _nvml_error)
             log.info("no GPU found: one sidecar runs on the CPU%s", asked)
             return [CPU]
     else:
@@ -120,6 +122,28 @@ def discover(spec: str, count: int | None = None) -> list[Device]:
             "are" if len(indices) != 1 else "is",
         )
     return [Device(f"gpu{i}", f"cuda:{i}", i) for i in indices]
+
+
+def devices_problem(spec: str) -> str | None:
+    """What is wrong with --devices on this machine, in one line, or None: GPU indices that are
+    not there (a sidecar on one would crash-loop), checked before the port opens."""
+    if spec in ("auto", "cpu"):
+        return None
+    count = _count_gpus()
+    missing = sorted({i for i in map(int, spec.split(",")) if i >= count})
+    if not missing:
+        return None
+    names = ", ".join(map(str, missing))
+    if count == 0:
+        there = "this machine has no GPU that NVML or nvidia-smi can see" + (
+            f" (NVML: {_nvml_error})" if _nvml_error else ""
+        )
+    else:
+        there = f"this machine has {count} GPU{'s' if count != 1 else ''} (0-{count - 1})"
+    return (
+        f"--devices {spec}: no GPU {names}: {there}; give the indices of GPUs there are, "
+        "auto (every GPU, else the CPU) or cpu"
+    )
 
 
 def memory_used(index: int) -> int | None:

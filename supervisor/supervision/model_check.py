@@ -41,6 +41,23 @@ def model_problem(settings: Settings) -> str | None:
     return None
 
 
+def random_weights(settings: Settings) -> list[str]:
+    """The flags (`--model`, `--asr-model`) naming a checkpoint whose config.json says its
+    weights are random (`make-checkpoint`'s): a test model, whose output means nothing."""
+    sources = (
+        [("--model", settings.model, layout.OMNIVOICE)] if settings.engine == "omnivoice" else []
+    )
+    if settings.asr_model:
+        sources.append(("--asr-model", settings.asr_model, layout.WHISPER))
+    return [flag for flag, source, kind in sources if _is_random(source, kind)]
+
+
+def _is_random(source: str, kind: Kind) -> bool:
+    path = Path(source).expanduser()
+    root = path if path.is_dir() else _cached(source, kind) if layout.is_hub_id(source) else None
+    return root is not None and layout.has_random_weights(root)
+
+
 def source_problem(flag: str, source: str, kind: Kind, what_to_do: str) -> str | None:
     """What is wrong with one model source (a directory or a hub id) of `kind`, or None."""
     problem = layout.local_problem(source, kind)

@@ -1,8 +1,9 @@
 """The ASR round trip end to end (--asr-model): a real server, a real OmniVoice sidecar on the
 tiny checkpoint and a real ASR sidecar on the tiny random Whisper (`make-checkpoint --kind
-whisper`), supervised like the other. Random Whisper weights hear noise, so the round trip's
-thresholds are set where they never fail: what is tested is that every item is heard back and
-its checks reported, that the ASR sidecar is supervised (a kill mid-transcription costs a
+whisper`), supervised like the other, started as the docs say (no thresholds loosened). Random
+Whisper weights hear noise; the checkpoint says so in its config.json, so the server warns once
+and reports the round trip's checks as informational: what is tested is that every item is heard
+back and its checks reported without failing it, that the ASR sidecar is supervised (a kill mid-transcription costs a
 respawn, not the item), that a clone reference without a transcript is transcribed, and that
 word timestamps (an `align` per caption segment) reach every route with their invariants: every
 word of the segment once and in order, times ordered, not overlapping, inside the segment."""
@@ -30,7 +31,6 @@ from tests.helpers.job_helpers import KEY, ended, run_synth, submit, wait_job
 from tests.helpers.live_server import AUTH, LiveServer, live, tone_wav
 
 TEXT = "Please stand clear of the closing doors."
-LOOSE = "max_wer=1000,max_divergent_run=100000"
 # Two sentences: the first short enough for the tiny Whisper's 64 decoder positions (aligned by
 # its cross-attention), the second longer (each word its share of the audio): both paths.
 WORDS_TEXT = "Stand clear of the doors. The next train to the harbour leaves from platform four, at ten past nine tonight."
@@ -45,8 +45,6 @@ def server(
         "--test-faults",
         "--asr-model",
         str(whisper_dir),
-        "--qa-thresholds",
-        LOOSE,
         "--asr-timeout-s",
         "120",
     )
@@ -68,9 +66,32 @@ def test_every_item_is_heard_back_and_its_round_trip_reported(server: LiveServer
     created = submit(server, [{"id": "a", "input": TEXT, "response_format": "wav"}])
     final = wait_job(server, created["id"], ended, 120, "the job to end")
     qa = final["items"][0]["qa"]
-    assert final["items"][0]["state"] == "done" and qa["passed"], final
+    assert final["items"][0]["state"] == "done" and qa["passed"] and qa["attempts"] == 1, final
     assert {"wer", "divergent_run", "finite", "speech_rate"} <= set(qa["checks"])
     assert qa["checks"]["wer"]["value"] >= 0 and qa["checks"]["divergent_run"]["value"] >= 0
+
+
+def test_a_random_whisper_is_said_once_and_its_checks_never_fail_a_chunk(
+    server: LiveServer,
+) -> None:
+    said = server.log.read_text()  # the parity fixture (--model) predates the config key
+    assert said.count("has random weights") == 1, said[-3000:]
+    assert "--asr-model " in said and "are informational" in said
+    answer = server.request(
+        "POST", "/v1/audio/speech", json={"input": TEXT, "response_format": "wav", "seed": 3}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-OmniVoice-QA"] == "passed; attempts=1"
+    created = submit(server, [{"id": "b", "input": TEXT, "response_format": "wav"}])
+    qa = wait_job(server, created["id"], ended, 120, "the job to end")["items"][0]["qa"]
+    # Noise heard back: the default max_wer (0.3) fails it, and the check says so, informing.
+    assert qa["checks"]["wer"] == {
+        "passed": False,
+        "value": qa["checks"]["wer"]["value"],
+        "informational": True,
+    }
+    assert qa["passed"] and qa["attempts"] == 1
+    assert "informational" not in qa["checks"]["finite"]
 
 
 def test_killed_mid_transcription_it_is_respawned_and_the_request_completes(

@@ -492,3 +492,37 @@ def test_a_book_is_made_chapter_by_chapter_and_played_and_downloaded(
     downloading.value.save_as(saved)
     assert saved.read_bytes()[:3] == b"ID3"
     console.screenshot("books")
+
+
+def test_a_shared_voice_offers_delete_only_to_a_key_that_may_delete_it(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Issue 49.5: Delete was shown on a shared voice to a key that may not delete it (a 403).
+    The null engine serves: the voices view needs no audio."""
+    (tmp_path / "keys").write_text(
+        "sk-alice name=alice\nsk-ops name=ops admin\nshared-voices: narrator\n"
+    )
+    with live(tmp_path, "--api-key-file", str(tmp_path / "keys")) as server:
+        for key, name in (("sk-ops", "narrator"), ("sk-alice", "alices")):
+            made = server.request(
+                "POST",
+                "/v1/audio/voices",
+                auth=False,
+                headers={"Authorization": f"Bearer {key}"},
+                data={"name": name, "type": "prompt", "prompt": "male, low pitch"},
+            )
+            assert made.status_code == 201, made.text
+        for key, shared_deletable in (("sk-alice", False), ("sk-ops", True)):
+            context = browser.new_context(viewport={"width": 1100, "height": 800})
+            watched = Watched(context.new_page(), server)
+            try:
+                watched.open(key)
+                watched.view("voices")
+                shared = watched.page.locator("tr[data-voice=narrator]")
+                shared.wait_for()
+                assert shared.locator("button.delete").count() == int(shared_deletable), key
+                own = watched.page.locator("tr[data-voice=alices]")
+                assert own.locator("button.delete").count() == 1, key  # hers, or the admin's
+                watched.check()
+            finally:
+                context.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,36 @@ def test_a_stream_that_said_passed_ends_in_an_error_when_a_later_chunk_fails(
     assert events[-1]["type"] == "error", events[-1]
     assert events[-1]["error"]["code"] == "qa_failed" and "finite" in events[-1]["error"]["message"]
     assert not any(e["type"] == "speech.audio.done" for e in events)
+
+
+def test_an_audio_stream_whose_later_chunk_fails_is_cut_with_one_line_logged(
+    server: LiveServer,
+) -> None:
+    """The connection is cut (a stream that ends normally never holds failing audio), and the
+    log says so in one line, not as a crash with two tracebacks (issue 48, low)."""
+    sentences = [
+        "The museum will close in ten minutes.",
+        "Chapter two. It was a bright cold day in May.",
+        "The boats rocked gently in the green water. [[fault:nan]]",
+    ]
+    body = {"input": " ".join(sentences), "response_format": "pcm", "stream_format": "audio"}
+    logged = len(server.log.read_text())
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream(
+            "POST", server.url + "/v1/audio/speech", json=body, headers=AUTH, timeout=120
+        ) as reply,
+    ):
+        assert reply.status_code == 200 and reply.headers["X-OmniVoice-QA"].startswith("passed")
+        for _ in reply.iter_bytes():
+            pass
+    deadline = time.monotonic() + 30
+    while "stream cut" not in server.log.read_text()[logged:] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    new = server.log.read_text()[logged:]
+    assert "Traceback" not in new and "without completing response" not in new, new
+    cut = [line for line in new.splitlines() if "stream cut" in line]
+    assert len(cut) == 1 and "qa_failed" in cut[0] and "finite" in cut[0], new
 
 
 def test_thresholds_and_retries_are_settings(

@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers.callback_receivers import Webhook, webhook
 from tests.helpers.job_helpers import ended
-from tests.helpers.live_server import LiveServer, live
+from tests.helpers.live_server import LiveServer, live, tone_wav
 
 ALICE, BOB, ADMIN = "sk-alice", "sk-bob", "sk-ops"
 ALICE_SECRET, SERVER_SECRET = "whsec-alice", "whsec-server"
@@ -252,6 +252,38 @@ def test_the_result_cache_is_each_keys_own_and_so_is_a_purge(server: LiveServer)
     assert speak(server, BOB, **said).headers["x-cache"] == "miss"
     assert call(server, ADMIN, "DELETE", "/v1/cache").json()["deleted"] >= 2  # everyone's
     assert speak(server, ALICE, **said).headers["x-cache"] == "miss"
+
+
+def clone_cache_counts(server: LiveServer) -> tuple[float, float]:
+    """(hits, misses) of the clone-prompt cache, from /metrics as the admin reads it."""
+    scraped = call(server, ADMIN, "GET", "/metrics").text.splitlines()
+    counts = [
+        float(line.split()[-1])
+        for name in ("hits", "misses")
+        for line in scraped
+        if line.startswith(f"omnivoice_clone_prompt_cache_{name}_total ")
+    ]
+    assert len(counts) == 2, counts
+    return counts[0], counts[1]
+
+
+def test_the_clone_prompt_cache_is_each_keys_own(server: LiveServer) -> None:
+    """Issue 48 medium 7: keyed by clip and transcript alone, a hit told bob that alice had
+    cloned that exact clip."""
+    clip = {"file": ("ref.wav", tone_wav(1.3, hz=330.0), "audio/wav")}
+    form = {"input": "Cloned once.", "transcript": "A reference.", "response_format": "wav"}
+
+    def clone(key: str) -> tuple[float, float]:
+        before = clone_cache_counts(server)
+        answer = call(server, key, "POST", "/v1/audio/clone", data=form, files=clip)
+        assert answer.status_code == 200, answer.text
+        after = clone_cache_counts(server)
+        return after[0] - before[0], after[1] - before[1]
+
+    assert clone(ALICE) == (0, 1)
+    assert clone(ALICE) == (1, 0)
+    assert clone(BOB) == (0, 1)  # alice's clone is not bob's hit
+    assert clone(BOB) == (1, 0)
 
 
 def test_cache_shared_makes_one_cache_for_every_key(tmp_path: Path) -> None:

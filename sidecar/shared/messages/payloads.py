@@ -35,8 +35,14 @@ QA_CHECKS = (
 )
 
 
-class QaCheck(TypedDict):
-    """One quality check of an item's audio (sidecar/audio/checks.py)."""
-
+class _QaCheckBase(TypedDict):
     passed: bool
     value: float
+
+
+class QaCheck(_QaCheckBase, total=False):
+    """One quality check of an item's audio (sidecar/audio/checks.py)."""
+
+    # Set by the supervisor on the ASR checks of a random-weights Whisper (`make-checkpoint`):
+    # reported, never failing a chunk.
+    informational: bool

@@ -285,7 +285,7 @@ async function deleteVoice(name) {
 function voiceRow(v) {
   const previewButton = el("button", { type: "button", onclick: guarded(() => preview(v.id)) },
     "Preview");
-  const deleteButton = v.builtin ? null : el("button",
+  const deleteButton = v.builtin || !v.deletable ? null : el("button",
     { type: "button", class: "delete", onclick: guarded(() => deleteVoice(v.id)) }, "Delete");
   return el("tr", { "data-voice": v.id }, el("td", {}, v.id),
     el("td", {}, v.builtin ? "built-in" : v.type), el("td", {}, v.prompt || v.transcript || ""),

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from supervisor.errors import InvalidRequest, UnsupportedMedia
+from supervisor.http.auth import tenant
 from supervisor.http.routes import services
 from supervisor.http.routes.reference import (
     MAX_FIELD_BYTES,
@@ -135,7 +136,8 @@ async def clone(request: Request) -> Response:
     preprocess = preprocess_flag(form)
     cache: PromptCache = svc.clones
     # Walks the RIFF chunks and hashes the samples: off the event loop.
-    key = await asyncio.to_thread(cache.key, form.file, transcript, preprocess)
+    owner = tenant(request).owner  # each key its own cache: a hit says nothing of another key
+    key = await asyncio.to_thread(cache.key, form.file, transcript, preprocess, owner)
     prompt = cache.get(key)
     if prompt is None:
         try:

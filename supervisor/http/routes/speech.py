@@ -27,14 +27,13 @@ connection), so failing audio is never passed off as good.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from supervisor import metrics
 from supervisor.errors import (
@@ -44,6 +43,7 @@ from supervisor.errors import (
     ServerError,
     UnsupportedMedia,
 )
+from supervisor.http import stream_cut
 from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
@@ -78,7 +78,9 @@ def streamed(speech: SpeechRequest) -> bool:
     return chunking.starts_short(speech.stream_format, speech.response_format)
 
 
-async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads) -> Any:
+async def read_json(
+    request: Request, parse: Callable[[bytes], Any] = field_checks.json_loads
+) -> Any:
     """The body as JSON (read by `parse`, in a worker thread). Any other Content-Type is a 415:
     text/plain, a form or none at all is what a page on another site can send without asking,
     so a server without keys must not read those. Undecodable, or text that is not valid
@@ -93,7 +95,11 @@ async def read_json(request: Request, parse: Callable[[bytes], Any] = json.loads
     body = await request.body()
     try:
         parsed = await asyncio.to_thread(parse, body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except RecursionError:  # valid JSON, deeper than any request of ours is
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: it is nested too deeply."
+        ) from None
+    except (ValueError, UnicodeDecodeError):
         raise InvalidRequest(
             "We could not parse the JSON body of your request: it is not valid JSON."
         ) from None
@@ -166,8 +172,19 @@ class SynthesisStream(StreamingResponse):
         self.on_end: Callable[[], None] | None = None  # called last, however it ended
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def noting(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, noting)
+        except ServerError as exc:
+            if not started:
+                raise
+            stream_cut.cut(scope, exc)  # one line; returning unfinished cuts the connection
         finally:
             self.synthesis.close()
             if self.on_end is not None:

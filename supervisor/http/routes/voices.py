@@ -26,6 +26,7 @@ from supervisor.http.routes.reference import (
 )
 from supervisor.http.routes.speech import CLIENT_CLOSED, ClientGone
 from supervisor.speech import field_checks, schemas
+from supervisor.speech.access import VoiceAccess
 from supervisor.speech.voices import SavedVoice, VoiceObject
 
 VOICE_FIELDS = frozenset(
@@ -142,17 +143,25 @@ async def create_voice(request: Request) -> Response:
     return JSONResponse(saved.public(), status_code=201)
 
 
+def shown(saved: SavedVoice, access: VoiceAccess) -> VoiceObject:
+    """A saved voice as the asking key reads it: with whether it may delete it (a shared voice
+    only an admin key may), so a client offers Delete only where it works."""
+    return {**saved.public(), "deletable": access.may_manage(saved)}
+
+
 async def list_voices(request: Request) -> JSONResponse:
-    saved = services(request).voices_for(tenant(request)).list()
-    return JSONResponse({"object": "list", "data": builtin_voices() + [v.public() for v in saved]})
+    access = services(request).voices_for(tenant(request))
+    saved = [shown(voice, access) for voice in access.list()]
+    return JSONResponse({"object": "list", "data": builtin_voices() + saved})
 
 
 async def get_voice(request: Request) -> JSONResponse:
     svc = services(request)
     name = request.path_params["name"]
-    saved = svc.voices_for(tenant(request)).get(name)
+    access = svc.voices_for(tenant(request))
+    saved = access.get(name)
     if saved is not None:
-        return JSONResponse(saved.public())
+        return JSONResponse(shown(saved, access))
     builtin = next((v for v in builtin_voices() if v["id"] == name.lower()), None)
     if builtin is None:
         raise NotFound(f"no voice named {name!r}", param="name")

@@ -25,6 +25,11 @@ SECURITY_THRESHOLD = 20
 
 
 def installed_unit(tmp_path: Path, *extra: str) -> Path:
+    return install_files(tmp_path, *extra)[0]
+
+
+def install_files(tmp_path: Path, *extra: str) -> tuple[Path, str]:
+    """install-service --files-only into tmp_path: the unit's path and what it printed."""
     done = subprocess.run(
         [
             sys.executable,
@@ -43,7 +48,20 @@ def installed_unit(tmp_path: Path, *extra: str) -> Path:
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return tmp_path / service.UNIT
+    return tmp_path / service.UNIT, done.stdout
+
+
+def test_a_model_or_data_directory_under_tmp_is_warned_about(tmp_path: Path) -> None:
+    """Issue 49.5: the README's own /tmp/tiny is invisible to a unit with PrivateTmp=yes."""
+    model = tmp_path / "tiny"
+    model.mkdir()
+    _, said = install_files(tmp_path, "--model", str(model), "--data-dir", "/var/tmp/ov")
+    warning = [line for line in said.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1, said
+    assert f"model {model}" in warning[0] and "data /var/tmp/ov" in warning[0]
+    assert "PrivateTmp=yes" in warning[0]
+    _, said = install_files(tmp_path, "--model", "k2-fsa/OmniVoice", "--data-dir", "/srv/ov")
+    assert "warning" not in said  # a hub id is no path; /srv is seen
 
 
 def test_the_committed_unit_is_the_template() -> None:

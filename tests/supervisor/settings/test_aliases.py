@@ -516,16 +516,22 @@ def test_the_cache_key_is_the_samples_and_transcript() -> None:
     samples = struct.pack("<100h", *range(100))
     plain, tagged = wav(samples), wav(samples, b"INFOISFT\x06\x00\x00\x00Lavf\x00\x00")
     assert plain != tagged
-    assert PromptCache.key(plain, "A tone", True) == PromptCache.key(tagged, "A tone", True)
-    assert PromptCache.key(plain, "A tone", True) != PromptCache.key(plain, "A tone.", True)
-    assert PromptCache.key(plain, "A tone", True) != PromptCache.key(plain, "A tone", False)
-    assert PromptCache.key(plain, "A tone", True) != PromptCache.key(
-        wav(struct.pack("<100h", *range(1, 101))), "A tone", True
+    assert PromptCache.key(plain, "A tone", True, "o") == PromptCache.key(
+        tagged, "A tone", True, "o"
+    )
+    assert PromptCache.key(plain, "A tone", True, "o") != PromptCache.key(
+        plain, "A tone.", True, "o"
+    )
+    assert PromptCache.key(plain, "A tone", True, "o") != PromptCache.key(
+        plain, "A tone", False, "o"
+    )
+    assert PromptCache.key(plain, "A tone", True, "o") != PromptCache.key(
+        wav(struct.pack("<100h", *range(1, 101))), "A tone", True, "o"
     )
     flac = b"fLaC" + bytes(40)
-    assert PromptCache.key(flac, "x", True) != PromptCache.key(flac + b"\0", "x", True)
+    assert PromptCache.key(flac, "x", True, "o") != PromptCache.key(flac + b"\0", "x", True, "o")
     assert PromptCache.key(
-        b"RIFF\xff\xff\xff\xffWAVEjunk", "x", True
+        b"RIFF\xff\xff\xff\xffWAVEjunk", "x", True, "o"
     )  # no chunks to find: the bytes as they are
 
 

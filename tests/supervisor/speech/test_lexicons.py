@@ -116,3 +116,12 @@ def test_a_bad_lexicon_is_a_400_naming_the_field(
     with pytest.raises(InvalidRequest) as caught:
         parse(name, body)
     assert caught.value.param == param and caught.value.status == 400
+
+
+def test_a_bad_lexicon_name_is_said_to_be_a_lexicon_name() -> None:
+    """Issue 48 (low): `PUT /v1/audio/lexicons/a.b` said "Invalid voice name"."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse("a.b", {"language": "en", "entries": {}})
+    assert caught.value.message.startswith("Invalid lexicon name 'a.b'")
+    assert caught.value.param == "name"
+    assert parse("alloy", {"language": "en", "entries": {}}).name == "alloy"  # not a voice

@@ -86,11 +86,12 @@ def test_unreadable_files_are_skipped(tmp_path: Path) -> None:
 def test_the_clone_cache_keeps_the_most_recently_used() -> None:
     cache = PromptCache(2)
     keys = [
-        cache.key(b"audio", "text", True),
-        cache.key(b"audio", "text", False),
-        cache.key(b"audio", "other", True),
+        cache.key(b"audio", "text", True, "alice"),
+        cache.key(b"audio", "text", False, "alice"),
+        cache.key(b"audio", "other", True, "alice"),
     ]
     assert len(set(keys)) == 3
+    assert cache.key(b"audio", "text", True, "bob") != keys[0]  # each owner its own entries
     cache.put(keys[0], PROMPT)  # type: ignore[arg-type]
     cache.put(keys[1], PROMPT)  # type: ignore[arg-type]
     assert cache.get(keys[0]) is PROMPT

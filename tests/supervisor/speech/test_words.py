@@ -47,6 +47,19 @@ def test_any_sidecar_times_become_ordered_words_inside_the_segment(
         assert [(w["start"], w["end"]) for w in words] == [(10.1, 10.4), (10.4, 10.9), (10.9, 11.2)]
 
 
+def test_word_times_are_milliseconds() -> None:
+    """Issue 49.5: a time of 1.7999999999999998 s, read off a float sum; now 1.8."""
+    text = "Mind the gap."
+    raw = [
+        {"word": w, "start": 0.1 * k + 0.0004, "end": 0.1 * k + 0.07}
+        for k, w in enumerate(text.split())
+    ]
+    words = tidy(raw, text, 1.7, 2.5)
+    check(words, text, 1.7, 2.5)
+    assert [(w["start"], w["end"]) for w in words] == [(1.7, 1.77), (1.8, 1.87), (1.9, 1.97)]
+    assert all(round(t, 3) == t for w in words for t in (w["start"], w["end"]))
+
+
 def test_a_tiny_segment_still_gives_each_word_a_time_of_its_own() -> None:
     text = " ".join(["word"] * 40)
     raw = [{"word": "word", "start": 0.0, "end": 0.0}] * 40
@@ -64,7 +77,16 @@ def test_word_granularity_needs_the_asr_sidecar_and_a_job_item_needs_captions() 
     with pytest.raises(InvalidRequest) as unavailable:
         wants_words({"timestamp_granularities": ["word"]}, None)
     assert unavailable.value.code == "word_timestamps_unavailable"
-    for bad in ([], "word", ["words"], None, [["word"]], [{"a": 1}]):  # nested: no TypeError
+    for bad in (
+        [],
+        "word",
+        ["words"],
+        None,
+        [["word"]],
+        [{"a": 1}],
+        [1],
+        ["word", None],
+    ):  # nested: no TypeError
         with pytest.raises(InvalidRequest):
             wants_words({"timestamp_granularities": bad}, asr)
     with pytest.raises(InvalidRequest) as no_captions:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from supervisor.supervision import gpu
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture
@@ -70,3 +76,44 @@ def test_memory_back_rule(
     monkeypatch.setattr(gpu, "nvml", lambda: FakeNvml(used, pids))
     answer, figures = gpu.memory_is_back(0, 42, 1 << 30, 512 << 20)
     assert answer is back and "MiB used" in figures
+
+
+def test_devices_that_are_not_there_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu, "_count_gpus", lambda: 2)
+    assert gpu.devices_problem("auto") is None and gpu.devices_problem("cpu") is None
+    assert gpu.devices_problem("1,0") is None
+    problem = gpu.devices_problem("0,3,2")
+    assert problem is not None and problem.startswith("--devices 0,3,2: no GPU 2, 3: ")
+    assert "this machine has 2 GPUs (0-1)" in problem
+    monkeypatch.setattr(gpu, "_count_gpus", lambda: 0)
+    problem = gpu.devices_problem("0")
+    assert problem is not None and "has no GPU that NVML or nvidia-smi can see" in problem
+
+
+def serve_on_devices(devices: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    port = free_port()
+    argv = ["serve", "--engine", "null", "--port", str(port), "--devices", devices]
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", *argv, "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    with socket.socket() as probe:  # never opened: nothing listens there now
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+    return done
+
+
+def test_serve_on_a_gpu_this_machine_lacks_is_status_2_before_the_port_opens(
+    tmp_path: Path,
+) -> None:
+    """Issue 49.4: `--devices 3` opened the port and crash-looped the sidecar. The real
+    command line runs on this machine; GPU 999 is on none."""
+    asked = ["999"] + (["0"] if gpu.devices_problem("0") else [])  # "0": a machine without GPUs
+    for devices in asked:
+        done = serve_on_devices(devices, tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and not done.stdout, done.stderr
+        assert lines[0].startswith(f"omnivoice-supervisor serve: --devices {devices}: no GPU ")
+        assert not (tmp_path / "data" / "jobs.sqlite3").exists()  # nothing started

@@ -90,3 +90,21 @@ def test_a_whole_whisper_passes_the_check(whisper_dir: Path) -> None:
     from supervisor.supervision.model_check import model_problem
 
     assert model_problem(Settings(engine="null", asr_model=str(whisper_dir))) is None
+
+
+def test_a_checkpoint_says_whether_its_weights_are_random(
+    whisper: Path, checkpoint_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make-checkpoint's Whisper says so in its config.json; a checkpoint without the key (a
+    published one, or the parity fixture) is taken as trained, and so is a hub id not cached."""
+    from supervisor.settings import Settings
+    from supervisor.supervision.model_check import random_weights
+
+    assert random_weights(Settings(engine="null", asr_model=str(whisper))) == ["--asr-model"]
+    both = Settings(engine="omnivoice", model=str(checkpoint_dir), asr_model=str(whisper))
+    assert random_weights(both) == ["--asr-model"]
+    config = whisper / "config.json"
+    config.write_text(config.read_text().replace('"random_weights": true', '"x": 1'))
+    assert random_weights(Settings(engine="null", asr_model=str(whisper))) == []
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert random_weights(Settings(engine="null", asr_model="openai/whisper-not-cached")) == []
