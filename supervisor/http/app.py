@@ -4,6 +4,7 @@ the lifespan running the pool.
 Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry-After where
 it has one); request metrics come next, so that they count refusals too; then the checks of the
 request's head (its Host, its framing: supervisor/http/edge.py); then authentication;
+then the refusal of new audio while answers wait unread (supervisor/http/connections.py);
 then the body limits (each route's own, from the route table); then the routes.
 """
 
@@ -29,6 +30,7 @@ from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_pos
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http import openapi, route_table
 from supervisor.http.auth import BearerAuth
+from supervisor.http.connections import ConnectionBook, UnsentLimit, descriptor_limit
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
 from supervisor.http.routes.speech import CLIENT_CLOSED
@@ -176,6 +178,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             metrics.unwatch(collector)
 
     routes = route_table.starlette_routes()
+    book = ConnectionBook(settings, descriptor_limit())  # the server's protocol counts in it
     app = Starlette(
         routes=routes,
         middleware=[
@@ -184,6 +187,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             Middleware(
                 BearerAuth, tenancy=settings.tenancy, open_paths=route_table.open_patterns()
             ),
+            Middleware(UnsentLimit, book=book),
             Middleware(BodyLimit, limits=route_table.body_limits(settings)),
         ],
         exception_handlers={
@@ -199,4 +203,5 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         lifespan=lifespan,
     )
     app.state.openapi_document = openapi.document(settings)  # settings are frozen: made once
+    app.state.connections = book
     return app

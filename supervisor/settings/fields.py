@@ -169,6 +169,29 @@ class Fields:
         "its headers, however steadily it trickles",
         above=0,
     )
+    max_connections: int = setting(
+        0,
+        "open connections at once, in all; one more is answered 503 at once and closed (0: "
+        "from the descriptor limit, raised to its hard limit at start: a quarter of it, at "
+        "least 256, stays for sidecars, the store and callbacks; at most 16384)",
+    )
+    max_connections_per_peer: int = setting(
+        0,
+        "... and from one client address, an IPv6 /64 counting as one (0: a quarter of "
+        "--max-connections). Behind a reverse proxy every connection is the proxy's",
+    )
+    send_timeout_s: float = setting(
+        60.0,
+        "drop a connection whose client takes none of its pending answer for this long; the "
+        "bytes held for it are released",
+        above=0,
+    )
+    max_unsent_mb: float = setting(
+        512.0,
+        "answers made and waiting for their clients to read them, in MiB, in all; past it a "
+        "speech request is a 429 until they are read or dropped",
+    )
+    max_unsent_mb_per_key: float = setting(128.0, "... and per API key")
     max_upload_mb: float = setting(
         10.0,
         "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413",

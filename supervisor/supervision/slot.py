@@ -132,6 +132,7 @@ class Slot:
         except OSError as exc:
             self.last_error = f"cannot start a sidecar: {exc}"
             if exc.errno in TRANSIENT_SPAWN_ERRORS:
+                log.warning("%s: %s; trying again after a back-off", self.device.id, exc)
                 self.record_death(settings, clock(), 0)
             else:
                 self.change_state(SlotState.FAILED, self.last_error)
