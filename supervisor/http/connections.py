@@ -173,6 +173,15 @@ class ConnectionBook:
         error.code = "answers_unread"
         raise error
 
+    def health(self) -> dict[str, int]:
+        """/health's `connections`: open and their cap, and the bytes of answers unread."""
+        return {
+            "open": self.total,
+            "max": self.total_cap,
+            "max_per_peer": self.peer_cap,
+            "unread_bytes": self.unsent(),
+        }
+
     def accept_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The event loop's exception handler: an accept short of a resource is noted in the
         burst; anything else goes to the default handler."""

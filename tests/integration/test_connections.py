@@ -9,6 +9,7 @@ Linux), so the client that must still be served, on 127.0.0.1, is another addres
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -20,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from tests.helpers.harness import assert_gone
-from tests.helpers.live_server import KEY, LiveServer, start, stop
+from tests.helpers.live_server import KEY, LiveServer, live, start, stop
 
 DESCRIPTORS = 256  # the server's RLIMIT_NOFILE, soft and hard: it cannot raise it
 ATTACKS = 400  # more connections than the server has descriptors
@@ -161,3 +162,44 @@ def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descripto
         log = server.log.read_text()
         assert "Traceback" not in log
         assert log.count("cannot accept connections") <= 12  # two lines a burst of 10 s
+
+
+def non_reading_request(port: int, body: bytes) -> socket.socket:
+    """A client asking for a large answer on a socket with a tiny receive buffer, that never
+    reads it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    sock.connect(("127.0.0.1", port))
+    head = (
+        f"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    return sock
+
+
+def test_a_client_that_does_not_read_is_dropped_and_its_bytes_released(tmp_path: Path) -> None:
+    """Before: a made answer left the queue's accounting, and with no send deadline a client
+    that never read held it in the supervisor's memory for as long as it liked."""
+    flags = ("--send-timeout-s", "3", "--max-unsent-mb-per-key", "1")
+    with live(tmp_path, *flags) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        body = json.dumps(speech(seconds=300)).encode()  # 14 MB of WAV
+        sock = non_reading_request(port, body)
+        try:
+            unread = server.wait_for(
+                lambda b: b["connections"]["unread_bytes"] > 2**20, BOUND_S, "an unread answer"
+            )["connections"]["unread_bytes"]
+            refused = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == "answers_unread"
+            assert refused.headers["Retry-After"] == "3"
+            server.wait_for(
+                lambda b: b["connections"]["unread_bytes"] == 0, BOUND_S, "the client dropped"
+            )
+        finally:
+            sock.close()
+        assert unread > 2**20
+        assert "took none of its answer" in server.log.read_text()
+        answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
+        assert answer.status_code == 200, answer.text

@@ -40,6 +40,7 @@ async def health(request: Request) -> JSONResponse:
         body["asr_check"] = "on" if svc.hearing.can_hear() else "skipped"
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
+        body["connections"] = request.app.state.connections.health()
     else:
         hide_pids(body["sidecars"] + body.get("asr", []))
         if jobs.get("waiting_for_space"):  # its error may name a path
