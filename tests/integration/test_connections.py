@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+from websockets.sync.client import connect
 
 from tests.helpers.harness import assert_gone
 from tests.helpers.live_server import KEY, LiveServer, live, start, stop
@@ -201,5 +202,21 @@ def test_a_client_that_does_not_read_is_dropped_and_its_bytes_released(tmp_path:
             sock.close()
         assert unread > 2**20
         assert "took none of its answer" in server.log.read_text()
+        answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
+        assert answer.status_code == 200, answer.text
+
+
+def test_a_websocket_gives_its_connections_place_back_when_it_ends(tmp_path: Path) -> None:
+    """A WebSocket upgrade hands the connection to uvicorn's WebSocket protocol: its end must
+    still release the place it holds under the caps."""
+    with live(tmp_path, "--max-connections-per-peer", "4") as server:
+        url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+        for _ in range(6):  # more than the cap, one after the other
+            with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
+                ws.send(json.dumps({"type": "session.config", "voice": "alloy"}))
+        deadline = time.monotonic() + BOUND_S
+        while server.health()["connections"]["open"] > 1:  # the /health request's own
+            assert time.monotonic() < deadline, server.health()["connections"]
+            time.sleep(0.05)
         answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
         assert answer.status_code == 200, answer.text
