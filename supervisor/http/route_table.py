@@ -180,7 +180,8 @@ ROUTES: tuple[ApiRoute, ...] = (
                 {
                     "description": "Prometheus text format",
                     "content": {"text/plain": {"schema": {"type": "string"}}},
-                }
+                },
+                403,
             ),
         },
     ),

@@ -171,26 +171,14 @@ class Fields:
     )
     max_connections: int = setting(
         0,
-        "open connections at once, in all; one more is answered 503 at once and closed (0: "
-        "from the descriptor limit, raised to its hard limit at start: a quarter of it, at "
-        "least 256, stays for sidecars, the store and callbacks; at most 16384)",
+        "connections held at once; one more gets a 503 at once (0: from the descriptor limit, "
+        "docs/DEPLOYMENT.md)",
     )
-    max_connections_per_peer: int = setting(
-        0,
-        "... and from one client address, an IPv6 /64 counting as one (0: a quarter of "
-        "--max-connections). Behind a reverse proxy every connection is the proxy's",
-    )
+    max_connections_per_peer: int = setting(0, "... from one address (0: a quarter of those)")
     send_timeout_s: float = setting(
-        60.0,
-        "drop a connection whose client takes none of its pending answer for this long; the "
-        "bytes held for it are released",
-        above=0,
+        60.0, "drop a client that takes none of its answer for this long", above=0
     )
-    max_unsent_mb: float = setting(
-        512.0,
-        "answers made and waiting for their clients to read them, in MiB, in all; past it a "
-        "speech request is a 429 until they are read or dropped",
-    )
+    max_unsent_mb: float = setting(512.0, "MiB of answers unread by their clients; then 429s")
     max_unsent_mb_per_key: float = setting(128.0, "... and per API key")
     max_upload_mb: float = setting(
         10.0,
