@@ -16,6 +16,7 @@ its buffer is dropped at once, the handler's next send returns, and the bytes ar
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import Any, cast
@@ -33,6 +34,7 @@ log = logging.getLogger("omnivoice.http")
 REFUSAL_RETRY_S = 1
 
 
+@functools.cache
 def refusal() -> bytes:
     """The whole answer to a connection past a cap: a 503, and the connection closes."""
     error = Unavailable(
