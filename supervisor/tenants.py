@@ -148,11 +148,19 @@ class Tenancy:
 
     by_key: dict[str, Tenant] = field(default_factory=dict)
     shared_voices: frozenset[str] = frozenset()
+    operators: frozenset[str] = frozenset()  # owners of the keys given outside the key file
 
     @classmethod
     def of(cls, keys: Iterable[str], key_file: KeyFile) -> Tenancy:
         by_key = {key: key_file.tenants.get(key) or Tenant(owner_of(key)) for key in keys}
-        return cls(by_key, key_file.shared_voices)
+        operators = frozenset(owner_of(key) for key in by_key if key not in key_file.tenants)
+        return cls(by_key, key_file.shared_voices, operators)
+
+    def sees_server(self, one: Tenant) -> bool:
+        """Whether a key sees the server's own details (its paths, its global counters): an
+        admin key, or a key given on the command line or in the environment (the operator's);
+        a key of the key file that is not an admin is a tenant, and sees neither."""
+        return one.admin or one.owner in self.operators
 
     def for_owner(self, owner: str) -> Tenant:
         """The tenant of an owner id (a job's, for its callback); OPEN's powers on an open

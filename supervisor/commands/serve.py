@@ -30,7 +30,9 @@ from starlette.applications import Starlette
 from supervisor import database as pg
 from supervisor.commands import pidfile
 from supervisor.commands.sd_notify import Notifier, ServiceState
+from supervisor.http import connections
 from supervisor.http.app import create_app
+from supervisor.http.guarded import Guarded
 from supervisor.http.read_deadlines import ReadDeadlines
 from supervisor.jobs import sqlite_schema
 from supervisor.services import Services
@@ -64,6 +66,7 @@ class Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self.app.state.connections.accept_error)
         previous = {
             sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)
         }
@@ -192,6 +195,7 @@ async def serve(settings: Settings) -> int:
             problem,
         )
         return EXIT_STORE_UNREACHABLE
+    connections.raise_descriptor_limit()  # before the app sizes its connection caps on it
     notifier = Notifier.from_environ(
         os.environ
     )  # removed from the environment: sidecars never notify
@@ -206,8 +210,12 @@ async def serve(settings: Settings) -> int:
         # A WebSocket message holds at most the session's text buffer, escaped (\uXXXX and a
         # surrogate pair: 12 bytes a character), and the rest of a session.config.
         ws_max_size=64 * 1024 + 12 * settings.stream_buffer_chars,
-        http=ReadDeadlines.configured(
-            settings.header_timeout_s, settings.body_timeout_s, settings.body_deadline_s
+        backlog=app.state.connections.backlog,
+        http=Guarded.guarding(
+            ReadDeadlines.configured(
+                settings.header_timeout_s, settings.body_timeout_s, settings.body_deadline_s
+            ),
+            app.state.connections,
         ),
     )
     server = Server(config, settings, app, notifier)

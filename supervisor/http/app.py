@@ -5,6 +5,7 @@ Errors are rendered outermost (every ServerError in the OpenAI shape, with Retry
 it has one); each request's root span and `X-Trace-Id` next (supervisor/tracing/edge.py);
 request metrics come next, so that they count refusals too; then the checks of the
 request's head (its Host, its framing: supervisor/http/edge.py); then authentication;
+then the refusal of new audio while answers wait unread (supervisor/http/connections.py);
 then the body limits (each route's own, from the route table); then the routes.
 """
 
@@ -30,6 +31,7 @@ from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_pos
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http import openapi, route_table, stream_cut
 from supervisor.http.auth import BearerAuth
+from supervisor.http.connections import ConnectionBook, UnsentLimit, descriptor_limit
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
 from supervisor.http.routes.speech import CLIENT_CLOSED
@@ -202,6 +204,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
 
     stream_cut.install()  # a stream cut on purpose is one line of ours, not uvicorn's too
     routes = route_table.starlette_routes()
+    book = ConnectionBook(settings, descriptor_limit())  # the server's protocol counts in it
     app = Starlette(
         routes=routes,
         middleware=[
@@ -211,6 +214,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             Middleware(
                 BearerAuth, tenancy=settings.tenancy, open_paths=route_table.open_patterns()
             ),
+            Middleware(UnsentLimit, book=book),
             Middleware(BodyLimit, limits=route_table.body_limits(settings)),
         ],
         exception_handlers={
@@ -227,4 +231,5 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
     )
     app.state.openapi_document = openapi.document(settings)  # settings are frozen: made once
     log_trace_ids()
+    app.state.connections = book
     return app

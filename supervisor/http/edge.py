@@ -15,6 +15,8 @@
   not send the header.
 - The path and the query, once percent-decoded, must be UTF-8: uvicorn and Starlette would put
   U+FFFD for each bad byte, and a name or a cursor would be other text than the client sent.
+  So must the headers the server reads, each sent once where one is read
+  (supervisor/http/header_checks.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.errors import InvalidRequest
 from supervisor.http.auth import FOREIGN_HOST, reply
+from supervisor.http.header_checks import header_error
 from supervisor.settings import Settings, is_loopback
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -42,8 +45,12 @@ def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
     """Whether a Host header value matches an entry: `*`, `name:port` exactly, `*.domain` for
     its subdomains, or a name (or IP) with any port."""
     host = host.lower()
-    if host.startswith("["):
-        name = host[: host.find("]") + 1]
+    if host.startswith("["):  # an IPv6 address: nothing after it but a port
+        end = host.find("]") + 1
+        rest = host[end:]
+        if end == 0 or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+            return False
+        name = host[:end]
     else:
         before, _, port = host.rpartition(":")
         name = before if before and port.isdigit() else host
@@ -80,7 +87,12 @@ class EdgeChecks:
         if framing is not None:
             await reply(framing, scope, receive, send, {"Connection": "close"})
             return
-        error = text_error(scope) or self.host_error(scope) or cross_site_error(scope)
+        error = (
+            text_error(scope)
+            or header_error(scope)
+            or self.host_error(scope)
+            or cross_site_error(scope)
+        )
         if error is not None:
             await reply(error, scope, receive, send)
             return

@@ -18,15 +18,18 @@ from supervisor.speech import cost, delivery, formats, schemas
 ERRORS: dict[int, str] = {
     400: "invalid request: the message says what, `param` names the field",
     401: "missing or unknown API key",
-    403: "only an admin API key may do this (make or delete a shared voice)",
+    403: "only an admin API key may do this (make or delete a shared voice; read /metrics, "
+    "which a key given with --api-key may too)",
     404: "no such voice or model",
     409: "a voice or lexicon by that name exists already (perhaps another API key's)",
     413: "the body, or the uploaded file, is over its size limit",
     415: "a body or an uploaded file of a type this route does not take",
     422: "the reference audio cannot be used (undecodable, silent, too long)",
-    429: "the queue is full; retry after Retry-After seconds",
+    429: "the queue is full, or answers made wait unread by their clients; retry after "
+    "Retry-After seconds",
     500: "generation failed (the message says why)",
-    503: "starting, draining, or no device left; retry after Retry-After seconds",
+    503: "starting, draining, no device left, or too many connections; retry after "
+    "Retry-After seconds",
     504: "not done within the request's request_timeout_s (or the server's --request-timeout-s)",
     507: "the server's storage is full or failing; retry after Retry-After seconds",
 }

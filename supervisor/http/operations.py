@@ -79,7 +79,8 @@ def metrics(parts: Parts) -> dict[str, Any]:
             {
                 "description": "Prometheus text format",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
+            },
+            403,
         ),
     }
 

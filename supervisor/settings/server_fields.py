@@ -171,6 +171,17 @@ class ServerFields:
         "its headers, however steadily it trickles",
         above=0,
     )
+    max_connections: int = setting(
+        0,
+        "connections held at once; one more gets a 503 at once (0: from the descriptor limit, "
+        "docs/DEPLOYMENT.md)",
+    )
+    max_connections_per_peer: int = setting(0, "... from one address (0: a quarter of those)")
+    send_timeout_s: float = setting(
+        60.0, "drop a client that takes none of its answer for this long", above=0
+    )
+    max_unsent_mb: float = setting(512.0, "MiB of answers unread by their clients; then 429s")
+    max_unsent_mb_per_key: float = setting(128.0, "... and per API key")
     max_upload_mb: float = setting(
         10.0,
         "largest reference audio upload (saved voices, one-shot clones), in MiB; larger is a 413",

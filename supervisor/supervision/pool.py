@@ -299,7 +299,8 @@ class Pool:
         if (spare := self.spares.take(slot.device)) is not None:
             slot.adopt(spare, self.clock)  # told to go: only the device's part of its start is left
             return
-        await slot.start(self.make_process(slot.device, self.on_frame, self.wake), self.clock)
+        proc = self.make_process(slot.device, self.on_frame, self.wake)
+        await slot.start(proc, self.clock, self.settings)
 
     def on_frame(self, proc: SidecarProcess, message: Message) -> None:
         """Called by the process's reader for every valid frame; ProtocolError kills it."""

@@ -5,6 +5,7 @@ A slot's life, on top of its process's own states (process.SidecarState):
     ACTIVE --death--> BACKOFF --delay, memory back--> ACTIVE
     ACTIVE --idle--> REAPED --work arrives--> ACTIVE
     ACTIVE/BACKOFF --restart intensity, load error, memory never back--> FAILED
+    BACKOFF --spawn short of a resource (EMFILE, ENFILE, ENOMEM, EAGAIN)--> BACKOFF
     any --pool stops--> STOPPED
 
 `record_death` is the restart policy (restart intensity, then exponential backoff); it reads
@@ -14,6 +15,7 @@ no clock of its own, so it is tested with plain numbers.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -43,11 +45,19 @@ SLOT_TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.ACTIVE: frozenset(
         {SlotState.BACKOFF, SlotState.REAPED, SlotState.FAILED, SlotState.STOPPED}
     ),
-    SlotState.BACKOFF: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
-    SlotState.REAPED: frozenset({SlotState.ACTIVE, SlotState.FAILED, SlotState.STOPPED}),
+    SlotState.BACKOFF: frozenset(
+        {SlotState.ACTIVE, SlotState.BACKOFF, SlotState.FAILED, SlotState.STOPPED}
+    ),
+    SlotState.REAPED: frozenset(
+        {SlotState.ACTIVE, SlotState.BACKOFF, SlotState.FAILED, SlotState.STOPPED}
+    ),
     SlotState.FAILED: frozenset({SlotState.STOPPED}),
     SlotState.STOPPED: frozenset(),
 }
+
+
+# A spawn that fails for want of a resource the system may have again soon.
+TRANSIENT_SPAWN_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN})
 
 
 def resident_bytes(pid: int | None) -> int | None:
@@ -113,13 +123,19 @@ class Slot:
         log.log(level, "%s: %s -> %s%s", self.device.id, self.state.value, new.value, because)
         self.state = new
 
-    async def start(self, proc: SidecarProcess, clock: Clock) -> None:
-        """Start a sidecar process in this slot; the slot fails if it cannot be exec'ed."""
+    async def start(self, proc: SidecarProcess, clock: Clock, settings: Settings) -> None:
+        """Start a sidecar process in this slot. A spawn short of a resource (descriptors,
+        memory, processes) is a death like any other: back off and try again, within the
+        restart intensity; any other reason it cannot be exec'ed fails the slot."""
         try:
             await proc.start()
         except OSError as exc:
             self.last_error = f"cannot start a sidecar: {exc}"
-            self.change_state(SlotState.FAILED, self.last_error)
+            if exc.errno in TRANSIENT_SPAWN_ERRORS:
+                log.warning("%s: %s; trying again after a back-off", self.device.id, exc)
+                self.record_death(settings, clock(), 0)
+            else:
+                self.change_state(SlotState.FAILED, self.last_error)
             return
         self.adopt(proc, clock)
 

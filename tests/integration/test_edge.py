@@ -7,6 +7,7 @@ disk: each against a real server process, the framing and the trickle over raw s
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -181,6 +182,9 @@ def test_only_the_allowed_hosts_are_answered(server: LiveServer) -> None:
         f"evil.example:{port}",
         "127.0.0.1.evil.example",
         "localhost.evil",
+        "[::1]evil.example",  # before: only the text up to "]" was read
+        f"[::1]:{port}evil",
+        "[::1",
     ):
         answer = server.request("GET", "/v1/models", headers={"Host": host})
         assert answer.status_code == 400, host
@@ -311,6 +315,36 @@ def test_invalid_utf8_anywhere_else_is_a_400(server: LiveServer) -> None:
     assert (
         server.request("POST", "/v1/audio/design", content=body, headers=headers).status_code == 200
     )
+
+
+def raw_status(server: LiveServer, head: bytes) -> tuple[int, bytes]:
+    """A request written byte for byte (headers httpx would not send); its status and body."""
+    with socket.create_connection(address(server), timeout=BOUND_S) as sock:
+        sock.sendall(head + b"Connection: close\r\nContent-Length: 0\r\n\r\n")
+        answer = read_until_closed(sock)
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def test_headers_read_twice_or_not_utf8_are_a_400(server: LiveServer) -> None:
+    """Before: of two Idempotency-Key headers the first was taken silently, and bytes that are
+    not UTF-8 were read as Latin-1."""
+    start = f"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}\r\n"
+    json_type = b"Content-Type: application/json\r\n"
+    for extra, param in (
+        (json_type + b"Idempotency-Key: a\r\nIdempotency-Key: b\r\n", "Idempotency-Key"),
+        (json_type + b"Idempotency-Key: caf\xe9\r\n", "Idempotency-Key"),
+        (b"Content-Type: application/json; charset=\xff\r\n", "Content-Type"),
+        (json_type + json_type, "Content-Type"),
+    ):
+        status, body = raw_status(server, start.encode() + extra)
+        assert status == 400, (extra, body)
+        assert json.loads(body)["error"]["param"] == param, body
+    # One Idempotency-Key in UTF-8 (beyond ASCII) still passes the edge.
+    status, body = raw_status(
+        server, start.encode() + json_type + "Idempotency-Key: café\r\n".encode()
+    )
+    assert status == 400 and json.loads(body)["error"]["param"] != "Idempotency-Key", body
 
 
 # ---------------------------------------------------------------- a full disk

@@ -294,3 +294,20 @@ def test_cache_shared_makes_one_cache_for_every_key(tmp_path: Path) -> None:
         assert speak(server, BOB, **said).headers["x-cache"] == "hit"
         assert call(server, BOB, "DELETE", "/v1/cache").json()["deleted"] == 0  # not bob's
         assert call(server, ADMIN, "DELETE", "/v1/cache").json()["deleted"] == 1
+
+
+def test_a_tenants_key_sees_neither_the_servers_paths_nor_its_metrics(server: LiveServer) -> None:
+    """Before: any valid key saw api_key_file, data_dir and pid_file in /health, and the whole
+    server's counters in /metrics."""
+    for key in (ALICE, BOB):
+        health = call(server, key, "GET", "/health").json()
+        assert health["status"] == "ok" and "api_keys" in health["settings"]
+        hidden = {"api_key_file", "data_dir", "pid_file", "cache_dir"} & set(health["settings"])
+        assert not hidden and "connections" not in health
+        metrics = call(server, key, "GET", "/metrics")
+        assert metrics.status_code == 403, metrics.text
+        assert metrics.json()["error"]["type"] == "permission_error"
+    health = call(server, ADMIN, "GET", "/health").json()
+    assert health["settings"]["api_key_file"] and health["settings"]["data_dir"]
+    assert health["connections"]["open"] >= 1
+    assert call(server, ADMIN, "GET", "/metrics").status_code == 200

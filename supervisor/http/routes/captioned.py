@@ -13,9 +13,13 @@ sidecar of `--asr-model` (supervisor/speech/words.py), and is a 400
 from __future__ import annotations
 
 import base64
+import json
+import math
+from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response, StreamingResponse
 
 from supervisor.errors import InvalidRequest
 from supervisor.http.auth import tenant
@@ -30,6 +34,7 @@ from supervisor.http.routes.speech import (
 from supervisor.speech import delivery, instructions, quality, schemas, steps, words
 
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
+B64_SLICE = 3 * 2**16  # audio bytes encoded at a time: a multiple of 3, so no padding inside
 
 
 async def captioned(request: Request) -> Response:
@@ -69,13 +74,32 @@ async def captioned(request: Request) -> Response:
         synthesis.close()
     fmt, wanted = speech.response_format, delivery.profile(speech)
     data = await steps.encode_whole(fmt, pcm, synthesis.sample_rate, wanted)
+    del pcm  # from here the encoded file is the only copy of the audio
     headers = {"X-Seed": str(synthesis.seed), quality.HEADER: synthesis.verdict.header()}
     if speech.instructions_read is not None:
         headers[instructions.HEADER] = speech.instructions_read
-    answer = {
-        "audio": base64.b64encode(data).decode(),
+    rest = {
         "format": fmt,
         "sample_rate": wanted.rate(fmt, synthesis.sample_rate),
         "segments": synthesis.segments,
     }
-    return JSONResponse(answer, headers=headers)
+    return with_audio(data, rest, headers)
+
+
+def with_audio(data: bytes, rest: dict[str, Any], headers: dict[str, str]) -> Response:
+    """`{"audio": "<base64 of data>", **rest}`, byte for byte as JSONResponse writes it, made a
+    slice at a time as it is sent: the audio is held once, as the encoded file, never also as
+    base64 text and as a JSON body."""
+    tail = json.dumps(rest, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    head, end = b'{"audio":"', b'",' + tail[1:].encode()
+    size = len(head) + 4 * math.ceil(len(data) / 3) + len(end)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield head
+        view = memoryview(data)
+        for start in range(0, len(data), B64_SLICE):
+            yield base64.b64encode(view[start : start + B64_SLICE])
+        yield end
+
+    headers = {**headers, "Content-Length": str(size)}
+    return StreamingResponse(body(), media_type="application/json", headers=headers)

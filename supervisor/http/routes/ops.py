@@ -10,11 +10,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from supervisor import metrics
-from supervisor.errors import NotFound
-from supervisor.http.auth import AUTHENTICATED_KEY, tenant
+from supervisor.errors import Forbidden, NotFound
+from supervisor.http.auth import AUTHENTICATED_KEY, TENANT, tenant
 from supervisor.http.routes import services
 from supervisor.speech.schemas import MODELS
+from supervisor.tenants import Tenant
 
+# The settings that name where the server keeps its files: an admin's or the operator's to see.
+PATHS = frozenset(
+    {
+        "api_key_file",
+        "data_dir",
+        "pid_file",
+        "log_dir",
+        "log_file",
+        "compile_cache_dir",
+        "cache_dir",
+        "test_fault_dir",
+    }
+)
 MODELS_CREATED = (
     1764460800  # a fixed timestamp (2025-11-30), so the list is the same after every restart
 )
@@ -40,11 +54,23 @@ async def health(request: Request) -> JSONResponse:
         body["asr_check"] = "on" if svc.hearing.can_hear() else "skipped"
     if request.scope.get(AUTHENTICATED_KEY, True):
         body["settings"] = svc.settings.public()
+        if sees_server(request):
+            body["connections"] = request.app.state.connections.health()
+        else:  # a tenant's key: the settings, but not where the server keeps its files
+            body["settings"] = {
+                name: value for name, value in body["settings"].items() if name not in PATHS
+            }
     else:
         hide_pids(body["sidecars"] + body.get("asr", []))
         if jobs.get("waiting_for_space"):  # its error may name a path
             jobs["waiting_for_space"] = {**jobs["waiting_for_space"], "error": None}
     return JSONResponse(body)
+
+
+def sees_server(request: Request) -> bool:
+    """Whether the caller sees the server's paths and global counters (tenants.Tenancy)."""
+    found: Tenant | None = request.scope.get(TENANT)
+    return found is not None and services(request).settings.tenancy.sees_server(found)
 
 
 def hide_pids(sidecars: list[dict[str, Any]]) -> None:
@@ -90,6 +116,12 @@ async def get_model(request: Request) -> JSONResponse:
 
 
 async def prometheus(request: Request) -> Response:
+    """Every metric is the whole server's: for an admin key or the operator's (sees_server)."""
+    if not sees_server(request):
+        raise Forbidden(
+            "the metrics are the whole server's: they need an admin key, or a key given "
+            "with --api-key"
+        )
     return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
 

@@ -1,0 +1,211 @@
+"""Bounds on what clients hold: descriptors, connections, and answers they do not read.
+
+- At start the soft `RLIMIT_NOFILE` is raised to the hard limit (`raise_descriptor_limit`).
+- Open connections are capped in all and per client address (an IPv6 /64 is one address:
+  one host has all of it), well under that limit, so that sidecars, the store and callbacks
+  always find a descriptor (`ConnectionBook.admit`). A connection past a cap is answered 503
+  at once, without reading anything, and closed: cheaper than reading what it sends, and a
+  client that reads the answer is told when to come back (one that is still sending may see
+  the connection reset instead).
+- A connection whose client takes none of its pending answer for `send_timeout_s` is dropped
+  and the bytes held for it are released (supervisor/http/guarded.py); while they are held
+  they count against admission, in all and per key (`UnsentLimit`).
+- The listen backlog is sized from what the caps leave (`ConnectionBook.backlog`): asyncio
+  accepts that many at once before any connection's protocol runs.
+- Accept errors (EMFILE and the like: asyncio retries the accept a second later) and refused
+  connections are logged once per burst, not a line (or a traceback) per attempt (`Burst`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import logging
+import resource
+from collections import Counter
+from typing import Any, Protocol
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from supervisor.errors import Overloaded
+from supervisor.http.auth import TENANT, reply
+from supervisor.settings import Settings
+
+log = logging.getLogger("omnivoice.http")
+
+MIN_RESERVED_FDS = 256  # descriptors kept for sidecars, the store, callbacks and logs
+MAX_DERIVED_CONNECTIONS = 16384
+BURST_S = 10.0  # a burst of accept errors or refusals is summed up this long after it began
+RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# The routes that make audio for the answer: refused while their clients' answers wait unread.
+SYNTHESIS_PATHS = frozenset(
+    {"/v1/audio/speech", "/v1/audio/speech/captioned", "/v1/audio/clone", "/v1/audio/design"}
+)
+MB = 2**20
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, hard, exc)
+    else:
+        log.info("descriptor limit raised from %d to %d", soft, hard)
+
+
+def descriptor_limit() -> int:
+    """The soft RLIMIT_NOFILE in force (an unlimited one counts as plenty)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 4 * MAX_DERIVED_CONNECTIONS
+
+
+def connection_caps(settings: Settings, descriptors: int) -> tuple[int, int]:
+    """(in all, per client address): the settings, else derived from the descriptor limit."""
+    reserved = max(MIN_RESERVED_FDS, descriptors // 4)
+    derived = max(8, min(MAX_DERIVED_CONNECTIONS, descriptors - reserved))
+    total = settings.max_connections or derived
+    return total, settings.max_connections_per_peer or max(1, total // 4)
+
+
+def peer_of(client: tuple[str, int] | None) -> str:
+    """The address a connection counts against: its IP, or for IPv6 its /64."""
+    if client is None:
+        return "unix"
+    try:
+        address = ipaddress.ip_address(client[0])
+    except ValueError:
+        return client[0]
+    if address.version == 6 and not address.is_loopback:
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+class Burst:
+    """One warning when something starts happening, and one with the count once it has gone
+    on for BURST_S: a flood of the same failure costs two lines, not one per attempt."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.count = 0
+
+    def note(self, detail: str) -> None:
+        self.count += 1
+        if self.count > 1:
+            return
+        log.warning("%s (%s); more within %g s are counted, not logged", self.what, detail, BURST_S)
+        asyncio.get_running_loop().call_later(BURST_S, self.summary)
+
+    def summary(self) -> None:
+        if self.count > 1:
+            log.warning("%s: %d times in %g s", self.what, self.count, BURST_S)
+        self.count = 0
+
+
+class Sending(Protocol):
+    """A connection as the book sees it while its answer waits for its client."""
+
+    @property
+    def unsent_bytes(self) -> int: ...
+
+
+class ConnectionBook:
+    """Connections open, per client address; and those whose answers wait unread, per owner."""
+
+    def __init__(self, settings: Settings, descriptors: int) -> None:
+        self.total_cap, self.peer_cap = connection_caps(settings, descriptors)
+        # The listen backlog, which asyncio also takes as the most connections it accepts at
+        # once, before any of their protocols runs (and so before a cap can refuse one): a
+        # burst of accepts must fit in the descriptors the caps leave.
+        self.backlog = max(16, min(2048, (descriptors - self.total_cap) // 4))
+        self.send_timeout_s = settings.send_timeout_s
+        self.unsent_cap = int(settings.max_unsent_mb * MB)
+        self.unsent_key_cap = int(settings.max_unsent_mb_per_key * MB)
+        self.open: Counter[str] = Counter()
+        self.total = 0
+        self.waiting: dict[Sending, str | None] = {}  # the owner of the request, if known
+        self.refusals = Burst("connections refused: the server holds as many as it takes")
+        self.accept_errors = Burst("cannot accept connections")
+
+    def admit(self, peer: str) -> bool:
+        """Count a new connection from `peer`, or say False (and count nothing) past a cap."""
+        if self.total >= self.total_cap or self.open[peer] >= self.peer_cap:
+            self.refusals.note(
+                f"{self.total} open of {self.total_cap}, {self.open[peer]} from {peer} "
+                f"of {self.peer_cap}"
+            )
+            return False
+        self.open[peer] += 1
+        self.total += 1
+        return True
+
+    def release(self, peer: str) -> None:
+        self.open[peer] -= 1
+        self.total -= 1
+        if self.open[peer] <= 0:
+            del self.open[peer]
+
+    def unsent(self, owner: str | None = None) -> int:
+        """Bytes of answers waiting for their clients: in all, or of one owner's requests."""
+        return sum(
+            conn.unsent_bytes
+            for conn, whose in self.waiting.items()
+            if owner is None or whose == owner
+        )
+
+    def check_unsent(self, owner: str | None) -> None:
+        """Raise Overloaded while answers wait unread past a cap, in all or of this owner."""
+        held, mine = self.unsent(), self.unsent(owner) if owner is not None else 0
+        if held < self.unsent_cap and mine < self.unsent_key_cap:
+            return
+        whose = "this key's" if mine >= self.unsent_key_cap else "all"
+        error = Overloaded(
+            f"{whose} answers not yet read by their clients hold {max(mine, held) / MB:.0f} MiB: "
+            "read them (a client that does not is dropped after --send-timeout-s)",
+            retry_after_s=self.send_timeout_s,
+        )
+        error.code = "answers_unread"
+        raise error
+
+    def health(self) -> dict[str, int]:
+        """/health's `connections`: open and their cap, and the bytes of answers unread."""
+        return {
+            "open": self.total,
+            "max": self.total_cap,
+            "max_per_peer": self.peer_cap,
+            "unread_bytes": self.unsent(),
+        }
+
+    def accept_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The event loop's exception handler: an accept short of a resource is noted in the
+        burst; anything else goes to the default handler."""
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in RESOURCE_ERRORS:
+            self.accept_errors.note(f"{context.get('message')}: {exc}; {self.total} open")
+            return
+        loop.default_exception_handler(context)
+
+
+class UnsentLimit:
+    """ASGI middleware: a request that would make audio is refused (429, Retry-After) while
+    answers already made wait unread past the caps: in all, and of its key."""
+
+    def __init__(self, app: ASGIApp, book: ConnectionBook) -> None:
+        self.app = app
+        self.book = book
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in SYNTHESIS_PATHS:
+            tenant = scope.get(TENANT)
+            try:
+                self.book.check_unsent(tenant.owner if tenant is not None else None)
+            except Overloaded as error:
+                await reply(error, scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,80 @@
+"""The connection book's arithmetic: the caps derived from the descriptor limit, the address a
+connection counts against, and the caps on connections and on answers waiting unread. The
+same book in a real server, with real sockets: tests/integration/test_connections.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from supervisor.errors import Overloaded
+from supervisor.http.connections import MB, ConnectionBook, connection_caps, peer_of
+from supervisor.settings import Settings
+
+
+def settings(**values: object) -> Settings:
+    return Settings(model="", engine="null", **values)
+
+
+@pytest.mark.parametrize(
+    ("descriptors", "caps"),
+    [(1024, (768, 192)), (256, (8, 2)), (524288, (16384, 4096))],
+)
+def test_caps_leave_room_for_sidecars_the_store_and_callbacks(
+    descriptors: int, caps: tuple[int, int]
+) -> None:
+    assert connection_caps(settings(), descriptors) == caps
+
+
+def test_caps_set_are_taken_as_they_are() -> None:
+    given = settings(max_connections=100, max_connections_per_peer=7)
+    assert connection_caps(given, 1024) == (100, 7)
+
+
+@pytest.mark.parametrize(
+    ("client", "peer"),
+    [
+        (("127.0.0.1", 5), "127.0.0.1"),
+        (("::1", 5), "::1"),
+        (("2001:db8::1", 5), "2001:db8::/64"),
+        (("2001:db8::ffff:1", 5), "2001:db8::/64"),
+        (("::ffff:10.0.0.1", 5), "10.0.0.1"),
+        (None, "unix"),
+    ],
+)
+def test_an_ipv6_host_counts_as_its_64(client: tuple[str, int] | None, peer: str) -> None:
+    assert peer_of(client) == peer
+
+
+def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> None:
+    async def scenario() -> None:  # a refusal is noted in a burst, on the running loop
+        book = ConnectionBook(settings(max_connections=3, max_connections_per_peer=2), 1024)
+        assert book.admit("a") and book.admit("a")
+        assert not book.admit("a")  # per address
+        assert book.admit("b")
+        assert not book.admit("c")  # in all
+        assert book.refusals.count == 2
+        book.release("a")
+        assert book.admit("c") and book.total == 3
+
+    asyncio.run(scenario())
+
+
+class Waiting:
+    def __init__(self, unsent_bytes: int) -> None:
+        self.unsent_bytes = unsent_bytes
+
+
+def test_answers_waiting_unread_count_in_all_and_per_key() -> None:
+    book = ConnectionBook(settings(max_unsent_mb=10, max_unsent_mb_per_key=4), 1024)
+    book.waiting[Waiting(3 * MB)] = "a"
+    book.check_unsent("a")
+    book.waiting[Waiting(2 * MB)] = "a"
+    with pytest.raises(Overloaded, match="this key's"):
+        book.check_unsent("a")
+    book.check_unsent("b")
+    book.waiting[Waiting(6 * MB)] = "b"
+    with pytest.raises(Overloaded) as refused:
+        book.check_unsent("c")
+    assert refused.value.code == "answers_unread" and refused.value.retry_after_s == 60
