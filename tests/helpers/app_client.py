@@ -17,7 +17,10 @@ from tests.helpers.harness import SPAWN_S, fast_settings
 from tests.helpers.live_server import AUTH, KEY
 from tests.helpers.waits import wait_until
 
-__all__ = ["AUTH", "KEY", "app_client"]
+__all__ = ["AUTH", "KEY", "WS_HEADERS", "app_client"]
+
+# A WebSocket handshake: TestClient names the Host "testserver" there, which the server refuses.
+WS_HEADERS = {**AUTH, "Host": "localhost"}
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The routes' tests share one app per module: the real app in this process on the null engine
+"""A `client` fixture: one app per test module, the real app in this process on the null engine
 (tests/helpers/app_client.py), with the module's `APP_SETTINGS` if it has them."""
 
 from __future__ import annotations
