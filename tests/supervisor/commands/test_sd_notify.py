@@ -128,7 +128,7 @@ def test_run_says_ready_once_pings_only_while_alive_and_never_ready_after_stoppi
                 if done(got) and passes >= start + 2:  # two passes at least: a wrong READY shows
                     return got
                 assert loop.time() < deadline, f"no {what} within {STALL_S:g} s: {got}"
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # the poll of this wait, which also counts passes
 
         def pings(n: int) -> Callable[[list[str]], bool]:
             return lambda got: got.count("WATCHDOG=1") >= n
