@@ -1,4 +1,4 @@
-"""supervisor/http/routes/speech.py: `/v1/audio/speech`'s own contract (a JSON body or a 415,
+"""supervisor/http/routes/speech.py, its answers: `/v1/audio/speech`'s own contract (a JSON body or a 415,
 a whole file or SSE events), its request deadline and its watch for a client gone (the speech
 fields themselves: tests/supervisor/speech; the whole API: tests/integration/test_api.py)."""
 
