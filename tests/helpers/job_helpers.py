@@ -13,6 +13,7 @@ import av
 
 from tests.helpers.harness import assert_gone
 from tests.helpers.live_server import KEY, REPO_ROOT, LiveServer
+from tests.helpers.waits import wait_until
 
 RATE = 24000
 
@@ -83,15 +84,15 @@ def run_synth(
 
 def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     """Sidecars whose supervisor was SIGKILLed exit on their own within about a second."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def gone() -> bool:
         try:
             assert_gone(pids)
-            return
         except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+            return False
+        return True
+
+    wait_until(gone, timeout_s, f"the sidecars {pids} to exit")
 
 
 __all__ = ["KEY", "decoded_seconds", "ended", "job", "run_synth", "submit", "wait_gone", "wait_job"]

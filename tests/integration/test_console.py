@@ -461,7 +461,7 @@ def busy_minute(server: LiveServer) -> None:
         server.request(
             "POST", "/v1/audio/speech", json={"input": "Boats are coming in. " * (1 + n % 4)}
         )
-        time.sleep(1)
+        time.sleep(1)  # a request a second: the load the screenshot shows
     server.request("DELETE", f"/v1/jobs/{job['id']}")
 
 

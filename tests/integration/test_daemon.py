@@ -27,6 +27,7 @@ import pytest
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.ports import free_port
+from tests.helpers.waits import wait_until
 
 WATCHDOG_S = 1.0  # systemd would ping-check every 1 s; the server pings every 0.5 s
 
@@ -76,10 +77,7 @@ class Manager:
 
     def until(self, condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
         """Poll until condition() holds; fail naming `what` after a generous timeout_s."""
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            assert time.monotonic() < deadline, f"no {what} within {timeout_s:g} s: {self.messages}"
-            time.sleep(0.02)
+        wait_until(condition, timeout_s, f"{what} (got {self.messages})")
 
     def pings(self, start: float, end: float) -> list[float]:
         return [
@@ -98,10 +96,9 @@ class Server:
         return httpx.post(self.url + "/v1/audio/speech", json={"input": text}, timeout=120)
 
     def wait_busy(self) -> None:
-        deadline = time.monotonic() + 30
-        while self.health()["sidecars"][0]["state"] != "busy":
-            assert time.monotonic() < deadline, "the request never started"
-            time.sleep(0.05)
+        wait_until(
+            lambda: self.health()["sidecars"][0]["state"] == "busy", 30, "the request to start"
+        )
 
     def tail(self) -> str:
         return self.log.read_text()[-3000:]

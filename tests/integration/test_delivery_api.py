@@ -9,7 +9,6 @@ loudness by pyloudnorm. Targets are ones this checkpoint's sound can reach (see 
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from scipy.signal import resample_poly
 
 from tests.helpers.live_server import LiveServer, live
 from tests.helpers.texts import LONG
+from tests.helpers.waits import wait_until
 
 SHORT = "Hello from the quiet harbour."
 
@@ -120,11 +120,15 @@ def test_a_job_item_gets_its_profile(server: LiveServer) -> None:
         {"id": "alaw", "input": SHORT, "response_format": "alaw"},
     ]
     job = server.request("POST", "/v1/jobs", json={"items": items}).json()
-    deadline = time.monotonic() + 300
-    while job["state"] not in ("completed", "failed"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-        job = server.request("GET", f"/v1/jobs/{job['id']}").json()
+    job = wait_until(
+        lambda: (
+            (got := server.request("GET", f"/v1/jobs/{job['id']}").json())["state"]
+            in ("completed", "failed")
+            and got
+        ),
+        300,
+        "the job to end",
+    )
     assert job["state"] == "completed", job
     phone = server.request("GET", job["items"][0]["audio_url"]).content
     info = soundfile.info(io.BytesIO(phone))

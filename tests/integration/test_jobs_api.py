@@ -37,6 +37,7 @@ from tests.helpers.job_helpers import (
 )
 from tests.helpers.live_server import REPO_ROOT, LiveServer, live
 from tests.helpers.texts import LONG, SENTENCES
+from tests.helpers.waits import wait_until
 
 FORMATS = ["wav", "mp3", "flac", "opus", "aac", "pcm"]
 
@@ -401,13 +402,14 @@ def test_synth_interrupted_writes_the_items_already_finished(
 
 def wait_job_submitted(server: LiveServer, first_id: str) -> str:
     """The id of the newest job, once its first item has the given id."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def newest() -> str | None:
         jobs = server.request("GET", "/v1/jobs?limit=1").json()["data"]
         if jobs and job(server, jobs[0]["id"])["items"][0]["id"] == first_id:
             return str(jobs[0]["id"])
-        time.sleep(0.1)
-    raise AssertionError("synth submitted no job")
+        return None
+
+    return wait_until(newest, 60, "synth to submit its job")
 
 
 def test_synth_lists_failed_items_and_refuses_a_bad_manifest(
@@ -480,10 +482,12 @@ def test_synth_after_the_server_was_killed_halfway_does_only_the_rest(
             "2",
         ]
         first = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while len([p for p in out.glob("clip-*")]) < 8:
-            assert time.monotonic() < deadline and first.poll() is None, "synth made no progress"
-            time.sleep(0.05)
+
+        def eight_clips() -> bool:
+            assert first.poll() is None, "synth exited before making eight clips"
+            return len(list(out.glob("clip-*"))) >= 8
+
+        wait_until(eight_clips, 120, "synth to make eight clips")
         sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait()
@@ -597,10 +601,13 @@ def test_synth_with_a_model_interrupted_makes_nothing_twice(
     store = out / ".synth-server" / "jobs.sqlite3"
     synth = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        deadline = time.monotonic() + 120
-        while not (item_states(store).get("done", 0) >= 2 and item_states(store).get("running")):
-            assert synth.poll() is None and time.monotonic() < deadline, "no item ran"
-            time.sleep(0.1)
+
+        def two_done_one_running() -> bool:
+            assert synth.poll() is None, "synth exited before its items ran"
+            states = item_states(store)
+            return states.get("done", 0) >= 2 and bool(states.get("running"))
+
+        wait_until(two_done_one_running, 120, "two items done and one running")
         synth.send_signal(signal.SIGINT)
         _, stderr = synth.communicate(timeout=120)
     finally:

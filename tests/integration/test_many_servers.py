@@ -13,7 +13,7 @@ import contextlib
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pytest
 from tests.helpers.job_helpers import decoded_seconds, ended, job, submit, wait_gone, wait_job
 from tests.helpers.live_server import LiveServer, live
 from tests.helpers.pg_cluster import Cluster
+from tests.helpers.waits import wait_until
 
 ITEMS = 300
 LEASE_S = 5  # short: the killed server's items run elsewhere within seconds
@@ -44,13 +45,6 @@ def owner_prefix(server: LiveServer) -> str:
 def query(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute(sql, params).fetchall()
-
-
-def until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 @contextlib.contextmanager
@@ -97,8 +91,8 @@ def test_three_servers_share_a_job_through_a_kill_and_a_cut_connection(
         ]
         job_id = submit(a, items)["id"]
         # Each server takes a share of the one queue; B is killed while it holds items.
-        until(lambda: finished_by(url, b) > 0 and running_for(url, b) > 0, 300, "B to work")
-        until(lambda: finished_by(url, c) > 0, 300, "C to finish items")
+        wait_until(lambda: finished_by(url, b) > 0 and running_for(url, b) > 0, 300, "B to work")
+        wait_until(lambda: finished_by(url, c) > 0, 300, "C to finish items")
         sidecars = [s["pid"] for s in b.health()["sidecars"] if s["pid"]]
         killed_at = time.monotonic()
         b.proc.send_signal(signal.SIGKILL)

@@ -19,6 +19,7 @@ import pytest
 
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.live_server import REPO_ROOT, free_port, tone_wav
+from tests.helpers.waits import wait_until
 
 WORDS_36 = (
     "The harbour opens at dawn and the first ferry leaves at six. Fishing boats come back before noon with the catch. "
@@ -324,10 +325,11 @@ def test_studio_environment_names(
     )
 
     # Idle reaping after 1 s (OMNIVOICE_SIDECAR_IDLE_TIMEOUT_S); the next request starts a sidecar again.
-    deadline = time.monotonic() + 30
-    while httpx.get(url + "/health", timeout=5).json()["sidecars"][0]["state"] != "reaped":
-        assert time.monotonic() < deadline, output.read_text()[-2000:]
-        time.sleep(0.1)
+    wait_until(
+        lambda: httpx.get(url + "/health", timeout=5).json()["sidecars"][0]["state"] == "reaped",
+        30,
+        f"the idle sidecar to be reaped; log: {output.read_text()[-2000:]}",
+    )
     assert (
         httpx.get(url + "/ready", timeout=5).status_code == 200
     )  # a reaped sidecar is still capacity
@@ -363,12 +365,8 @@ def test_request_timeout_s_answers_504_and_frees_the_queue(tmp_path: Path) -> No
             slow.json()["error"]["code"] == "request_timeout"
             and "request_timeout_s of 1 s" in slow.json()["error"]["message"]
         )
-        deadline = time.monotonic() + 10
-        while server.health()["queue"][
-            "tasks"
-        ]:  # the task was cancelled; nothing of it stays admitted
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        # the task was cancelled; nothing of it stays admitted
+        wait_until(lambda: not server.health()["queue"]["tasks"], 10, "an empty queue")
         events = server.request(
             "POST",
             "/v1/audio/speech",

@@ -24,6 +24,7 @@ import pytest
 from tests.helpers.job_helpers import ended, submit, wait_job
 from tests.helpers.live_server import REPO_ROOT, LiveServer, free_port, live, tone_wav
 from tests.helpers.pg_cluster import Cluster
+from tests.helpers.waits import wait_until
 
 VISIBLE_S = 2.0  # the issue's promise: a voice made on one server is usable on another this soon
 SHORT = "The museum will close in fifteen minutes."
@@ -75,13 +76,13 @@ def seconds_of(wav_bytes: bytes) -> float:
 
 def seen_within(server: LiveServer, name: str, present: bool, since: float) -> float:
     """Poll `server` until the voice is (or is no longer) listed; seconds since `since`."""
-    while True:
-        status = server.request("GET", f"/v1/audio/voices/{name}").status_code
-        if status == (200 if present else 404):
-            return time.monotonic() - since
-        if time.monotonic() - since > 30:
-            raise AssertionError(f"{name} {'never appeared' if present else 'never went'}")
-        time.sleep(0.02)
+    wanted = 200 if present else 404
+    wait_until(
+        lambda: server.request("GET", f"/v1/audio/voices/{name}").status_code == wanted,
+        30 - (time.monotonic() - since),
+        f"{name} to {'appear' if present else 'go'}",
+    )
+    return time.monotonic() - since
 
 
 @pytest.mark.parametrize("kind", ["audio_sample", "prompt"])
@@ -124,15 +125,15 @@ def test_a_job_cancelled_through_one_server_stops_its_items_on_the_other(pair: P
     items = [{"input": f"{SHORT} [[fault:slow:8]]", "response_format": "wav"} for _ in range(8)]
     job_id = submit(a, items)["id"]
     a_name = "%port " + a.url.rsplit(":", 1)[1] + " %"
-    held_by_a: list[tuple[int]] = []
-    deadline = time.monotonic() + 120
-    while not held_by_a:  # A is generating some of them (8 s a batch, by the fault)
-        assert time.monotonic() < deadline, "A never ran an item"
+
+    def running_on_a() -> list[tuple[int]]:
         with psycopg.connect(url) as conn:
-            held_by_a = conn.execute(
+            return conn.execute(
                 "SELECT n FROM items WHERE state = 'running' AND lease_owner LIKE %s", (a_name,)
             ).fetchall()
-        time.sleep(0.1)
+
+    # A is generating some of them (8 s a batch, by the fault)
+    held_by_a = wait_until(running_on_a, 120, "A to run an item")
     cancelled = b.request("DELETE", f"/v1/jobs/{job_id}")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     final = wait_job(a, job_id, ended, 120, "the cancelled job's items to stop")
@@ -175,10 +176,11 @@ def test_a_stopped_database_stops_jobs_not_speech_and_the_servers_recover(
         pg_cluster.start_again()
     # Back by themselves: the same servers, nothing restarted.
     for server in (a, b):
-        deadline = time.monotonic() + 60
-        while (status := server.request("GET", "/v1/jobs").status_code) != 200:
-            assert time.monotonic() < deadline, status
-            time.sleep(0.2)
+        wait_until(
+            lambda s=server: s.request("GET", "/v1/jobs").status_code == 200,
+            60,
+            "the jobs routes to come back",
+        )
     for server in (a, b):
         server.wait_for(lambda h: h["jobs"]["state"] == "ok", 60, "the job store to be back")
     final = wait_job(b, job_id, ended, 300, "the job to end after the database came back")

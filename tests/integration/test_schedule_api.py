@@ -461,7 +461,7 @@ def test_a_reaped_sidecar_is_ready_before_not_before_and_reaped_again_after(
             report = job(server, created["id"])["warm_up"]
             if report is not None:
                 reports.append(report)
-            time.sleep(0.2)
+            time.sleep(0.2)  # a sample of the sidecar's state every 0.2 s until not_before
         ready_at = [at_ for at_, state in seen if state in ("ready", "busy")]
         assert ready_at, f"no sidecar was ready before not_before: {seen[-5:]}"
         first_ready = ready_at[0]

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from sidecar.devtools.faults import LOAD_ENV
 from tests.helpers.harness import SPAWN_S, assert_gone
+from tests.helpers.job_helpers import wait_gone
 from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port
 
 
@@ -170,15 +170,7 @@ def test_sidecars_exit_when_the_supervisor_is_killed(start_server: Any) -> None:
     pids = server.sidecar_pids()
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait(10)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            assert_gone(pids)
-            break
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    wait_gone(pids)
 
 
 def test_every_device_failed_means_failed_health_and_a_nonzero_exit(start_server: Any) -> None:

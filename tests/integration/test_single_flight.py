@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -22,6 +21,7 @@ import pytest
 
 from tests.helpers.job_helpers import ended, submit, wait_job
 from tests.helpers.live_server import KEY, LiveServer, live
+from tests.helpers.waits import wait_until
 
 BOUND_S = 120.0
 
@@ -50,20 +50,12 @@ def counters(server: LiveServer) -> dict[str, float]:
     return out
 
 
-def wait_until(server: LiveServer, name: str, value: float) -> None:
-    start = time.monotonic()
-    while counters(server)[name] != value:
-        assert time.monotonic() - start < BOUND_S, (
-            f"{name} never reached {value}: {counters(server)}"
-        )
-        time.sleep(0.05)
+def wait_exactly(server: LiveServer, name: str, value: float) -> None:
+    wait_until(lambda: counters(server)[name] == value, BOUND_S, f"{name} to reach {value}")
 
 
 def wait_at_least(server: LiveServer, name: str, value: float) -> None:
-    start = time.monotonic()
-    while counters(server)[name] < value:
-        assert time.monotonic() - start < BOUND_S, f"{name} never reached {value}"
-        time.sleep(0.05)
+    wait_until(lambda: counters(server)[name] >= value, BOUND_S, f"{name} to reach {value}")
 
 
 @contextlib.contextmanager
@@ -90,9 +82,9 @@ def test_ten_identical_seeded_requests_make_one_generation(server: LiveServer) -
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         with stopped_sidecar(server):
             first = pool.submit(post, server, body)
-            wait_until(server, "queue", before["queue"] + 1)  # the first leads: its task is in
+            wait_exactly(server, "queue", before["queue"] + 1)  # the first leads: its task is in
             rest = [pool.submit(post, server, body) for _ in range(9)]
-            wait_until(server, "waiting", 9)  # the nine wait for it, nothing of theirs queued
+            wait_exactly(server, "waiting", 9)  # the nine wait for it, nothing of theirs queued
             assert counters(server)["queue"] == before["queue"] + 1
         answers = [first.result(), *(f.result() for f in rest)]
     assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
@@ -122,11 +114,11 @@ def test_a_leader_that_leaves_hands_the_work_to_a_waiter(server: LiveServer) -> 
         with stopped_sidecar(server):
             leader = socket.create_connection((host, int(port)))
             leader.sendall(head.encode() + b"\r\n" + raw.read())
-            wait_until(server, "queue", before["queue"] + 1)
+            wait_exactly(server, "queue", before["queue"] + 1)
             rest = [pool.submit(post, server, body) for _ in range(8)]
-            wait_until(server, "waiting", 8)
+            wait_exactly(server, "waiting", 8)
             leader.close()  # the leader's client leaves: a waiter leads, the other seven wait on
-            wait_until(server, "waiting", 7)
+            wait_exactly(server, "waiting", 7)
         answers = [f.result() for f in rest]
     assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
     assert sorted(a.headers["X-Cache"] for a in answers) == ["hit"] * 7 + ["miss"]

@@ -141,7 +141,7 @@ async def offer(url: str) -> tuple[list[Answer], float]:
         for i in range(REQUESTS):
             delay = started + i / RATE - time.monotonic()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay)  # the offered load's pace: RATE requests a second
             tasks.append(asyncio.create_task(speak(client, url, i)))
         offered_s = time.monotonic() - started
         return list(await asyncio.gather(*tasks)), offered_s
@@ -167,7 +167,7 @@ async def inject(url: str, plan: list[signal.Signals], done: asyncio.Event) -> l
                 ):
                     target = state
                 else:
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # poll for a busy sidecar to hit
             await asyncio.sleep(random.uniform(0.05, 0.4))  # somewhere inside the batch
             os.kill(target["pid"], sig)
             hit_at = time.monotonic()
@@ -181,7 +181,7 @@ async def inject(url: str, plan: list[signal.Signals], done: asyncio.Event) -> l
                 assert time.monotonic() - hit_at < 120, (
                     f"no replacement sidecar after {sig.name}: {state}"
                 )
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # poll for the replacement, timed from the hit
             log.append(
                 {
                     "signal": sig.name,

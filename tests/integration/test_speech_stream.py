@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.helpers.live_server import AUTH, KEY, LiveServer, live
+from tests.helpers.waits import wait_until
 
 RECV_S = 120  # a whole segment on a loaded 2-core machine; the tests wait on messages, not time
 BUFFER = 160  # --stream-buffer-chars
@@ -225,10 +226,8 @@ def test_a_sidecar_killed_under_a_segment_costs_it_a_retry_not_the_session(
             ws, "input.text", text=f"The first one. The second one [[fault:hang@{once}]]. A third."
         )
         send(ws, "input.done")
-        deadline = time.monotonic() + RECV_S
-        while once.exists():  # the batch holding the second segment has started (and hangs)
-            assert time.monotonic() < deadline, "the hang fault never fired"
-            time.sleep(0.02)
+        # the batch holding the second segment has started (and hangs)
+        wait_until(lambda: not once.exists(), RECV_S, "the hang fault to fire")
         os.kill(pid, signal.SIGKILL)
         events = utterance(ws)
     done = segments(events)

@@ -113,7 +113,7 @@ def test_a_socket_without_a_key_is_closed_after_the_auth_time_whatever_it_sends(
                 break
             assert got["code"] == "invalid_api_key" and got["param"] == "api_key"
             refused += 1
-            time.sleep(0.2)
+            time.sleep(0.2)  # the attacker's pace: refused messages, over the auth deadline
         else:
             pytest.fail("a socket without a key was kept open by its refused messages")
     assert refused >= 2 and AUTH_S - 0.5 <= time.monotonic() - opened <= AUTH_S + 5
@@ -130,7 +130,7 @@ def test_refused_messages_do_not_keep_a_session_from_idling_out(server: LiveServ
                 send(ws, "speech.please")
                 while (got := message(ws))["code"] != "invalid_message":
                     codes.append(got["code"])
-                time.sleep(0.3)
+                time.sleep(0.3)  # the client's pace: refused messages, over the idle deadline
         while True:  # what came before the close
             try:
                 codes.append(message(ws)["code"])

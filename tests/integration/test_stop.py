@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.ports import free_port
+from tests.helpers.waits import wait_until
 
 START_S = 30.0
 
@@ -29,6 +30,18 @@ def command(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+def wait_busy(port: int) -> None:
+    """Until the server's sidecar is generating (the request in flight has reached it)."""
+    wait_until(
+        lambda: (
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"]
+            == "busy"
+        ),
+        60,
+        "the request to reach the sidecar",
     )
 
 
@@ -117,11 +130,7 @@ def test_stop_by_port_waits_for_work_in_flight(serve: Any) -> None:
         )
     )
     thread.start()
-    while (
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"]
-        != "busy"
-    ):
-        time.sleep(0.05)
+    wait_busy(port)
     done = command("stop", "--port", str(port))
     assert done.returncode == 0, done.stdout + done.stderr
     thread.join(30)
@@ -139,11 +148,7 @@ def test_stop_past_its_timeout_sends_a_second_sigterm(serve: Any) -> None:
         )
     )
     thread.start()
-    while (
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["sidecars"][0]["state"]
-        != "busy"
-    ):
-        time.sleep(0.05)
+    wait_busy(port)
     done = command("stop", "--port", str(port), "--timeout-s", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "second SIGTERM" in done.stdout and "cut short" in done.stdout

@@ -203,7 +203,7 @@ def test_the_runner_times_each_batch_and_the_gap_before_it(model: OmniVoiceModel
     assert first.gap_s == 0  # no batch before the first
     assert added == {"forward_s": first.forward_s, "batch_s": first.batch_s, "gap_s": 0.0}
     assert runner.settle() == dict.fromkeys(added, 0.0)  # reported once
-    time.sleep(0.05)
+    time.sleep(0.05)  # a gap between two batches: the gap_s measured next
     generate_tokens(model, prompts, runner=runner)
     runner.settle()
     second = runner.stats

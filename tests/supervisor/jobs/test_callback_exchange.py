@@ -52,7 +52,7 @@ async def run_until(sender: CallbackSender, settled: Any, within_s: float, what:
     while not settled():
         assert time.monotonic() < deadline, f"{what}: not within {within_s} s"
         await sender.dispatch()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # runner passes, paced as the runner paces them
 
 
 def settings(**values: Any) -> Settings:

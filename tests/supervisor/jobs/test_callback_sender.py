@@ -49,15 +49,15 @@ def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
         try:
             while not receiver.statuses or sender.sending:
                 await sender.dispatch()
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # runner passes, paced as the runner paces them
             await sender.dispatch()  # within the backoff: nothing is sent
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # time for a wrong send to arrive, within the 0.5 s backoff
             assert receiver.statuses == [503]
             deadline = time.monotonic() + 30
             while store.job(job_id, False)["callback"]["state"] == "pending":  # type: ignore[index]
                 assert time.monotonic() < deadline
                 await sender.dispatch()
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # runner passes, paced as the runner paces them
         finally:
             await sender.close()
 
@@ -86,7 +86,7 @@ def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
         try:
             for _ in range(20):  # ten runner passes' worth
                 await sender.dispatch()
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # the passes' pace is what the hold is measured against
             assert job_id in sender.held and sender.held[job_id] > time.monotonic() + HOLD_S / 2
         finally:
             await sender.close()

@@ -16,6 +16,7 @@ from supervisor.jobs.postgres_store import CALLBACK_CLAIM_S, PostgresJobStore
 from supervisor.jobs.schedule import JobSchedule
 from tests.helpers.job_store import new_items
 from tests.helpers.pg_cluster import Cluster
+from tests.helpers.waits import wait_until
 
 LEASE_S = 3.0
 
@@ -32,13 +33,6 @@ def stores(pg_url: str) -> Iterator[Callable[[str], PostgresJobStore]]:
     yield store
     for db in opened:
         db.close()
-
-
-def until(condition: Callable[[], object], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_servers_starting_together_migrate_the_schema_once(pg_url: str) -> None:
@@ -104,7 +98,9 @@ def test_an_expired_lease_lets_another_server_finish_the_item_exactly_once(
     assert a.claim([key]) == {key} and b.claim([key]) == set()
     assert a.renew([key, (job_id, 1)]) == {key} and b.renew([key]) == set()  # only the owner's
     assert b.expire() == 0  # the lease holds while it is renewed
-    until(lambda: b.expire() == 1)  # a stops renewing (it was SIGKILLed, say): back to queued
+    wait_until(
+        lambda: b.expire() == 1, 30, "a's lease to expire"
+    )  # a stops renewing (it was SIGKILLed, say): back to queued
     assert a.renew([key]) == set()  # a learns it lost the item
     assert b.claim([key]) == {key}
     assert not a.finish(key, "wav", b"late", 1, 1.0)  # a's late result is refused
@@ -127,7 +123,7 @@ def test_an_expired_item_of_a_cancelled_job_ends_cancelled(
     job_id, _ = a.create(new_items(2), "d")
     assert a.claim([(job_id, 0)]) == {(job_id, 0)}
     assert a.cancel(job_id)
-    until(lambda: a.expire() == 1)
+    wait_until(lambda: a.expire() == 1, 30, "b's lease to expire")
     view = a.job(job_id)
     assert view is not None and [i["state"] for i in view["items"]] == ["cancelled"] * 2
 

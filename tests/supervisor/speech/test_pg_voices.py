@@ -12,6 +12,7 @@ from supervisor.errors import Conflict
 from supervisor.speech.pg_voices import PgVoiceStore
 from supervisor.speech.voices import SavedVoice
 from tests.helpers.pg_cluster import Cluster
+from tests.helpers.waits import wait_until
 
 
 @pytest.fixture
@@ -33,24 +34,17 @@ def designed(name: str) -> SavedVoice:
     return SavedVoice(name, int(time.time()), "prompt", prompt="female, low pitch", seed=7)
 
 
-def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_a_voice_added_or_deleted_on_one_store_follows_on_the_other(
     stores: Callable[[str], PgVoiceStore],
 ) -> None:
     a, b = stores("va"), stores("vb")
     a.add(designed("narrator"))
-    until(lambda: b.get("narrator") is not None)
+    wait_until(lambda: b.get("narrator") is not None, 30, "b to see the new voice")
     assert b.get("narrator") == a.get("narrator")  # every field, seed included
     with pytest.raises(Conflict):
         b.add(designed("narrator"))
     assert b.delete("narrator")
-    until(lambda: a.get("narrator") is None)
+    wait_until(lambda: a.get("narrator") is None, 30, "a to see it gone")
     assert not a.delete("narrator")
 
 
@@ -65,6 +59,8 @@ def test_a_lost_listener_reconnects_and_catches_up(
     pg_cluster: Cluster, stores: Callable[[str], PgVoiceStore]
 ) -> None:
     a, b = stores("va"), stores("vb-cut")
-    until(lambda: pg_cluster.terminate("omnivoice vb-cut") >= 1)  # the listener among them
+    wait_until(
+        lambda: pg_cluster.terminate("omnivoice vb-cut") >= 1, 30, "b's connections"
+    )  # the listener among them
     a.add(designed("while-b-was-away"))  # its NOTIFY may find nobody listening on b's side
-    until(lambda: b.get("while-b-was-away") is not None)
+    wait_until(lambda: b.get("while-b-was-away") is not None, 30, "b to catch up")

@@ -146,7 +146,7 @@ def test_backoff_grows_between_respawns(
                 if len(pool.slots[0].pids) > seen:
                     seen = len(pool.slots[0].pids)
                     starts.append(time.monotonic())
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # sampling: each start's time is what is measured
 
     with caplog.at_level(logging.INFO, logger="omnivoice.pool"):
         run(scenario())
@@ -182,7 +182,7 @@ def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() 
                 stepped_early = stepped_early or (
                     len(session.batches) == 2 and session.batches[1].started
                 )
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # sampling the batches in flight until the first ends
             results = await asyncio.gather(*futures)
             assert [r["op"] for r in results] == ["result", "result"]
             assert stepped_early, "batch 2 never stepped while batch 1 decoded"
@@ -209,7 +209,7 @@ def test_a_third_batch_goes_to_the_sidecar_while_the_first_decodes() -> None:
                 session = pool.slots[0].session
                 assert session is not None
                 most = max(most, len(session.batches))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # sampling the batches in flight until the first ends
             results = await asyncio.gather(*futures)
             assert [r["id"] for r in results] == ["a", "b", "c"]
             assert most == 3, "the third batch was not sent while the first decoded"

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
-import time
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -20,6 +20,7 @@ from supervisor.supervision.process import (
     SidecarState,
     decode_exit,
 )
+from tests.helpers.harness import wait_for
 
 
 @pytest.mark.parametrize(
@@ -46,11 +47,8 @@ def test_every_state_can_die_and_dead_is_final() -> None:
     assert TRANSITIONS[SidecarState.DEAD] == frozenset()
 
 
-async def wait(predicate, timeout_s: float = 20) -> None:  # type: ignore[no-untyped-def]
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < timeout_s
-        await asyncio.sleep(0.02)
+async def wait(predicate: Callable[[], bool], timeout_s: float = 20) -> None:
+    await wait_for(predicate, timeout_s, "the sidecar process")
 
 
 def test_null_sidecar_frames_and_stderr_reach_the_parent(caplog: pytest.LogCaptureFixture) -> None:

@@ -16,7 +16,7 @@ import pytest
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.process import FrameHandler
 from supervisor.supervision.slot import SlotState
-from tests.supervisor.supervision.test_pool import (
+from tests.helpers.fake_pool import (
     READY,
     Arbiter,
     FakeProcess,
