@@ -20,10 +20,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sidecar.audio.checks import run_checks
-from sidecar.devtools.faults import Faults
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
+from sidecar.serve.hooks import Hooks
 from sidecar.serve.inbox import Inbox, is_join
 from sidecar.serve.park import Dismissed, wait_for_go
 from sidecar.serve.wire import (
@@ -53,13 +53,13 @@ WARMUP_TEXT = "Warm up."
 
 
 class Sidecar:
-    def __init__(self, channel: Channel, args: argparse.Namespace) -> None:
+    def __init__(
+        self, channel: Channel, args: argparse.Namespace, hooks: Hooks | None = None
+    ) -> None:
         self.channel = channel
         self.args = args
         self.device = args.device
-        self.faults = Faults(
-            args.test_faults, channel.write_raw, args.max_frame_bytes, args.test_fault_dir
-        )
+        self.hooks = hooks or Hooks()  # production's do nothing (sidecar/serve/hooks.py)
         self.engine: engines.Engine | None = None
         self.steps = 0
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
@@ -103,7 +103,7 @@ class Sidecar:
     def load(self) -> int | None:
         """Load and warm the engine; send `ready`. Returns an exit code if that failed."""
         self.channel.send({"op": "progress", "stage": "start"})
-        self.faults.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
+        self.hooks.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
         dtype = engines.resolve_dtype(self.args.dtype, self.device)
         started = time.monotonic()
         try:
@@ -255,7 +255,7 @@ class Sidecar:
     # ------------------------------------------------------------ generation
 
     def to_entry(self, item: Item) -> BatchEntry:
-        text, faults = self.faults.strip(item["text"])
+        text, faults = self.hooks.item(item["text"])
         options = {key: item[key] for key in ITEM_OPTIONS if key in item}  # type: ignore[literal-required]
         options["text"] = text
         voice = item.get("voice")
@@ -307,7 +307,7 @@ class Sidecar:
         """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
         assert self.engine is not None
         try:
-            self.faults.on_decode([fault for entry in group.entries for fault in entry.faults])
+            self.hooks.on_decode([fault for entry in group.entries for fault in entry.faults])
             results = self.engine.decode(group.pending, timings, express)
         except Exception as exc:
             if engines.is_device_fatal(exc):
@@ -352,7 +352,7 @@ class Sidecar:
     def send_result(
         self, batch: int, entry: BatchEntry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
-        spoiled = self.faults.on_output(
+        spoiled = self.hooks.on_output(
             entry.faults, result.audio, result.sample_rate, entry.attempt
         )
         audio = audio_to_wire(spoiled, encoding)
