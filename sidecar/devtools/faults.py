@@ -133,8 +133,8 @@ def _ours(faults: Sequence[object]) -> list[Fault]:
 class Faults(Hooks):
     """The faults of one sidecar, at the frame loop's hooks."""
 
-    def __init__(self, channel: Channel, token_dir: str | None = None) -> None:
-        self.channel = channel
+    def __init__(self, channel: Channel | None = None, token_dir: str | None = None) -> None:
+        self.channel = channel  # for `garbage` and `oversize`; None where only audio is spoiled
         self.token_dir = token_dir or os.environ.get(DIR_ENV) or tempfile.gettempdir()
 
     def item(self, text: str) -> tuple[str, list[Fault]]:
@@ -177,9 +177,9 @@ class Faults(Hooks):
                 print(f"test fault: stray print at step {step}")
                 sys.stdout.flush()
                 os.write(1, b"test fault: stray write to fd 1\n")
-            elif fault.name == "garbage" and step == 1:
+            elif fault.name == "garbage" and step == 1 and self.channel is not None:
                 self.channel.write_raw(HEADER.pack(3) + b"\xc1\xc1\xc1")
-            elif fault.name == "oversize" and step == 1:
+            elif fault.name == "oversize" and step == 1 and self.channel is not None:
                 self.channel.write_raw(HEADER.pack(self.channel.max_frame_bytes + 1) + b"\x80")
             elif fault.name == "raise":
                 raise RuntimeError("injected fault: exception inside the model")

@@ -42,7 +42,6 @@ def server(
 ) -> Iterator[LiveServer]:
     # A deadline past any respawn: the kill test is about the respawn, not the deadline.
     flags = (
-        "--test-faults",
         "--asr-model",
         str(whisper_dir),
         "--qa-thresholds",
@@ -50,7 +49,9 @@ def server(
         "--asr-timeout-s",
         "120",
     )
-    with live(tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir) as running:
+    with live(
+        tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir, faults=True
+    ) as running:
         running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
         yield running
 
