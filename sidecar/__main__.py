@@ -42,11 +42,10 @@ def main(make_hooks: HooksFactory | None = None) -> int:
 
     write_frame(wfile, {"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
 
+    from sidecar.serve.hooks import no_hooks
     from sidecar.serve.main import main as serve
 
-    if make_hooks is None:
-        return serve(sys.argv[1:], rfile, wfile, STARTED)
-    return serve(sys.argv[1:], rfile, wfile, STARTED, make_hooks)
+    return serve(sys.argv[1:], rfile, wfile, STARTED, make_hooks or no_hooks)
 
 
 if __name__ == "__main__":
