@@ -49,7 +49,7 @@ def main() -> None:
     engine = engines.load_engine(
         engines.EngineSpec("omnivoice", args.model, args.device, dtype), lambda _: None
     )
-    faults = Faults(True, lambda _: None, 1 << 20)
+    faults = Faults()
     if args.asr_model:
         from sidecar.audio.asr import Transcriber
 

@@ -7,9 +7,15 @@ corrupting the frame stream. `hello` goes out before the engine is imported, pro
 channel to the supervisor within milliseconds of the exec.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # nothing heavy before `hello`
+    from sidecar.serve.hooks import HooksFactory
 
 STARTED = time.monotonic()  # the start's stages are timed from here (sidecar/serve/load_timer.py)
 
@@ -25,7 +31,9 @@ def _claim_stdio() -> tuple[int, int]:
     return frames_in, frames_out
 
 
-def main() -> int:
+def main(make_hooks: HooksFactory | None = None) -> int:
+    """Claim stdio, say hello, serve. `make_hooks`: the test entry point's
+    (sidecar/devtools/faulty_sidecar.py); None, production's no-op hooks."""
     frames_in, frames_out = _claim_stdio()
     rfile = os.fdopen(frames_in, "rb")
     wfile = os.fdopen(frames_out, "wb")
@@ -34,9 +42,10 @@ def main() -> int:
 
     write_frame(wfile, {"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
 
+    from sidecar.serve.hooks import no_hooks
     from sidecar.serve.main import main as serve
 
-    return serve(sys.argv[1:], rfile, wfile, STARTED)
+    return serve(sys.argv[1:], rfile, wfile, STARTED, make_hooks or no_hooks)
 
 
 if __name__ == "__main__":

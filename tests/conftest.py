@@ -1,5 +1,5 @@
-"""Shared test fixtures: the parity fixtures shipped beside the repository; and Ctrl-C as a
-terminal delivers it, however the suite was started."""
+"""Shared test fixtures: the parity fixtures shipped beside the repository; sidecars with their
+test faults; and Ctrl-C as a terminal delivers it, however the suite was started."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from supervisor.supervision import sidecar_command
+from tests.helpers.faulty_server import FAULTY_SIDECAR
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.pg_cluster import Cluster, running
 
@@ -22,6 +24,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # every process it starts: the tests that send `synth` a real Ctrl-C would wait for nothing.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def faulty_sidecars() -> Iterator[None]:
+    """Every sidecar a test's own pool starts runs the test entry point, whose hooks honour fault
+    markers (sidecar/devtools/faults.py): production has no such setting. Servers started as
+    processes get the same through tests/helpers/faulty_server.py."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sidecar_command, "SIDECAR_MODULE", FAULTY_SIDECAR)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
-"""Test-only fault injection. Honoured only when the sidecar runs with `--test-faults`.
-
-Without that flag nothing here fires and a marker is ordinary text. With it:
+"""Test-only fault injection: the hooks (sidecar/serve/hooks.py) of the sidecar's test entry
+point, `python -m sidecar.devtools.faulty_sidecar`. Production's `python -m sidecar` never
+imports this module, and a marker in its text is ordinary text. In the test entry point:
 
 Request faults are markers in an item's text, `[[fault:NAME]]`, `[[fault:NAME:ARG]]`, each
 optionally followed by `@PATH` (see below). The marker is removed before generation. They fire
@@ -28,7 +28,7 @@ argument: every attempt), so a test can have an item retried into passing, or fa
     length:N    the audio six times over (far too slow for its text)
 
 Load faults come from the environment variable OMNIVOICE_TEST_FAULT_LOAD, checked when the
-sidecar starts loading (before any heavy import):
+sidecar starts loading (before the engine is imported):
 
     crash       exit at once with status 70
     hang        send nothing more, forever
@@ -36,9 +36,11 @@ sidecar starts loading (before any heavy import):
 
 `NAME@PATH` (a load fault) or `[[fault:NAME@PATH]]` (a request fault, for one batch) fires only
 if PATH can be deleted, so a test can make a fault happen exactly once: create the file, and the
-first sidecar or batch to get there consumes it. PATH must lie inside the directory given by
-`--test-fault-dir` (the supervisor passes its --test-fault-dir, by default DATA_DIR/test-faults):
-a token anywhere else never fires and deletes nothing, so a client cannot aim it at a real file.
+first sidecar or batch to get there consumes it. PATH must lie inside the directory named by
+the environment variable OMNIVOICE_TEST_FAULT_DIR (default: the system's temporary directory,
+where pytest's tmp_path lies; tests/helpers/live_server.py names each server's DATA_DIR/test-faults):
+a token anywhere else never fires and deletes nothing, so a client of a test server cannot aim
+it at a real file.
 """
 
 from __future__ import annotations
@@ -47,15 +49,19 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from sidecar.serve.hooks import Hooks, SendError
+from sidecar.serve.wire import Channel
 from sidecar.shared.protocol import HEADER, ErrorKind, ExitCode
 
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
+DIR_ENV = "OMNIVOICE_TEST_FAULT_DIR"
 CRASH_EXIT = 70
 _MARKER = re.compile(r"\[\[fault:([a-z]+)(?::([^\]@]*))?(?:@([^\]]+))?\]\]")
 OUTPUT_FAULTS = frozenset({"nan", "silence", "runaway", "length"})
@@ -96,14 +102,14 @@ def _inside(path: str, directory: str) -> bool:
     return real != root and os.path.commonpath((real, root)) == root
 
 
-def _consume(token: str | None, directory: str | None) -> bool:
+def _consume(token: str | None, directory: str) -> bool:
     """No token: always fire. A token file in the fault directory: fire only if this call
     deletes it."""
     if not token:
         return True
-    if not directory or not _inside(token, directory):
+    if not _inside(token, directory):
         print(
-            f"test fault: token {token!r} is outside --test-fault-dir {directory!r}; ignored",
+            f"test fault: token {token!r} is outside {DIR_ENV} {directory!r}; ignored",
             file=sys.stderr,
             flush=True,
         )
@@ -120,25 +126,19 @@ def _hang() -> None:
         time.sleep(3600)
 
 
-class Faults:
-    """The faults of one sidecar; every method is a no-op unless enabled."""
+def _ours(faults: Sequence[object]) -> list[Fault]:
+    return [fault for fault in faults if isinstance(fault, Fault)]
 
-    def __init__(
-        self,
-        enabled: bool,
-        write_raw: Callable[[bytes], None],
-        max_frame_bytes: int,
-        token_dir: str | None = None,
-    ) -> None:
-        self.enabled = enabled
-        self.token_dir = token_dir
-        self.write_raw = write_raw
-        self.max_frame_bytes = max_frame_bytes
 
-    def strip(self, text: str) -> tuple[str, list[Fault]]:
+class Faults(Hooks):
+    """The faults of one sidecar, at the frame loop's hooks."""
+
+    def __init__(self, channel: Channel | None = None, token_dir: str | None = None) -> None:
+        self.channel = channel  # for `garbage` and `oversize`; None where only audio is spoiled
+        self.token_dir = token_dir or os.environ.get(DIR_ENV) or tempfile.gettempdir()
+
+    def item(self, text: str) -> tuple[str, list[Fault]]:
         """Remove the markers from a text; return it and the faults it asked for."""
-        if not self.enabled:
-            return text, []
         found = [
             Fault(m.group(1), m.group(2) or "")
             for m in _MARKER.finditer(text)
@@ -146,8 +146,8 @@ class Faults:
         ]
         return _MARKER.sub("", text).strip(), [f for f in found if f.name in REQUEST_FAULTS]
 
-    def on_load(self, send_error: Callable[[str, str], None]) -> None:
-        spec = os.environ.get(LOAD_ENV, "") if self.enabled else ""
+    def on_load(self, send_error: SendError) -> None:
+        spec = os.environ.get(LOAD_ENV, "")
         if not spec:
             return
         name, _, token = spec.partition("@")
@@ -164,9 +164,9 @@ class Faults:
             )
             os._exit(ExitCode.LOAD_ERROR)
 
-    def on_step(self, faults: list[Fault], step: int, num_steps: int, batch_size: int) -> None:
+    def on_step(self, faults: Sequence[object], step: int, num_steps: int, batch_size: int) -> None:
         """Fire the batch's faults; called from inside the generation loop."""
-        for fault in faults:
+        for fault in _ours(faults):
             if fault.name == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)
             elif fault.name == "hang":
@@ -177,28 +177,28 @@ class Faults:
                 print(f"test fault: stray print at step {step}")
                 sys.stdout.flush()
                 os.write(1, b"test fault: stray write to fd 1\n")
-            elif fault.name == "garbage" and step == 1:
-                self.write_raw(HEADER.pack(3) + b"\xc1\xc1\xc1")
-            elif fault.name == "oversize" and step == 1:
-                self.write_raw(HEADER.pack(self.max_frame_bytes + 1) + b"\x80")
+            elif fault.name == "garbage" and step == 1 and self.channel is not None:
+                self.channel.write_raw(HEADER.pack(3) + b"\xc1\xc1\xc1")
+            elif fault.name == "oversize" and step == 1 and self.channel is not None:
+                self.channel.write_raw(HEADER.pack(self.channel.max_frame_bytes + 1) + b"\x80")
             elif fault.name == "raise":
                 raise RuntimeError("injected fault: exception inside the model")
             elif fault.name == "oom" and batch_size > 1:
                 raise InjectedOutOfMemory()
 
-    def on_decode(self, faults: list[Fault]) -> None:
+    def on_decode(self, faults: Sequence[object]) -> None:
         """Fire the decode faults of a group's items; called in the finisher thread."""
-        for fault in faults:
+        for fault in _ours(faults):
             if fault.name == "decodeslow":
                 time.sleep(float(fault.arg or 1))
             elif fault.name == "decoderaise":
                 raise RuntimeError("injected fault: exception while decoding")
 
     def on_output(
-        self, faults: list[Fault], audio: np.ndarray, rate: int, attempt: int
+        self, faults: Sequence[object], audio: np.ndarray, rate: int, attempt: int
     ) -> np.ndarray:
         """The item's audio as its output faults spoil it at this attempt (1 is the first)."""
-        for fault in faults:
+        for fault in _ours(faults):
             if fault.name not in OUTPUT_FAULTS or (fault.arg and attempt > int(fault.arg)):
                 continue
             if fault.name == "nan":

@@ -6,8 +6,8 @@ A `transcribe` frame holds audio (PCM, or a whole uploaded file, decoded here as
 are) and the text that was read. The answer is one `transcript` with the text heard and, when
 there was a text to compare with, the checks `wer` and `divergent_run` (sidecar/audio/wer.py) against
 `--qa-thresholds`; then `done`. A `step` frame per 30 s window is the supervisor's heartbeat.
-Request fault markers in the text (`--test-faults`) are honoured before transcribing: `crash`,
-`hang` and `slow:S`, so tests can kill or stall a transcription.
+The test hooks (sidecar/serve/hooks.py) see the text before it is transcribed and every window:
+the fault tests' entry point kills or stalls a transcription there (`crash`, `hang`, `slow:S`).
 
 An `align` frame holds a segment's audio and the text that was read; the answer is one
 `aligned` with each word's start and end (sidecar/audio/align.py: the same Whisper, its
@@ -47,7 +47,7 @@ class AsrSidecar(Sidecar):
 
     def load(self) -> int | None:
         self.channel.send({"op": "progress", "stage": "start"})
-        self.faults.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
+        self.hooks.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
         dtype = engines.resolve_dtype(self.args.dtype, self.device)
         try:
             self.progress("asr")
@@ -79,13 +79,13 @@ class AsrSidecar(Sidecar):
     def handle_transcribe(self, message: Transcribe) -> None:
         batch, item_id = message["batch"], message["id"]
         assert self.transcriber is not None
-        text, faults = self.faults.strip(message["text"])
+        text, faults = self.hooks.item(message["text"])
         try:
             audio, rate = decode_reference(message)  # type: ignore[arg-type]
 
             def on_window(step: int, windows: int) -> None:
                 self.channel.send({"op": "step", "batch": batch, "step": step, "of": windows})
-                self.faults.on_step(faults, step, windows, 1)  # crash, hang, slow: mid-way
+                self.hooks.on_step(faults, step, windows, 1)  # crash, hang, slow: mid-way
 
             started = time.monotonic()
             heard = self.transcriber.transcribe(audio, rate, message["language"], on_window)
@@ -116,11 +116,11 @@ class AsrSidecar(Sidecar):
     def handle_align(self, message: Align) -> None:
         batch, item_id = message["batch"], message["id"]
         assert self.aligner is not None
-        text, faults = self.faults.strip(message["text"])
+        text, faults = self.hooks.item(message["text"])
         try:
             audio, rate = decode_reference(message)  # type: ignore[arg-type]
             self.channel.send({"op": "step", "batch": batch, "step": 1, "of": 1})
-            self.faults.on_step(faults, 1, 1, 1)  # crash, hang, slow
+            self.hooks.on_step(faults, 1, 1, 1)  # crash, hang, slow
             started = time.monotonic()
             words = self.aligner.align(audio, rate, text, message["language"])
         except Exception as exc:

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from sidecar.devtools.faults import Fault
 from sidecar.runtime.request import GenerationRequest
 from sidecar.serve import engines
 from sidecar.shared.errors import InvalidInput
@@ -38,7 +37,7 @@ class BatchEntry:
 
     id: str
     request: GenerationRequest
-    faults: list[Fault]
+    faults: Sequence[object]  # the test hooks' (sidecar/serve/hooks.py): none in production
     attempt: int = 1  # of the same text: QA retries count up
 
 
@@ -106,7 +105,7 @@ class BatchRun:
         def stepped(step: int, num_steps: int) -> None:
             running = batch.entries if entries is None else entries
             faults = [fault for entry in running for fault in entry.faults]
-            self.sidecar.faults.on_step(faults, step, num_steps, len(running))
+            self.sidecar.hooks.on_step(faults, step, num_steps, len(running))
             batch.steps += 1
             self.sidecar.channel.send(
                 {"op": "step", "batch": batch.id, "step": step, "of": num_steps}

@@ -17,18 +17,16 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
-from sidecar.audio.checks import run_checks
-from sidecar.devtools.faults import Faults
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
+from sidecar.serve.hooks import Hooks
 from sidecar.serve.inbox import Inbox
 from sidecar.serve.park import Dismissed, wait_for_go
+from sidecar.serve.results import result_message
 from sidecar.serve.wire import (
     Channel,
-    audio_to_wire,
     decode_reference,
     tokens_from_wire,
     tokens_to_wire,
@@ -54,13 +52,13 @@ WARMUP_TEXT = "Warm up."
 
 
 class Sidecar:
-    def __init__(self, channel: Channel, args: argparse.Namespace) -> None:
+    def __init__(
+        self, channel: Channel, args: argparse.Namespace, hooks: Hooks | None = None
+    ) -> None:
         self.channel = channel
         self.args = args
         self.device = args.device
-        self.faults = Faults(
-            args.test_faults, channel.write_raw, args.max_frame_bytes, args.test_fault_dir
-        )
+        self.hooks = hooks or Hooks()  # production's do nothing (sidecar/serve/hooks.py)
         self.engine: engines.Engine | None = None
         self.steps = 0
         self.waited_s = 0.0  # how long the frame loop waited for the frame it handles now
@@ -108,7 +106,7 @@ class Sidecar:
     def load(self) -> int | None:
         """Load and warm the engine; send `ready`. Returns an exit code if that failed."""
         self.channel.send({"op": "progress", "stage": "start"})
-        self.faults.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
+        self.hooks.on_load(lambda kind, text: self.send_error(None, None, ErrorKind(kind), text))
         dtype = engines.resolve_dtype(self.args.dtype, self.device)
         started = time.monotonic()
         try:
@@ -265,7 +263,7 @@ class Sidecar:
     # ------------------------------------------------------------ generation
 
     def to_entry(self, item: Item) -> BatchEntry:
-        text, faults = self.faults.strip(item["text"])
+        text, faults = self.hooks.item(item["text"])
         options = {key: item[key] for key in ITEM_OPTIONS if key in item}  # type: ignore[literal-required]
         options["text"] = text
         voice = item.get("voice")
@@ -317,7 +315,7 @@ class Sidecar:
         """Decode a group's items together; if that fails, each alone, so one item fails only itself."""
         assert self.engine is not None
         try:
-            self.faults.on_decode([fault for entry in group.entries for fault in entry.faults])
+            self.hooks.on_decode([fault for entry in group.entries for fault in entry.faults])
             results = self.engine.decode(group.pending, timings, tier)
         except Exception as exc:
             if engines.is_device_fatal(exc):
@@ -362,36 +360,9 @@ class Sidecar:
     def send_result(
         self, batch: int, entry: BatchEntry, result: GenerationResult, encoding: str, wall: float
     ) -> None:
-        spoiled = self.faults.on_output(
-            entry.faults, result.audio, result.sample_rate, entry.attempt
-        )
-        audio = audio_to_wire(spoiled, encoding)
-        message: dict[str, Any] = {
-            "op": "result",
-            "batch": batch,
-            "id": entry.id,
-            "audio": audio,
-            "encoding": encoding,
-            "sample_rate": int(result.sample_rate),
-            "seed": result.seed,
-            "tokens": [tokens_to_wire(t) for t in result.tokens]
-            if entry.request.return_tokens
-            else [],
-            "timings": {
-                "generate_s": wall,
-                "audio_s": len(spoiled) / max(1, result.sample_rate),
-            },
-        }
-        if self.args.engine != "null":  # the null engine's silence is for overhead benchmarks
-            request = entry.request
-            message["qa"] = run_checks(
-                spoiled,
-                result.sample_rate,
-                request.text,
-                self.args.qa_thresholds,
-                request.speed,
-                request.duration is not None,
-            )
+        audio = self.hooks.on_output(entry.faults, result.audio, result.sample_rate, entry.attempt)
+        checks = self.args.qa_thresholds if self.args.engine != "null" else None
+        message = result_message(batch, entry, result, audio, encoding, wall, checks)
         try:
             frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:

@@ -17,6 +17,7 @@ from typing import IO
 
 from sidecar.runtime import compile_cache
 from sidecar.serve import engines
+from sidecar.serve.hooks import HooksFactory, no_hooks
 from sidecar.serve.load_timer import TimedChannel
 from sidecar.serve.loop import Sidecar
 from sidecar.shared.protocol import MAX_FRAME_BYTES, ExitCode
@@ -65,11 +66,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "batch, at its priority or the highest (RuntimeOptions.interactive_stream)",
     )
     parser.add_argument(
-        "--test-faults",
-        action="store_true",
-        help="honour test-only fault markers (see sidecar.devtools.faults)",
-    )
-    parser.add_argument(
         "--qa-thresholds",
         type=Thresholds.from_spec,
         default=Thresholds(),
@@ -87,11 +83,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="a spare: load what needs no device, then wait for `go` (sidecar/serve/park.py)",
     )
-    parser.add_argument(
-        "--test-fault-dir",
-        default=None,
-        help="a fault marker's @PATH token must lie in this directory",
-    )
     return parser.parse_args(argv)
 
 
@@ -108,9 +99,16 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
-def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes], started: float | None = None) -> int:
+def main(
+    argv: list[str],
+    rfile: IO[bytes],
+    wfile: IO[bytes],
+    started: float | None = None,
+    make_hooks: HooksFactory = no_hooks,
+) -> int:
     """Serve frames; `started` is the monotonic time of the exec (`python -m sidecar`), from
-    which the start's stages are timed."""
+    which the start's stages are timed. `make_hooks` is production's no-op unless a test entry
+    point passes its own (sidecar/serve/hooks.py)."""
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
@@ -119,8 +117,9 @@ def main(argv: list[str], rfile: IO[bytes], wfile: IO[bytes], started: float | N
     compile_cache.use(args.compile_cache)
     began = time.monotonic() if started is None else started
     channel = TimedChannel(rfile, wfile, args.max_frame_bytes, began)
+    hooks = make_hooks(channel)
     if args.engine == "whisper":
         from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars
 
-        return int(AsrSidecar(channel, args).run())
-    return int(Sidecar(channel, args).run())
+        return int(AsrSidecar(channel, args, hooks).run())
+    return int(Sidecar(channel, args, hooks).run())

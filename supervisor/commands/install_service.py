@@ -159,8 +159,6 @@ def render_env_file(values: dict[str, str]) -> str:
         "",
     ]
     for f in dataclasses.fields(Settings):
-        if f.name == "test_faults":
-            continue
         name = env_of(f)
         lines.append(f"# {f.metadata['help']}")
         if name in values:

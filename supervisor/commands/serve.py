@@ -47,7 +47,6 @@ EXIT_DATA_DIR_BUSY = 2
 EXIT_STORE_UNREACHABLE = 2
 POOL_ALIVE_S = 10.0  # the pool loop passes every 0.1 s; silent this long, the watchdog stops
 ANSWERS_S = 2.0  # after a forced stop, time for the error answers already due to go out
-TEST_BLOCK_S = 3.0  # under --test-faults, SIGUSR2 blocks the event loop this long
 
 
 class Server(uvicorn.Server):
@@ -70,8 +69,6 @@ class Server(uvicorn.Server):
         previous = {
             sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGTERM, signal.SIGINT)
         }
-        if self.settings.test_faults:  # a wedged event loop on demand, for the watchdog test
-            previous[signal.SIGUSR2] = signal.signal(signal.SIGUSR2, self.block_loop)
         try:
             yield
         finally:
@@ -87,11 +84,6 @@ class Server(uvicorn.Server):
             return
         self.draining = True
         self.loop.call_soon_threadsafe(self._spawn, self.drain(signal.Signals(sig).name))
-
-    def block_loop(self, sig: int, frame: FrameType | None) -> None:
-        """TEST ONLY (--test-faults): the event loop sleeps, as if a handler had wedged it."""
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(time.sleep, TEST_BLOCK_S)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -167,10 +167,6 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             else None,
         )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
-        if (
-            settings.test_faults
-        ):  # fault tokens are honoured only in here (sidecar/devtools/faults.py)
-            Path(settings.resolved_test_fault_dir()).mkdir(parents=True, exist_ok=True)
         collector = metrics.watch(pool, app.state.services.asr_pool)
         if not settings.api_keys:
             log.warning(

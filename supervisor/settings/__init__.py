@@ -112,9 +112,6 @@ class Settings(Fields):
     def resolved_cache_dir(self) -> str:
         return self.cache_dir or os.path.join(self.resolved_data_dir(), "cache")
 
-    def resolved_test_fault_dir(self) -> str:
-        return self.test_fault_dir or os.path.join(self.resolved_data_dir(), "test-faults")
-
 
 def _key_file(path: str | None) -> KeyFile:
     return read_key_file(path) if path else KeyFile()

@@ -79,14 +79,3 @@ class JobFields:
         "one result cache for every API key (default: each key's owner has its own, so a key "
         "never learns from a hit what another key synthesised)",
     )
-    test_faults: bool = setting(
-        False,
-        "TEST ONLY: sidecars honour fault markers (sidecar/devtools/faults.py) and SIGUSR2 wedges the event loop; never in "
-        "production, and refused unless --host is a loopback address",
-    )
-    test_fault_dir: str = setting(
-        "",
-        "TEST ONLY: a fault marker's @PATH token must lie in this directory, else it never fires and nothing "
-        "is deleted (default: DATA_DIR/test-faults)",
-        metavar="DIR",
-    )

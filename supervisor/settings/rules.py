@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from sidecar.shared.thresholds import Thresholds
-from supervisor.settings.declare import SettingsError, env_of, flag_of, is_loopback, named
+from supervisor.settings.declare import SettingsError, env_of, flag_of, named
 
 if TYPE_CHECKING:
     from supervisor.settings.fields import Fields
@@ -57,7 +57,7 @@ def _text_problem(f: Field, value: Any) -> str | None:
 def check_rules(settings: Fields) -> None:
     """The checks that bounds cannot say: formats read by other code, and one field given another."""
     fields = {f.name: f for f in dataclasses.fields(settings)}
-    for rule in (_thresholds, _log_run_id, _keys, _test_faults, _store, _callbacks, _model):
+    for rule in (_thresholds, _log_run_id, _keys, _store, _callbacks, _model):
         problem = rule(settings, fields)
         if problem:
             raise SettingsError(problem)
@@ -91,15 +91,6 @@ def _keys(s: Fields, fields: dict[str, Field]) -> str | None:
         f"an API key ({flag_of(keys)}, {env_of(keys)}, {flag_of(key_file)}) "
         "must not be empty or blank (a comma-separated list has no empty parts; "
         "unset the variable to run without keys)"
-    )
-
-
-def _test_faults(s: Fields, fields: dict[str, Field]) -> str | None:
-    if not s.test_faults or is_loopback(s.host):
-        return None
-    return (
-        f"{flag_of(fields['test_faults'])} lets clients crash sidecars: it is refused unless "
-        f"{flag_of(fields['host'])} is a loopback address (127.0.0.1, ::1, localhost), got {s.host!r}"
     )
 
 

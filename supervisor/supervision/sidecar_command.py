@@ -9,6 +9,14 @@ do it too but also ignores PYTHON* variables, which the sidecar's environment se
 
 The command line also names the directory where torch.compile keeps its cache across starts
 (`compile_cache_dir`), so that a respawn or a restarted server reads its compiled kernels back.
+
+`SIDECAR_MODULE` is the module a sidecar runs: `sidecar` in production, and nothing in
+production changes it. The fault tests set it to `sidecar.devtools.faulty_sidecar`, the same
+sidecar with its test hooks installed (sidecar/serve/hooks.py): the in-process pools through a
+fixture (tests/conftest.py), servers through their launcher (tests/helpers/faulty_server.py).
+A module attribute rather than a parameter, because a server is started through its command
+line (cli, serve, create_app, Pool, AsrPool, the spares), which a test launcher then wraps
+whole, without a setting that production would carry.
 """
 
 from __future__ import annotations
@@ -22,20 +30,26 @@ from supervisor.supervision.gpu import Device
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
-# Run `sidecar` as __main__ with the working directory ('' for -c) off the import path.
+SIDECAR_MODULE = "sidecar"  # what `python -m` runs (see the docstring)
+
+# Run the module as __main__ with the working directory ('' for -c) off the import path.
 BOOTSTRAP = (
     "import runpy, sys; del sys.path[0]; "
-    "runpy.run_module('sidecar', run_name='__main__', alter_sys=True)"
+    "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
 )
 
 
 def sidecar_command(
-    python: str = sys.executable, version: tuple[int, ...] = tuple(sys.version_info[:2])
+    python: str = sys.executable,
+    version: tuple[int, ...] = tuple(sys.version_info[:2]),
+    module: str | None = None,
 ) -> list[str]:
-    """argv up to the sidecar's own flags: `python -P -m sidecar` or the 3.10 bootstrap."""
+    """argv up to the sidecar's own flags: `python -P -m sidecar` or the 3.10 bootstrap;
+    `module` (default SIDECAR_MODULE) in place of `sidecar`."""
+    module = module or SIDECAR_MODULE
     if version >= (3, 11):
-        return [python, "-P", "-m", "sidecar"]
-    return [python, "-c", BOOTSTRAP]
+        return [python, "-P", "-m", module]
+    return [python, "-c", BOOTSTRAP.format(module=module)]
 
 
 def sidecar_argv(
@@ -76,9 +90,7 @@ def sidecar_argv(
     ]
     cache = compile_cache_dir(s)
     argv += ["--compile-cache", cache] if cache else []
-    argv += ["--park"] if park else []
-    faults = ["--test-faults", "--test-fault-dir", s.resolved_test_fault_dir()]
-    return argv + (faults if s.test_faults else [])
+    return argv + (["--park"] if park else [])
 
 
 def compile_cache_dir(settings: Settings) -> str | None:

@@ -1,7 +1,9 @@
 """Real sidecars for the fault tests: a pool of one CPU sidecar with short deadlines.
 
-Everything here drives real processes: `python -m sidecar` on the tiny checkpoint (or the null
-engine where a test is about the supervisor alone), killed and stopped with real signals.
+Everything here drives real processes: the sidecar on the tiny checkpoint (or the null engine
+where a test is about the supervisor alone), killed and stopped with real signals. Its entry
+point is the test one, whose hooks honour fault markers (tests/conftest.py, `faulty_sidecars`);
+their tokens must lie under the system's temporary directory, where pytest's tmp_path is.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -34,8 +35,6 @@ def fast_settings(checkpoint: Path | None, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "model": str(checkpoint) if checkpoint else "",
         "engine": "omnivoice" if checkpoint else "null",
-        "test_faults": True,
-        "test_fault_dir": tempfile.gettempdir(),  # tests' fault tokens live under pytest's tmp_path
         "warmup_steps": 1,
         "num_step": 4,
         "load_timeout_s": SPAWN_S,

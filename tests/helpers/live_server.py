@@ -2,7 +2,9 @@
 
 Starting a server and its sidecar takes seconds, so API tests share one per test module (the
 `live` context manager), each with its own data directory. On the way out the server gets
-SIGTERM (and SIGKILL if it lingers), and no sidecar of it may be left.
+SIGTERM (and SIGKILL if it lingers), and no sidecar of it may be left. `faults=True` starts it
+through tests/helpers/faulty_server.py, so that its sidecars honour fault markers; their tokens
+must lie in the server's DATA_DIR/test-faults (OMNIVOICE_TEST_FAULT_DIR, made here).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 
 import httpx
 
+from sidecar.devtools.faults import DIR_ENV
+from tests.helpers import faulty_server
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.ports import free_port
@@ -85,8 +89,10 @@ def start(log_dir: Path, argv: list[str]) -> tuple[LiveServer, list[int]]:
     """A ready server (its sidecars' pids) on a free port. The port is free when picked, not
     when the server binds it after its start-up; so a server that lost it to another process
     is started again on another port, and a server is ours only if it names our data dir."""
-    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
     data_dir = str(log_dir / "data")
+    fault_dir = log_dir / "data" / "test-faults"
+    fault_dir.mkdir(parents=True, exist_ok=True)
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", DIR_ENV: str(fault_dir)}
     for attempt in range(1, BIND_ATTEMPTS + 1):
         port = free_port()
         log = log_dir / f"server-{port}.log"
@@ -129,16 +135,19 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def live(
-    log_dir: Path, *flags: str, checkpoint: Path | None = None, key: str | None = KEY
+    log_dir: Path,
+    *flags: str,
+    checkpoint: Path | None = None,
+    key: str | None = KEY,
+    faults: bool = False,
 ) -> Iterator[LiveServer]:
     """A ready server on a free port; the tiny checkpoint if given, else the null engine; open to
-    anyone with `key=None`."""
+    anyone with `key=None`; its sidecars honouring fault markers with `faults=True`."""
     model = ["--model", str(checkpoint)] if checkpoint else ["--engine", "null"]
     keys = ["--api-key", key] if key else []
+    command = faulty_server.command() if faults else [sys.executable, "-m", "supervisor"]
     argv = [
-        sys.executable,
-        "-m",
-        "supervisor",
+        *command,
         "serve",
         *model,
         *keys,

@@ -1,4 +1,5 @@
-"""A real null-engine sidecar process (`--test-faults`) on real pipes, spoken to frame by frame."""
+"""A real null-engine sidecar process on real pipes, spoken to frame by frame; its entry point
+is the test one (`python -m sidecar.devtools.faulty_sidecar`), so fault markers fire."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ from typing import Any
 from sidecar.shared.protocol import FROM_SIDECAR, Tier, encode_frame, read_frame
 from tests.helpers.paths import REPO_ROOT
 
+FAULTY = "sidecar.devtools.faulty_sidecar"
+
 
 class NullSidecar:
-    def __init__(self, *flags: str) -> None:
+    def __init__(self, *flags: str, module: str = FAULTY) -> None:
+        """`module="sidecar"`: production's entry point, with no fault hooks."""
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         argv = [
             sys.executable,
             "-m",
-            "sidecar",
+            module,
             "--engine",
             "null",
-            "--test-faults",
             "--warmup-steps",
             "0",
             *flags,

@@ -35,8 +35,8 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
             tmp_path_factory.mktemp("api"),
             "--chunk-s",
             "2",
-            "--test-faults",
             checkpoint=checkpoint_dir,
+            faults=True,
         ) as running:
             yield running
 

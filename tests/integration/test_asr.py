@@ -42,13 +42,14 @@ def server(
 ) -> Iterator[LiveServer]:
     # A deadline past any respawn: the kill test is about the respawn, not the deadline.
     flags = (
-        "--test-faults",
         "--asr-model",
         str(whisper_dir),
         "--asr-timeout-s",
         "120",
     )
-    with live(tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir) as running:
+    with live(
+        tmp_path_factory.mktemp("asr"), *flags, checkpoint=checkpoint_dir, faults=True
+    ) as running:
         running.wait_for(lambda b: b["asr"][0]["state"] == "ready", 120, "the ASR sidecar")
         yield running
 

@@ -89,6 +89,18 @@ def test_sidecar_never_imports_the_http_stack(module: str) -> None:
     assert not loaded & {"starlette", "uvicorn", "httpx", "anyio", "supervisor"}
 
 
+@pytest.mark.parametrize("module", ["sidecar.serve.main", "sidecar.serve.asr", "sidecar.__main__"])
+def test_the_production_sidecar_never_loads_the_test_faults(module: str) -> None:
+    """Faults come only from the test entry point (sidecar/devtools/faulty_sidecar.py)."""
+    code = f"import sys, json\nimport {module}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    loaded = set(json.loads(out))
+    assert module in loaded  # the import ran
+    assert not {m for m in loaded if m.startswith("sidecar.devtools")}, module
+
+
 SHARED_DIR = REPO_ROOT / "sidecar" / "shared"
 SHARED_MODULES = sorted(f"sidecar.shared.{p.stem}" for p in SHARED_DIR.glob("[!_]*.py"))
 

@@ -53,10 +53,10 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     # --chunk-s 2: the page's longer text becomes several chunks, so playback is streamed
     with live(
         tmp_path_factory.mktemp("console"),
-        "--test-faults",
         "--chunk-s",
         "2",
         checkpoint=checkpoint_dir,
+        faults=True,
     ) as running:
         yield running
 

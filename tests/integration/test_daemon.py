@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers import faulty_server
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.ports import free_port
@@ -119,17 +119,13 @@ def start_server(checkpoint_dir: Path, tmp_path: Path, manager: Manager) -> Iter
         port = free_port()
         log = tmp_path / f"server-{port}.log"
         argv = [
-            sys.executable,
-            "-m",
-            "supervisor",
-            "serve",
+            *faulty_server.command("serve"),
             "--model",
             str(checkpoint_dir),
             "--port",
             str(port),
             "--devices",
             "cpu",
-            "--test-faults",
             "--warmup-steps",
             "1",
             "--num-step",
@@ -190,7 +186,8 @@ def test_ready_watchdog_wedged_loop_and_stopping(start_server: Any, manager: Man
     assert "pinging every 0.5 s from the event loop" in server.log.read_text()
     manager.until(lambda: len(manager.pings(ready_at, time.monotonic())) >= 3, "three pings")
 
-    # ... and none while it is wedged (SIGUSR2 under --test-faults: 3 s of time.sleep in the loop):
+    # ... and none while it is wedged (SIGUSR2 under tests/helpers/faulty_server.py: 3 s of
+    # time.sleep in the loop):
     # a gap of over 2.5 s, after which the pings resume.
     wedged_at = time.monotonic()
     server.proc.send_signal(signal.SIGUSR2)

@@ -33,11 +33,11 @@ BOUND_S = 120.0  # generous bound for anything to happen on a busy 2-core machin
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with live(
         tmp_path_factory.mktemp("harden"),
-        "--test-faults",
         "--header-timeout-s",
         "2",
         "--body-timeout-s",
         "2",
+        faults=True,
     ) as running:
         yield running
 
@@ -176,7 +176,6 @@ def serve_argv(*flags: str) -> list[str]:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--test-faults", "--host", "0.0.0.0"), "loopback"),
         (("--api-key", ""), "must not be empty"),
         (("--api-key", "sk-fine", "--api-key", "  "), "must not be empty"),
         (("--callback-allow", "hooks.example.com"), "--callback-allow needs --callback-secret"),
@@ -198,7 +197,7 @@ def test_the_server_refuses_to_start(flags: tuple[str, ...], message: str, tmp_p
 
 def test_health_without_a_key_shows_states_and_counts_only(server: LiveServer) -> None:
     open_view = httpx.get(server.url + "/health", timeout=10).json()
-    assert "settings" not in open_view and "test_faults" not in json.dumps(open_view)
+    assert "settings" not in open_view
     assert str(server.log.parent) not in json.dumps(open_view)
     sidecar = open_view["sidecars"][0]
     assert sidecar["pid"] is None and {
@@ -211,7 +210,7 @@ def test_health_without_a_key_shows_states_and_counts_only(server: LiveServer) -
     } <= set(sidecar)
     assert open_view["status"] == "ok" and open_view["jobs"]["state"] == "ok"
     keyed = server.request("GET", "/health").json()
-    assert keyed["settings"]["test_faults"] is True and keyed["sidecars"][0]["pid"]
+    assert keyed["settings"]["data_dir"] and keyed["sidecars"][0]["pid"]
     wrong = httpx.get(
         server.url + "/health", headers={"Authorization": "Bearer nope"}, timeout=10
     ).json()
@@ -445,7 +444,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_full_disk_sends_items_back_to_the_queue_and_they_run_when_space_returns(
     checkpoint_dir: Path, tmp_path: Path, tiny_disk: Path
 ) -> None:
-    with live(tmp_path, "--test-faults", checkpoint=checkpoint_dir) as server:
+    with live(tmp_path, checkpoint=checkpoint_dir, faults=True) as server:
         slow = [
             {**speech(f"Written to a full disk, number {i}. [[fault:slow:4]]")} for i in range(2)
         ]

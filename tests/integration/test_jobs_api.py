@@ -54,8 +54,10 @@ def server(
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        flags = ("--test-faults", "--max-batch-size", "4", "--chunk-s", "2", "--store", store)
-        with live(tmp_path_factory.mktemp("jobs"), *flags, checkpoint=checkpoint_dir) as running:
+        flags = ("--max-batch-size", "4", "--chunk-s", "2", "--store", store)
+        with live(
+            tmp_path_factory.mktemp("jobs"), *flags, checkpoint=checkpoint_dir, faults=True
+        ) as running:
             yield running
 
 
@@ -288,8 +290,8 @@ def test_sigterm_finishes_the_job_items_begun_and_hands_back_the_rest_untouched(
     """Issue 37.2: the drain lets the items a sidecar has begun finish and be written; the rest go
     back to `queued` at once, their claim not counted. Nothing is made twice: after the restart
     every item has one attempt (before, those in flight were cut off and made again: 2)."""
-    flags = ("--max-batch-size", "2", "--drain-s", "60", "--test-faults")
-    with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
+    flags = ("--max-batch-size", "2", "--drain-s", "60")
+    with live(tmp_path, *flags, checkpoint=checkpoint_dir, faults=True) as server:
         created = submit(server, texts(20, "[[fault:slow:0.5]]"))
         seen = wait_job(server, created["id"], lambda j: j["progress"]["done"] >= 2, 60, "items")
         stopping = time.monotonic()
@@ -569,23 +571,20 @@ def test_synth_with_a_model_interrupted_makes_nothing_twice(
 ) -> None:
     """Issue 37.2: a Ctrl-C (a real SIGINT) to `synth --model` while items run: its server
     drains, so the items a sidecar has begun are finished and written, the rest go back
-    untouched; the rerun makes only those, and every item ends with one attempt."""
+    untouched; the rerun makes only those, and every item ends with one attempt. The server is
+    synth's own (`python -m supervisor serve`, no test faults): sixteen steps an item keep the
+    items running long enough for the interrupt to find some begun and some waiting."""
     items = [
-        {
-            "id": f"c{i}",
-            "input": f"{SENTENCES[i % 4]} Clip {i}. [[fault:slow:0.5]]",
-            "response_format": "wav",
-        }
+        {"id": f"c{i}", "input": f"{SENTENCES[i % 4]} Clip {i}.", "response_format": "wav"}
         for i in range(10)
     ]
     manifest, out = write_manifest(tmp_path / "m.jsonl", items), tmp_path / "out"
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "OMNIVOICE_NUM_STEP": "4",
+        "OMNIVOICE_NUM_STEP": "16",
         "OMNIVOICE_WARMUP_STEPS": "1",
         "OMNIVOICE_MAX_BATCH_SIZE": "2",
-        "OMNIVOICE_TEST_FAULTS": "1",
     }
     argv = [
         sys.executable,

@@ -353,7 +353,7 @@ def test_studio_environment_names(
 def test_request_timeout_s_answers_504_and_frees_the_queue(tmp_path: Path) -> None:
     from tests.helpers.live_server import live
 
-    with live(tmp_path, "--test-faults", "--request-timeout-s", "30") as server:
+    with live(tmp_path, "--request-timeout-s", "30", faults=True) as server:
         started = time.monotonic()
         slow = server.request(
             "POST",

@@ -50,10 +50,10 @@ def pair(
                     tmp_path_factory.mktemp(name),
                     "--store",
                     url,
-                    "--test-faults",
                     "--lease-s",
                     "6",
                     checkpoint=checkpoint_dir,
+                    faults=True,
                 )
             )
             for name in ("a", "b")

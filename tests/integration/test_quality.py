@@ -30,8 +30,10 @@ CAUGHT_BY = {
 
 @pytest.fixture(scope="module")
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    flags = ("--test-faults", "--max-batch-size", "4", "--chunk-s", "2")  # qa-retries: default 2
-    with live(tmp_path_factory.mktemp("quality"), *flags, checkpoint=checkpoint_dir) as running:
+    flags = ("--max-batch-size", "4", "--chunk-s", "2")  # qa-retries: default 2
+    with live(
+        tmp_path_factory.mktemp("quality"), *flags, checkpoint=checkpoint_dir, faults=True
+    ) as running:
         yield running
 
 
@@ -186,8 +188,10 @@ def test_an_audio_stream_whose_later_chunk_fails_is_cut_with_one_line_logged(
 def test_thresholds_and_retries_are_settings(
     checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    flags = ("--test-faults", "--qa-retries", "0", "--qa-thresholds", "max_internal_silence_s=3")
-    with live(tmp_path_factory.mktemp("qa-settings"), *flags, checkpoint=checkpoint_dir) as server:
+    flags = ("--qa-retries", "0", "--qa-thresholds", "max_internal_silence_s=3")
+    with live(
+        tmp_path_factory.mktemp("qa-settings"), *flags, checkpoint=checkpoint_dir, faults=True
+    ) as server:
         body = {"input": f"{TEXT} [[fault:runaway]]", "response_format": "wav"}
         tail = server.request("POST", "/v1/audio/speech", json=body)
         assert tail.headers["X-OmniVoice-QA"] == "passed; attempts=1"  # 2.5 s is under 3 s now

@@ -448,7 +448,7 @@ def test_a_reaped_sidecar_is_ready_before_not_before_and_reaped_again_after(
     backoff starts another, the waiting job reports it, and the sidecar is still ready in time."""
     token = tmp_path / "data" / "test-faults" / "warm-up-crash"
     monkeypatch.setenv("OMNIVOICE_TEST_FAULT_LOAD", f"crash@{token}")
-    with live(tmp_path, "--idle-reap-s", "2", "--test-faults", checkpoint=checkpoint_dir) as server:
+    with live(tmp_path, "--idle-reap-s", "2", checkpoint=checkpoint_dir, faults=True) as server:
         server.wait_for(lambda h: h["sidecars"][0]["state"] == "reaped", 60, "the idle reap")
         token.write_text("")  # the next sidecar start, the warm-up's, crashes
         not_before = time.time() + 45

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from sidecar.devtools.faults import LOAD_ENV
+from tests.helpers import faulty_server
 from tests.helpers.harness import SPAWN_S, assert_gone
 from tests.helpers.job_helpers import wait_gone
 from tests.helpers.live_server import AUTH, KEY, REPO_ROOT, LiveServer, free_port
@@ -49,7 +50,7 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
         env: dict[str, str] | None = None,
         wait_ready: bool = True,
         cwd: Path = REPO_ROOT,
-        command: tuple[str, ...] = (sys.executable, "-m", "supervisor"),
+        command: tuple[str, ...] = tuple(faulty_server.command()),
     ) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
@@ -62,7 +63,6 @@ def start_server(checkpoint_dir: Path, tmp_path: Path) -> Iterator[Any]:
             str(port),
             "--api-key",
             KEY,
-            "--test-faults",
             "--warmup-steps",
             "1",
             "--num-step",

@@ -22,8 +22,8 @@ BAD = ["scale", "Flex", 1, True, ["flex"], {"tier": "flex"}]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # One task a batch, so the queue's order is the order the sidecar is sent work in.
-    flags = ("--test-faults", "--max-batch-size", "1")
-    with live(tmp_path_factory.mktemp("tiers"), *flags) as running:
+    flags = ("--max-batch-size", "1")
+    with live(tmp_path_factory.mktemp("tiers"), *flags, faults=True) as running:
         yield running
 
 

@@ -34,7 +34,6 @@ IDLE_S = 5  # --stream-idle-s
 @pytest.fixture(scope="module")
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     flags = (
-        "--test-faults",
         "--stream-buffer-chars",
         str(BUFFER),
         "--stream-sessions-per-key",
@@ -44,7 +43,9 @@ def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         "--stream-idle-s",
         str(IDLE_S),
     )
-    with live(tmp_path_factory.mktemp("stream"), *flags, checkpoint=checkpoint_dir) as running:
+    with live(
+        tmp_path_factory.mktemp("stream"), *flags, checkpoint=checkpoint_dir, faults=True
+    ) as running:
         yield running
 
 

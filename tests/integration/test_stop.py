@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers import faulty_server
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.ports import free_port
 from tests.helpers.waits import wait_until
@@ -52,17 +53,13 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     def start(*flags: str, wait_ready: bool = True) -> tuple[subprocess.Popen[bytes], int]:
         port = free_port()
         argv = [
-            sys.executable,
-            "-m",
-            "supervisor",
-            "serve",
+            *faulty_server.command("serve"),
             "--engine",
             "null",
             "--devices",
             "cpu",
             "--port",
             str(port),
-            "--test-faults",
             "--stop-timeout-s",
             "5",
             "--data-dir",

@@ -127,7 +127,7 @@ def test_thresholds_override_their_defaults_by_name_and_refuse_nonsense() -> Non
 def test_each_output_fault_is_caught_and_hits_only_its_first_attempts(
     name: str, check: str
 ) -> None:
-    faults = Faults(True, lambda data: None, 1 << 20)
+    faults = Faults()
     audio = speechlike(2.5)
     spoiled = faults.on_output([Fault(name, "2")], audio, RATE, attempt=2)
     assert check in failing(spoiled)

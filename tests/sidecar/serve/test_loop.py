@@ -1,7 +1,8 @@
 """sidecar/serve/loop.py's finisher: a batch decodes and answers in a thread while the next one denoises.
 
-A real sidecar process (the null engine, `--test-faults`) on real pipes. Decode faults stand in
-for a slow or failing codec, which the null engine does not have.
+A real sidecar process (the null engine, through the test entry point that installs the fault
+hooks) on real pipes. Decode faults stand in for a slow or failing codec, which the null engine
+does not have.
 """
 
 from __future__ import annotations

@@ -54,10 +54,12 @@ def test_api_keys_repeat_as_flags_and_split_on_commas_in_the_environment() -> No
 
 
 def test_booleans_and_optionals_from_the_environment() -> None:
-    s = parse(["--engine", "null"], {"OMNIVOICE_TEST_FAULTS": "yes", "OMNIVOICE_PID_FILE": ""})
-    assert s.test_faults is True and s.pid_file is None
+    s = parse(["--engine", "null"], {"OMNIVOICE_CACHE_SHARED": "yes", "OMNIVOICE_PID_FILE": ""})
+    assert s.cache_shared is True and s.pid_file is None
     assert (
-        parse(["--engine", "null", "--no-test-faults"], {"OMNIVOICE_TEST_FAULTS": "1"}).test_faults
+        parse(
+            ["--engine", "null", "--no-cache-shared"], {"OMNIVOICE_CACHE_SHARED": "1"}
+        ).cache_shared
         is False
     )
 
@@ -70,7 +72,7 @@ def test_booleans_and_optionals_from_the_environment() -> None:
         (["--engine", "null", "--port", "0"], {}, "--port"),
         (["--engine", "null", "--heartbeat-timeout-s", "-1"], {}, "must not be negative"),
         (["--engine", "null"], {"OMNIVOICE_PORT": "eighty"}, "OMNIVOICE_PORT must be a number"),
-        (["--engine", "null"], {"OMNIVOICE_TEST_FAULTS": "maybe"}, "true or false"),
+        (["--engine", "null"], {"OMNIVOICE_CACHE_SHARED": "maybe"}, "true or false"),
         (["--engine", "null", "--max-batch-size", "0"], {}, "at least 1"),
         (["--engine", "null", "--qa-thresholds", "max_gap=3"], {}, "--qa-thresholds"),
         (["--engine", "null"], {"OMNIVOICE_QA_THRESHOLDS": "min_rms_db=6"}, "0 or below"),

@@ -17,12 +17,13 @@ from supervisor.supervision.sidecar_command import compile_cache_dir, sidecar_ar
 from tests.helpers.harness import fast_settings, run, running_pool
 
 
+@pytest.mark.parametrize("module", ["sidecar", "sidecar.devtools.faulty_sidecar"])
 @pytest.mark.parametrize("version", [(3, 10), (3, 11)])
 def test_a_local_sidecar_folder_does_not_shadow_the_installed_one(
-    tmp_path: Path, version: tuple[int, int]
+    tmp_path: Path, version: tuple[int, int], module: str
 ) -> None:
     """Both forms (3.10's bootstrap runs on any Python) reach the real sidecar's argument parser,
-    not the decoy in the working directory."""
+    not the decoy in the working directory: production's module and the tests' entry point."""
     (tmp_path / "sidecar").mkdir()
     (tmp_path / "sidecar" / "__init__.py").write_text(
         "raise SystemExit('the local sidecar/ was imported')\n"
@@ -31,7 +32,7 @@ def test_a_local_sidecar_folder_does_not_shadow_the_installed_one(
         "raise SystemExit('the local sidecar/ was imported')\n"
     )
     done = subprocess.run(
-        [*sidecar_command(sys.executable, version), "--help"],
+        [*sidecar_command(sys.executable, version, module), "--help"],
         cwd=tmp_path,
         capture_output=True,
         timeout=120,
