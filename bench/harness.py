@@ -196,7 +196,9 @@ async def run_server_arms(
         log("time to first audio (streaming)")
         out["streaming"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10)
         log("time to first audio (SSE, and over the WebSocket)")
-        out["streaming_sse"] = await http_arm.first_audio(url, MEDIUM_TEXT, 10, stream_format="sse")
+        out["streaming_sse"] = await http_arm.first_audio(
+            url, MEDIUM_TEXT, 10, stream_format="sse", first_seed=10
+        )
         out["websocket"] = await ws_arm.first_audio(url, workloads.SINGLE_TEXT, 10)
     if "short" in args.arms:
         log(f"short (a): {args.requests} at {args.short_rate}/s")

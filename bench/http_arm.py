@@ -181,10 +181,13 @@ async def first_audio(
     repeats: int,
     api_key: str | None = None,
     stream_format: str = "audio",
+    first_seed: int = 0,
 ) -> dict[str, Any]:
     """Streaming: time from sending to the first audio bytes, and to the end. `stream_format`
     "audio" streams raw pcm; "sse" streams events, whose first `speech.audio.delta` counts (an
-    SSE answer starts with a short chunk, so its first audio comes sooner)."""
+    answer in pcm starts with a short chunk either way, so its first audio comes sooner).
+    Seeds from `first_seed`: a pcm stream and an SSE answer in pcm share their result-cache
+    entries, so two runs of the same text need seeds of their own to measure generation."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     first, total = [], []
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as client:
@@ -196,7 +199,7 @@ async def first_audio(
                 "input": text,
                 "response_format": "pcm",
                 "stream_format": stream_format,
-                "seed": i,
+                "seed": first_seed + i,
             }
             async with client.stream("POST", "/v1/audio/speech", json=payload) as resp:
                 resp.raise_for_status()
