@@ -116,7 +116,7 @@ async def create_voice(request: Request) -> Response:
                 name, created, "prompt", prompt=prompt, seed=secrets.randbits(63), owner=owner.owner
             )
         )
-        return JSONResponse(saved.public(), status_code=201)
+        return JSONResponse(made(saved), status_code=201)
     transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
     if form.file is None:
         raise InvalidRequest(
@@ -140,7 +140,13 @@ async def create_voice(request: Request) -> Response:
             owner=owner.owner,
         )
     )
-    return JSONResponse(saved.public(), status_code=201)
+    return JSONResponse(made(saved), status_code=201)
+
+
+def made(saved: SavedVoice) -> VoiceObject:
+    """A voice just saved, as GET will read it to its maker: its maker may delete it (only an
+    admin key makes a shared voice, and an admin key deletes any)."""
+    return {**saved.public(), "deletable": True}
 
 
 def shown(saved: SavedVoice, access: VoiceAccess) -> VoiceObject:

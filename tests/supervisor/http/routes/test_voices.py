@@ -22,6 +22,7 @@ def test_a_prompt_voice_and_a_cloned_one_are_saved(client: TestClient) -> None:
         "type": "prompt",
         "created_at": 0,
         "prompt": "male, low pitch",
+        "deletable": True,  # as GET reads it to its maker
     }
     clip = client.post(
         "/v1/audio/voices",
