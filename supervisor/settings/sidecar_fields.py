@@ -111,6 +111,13 @@ class SidecarFields:
         7200.0,
         "admission limit per usable sidecar, in seconds of estimated audio: requests are admitted while the queue is below it, then 429",
     )
+    max_queue_share_per_key: float = setting(
+        0.5,
+        "with API keys, the share of that limit one key's requests may hold; past it, that "
+        "key's requests get 429 while others still have room (1: no bound of its own)",
+        above=0,
+        maximum=1,
+    )
     drain_s: float = setting(
         60.0, "on SIGTERM, let work in flight finish for this long before stopping"
     )

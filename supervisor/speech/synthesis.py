@@ -27,6 +27,7 @@ from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import AudioToHear, Result, VoicePayload
+from sidecar.shared.tiers import Tier
 from supervisor.speech import cost, quality
 from supervisor.speech.hearing import Hearing
 from supervisor.speech.piece import Attempt, Piece
@@ -78,7 +79,8 @@ class Synthesis:
         self.admitted = (0.0, 0.0)  # when its admission began and ended (steps.start)
         cost.check(self.cost, scheduler.settings, scheduler.capacity)
         # The pauses are admitted too: the answer holds them as it holds speech.
-        self.reservation = scheduler.reserve(self.cost.audio_s)
+        counted = owner if self.tier is Tier.INTERACTIVE else None  # whose share it takes
+        self.reservation = scheduler.reserve(self.cost.audio_s, counted)
 
     async def hear(self, result: Result, index: int, count: int) -> Attempt:
         """The attempt, the ASR round trip's checks added to its own."""

@@ -42,33 +42,17 @@ from sidecar.shared.protocol import (
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.settings import Settings
+from supervisor.supervision.admission import MAX_RETRY_AFTER_S, OwnerShares, Reservation
 from supervisor.supervision.fair_share import FairShares
 from supervisor.supervision.work import SINGLE_OPS, Answer, Batch, Task, estimate
 
 THROUGHPUT_SMOOTHING = 0.3
 UNMEASURED_THROUGHPUT = 1.0  # seconds of audio per second per sidecar, until measured
-MAX_RETRY_AFTER_S = 600.0
 
 
-class Reservation:
-    """Admitted audio seconds held for tasks a request will submit later (`Scheduler.reserve`)."""
-
-    def __init__(self, scheduler: Scheduler, audio_s: float) -> None:
-        self.scheduler = scheduler
-        self.remaining_s = audio_s
-        self.open = True
-
-    def take(self, audio_s: float) -> float:
-        """Move up to audio_s of the reservation onto a task; returns how much of it was covered."""
-        covered = min(self.remaining_s, audio_s)
-        self.remaining_s -= covered
-        return covered
-
-    def release(self) -> None:
-        """Give back what no task took; the request will submit nothing more. Idempotent."""
-        if self.open:
-            self.open = False
-            self.scheduler._release(self)
+def counted(task: Task) -> str | None:
+    """The owner a task's audio counts against (`admission.OwnerShares`): interactive work's."""
+    return task.owner if task.tier is Tier.INTERACTIVE else None
 
 
 class Scheduler:
@@ -77,6 +61,7 @@ class Scheduler:
         self.wake = wake
         self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
         self.shares = FairShares()  # the order inside a tier: owners in turn
+        self.owners = OwnerShares(settings.max_queue_share_per_key, bool(settings.tenancy.by_key))
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current
@@ -121,18 +106,21 @@ class Scheduler:
         self.admit(tasks, reservation)
         return [t.future for t in tasks]
 
-    def reserve(self, audio_s: float) -> Reservation:
-        """Admit audio_s seconds for tasks to be submitted later, or raise as `admit` would."""
-        self.check_admission()
-        reservation = Reservation(self, audio_s)
+    def reserve(self, audio_s: float, owner: str | None = None) -> Reservation:
+        """Admit audio_s seconds for tasks to be submitted later, or raise as `admit` would;
+        `owner`: whose interactive request it is (None: not counted, as bulk work)."""
+        self.check_admission(owner)
+        reservation = Reservation(audio_s, owner, self._release)
         self.reservations.add(reservation)
         self.admitted_audio_s += audio_s
+        self.owners.add(owner, audio_s)
         self._idle.clear()
         return reservation
 
     def _release(self, reservation: Reservation) -> None:
         self.reservations.discard(reservation)
         self.admitted_audio_s = max(0.0, self.admitted_audio_s - reservation.remaining_s)
+        self.owners.remove(reservation.owner, reservation.remaining_s)
         reservation.remaining_s = 0.0
         self._set_idle_if_done()
 
@@ -177,8 +165,9 @@ class Scheduler:
         self.admit([task])
         return task.future
 
-    def check_admission(self) -> None:
-        """Raise Unavailable (closed, no device) or Overloaded if the queue is already full.
+    def check_admission(self, owner: str | None = None) -> None:
+        """Raise Unavailable (closed, no device) or Overloaded if the queue is already full, or
+        `owner` already holds its share of it (`admission.OwnerShares`).
 
         A request is admitted whenever the queue is below its limit, whatever its own size, so
         the queue holds at most the limit plus one request. Checking `queued + incoming` instead
@@ -192,9 +181,10 @@ class Scheduler:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         limit = self.settings.max_queue_audio_s * self.capacity
         busy = self.unfinished or self.reservations
+        rate = (self.throughput or UNMEASURED_THROUGHPUT) * self.capacity
+        self.owners.check(owner, limit, rate)
         if busy and self.admitted_audio_s >= limit:
             excess = self.admitted_audio_s - limit
-            rate = (self.throughput or UNMEASURED_THROUGHPUT) * self.capacity
             raise Overloaded(
                 f"the queue holds {self.admitted_audio_s:.0f} s of audio to generate, the limit is {limit:.0f} s",
                 retry_after_s=min(MAX_RETRY_AFTER_S, excess / rate),
@@ -202,7 +192,7 @@ class Scheduler:
 
     def admit(self, tasks: list[Task], reservation: Reservation | None = None) -> None:
         if reservation is None:
-            self.check_admission()
+            self.check_admission(counted(tasks[0]) if tasks else None)
         elif self.capacity < 1:
             raise Unavailable("no device can take work: every sidecar has failed", retry_after_s=60)
         for task in tasks:
@@ -211,6 +201,7 @@ class Scheduler:
             self.unfinished.add(task)
             covered = reservation.take(task.est_audio_s) if reservation is not None else 0.0
             self.admitted_audio_s += task.est_audio_s - covered
+            self.owners.add(counted(task), task.est_audio_s - covered)
             # However it ends (answer, error, or its caller cancelling), it leaves the books.
             task.future.add_done_callback(functools.partial(self._settle, task))
         self._idle.clear()
@@ -322,6 +313,7 @@ class Scheduler:
         if task in self.unfinished:
             self.unfinished.discard(task)
             self.admitted_audio_s = max(0.0, self.admitted_audio_s - task.est_audio_s)
+            self.owners.remove(counted(task), task.est_audio_s)
             self._set_idle_if_done()
 
     def finish_batch(
