@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -89,8 +91,12 @@ def _add(meter: audio.BookMeter, writer: BookWriter, title: str, pcm: bytes) -> 
 
 async def _writing(call: Callable[..., T], *args: object) -> T:
     """`call` in a thread, run to its end even if the task is cancelled meanwhile (the server
-    stopping): the writer is aborted only once no thread writes into it, never under one."""
-    running = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    stopping cancels every task): the writer is aborted only once no thread writes into it,
+    never under one. A plain future, not a task, so that nothing cancels the wait on it."""
+    context = contextvars.copy_context()
+    running = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(context.run, call, *args)
+    )
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:

@@ -110,7 +110,7 @@ def test_a_failed_chapter_leaves_nothing_behind(store: SqliteJobStore, tmp_path:
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
 
 
-def test_a_book_cancelled_mid_chapter_is_aborted_only_once_its_chapter_is_written(
+def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server stopping cancels the book's task while a thread encodes a chapter into its
@@ -134,15 +134,13 @@ def test_a_book_cancelled_mid_chapter_is_aborted_only_once_its_chapter_is_writte
     monkeypatch.setattr(chaptered.BookWriter, "add", add)
     monkeypatch.setattr(chaptered.BookWriter, "abort", abort)
 
-    async def cancelled_mid_chapter() -> None:
+    async def stopped_mid_chapter() -> None:
         maker.start(data_dir, job_id, store)
         await finish_all(store, job_id, [tone_flac(20.0, 6000)])
         await asyncio.to_thread(adding.wait, 60)
-        (task,) = [t for t in asyncio.all_tasks() if t.get_name() == f"book {job_id}"]
-        task.cancel()
-        await maker.settled(job_id)
+        # returning now: asyncio.run cancels every task left, as a server's stop does
 
-    asyncio.run(cancelled_mid_chapter())
+    asyncio.run(stopped_mid_chapter())
     assert events == ["add", "added", "abort"]
     folder = shelf.folder(data_dir, job_id)
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
