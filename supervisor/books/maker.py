@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from supervisor.books import audio, items, shelf
 from supervisor.books.chaptered import BookWriter, Tags
@@ -30,6 +34,7 @@ log = logging.getLogger("omnivoice.books")
 POLL_S = 0.5
 TOLERANCE_DB = 1.0  # EBU R128 allows a programme +-1 LU where +-0.5 cannot be met
 _running: dict[str, asyncio.Task[None]] = {}
+T = TypeVar("T")
 
 
 class _Dropped(Exception):
@@ -84,6 +89,23 @@ def _add(meter: audio.BookMeter, writer: BookWriter, title: str, pcm: bytes) -> 
     writer.add(title, pcm)
 
 
+async def _writing(call: Callable[..., T], *args: object) -> T:
+    """`call` in a thread, run to its end even if the task is cancelled meanwhile (the server
+    stopping cancels every task): the writer is aborted only once no thread writes into it,
+    never under one. A plain future, not a task, so that nothing cancels the wait on it."""
+    context = contextvars.copy_context()
+    running = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(context.run, call, *args)
+    )
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        while not running.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([running])
+        raise
+
+
 async def _follow(data_dir: str | Path, job_id: str, store: JobStorage) -> None:
     found = await asyncio.to_thread(shelf.load, data_dir, job_id)
     if found is None:
@@ -105,7 +127,7 @@ async def _follow(data_dir: str | Path, job_id: str, store: JobStorage) -> None:
                 writer = await asyncio.to_thread(
                     BookWriter, path, record.format, tags, (gain, True), record.target
                 )
-            await asyncio.to_thread(_add, meter, writer, span.title, pcm)
+            await _writing(_add, meter, writer, span.title, pcm)
         whole = await asyncio.to_thread(meter.result)
         exact = audio.gain_for(whole, record.target)[0]
         if writer is None or abs(exact - gain) > TOLERANCE_DB:
@@ -115,7 +137,7 @@ async def _follow(data_dir: str | Path, job_id: str, store: JobStorage) -> None:
                 exact - gain,
             )
             raise _Dropped
-        await asyncio.to_thread(writer.close)
+        await _writing(writer.close)
     except _Dropped:
         if writer is not None:
             writer.abort()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,5 +106,41 @@ def test_a_failed_chapter_leaves_nothing_behind(store: SqliteJobStore, tmp_path:
         await maker.settled(job_id)
 
     asyncio.run(fail_second())
+    folder = shelf.folder(data_dir, job_id)
+    assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
+
+
+def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
+    store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stopping cancels the book's task while a thread encodes a chapter into its
+    writer: aborting the writer under that thread freed what it was writing into (a crash)."""
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 2)
+    events: list[str] = []
+    adding = threading.Event()
+    real_add, real_abort = chaptered.BookWriter.add, chaptered.BookWriter.abort
+
+    def add(writer: chaptered.BookWriter, title: str, pcm: bytes) -> None:  # the real one, noted
+        events.append("add")
+        adding.set()
+        real_add(writer, title, pcm)
+        events.append("added")
+
+    def abort(writer: chaptered.BookWriter) -> None:
+        events.append("abort")
+        real_abort(writer)
+
+    monkeypatch.setattr(chaptered.BookWriter, "add", add)
+    monkeypatch.setattr(chaptered.BookWriter, "abort", abort)
+
+    async def stopped_mid_chapter() -> None:
+        maker.start(data_dir, job_id, store)
+        await finish_all(store, job_id, [tone_flac(20.0, 6000)])
+        await asyncio.to_thread(adding.wait, 60)
+        # returning now: asyncio.run cancels every task left, as a server's stop does
+
+    asyncio.run(stopped_mid_chapter())
+    assert events == ["add", "added", "abort"]
     folder = shelf.folder(data_dir, job_id)
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
