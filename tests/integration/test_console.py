@@ -243,6 +243,24 @@ def test_the_live_view_speaks_each_sentence_as_it_is_typed(console: Watched) -> 
     console.screenshot("live")
 
 
+def test_the_live_view_lists_a_refused_config_once_as_it_is_typed(console: Watched) -> None:
+    # A refused session.config answers each keystroke's text with the same error: the log
+    # shows the refusal and the repeat once, counted, not a line per key.
+    console.open()
+    console.view("live")
+    page = console.page
+    page.fill("#live-language", "xx")
+    page.type("#live-input", "Good morning.")  # a key at a time: 13 refused input.text
+    page.wait_for_function(
+        "(arg) => document.querySelector('#live-log li:last-child')?.textContent.endsWith(arg)",
+        arg=" (13 times)",
+    )
+    log = page.locator("#live-log li").all_text_contents()
+    assert len(log) == 2, log
+    assert log[0].startswith("Unknown language 'xx'")
+    assert log[1].startswith("nothing is spoken until a valid session.config comes")
+
+
 def test_the_live_view_plays_the_format_the_session_says(console: Watched) -> None:
     # The page asks for pcm; the session.config is rewritten on its way to ask for wav, as a
     # session another client configured would answer: the page must play what audio.start says.
