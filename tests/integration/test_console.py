@@ -424,6 +424,25 @@ def test_every_problem_of_a_manifest_is_listed_beside_submit(
     assert console.server.request("GET", "/v1/jobs").json()["data"] == jobs_before
 
 
+def test_the_supervision_view_lists_the_asr_sidecar(
+    browser: Any, whisper_dir: Path, tmp_path: Path
+) -> None:
+    # With --asr-model, /health lists the ASR sidecar under `asr`: the view shows it too.
+    with live(tmp_path, "--asr-model", str(whisper_dir)) as server:
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        watched = Watched(context.new_page(), server)
+        try:
+            watched.open()
+            watched.view("supervision")
+            row = watched.page.locator("#sidecars-table tr[data-sidecar=asr-cpu0]")
+            row.wait_for()
+            assert row.locator("td").nth(1).text_content() == "cpu"
+            assert watched.page.locator("#sidecars-table tr[data-sidecar=cpu0]").count() == 1
+            watched.check()
+        finally:
+            context.close()
+
+
 def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console: Watched) -> None:
     console.open()
     console.view("supervision")

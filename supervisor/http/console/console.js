@@ -492,7 +492,9 @@ function sample(metrics) {
 async function loadSupervision() {
   const [health, metrics] = await Promise.all([getJson("/health"),
     call("/metrics").then((r) => r.text()).then(parseMetrics)]);
-  $("sidecars-table").tBodies[0].replaceChildren(...health.sidecars.map((s) => {
+  // The speech sidecars, then the ASR sidecar of --asr-model (/health's `asr`), if any.
+  const sidecars = [...health.sidecars, ...(health.asr ?? [])];
+  $("sidecars-table").tBodies[0].replaceChildren(...sidecars.map((s) => {
     const gpu = metrics[`omnivoice_gpu_memory_peak_bytes{device="${s.device}"}`];
     const memory = [s.memory_bytes ? `${bytes(s.memory_bytes)} RAM` : "",
       gpu ? `${bytes(gpu)} GPU peak` : ""];
