@@ -563,3 +563,29 @@ def test_a_shared_voice_offers_delete_only_to_a_key_that_may_delete_it(
                 watched.check()
             finally:
                 context.close()
+
+
+def test_a_tenant_key_sees_the_sidecars_without_charts_and_no_error(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The trial of issue 49: /metrics is 403 to a key of the file that is not admin; the page
+    polled it every 2 s and showed that refusal as the error under every view, and the
+    supervision view drew no sidecar at all. The null engine serves: no audio is needed."""
+    (tmp_path / "keys").write_text("sk-alice name=alice\n")
+    with live(tmp_path, "--api-key-file", str(tmp_path / "keys")) as server:
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        watched = Watched(context.new_page(), server)
+        watched.allowed_errors.append("status of 403")  # the browser logs the refused /metrics
+        try:
+            watched.open("sk-alice")
+            page = watched.page
+            page.wait_for_function("() => state.metricsRefused !== null")  # a poll has run
+            assert page.text_content("#error") == ""
+            watched.view("supervision")
+            page.locator("#sidecars-table tr[data-sidecar=cpu0]").wait_for()
+            assert page.is_visible("#charts-refused") and not page.is_visible(".charts")
+            assert "admin key" in page.text_content("#charts-refused")
+            assert page.text_content("#error") == ""
+            watched.check()
+        finally:
+            context.close()
