@@ -12,6 +12,7 @@ import logging
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
 
 from supervisor.cli_service import add_service
 from supervisor.cli_synth import add_synth
@@ -245,16 +246,49 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]]
 ]
 
 
+class CommandArgs(argparse.ArgumentParser):
+    """A subcommand's parser: where an argument it needs is missing and a flag given is one it
+    does not know (`synth m.jsonl --ot DIR`), the unknown flag is the error, with the closest."""
+
+    unknown: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        if self.unknown and message.startswith("the following arguments are required"):
+            message = unrecognized(list(self.unknown), self)
+        super().error(message)
+
+
+def unknown_flags(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """The `--flags` in argv that parser knows neither whole nor as the start of one of its own
+    (argparse takes `--mod` for `--model`); none after `--`."""
+    flags = [s for action in parser._actions for s in action.option_strings]
+    given = argv[: argv.index("--")] if "--" in argv else argv
+    names = [a.split("=", 1)[0] for a in given if a.startswith("--") and len(a) > 2]
+    return [n for n in names if not any(f.startswith(n) for f in flags)]
+
+
 class CommandParser(argparse.ArgumentParser):
     """The top-level parser: an argument a subcommand does not know is that subcommand's error,
-    shown with its usage and the closest of its flags, not the top-level usage."""
+    shown with its usage and the closest of its flags, not the top-level usage; a command it
+    does not know is answered with the closest command."""
 
     commands: dict[str, argparse.ArgumentParser]
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: None = None
     ) -> argparse.Namespace:
-        parsed, extra = self.parse_known_args(args, namespace)
+        argv = list(sys.argv[1:] if args is None else args)
+        if argv and not argv[0].startswith("-"):
+            named = self.commands.get(argv[0])
+            if isinstance(named, CommandArgs):
+                named.unknown = unknown_flags(argv[1:], named)
+            elif named is None:
+                close = difflib.get_close_matches(argv[0], list(self.commands), n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                self.error(
+                    f"unknown command {argv[0]!r}{hint}; the commands: {', '.join(self.commands)}"
+                )
+        parsed, extra = self.parse_known_args(argv, namespace)
         if extra:
             command = self.commands[parsed.command]
             command.error(unrecognized(extra, command))
@@ -278,8 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="omnivoice-supervisor", description="OpenAI-compatible OmniVoice TTS server"
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=argparse.ArgumentParser
+    sub = cast(  # each command's parser is a CommandArgs; the add_* functions need no more
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(
+            dest="command", metavar="COMMAND", required=True, parser_class=CommandArgs
+        ),
     )
     for add in SUBCOMMANDS:
         add(sub)

@@ -227,47 +227,41 @@ def _group_exists(name: str) -> bool:
     return True
 
 
-def under_home(*paths: str) -> bool:
-    return any(
-        Path(p).resolve().is_relative_to(home)
-        for p in paths
-        if p
-        for home in ("/home", "/root", "/run/user")
-    )
-
-
+HOMES = ("/home", "/root", "/run/user")  # the unit's ProtectHome= hides these
 PRIVATE_TMP = ("/tmp", "/var/tmp")  # the unit's PrivateTmp=yes gives the service its own
 
 
-def under_tmp(**paths: str) -> list[str]:
-    """Which of the named paths (a model directory, the venv, the data directory) lie under
-    /tmp or /var/tmp, which the service does not see; a hub id (no such path) is none."""
+def lying_under(roots: tuple[str, ...], **paths: str) -> list[str]:
+    """Which of the named paths (a model directory, the venv, the data directory) lie under one
+    of `roots`, each as its name and path (and the real path, where a link leads there); a hub
+    id (no such path) is none."""
     found = []
     for what, path in paths.items():
         if not path or not (os.path.isabs(path) or os.path.exists(path)):
             continue
-        if any(Path(path).resolve().is_relative_to(tmp) for tmp in PRIVATE_TMP):
-            found.append(f"{what} {path}")
+        real = Path(path).resolve()
+        if any(real.is_relative_to(root) for root in roots):
+            found.append(f"{what} {path}" + (f" (= {real})" if str(real) != path else ""))
     return found
 
 
 def checked_paths(command: str, model: str | None, data_dir: str | None) -> str:
     """The unit's ProtectHome= for where the installation, model and data directory lie, saying
-    so where it is not `yes`; a warning for any of them under /tmp, which the service never sees."""
-    hidden = under_tmp(
-        installation=command, python=sys.executable, model=model or "", data=data_dir or ""
-    )
+    which one where it is not `yes`; a warning for any of them under /tmp, which the service
+    never sees."""
+    paths = {"installation": command, "python": sys.executable}
+    paths |= {"model": model or "", "data": data_dir or ""}
+    hidden = lying_under(PRIVATE_TMP, **paths)
     if hidden:
+        them = "them" if len(hidden) > 1 else "it"
         print(
             f"warning: {'; '.join(hidden)}: under /tmp, which the service does not see "
-            "(PrivateTmp=yes gives it a /tmp of its own): move them (under /opt or /srv, say)"
+            f"(PrivateTmp=yes gives it a /tmp of its own): move {them} (under /opt or /srv, say)"
         )
-    if not under_home(command, sys.executable, model or "", data_dir or ""):
+    in_home = lying_under(HOMES, **paths)
+    if not in_home:
         return "yes"
-    print(
-        "the installation (or its Python), the model or the data directory is under /home or "
-        "/root: ProtectHome=read-only"
-    )
+    print(f"{'; '.join(in_home)}: under /home or /root, so the unit has ProtectHome=read-only")
     return "read-only"
 
 

@@ -243,6 +243,24 @@ def test_the_live_view_speaks_each_sentence_as_it_is_typed(console: Watched) -> 
     console.screenshot("live")
 
 
+def test_the_live_view_lists_a_refused_config_once_as_it_is_typed(console: Watched) -> None:
+    # A refused session.config answers each keystroke's text with the same error: the log
+    # shows the refusal and the repeat once, counted, not a line per key.
+    console.open()
+    console.view("live")
+    page = console.page
+    page.fill("#live-language", "xx")
+    page.type("#live-input", "Good morning.")  # a key at a time: 13 refused input.text
+    page.wait_for_function(
+        "(arg) => document.querySelector('#live-log li:last-child')?.textContent.endsWith(arg)",
+        arg=" (13 times)",
+    )
+    log = page.locator("#live-log li").all_text_contents()
+    assert len(log) == 2, log
+    assert log[0].startswith("Unknown language 'xx'")
+    assert log[1].startswith("nothing is spoken until a valid session.config comes")
+
+
 def test_the_live_view_plays_the_format_the_session_says(console: Watched) -> None:
     # The page asks for pcm; the session.config is rewritten on its way to ask for wav, as a
     # session another client configured would answer: the page must play what audio.start says.
@@ -406,6 +424,25 @@ def test_every_problem_of_a_manifest_is_listed_beside_submit(
     assert console.server.request("GET", "/v1/jobs").json()["data"] == jobs_before
 
 
+def test_the_supervision_view_lists_the_asr_sidecar(
+    browser: Any, whisper_dir: Path, tmp_path: Path
+) -> None:
+    # With --asr-model, /health lists the ASR sidecar under `asr`: the view shows it too.
+    with live(tmp_path, "--asr-model", str(whisper_dir)) as server:
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        watched = Watched(context.new_page(), server)
+        try:
+            watched.open()
+            watched.view("supervision")
+            row = watched.page.locator("#sidecars-table tr[data-sidecar=asr-cpu0]")
+            row.wait_for()
+            assert row.locator("td").nth(1).text_content() == "cpu"
+            assert watched.page.locator("#sidecars-table tr[data-sidecar=cpu0]").count() == 1
+            watched.check()
+        finally:
+            context.close()
+
+
 def test_a_sidecar_killed_by_a_fault_comes_back_in_the_supervision_view(console: Watched) -> None:
     console.open()
     console.view("supervision")
@@ -526,3 +563,29 @@ def test_a_shared_voice_offers_delete_only_to_a_key_that_may_delete_it(
                 watched.check()
             finally:
                 context.close()
+
+
+def test_a_tenant_key_sees_the_sidecars_without_charts_and_no_error(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The trial of issue 49: /metrics is 403 to a key of the file that is not admin; the page
+    polled it every 2 s and showed that refusal as the error under every view, and the
+    supervision view drew no sidecar at all. The null engine serves: no audio is needed."""
+    (tmp_path / "keys").write_text("sk-alice name=alice\n")
+    with live(tmp_path, "--api-key-file", str(tmp_path / "keys")) as server:
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        watched = Watched(context.new_page(), server)
+        watched.allowed_errors.append("status of 403")  # the browser logs the refused /metrics
+        try:
+            watched.open("sk-alice")
+            page = watched.page
+            page.wait_for_function("() => state.metricsRefused !== null")  # a poll has run
+            assert page.text_content("#error") == ""
+            watched.view("supervision")
+            page.locator("#sidecars-table tr[data-sidecar=cpu0]").wait_for()
+            assert page.is_visible("#charts-refused") and not page.is_visible(".charts")
+            assert "admin key" in page.text_content("#charts-refused")
+            assert page.text_content("#error") == ""
+            watched.check()
+        finally:
+            context.close()

@@ -20,7 +20,8 @@ const DESIGN = {
 const PREVIEW_TEXT = "This is how I sound. The ferry leaves at noon.";
 
 const $ = (id) => document.getElementById(id);
-const state = { view: "try", job: null, lastTry: null, samples: [], previous: null };
+const state = { view: "try", job: null, lastTry: null, samples: [], previous: null,
+  metricsRefused: null };
 
 // ---------------------------------------------------------------- calls to the server
 
@@ -84,6 +85,7 @@ function askForKey(message) {
 
 $("auth-form").addEventListener("submit", guarded(async () => {
   sessionStorage.setItem(KEY_STORE, $("auth-key").value.trim());
+  state.metricsRefused = null; // another key may see them
   await getJson("/v1/models"); // refused: call() shows the form again with the reason
   $("auth").hidden = true;
   $("views").hidden = false;
@@ -489,11 +491,25 @@ function sample(metrics) {
   }
 }
 
+// /metrics is the whole server's: a tenant's key gets 403, and the view shows the sidecars and
+// the queue without the charts (asked once a key; the refusal is no error of the other views).
+async function loadMetrics() {
+  if (state.metricsRefused) return null;
+  try {
+    return parseMetrics(await (await call("/metrics")).text());
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 403)) throw error;
+    state.metricsRefused = error.message;
+    return null;
+  }
+}
+
 async function loadSupervision() {
-  const [health, metrics] = await Promise.all([getJson("/health"),
-    call("/metrics").then((r) => r.text()).then(parseMetrics)]);
-  $("sidecars-table").tBodies[0].replaceChildren(...health.sidecars.map((s) => {
-    const gpu = metrics[`omnivoice_gpu_memory_peak_bytes{device="${s.device}"}`];
+  const [health, metrics] = await Promise.all([getJson("/health"), loadMetrics()]);
+  // The speech sidecars, then the ASR sidecar of --asr-model (/health's `asr`), if any.
+  const sidecars = [...health.sidecars, ...(health.asr ?? [])];
+  $("sidecars-table").tBodies[0].replaceChildren(...sidecars.map((s) => {
+    const gpu = metrics?.[`omnivoice_gpu_memory_peak_bytes{device="${s.device}"}`];
     const memory = [s.memory_bytes ? `${bytes(s.memory_bytes)} RAM` : "",
       gpu ? `${bytes(gpu)} GPU peak` : ""];
     const kills = Object.entries(s.kills).map(([reason, n]) => `${reason} ×${n}`).join(", ");
@@ -510,6 +526,10 @@ async function loadSupervision() {
     box("s of audio waiting, bulk (jobs)", queue.waiting_audio_s.bulk.toFixed(1)),
     box("s admitted, of the limit", `${queue.audio_s.toFixed(1)} / ${queue.limit_audio_s}`),
     box("tasks unfinished", queue.tasks));
+  document.querySelector("#view-supervision .charts").hidden = !metrics;
+  $("charts-refused").hidden = Boolean(metrics);
+  $("charts-refused").textContent = `No charts with this key: ${state.metricsRefused}.`;
+  if (!metrics) return;
   sample(metrics);
   chart($("chart-throughput"), state.samples, (s) => s.throughput, (v) => `${v.toFixed(2)}×`);
   chart($("chart-latency"), state.samples, (s) => s.latency, (v) => `${v.toFixed(2)} s`);

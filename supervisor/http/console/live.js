@@ -42,9 +42,18 @@ function liveSend(message) {
   else socket.addEventListener("open", () => socket.send(text), { once: true });
 }
 
+// An error the same as the one just listed is counted on it, not listed again: a session whose
+// config was refused answers every keystroke's text with the same error.
 function liveLog(text, failed) {
+  const last = $("live-log").lastElementChild;
+  if (failed && last && last.dataset.text === text) {
+    last.dataset.count = String(Number(last.dataset.count) + 1);
+    last.textContent = `${text} (${last.dataset.count} times)`;
+    return;
+  }
   const item = document.createElement("li");
   item.textContent = text;
+  Object.assign(item.dataset, { text, count: "1" });
   if (failed) item.className = "error";
   $("live-log").append(item);
 }

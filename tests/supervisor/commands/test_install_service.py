@@ -64,6 +64,16 @@ def test_a_model_or_data_directory_under_tmp_is_warned_about(tmp_path: Path) -> 
     assert "warning" not in said  # a hub id is no path; /srv is seen
 
 
+def test_a_path_under_home_is_named_with_the_protect_home_it_gets(tmp_path: Path) -> None:
+    """The trial of issue 49: the ProtectHome= line said one of four paths was under /home or
+    /root, not which; a hub id is no path, wherever the command runs."""
+    unit, said = install_files(tmp_path, "--model", "k2-fsa/OmniVoice", "--data-dir", "/home/ov/d")
+    [line] = [line for line in said.splitlines() if "ProtectHome=" in line]
+    assert "data /home/ov/d" in line and "ProtectHome=read-only" in line, said
+    assert "model" not in line
+    assert "ProtectHome=read-only" in unit.read_text()
+
+
 def test_the_committed_unit_is_the_template() -> None:
     assert COMMITTED_UNIT.read_text() == service.render_unit(), (
         "systemd/omnivoice-supervisor.service differs from supervisor/commands/install_service.py; regenerate it with\n"
