@@ -26,7 +26,7 @@ import resource
 from collections import Counter
 from typing import Any, Protocol
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.errors import Overloaded
 from supervisor.http.auth import TENANT, reply
@@ -194,18 +194,38 @@ class ConnectionBook:
 
 class UnsentLimit:
     """ASGI middleware: a request that would make audio is refused (429, Retry-After) while
-    answers already made wait unread past the caps: in all, and of its key."""
+    answers already made wait unread past the caps: in all, and of its key. Checked again as
+    its answer starts: answers asked for at once are all admitted before any waits, so the
+    first check alone would let one key's cap be passed by as many answers as it asks for
+    together. An answer refused then is dropped and the 429 sent in its place."""
 
     def __init__(self, app: ASGIApp, book: ConnectionBook) -> None:
         self.app = app
         self.book = book
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in SYNTHESIS_PATHS:
-            tenant = scope.get(TENANT)
-            try:
-                self.book.check_unsent(tenant.owner if tenant is not None else None)
-            except Overloaded as error:
-                await reply(error, scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] not in SYNTHESIS_PATHS:
+            await self.app(scope, receive, send)
+            return
+        tenant = scope.get(TENANT)
+        owner = tenant.owner if tenant is not None else None
+        try:
+            self.book.check_unsent(owner)
+        except Overloaded as error:
+            await reply(error, scope, receive, send)
+            return
+        refused = False
+
+        async def send_checked(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] < 300:
+                try:
+                    self.book.check_unsent(owner)
+                except Overloaded as error:
+                    refused = True
+                    await reply(error, scope, receive, send)
+                    return
+            if not refused:
+                await send(message)
+
+        await self.app(scope, receive, send_checked)

@@ -23,6 +23,7 @@ from websockets.sync.client import connect
 
 from tests.helpers.harness import assert_gone
 from tests.helpers.live_server import KEY, LiveServer, live, start, stop
+from tests.helpers.waits import wait_until
 
 DESCRIPTORS = 256  # the server's RLIMIT_NOFILE, soft and hard: it cannot raise it
 ATTACKS = 400  # more connections than the server has descriptors
@@ -206,6 +207,29 @@ def test_a_client_that_does_not_read_is_dropped_and_its_bytes_released(tmp_path:
         assert "took none of its answer" in server.log.read_text()
         answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
         assert answer.status_code == 200, answer.text
+
+
+def test_answers_made_together_for_non_readers_stay_within_the_keys_cap(tmp_path: Path) -> None:
+    """Before: the cap on unread answers was checked only when a request came in, so answers
+    made together (asked at once, before any was waiting) all went out: one key held 627 MB
+    unread against its 128 MB, and every other key's speech was 429 until the send deadline.
+    Now an answer about to start while its key's answers already wait past the cap is a 429."""
+    flags = ("--send-timeout-s", "600", "--max-unsent-mb-per-key", "1")
+    with live(tmp_path, *flags) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        body = json.dumps(speech(seconds=120)).encode()  # 5.8 MB of WAV each
+        socks = [non_reading_request(port, body) for _ in range(6)]
+        try:
+            wait_until(  # uvicorn logs an answer as it starts, its first bytes written with it
+                lambda: server.log.read_text().count('"POST /v1/audio/speech HTTP/1.1"') == 6,
+                BOUND_S,
+                "every answer started",
+            )
+            unread = server.health()["connections"]["unread_bytes"]
+        finally:
+            for sock in socks:
+                sock.close()
+        assert 2**20 < unread < 8 * 2**20, unread  # one answer past the cap, not six
 
 
 def test_a_websocket_gives_its_connections_place_back_when_it_ends(tmp_path: Path) -> None:
