@@ -115,6 +115,15 @@ class Sending(Protocol):
     def unsent_bytes(self) -> int: ...
 
 
+class Held(Protocol):
+    """A connection as the book sees it while it holds a place."""
+
+    @property
+    def awaiting_request(self) -> bool: ...
+
+    def evict(self) -> None: ...
+
+
 class ConnectionBook:
     """Connections open, per client address; and those whose answers wait unread, per owner."""
 
@@ -128,14 +137,20 @@ class ConnectionBook:
         self.unsent_cap = int(settings.max_unsent_mb * MB)
         self.unsent_key_cap = int(settings.max_unsent_mb_per_key * MB)
         self.open: Counter[str] = Counter()
+        self.held: dict[str, dict[Held, None]] = {}  # per address, oldest first
         self.total = 0
         self.waiting: dict[Sending, str | None] = {}  # the owner of the request, if known
         self.refusals = Burst("connections refused: the server holds as many as it takes")
         self.accept_errors = Burst("cannot accept connections")
 
-    def admit(self, peer: str) -> bool:
-        """Count a new connection from `peer`, or say False (and count nothing) past a cap."""
-        if self.total >= self.total_cap or self.open[peer] >= self.peer_cap:
+    def admit(self, peer: str, conn: Held) -> bool:
+        """Count a new connection from `peer`, or say False (and count nothing) past a cap.
+        At the cap in all, a newcomer from an address holding fewer takes the place of the
+        oldest connection still waiting for a request from the address holding the most: a
+        few addresses cannot fill every place and keep the rest out."""
+        if self.open[peer] >= self.peer_cap or (
+            self.total >= self.total_cap and not self._make_room(peer)
+        ):
             self.refusals.note(
                 f"{self.total} open of {self.total_cap}, {self.open[peer]} from {peer} "
                 f"of {self.peer_cap}"
@@ -143,13 +158,26 @@ class ConnectionBook:
             return False
         self.open[peer] += 1
         self.total += 1
+        self.held.setdefault(peer, {})[conn] = None
         return True
 
-    def release(self, peer: str) -> None:
+    def _make_room(self, newcomer: str) -> bool:
+        heaviest, most = self.open.most_common(1)[0]
+        if most <= self.open[newcomer] + 1:
+            return False
+        idle = next((c for c in self.held.get(heaviest, {}) if c.awaiting_request), None)
+        if idle is None:
+            return False
+        idle.evict()  # releases its place
+        return True
+
+    def release(self, peer: str, conn: Held) -> None:
         self.open[peer] -= 1
         self.total -= 1
+        self.held.get(peer, {}).pop(conn, None)
         if self.open[peer] <= 0:
             del self.open[peer]
+            self.held.pop(peer, None)
 
     def unsent(self, owner: str | None = None) -> int:
         """Bytes of answers waiting for their clients: in all, or of one owner's requests."""

@@ -127,6 +127,27 @@ def test_half_sent_connections_past_the_cap_are_refused_and_the_server_serves(
         assert log.count("connections refused") <= 2  # one burst: its first line and its sum
 
 
+def test_a_few_addresses_filling_every_place_cannot_keep_another_out(tmp_path: Path) -> None:
+    """Before: three addresses, each within its own cap, filled the cap in all with half-sent
+    requests, and every other client (/ready, speech with a key) got 503 for as long as they
+    held them. Now a newcomer from a lighter address takes the place of the oldest connection
+    still waiting for its headers from the address that holds the most."""
+    flags = ("--max-connections", str(3 * PER_PEER), "--max-connections-per-peer", str(PER_PEER))
+    with limited_server(tmp_path, *flags) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        held: list[socket.socket] = []
+        try:
+            for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                held += [half_sent(port, source) for _ in range(PER_PEER)]
+            assert httpx.get(server.url + "/ready", timeout=BOUND_S).status_code == 200
+            answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
+            assert answer.status_code == 200, answer.text
+            assert 1 <= sum(refused(s) for s in held) <= 2  # one place each, held by the first
+        finally:
+            for sock in held:
+                sock.close()
+
+
 def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descriptors(
     tmp_path: Path,
 ) -> None:
