@@ -119,7 +119,7 @@ class Held(Protocol):
     """A connection as the book sees it while it holds a place."""
 
     @property
-    def awaiting_request(self) -> bool: ...
+    def receiving_request(self) -> bool: ...
 
     def evict(self) -> None: ...
 
@@ -146,8 +146,9 @@ class ConnectionBook:
     def admit(self, peer: str, conn: Held) -> bool:
         """Count a new connection from `peer`, or say False (and count nothing) past a cap.
         At the cap in all, a newcomer from an address holding fewer takes the place of the
-        oldest connection still waiting for a request from the address holding the most: a
-        few addresses cannot fill every place and keep the rest out."""
+        oldest connection still sending its request (headers or body, no answer begun) from
+        the address holding the most: a few addresses cannot fill every place and keep the
+        rest out."""
         if self.open[peer] >= self.peer_cap or (
             self.total >= self.total_cap and not self._make_room(peer)
         ):
@@ -165,7 +166,7 @@ class ConnectionBook:
         heaviest, most = self.open.most_common(1)[0]
         if most <= self.open[newcomer] + 1:
             return False
-        idle = next((c for c in self.held.get(heaviest, {}) if c.awaiting_request), None)
+        idle = next((c for c in self.held.get(heaviest, {}) if c.receiving_request), None)
         if idle is None:
             return False
         idle.evict()  # releases its place

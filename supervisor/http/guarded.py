@@ -74,15 +74,15 @@ class Guarded(ReadDeadlines):
         self._peer = peer
 
     @property
-    def awaiting_request(self) -> bool:
-        """Still reading a request's headers (or none begun), with no answer owed: what may
-        be closed to make room for another address's connection."""
-        return (
-            self._peer is not None
-            and not self._upgraded
-            and self.conn.their_state is h11.IDLE
-            and self.conn.our_state is h11.IDLE
-        )
+    def receiving_request(self) -> bool:
+        """Still reading a request, its headers or its body, with no answer begun (or idle
+        between requests): what may be closed to make room for another address's."""
+        if self._peer is None or self._upgraded:
+            return False
+        if self.conn.their_state is h11.IDLE:
+            return self.conn.our_state is h11.IDLE
+        started = self.cycle is not None and self.cycle.response_started
+        return self.conn.their_state is h11.SEND_BODY and not started
 
     def evict(self) -> None:
         """Close this connection to make room (admit): it is told 503, as a refused one is."""

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from tests.helpers.harness import assert_gone
@@ -58,12 +59,12 @@ def speech(seconds: float | None = None) -> dict[str, object]:
     return body
 
 
-def half_sent(port: int, source: str) -> socket.socket:
+def half_sent(port: int, source: str, head: bytes = HALF_SENT) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((source, 0))
     sock.settimeout(BOUND_S)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(HALF_SENT)
+    sock.sendall(head)
     return sock
 
 
@@ -127,18 +128,30 @@ def test_half_sent_connections_past_the_cap_are_refused_and_the_server_serves(
         assert log.count("connections refused") <= 2  # one burst: its first line and its sum
 
 
-def test_a_few_addresses_filling_every_place_cannot_keep_another_out(tmp_path: Path) -> None:
+SLOW_BODY = (  # a tenant's key, whole headers, and a body that never ends
+    f"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}\r\n"
+    'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"input": '
+).encode()
+
+
+@pytest.mark.parametrize("attack", [HALF_SENT, SLOW_BODY], ids=["headers", "body"])
+def test_a_few_addresses_filling_every_place_cannot_keep_another_out(
+    tmp_path: Path, attack: bytes
+) -> None:
     """Before: three addresses, each within its own cap, filled the cap in all with half-sent
-    requests, and every other client (/ready, speech with a key) got 503 for as long as they
-    held them. Now a newcomer from a lighter address takes the place of the oldest connection
-    still waiting for its headers from the address that holds the most."""
+    requests (or, with a key, requests whose body never ends), and every other client
+    (/ready, speech with a key) got 503 for as long as they held them. Now a newcomer from a
+    lighter address takes the place of the oldest connection still sending its request from
+    the address that holds the most."""
     flags = ("--max-connections", str(3 * PER_PEER), "--max-connections-per-peer", str(PER_PEER))
-    with limited_server(tmp_path, *flags) as server:
+    with limited_server(
+        tmp_path, *flags, "--body-timeout-s", HEADER_S, "--body-deadline-s", HEADER_S
+    ) as server:
         port = int(server.url.rsplit(":", 1)[1])
         held: list[socket.socket] = []
         try:
             for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
-                held += [half_sent(port, source) for _ in range(PER_PEER)]
+                held += [half_sent(port, source, attack) for _ in range(PER_PEER)]
             assert httpx.get(server.url + "/ready", timeout=BOUND_S).status_code == 200
             answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
             assert answer.status_code == 200, answer.text

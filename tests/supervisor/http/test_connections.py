@@ -50,8 +50,8 @@ def test_an_ipv6_host_counts_as_its_64(client: tuple[str, int] | None, peer: str
 class Conn:
     """A connection as the book sees it: waiting for a request or not; evicted when asked."""
 
-    def __init__(self, book: ConnectionBook, peer: str, *, awaiting_request: bool) -> None:
-        self.book, self.peer, self.awaiting_request = book, peer, awaiting_request
+    def __init__(self, book: ConnectionBook, peer: str, *, receiving_request: bool) -> None:
+        self.book, self.peer, self.receiving_request = book, peer, receiving_request
         self.evicted = False
 
     def evict(self) -> None:
@@ -62,9 +62,9 @@ class Conn:
 def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> None:
     async def scenario() -> None:  # a refusal is noted in a burst, on the running loop
         book = ConnectionBook(settings(max_connections=3, max_connections_per_peer=2), 1024)
-        a1, a2, b, c = (Conn(book, p, awaiting_request=False) for p in "aabc")
+        a1, a2, b, c = (Conn(book, p, receiving_request=False) for p in "aabc")
         assert book.admit("a", a1) and book.admit("a", a2)
-        assert not book.admit("a", Conn(book, "a", awaiting_request=True))  # per address
+        assert not book.admit("a", Conn(book, "a", receiving_request=True))  # per address
         assert book.admit("b", b)
         assert not book.admit("c", c)  # in all: nothing of a's is waiting for a request
         assert book.refusals.count == 2
@@ -77,16 +77,16 @@ def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> N
 def test_at_the_cap_in_all_a_lighter_address_takes_the_heaviest_ones_oldest_idle_place() -> None:
     async def scenario() -> None:
         book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=3), 1024)
-        busy = Conn(book, "a", awaiting_request=False)
-        idle = [Conn(book, "a", awaiting_request=True) for _ in range(2)]
+        busy = Conn(book, "a", receiving_request=False)
+        idle = [Conn(book, "a", receiving_request=True) for _ in range(2)]
         for conn in (busy, *idle):
             assert book.admit("a", conn)
-        assert book.admit("b", Conn(book, "b", awaiting_request=True))
-        assert book.admit("c", Conn(book, "c", awaiting_request=True))
+        assert book.admit("b", Conn(book, "b", receiving_request=True))
+        assert book.admit("c", Conn(book, "c", receiving_request=True))
         assert [conn.evicted for conn in (busy, *idle)] == [False, True, False]
         assert book.total == 4 and book.open["a"] == 2
         # b holds 1, a 2: no longer more than one apart, so b's next is refused
-        assert not book.admit("b", Conn(book, "b", awaiting_request=True))
+        assert not book.admit("b", Conn(book, "b", receiving_request=True))
 
     asyncio.run(scenario())
 
