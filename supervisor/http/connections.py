@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from supervisor.errors import Overloaded
 from supervisor.http.auth import TENANT, reply
 from supervisor.settings import Settings
+from supervisor.tenants import OPEN
 
 log = logging.getLogger("omnivoice.http")
 
@@ -137,6 +138,7 @@ class ConnectionBook:
         self.unsent_cap = int(settings.max_unsent_mb * MB)
         self.unsent_key_cap = int(settings.max_unsent_mb_per_key * MB)
         self.open: Counter[str] = Counter()
+        self.in_flight: Counter[str] = Counter()  # HTTP requests not yet answered, per owner
         self.held: dict[str, dict[Held, None]] = {}  # per address, oldest first
         self.total = 0
         self.waiting: dict[Sending, str | None] = {}  # the owner of the request, if known
@@ -146,9 +148,9 @@ class ConnectionBook:
     def admit(self, peer: str, conn: Held) -> bool:
         """Count a new connection from `peer`, or say False (and count nothing) past a cap.
         At the cap in all, a newcomer from an address holding fewer takes the place of the
-        oldest connection still sending its request (headers or body, no answer begun) from
-        the address holding the most: a few addresses cannot fill every place and keep the
-        rest out."""
+        oldest connection still sending its request (headers or body, no answer begun) of
+        the address holding the most that has one: a few addresses cannot fill every place
+        and keep the rest out."""
         if self.open[peer] >= self.peer_cap or (
             self.total >= self.total_cap and not self._make_room(peer)
         ):
@@ -163,14 +165,14 @@ class ConnectionBook:
         return True
 
     def _make_room(self, newcomer: str) -> bool:
-        heaviest, most = self.open.most_common(1)[0]
-        if most <= self.open[newcomer] + 1:
-            return False
-        idle = next((c for c in self.held.get(heaviest, {}) if c.receiving_request), None)
-        if idle is None:
-            return False
-        idle.evict()  # releases its place
-        return True
+        for peer, count in self.open.most_common():  # the heaviest with such a connection
+            if count <= self.open[newcomer] + 1:
+                return False
+            idle = next((c for c in self.held.get(peer, {}) if c.receiving_request), None)
+            if idle is not None:
+                idle.evict()  # releases its place
+                return True
+        return False
 
     def release(self, peer: str, conn: Held) -> None:
         self.open[peer] -= 1
@@ -258,3 +260,38 @@ class UnsentLimit:
                 await send(message)
 
         await self.app(scope, receive, send_checked)
+
+
+class KeyRequests:
+    """ASGI middleware: a key has at most an address's cap of HTTP requests in flight; past
+    it, 429 with Retry-After. Otherwise one key's requests, held in flight (queued behind slow
+    batches) from a few addresses, could take every place there is; refused, their
+    connections are idle and make room for others (ConnectionBook.admit). A server without
+    keys has one tenant, and no such cap."""
+
+    def __init__(self, app: ASGIApp, book: ConnectionBook) -> None:
+        self.app = app
+        self.book = book
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tenant = scope.get(TENANT)
+        if scope["type"] != "http" or tenant is None or tenant is OPEN:
+            await self.app(scope, receive, send)
+            return
+        owner, flights = tenant.owner, self.book.in_flight
+        if flights[owner] >= self.book.peer_cap:
+            error = Overloaded(
+                f"this key has {flights[owner]} requests in flight, as many as it may: "
+                "wait for their answers",
+                retry_after_s=1,
+            )
+            error.code = "too_many_requests"
+            await reply(error, scope, receive, send)
+            return
+        flights[owner] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            flights[owner] -= 1
+            if flights[owner] <= 0:
+                del flights[owner]

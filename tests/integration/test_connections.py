@@ -161,6 +161,38 @@ def test_a_few_addresses_filling_every_place_cannot_keep_another_out(
                 sock.close()
 
 
+def test_one_keys_requests_in_flight_from_a_few_addresses_cannot_keep_another_out(
+    tmp_path: Path,
+) -> None:
+    """Before: a key's whole requests, held in flight behind slow batches, from three
+    addresses each within its own cap, took every place: /ready from another address got 503
+    until they were answered. Now a key has at most an address's worth of requests in flight;
+    past that it is told 429, and its idle connections make room for other addresses."""
+    flags = ("--max-connections", str(3 * PER_PEER), "--max-connections-per-peer", str(PER_PEER))
+    flags += ("--max-batch-size", "1", "--drain-s", "1")
+    with live(tmp_path, *flags, faults=True) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        body = json.dumps({"input": "[[fault:slow:3]] Hi.", "voice": "alloy"}).encode()
+        head = (
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}"
+            f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        held: list[socket.socket] = []
+        try:
+            for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                held += [half_sent(port, source, head.encode() + body) for _ in range(PER_PEER)]
+            wait_until(
+                lambda: server.log.read_text().count("429 trace_id") >= 2 * PER_PEER,
+                BOUND_S,
+                "the key's requests past its share told 429",
+            )
+            ready = httpx.get(server.url + "/ready", timeout=BOUND_S)
+            assert ready.status_code == 200, server.log.read_text()[-3000:]
+        finally:
+            for sock in held:
+                sock.close()
+
+
 def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descriptors(
     tmp_path: Path,
 ) -> None:

@@ -91,6 +91,19 @@ def test_at_the_cap_in_all_a_lighter_address_takes_the_heaviest_ones_oldest_idle
     asyncio.run(scenario())
 
 
+def test_making_room_passes_over_an_address_whose_connections_all_wait_for_answers() -> None:
+    async def scenario() -> None:
+        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=2), 1024)
+        busy = [Conn(book, "a", receiving_request=False) for _ in range(2)]
+        sending = [Conn(book, "b", receiving_request=True) for _ in range(2)]
+        for conn in (*busy, *sending):
+            assert book.admit(conn.peer, conn)
+        assert book.admit("c", Conn(book, "c", receiving_request=True))
+        assert [conn.evicted for conn in (*busy, *sending)] == [False, False, True, False]
+
+    asyncio.run(scenario())
+
+
 class Waiting:
     def __init__(self, unsent_bytes: int) -> None:
         self.unsent_bytes = unsent_bytes
