@@ -31,7 +31,12 @@ from supervisor.database import Database, StoreCorrupt, StoreUnavailable, is_pos
 from supervisor.errors import ServerError, Unavailable, from_http_status
 from supervisor.http import openapi, route_table, stream_cut
 from supervisor.http.auth import BearerAuth
-from supervisor.http.connections import ConnectionBook, UnsentLimit, descriptor_limit
+from supervisor.http.connections import (
+    ConnectionBook,
+    KeyRequests,
+    UnsentLimit,
+    descriptor_limit,
+)
 from supervisor.http.edge import EdgeChecks, allowed_hosts
 from supervisor.http.limits import BodyLimit
 from supervisor.http.routes.speech import CLIENT_CLOSED
@@ -210,6 +215,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             Middleware(
                 BearerAuth, tenancy=settings.tenancy, open_paths=route_table.open_patterns()
             ),
+            Middleware(KeyRequests, book=book),
             Middleware(UnsentLimit, book=book),
             Middleware(BodyLimit, limits=route_table.body_limits(settings)),
         ],

@@ -26,11 +26,12 @@ import resource
 from collections import Counter
 from typing import Any, Protocol
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.errors import Overloaded
 from supervisor.http.auth import TENANT, reply
 from supervisor.settings import Settings
+from supervisor.tenants import OPEN
 
 log = logging.getLogger("omnivoice.http")
 
@@ -115,6 +116,15 @@ class Sending(Protocol):
     def unsent_bytes(self) -> int: ...
 
 
+class Held(Protocol):
+    """A connection as the book sees it while it holds a place."""
+
+    @property
+    def receiving_request(self) -> bool: ...
+
+    def evict(self) -> None: ...
+
+
 class ConnectionBook:
     """Connections open, per client address; and those whose answers wait unread, per owner."""
 
@@ -128,14 +138,22 @@ class ConnectionBook:
         self.unsent_cap = int(settings.max_unsent_mb * MB)
         self.unsent_key_cap = int(settings.max_unsent_mb_per_key * MB)
         self.open: Counter[str] = Counter()
+        self.in_flight: Counter[str] = Counter()  # HTTP requests not yet answered, per owner
+        self.held: dict[str, dict[Held, None]] = {}  # per address, oldest first
         self.total = 0
         self.waiting: dict[Sending, str | None] = {}  # the owner of the request, if known
         self.refusals = Burst("connections refused: the server holds as many as it takes")
         self.accept_errors = Burst("cannot accept connections")
 
-    def admit(self, peer: str) -> bool:
-        """Count a new connection from `peer`, or say False (and count nothing) past a cap."""
-        if self.total >= self.total_cap or self.open[peer] >= self.peer_cap:
+    def admit(self, peer: str, conn: Held) -> bool:
+        """Count a new connection from `peer`, or say False (and count nothing) past a cap.
+        At the cap in all, a newcomer from an address holding fewer takes the place of the
+        oldest connection still sending its request (headers or body, no answer begun) of
+        the address holding the most that has one: a few addresses cannot fill every place
+        and keep the rest out."""
+        if self.open[peer] >= self.peer_cap or (
+            self.total >= self.total_cap and not self._make_room(peer)
+        ):
             self.refusals.note(
                 f"{self.total} open of {self.total_cap}, {self.open[peer]} from {peer} "
                 f"of {self.peer_cap}"
@@ -143,13 +161,26 @@ class ConnectionBook:
             return False
         self.open[peer] += 1
         self.total += 1
+        self.held.setdefault(peer, {})[conn] = None
         return True
 
-    def release(self, peer: str) -> None:
+    def _make_room(self, newcomer: str) -> bool:
+        for peer, count in self.open.most_common():  # the heaviest with such a connection
+            if count <= self.open[newcomer] + 1:
+                return False
+            idle = next((c for c in self.held.get(peer, {}) if c.receiving_request), None)
+            if idle is not None:
+                idle.evict()  # releases its place
+                return True
+        return False
+
+    def release(self, peer: str, conn: Held) -> None:
         self.open[peer] -= 1
         self.total -= 1
+        self.held.get(peer, {}).pop(conn, None)
         if self.open[peer] <= 0:
             del self.open[peer]
+            self.held.pop(peer, None)
 
     def unsent(self, owner: str | None = None) -> int:
         """Bytes of answers waiting for their clients: in all, or of one owner's requests."""
@@ -194,18 +225,73 @@ class ConnectionBook:
 
 class UnsentLimit:
     """ASGI middleware: a request that would make audio is refused (429, Retry-After) while
-    answers already made wait unread past the caps: in all, and of its key."""
+    answers already made wait unread past the caps: in all, and of its key. Checked again as
+    its answer starts: answers asked for at once are all admitted before any waits, so the
+    first check alone would let one key's cap be passed by as many answers as it asks for
+    together. An answer refused then is dropped and the 429 sent in its place."""
 
     def __init__(self, app: ASGIApp, book: ConnectionBook) -> None:
         self.app = app
         self.book = book
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in SYNTHESIS_PATHS:
-            tenant = scope.get(TENANT)
-            try:
-                self.book.check_unsent(tenant.owner if tenant is not None else None)
-            except Overloaded as error:
-                await reply(error, scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] not in SYNTHESIS_PATHS:
+            await self.app(scope, receive, send)
+            return
+        tenant = scope.get(TENANT)
+        owner = tenant.owner if tenant is not None else None
+        try:
+            self.book.check_unsent(owner)
+        except Overloaded as error:
+            await reply(error, scope, receive, send)
+            return
+        refused = False
+
+        async def send_checked(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] < 300:
+                try:
+                    self.book.check_unsent(owner)
+                except Overloaded as error:
+                    refused = True
+                    await reply(error, scope, receive, send)
+                    return
+            if not refused:
+                await send(message)
+
+        await self.app(scope, receive, send_checked)
+
+
+class KeyRequests:
+    """ASGI middleware: a key has at most an address's cap of HTTP requests in flight; past
+    it, 429 with Retry-After. Otherwise one key's requests, held in flight (queued behind slow
+    batches) from a few addresses, could take every place there is; refused, their
+    connections are idle and make room for others (ConnectionBook.admit). A server without
+    keys has one tenant, and no such cap."""
+
+    def __init__(self, app: ASGIApp, book: ConnectionBook) -> None:
+        self.app = app
+        self.book = book
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tenant = scope.get(TENANT)
+        if scope["type"] != "http" or tenant is None or tenant is OPEN:
+            await self.app(scope, receive, send)
+            return
+        owner, flights = tenant.owner, self.book.in_flight
+        if flights[owner] >= self.book.peer_cap:
+            error = Overloaded(
+                f"this key has {flights[owner]} requests in flight, as many as it may: "
+                "wait for their answers",
+                retry_after_s=1,
+            )
+            error.code = "too_many_requests"
+            await reply(error, scope, receive, send)
+            return
+        flights[owner] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            flights[owner] -= 1
+            if flights[owner] <= 0:
+                del flights[owner]

@@ -56,6 +56,7 @@ class Guarded(ReadDeadlines):
     book: ConnectionBook
     _peer: str | None = None  # set while the connection holds a place in the book
     _send_timer: asyncio.TimerHandle | None = None
+    _upgraded = False  # handed to uvicorn's WebSocket protocol
 
     @staticmethod
     def guarding(base: type[ReadDeadlines], book: ConnectionBook) -> type[ReadDeadlines]:
@@ -65,12 +66,30 @@ class Guarded(ReadDeadlines):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         peer = peer_of(self.client)
-        if not self.book.admit(peer):
+        if not self.book.admit(peer, self):
             self._disarm()
             transport.write(refusal())
             transport.close()
             return
         self._peer = peer
+
+    @property
+    def receiving_request(self) -> bool:
+        """Still reading a request, its headers or its body, with no answer begun (or idle
+        between requests): what may be closed to make room for another address's."""
+        if self._peer is None or self._upgraded:
+            return False
+        if self.conn.their_state is h11.IDLE:
+            return self.conn.our_state is h11.IDLE
+        started = self.cycle is not None and self.cycle.response_started
+        return self.conn.their_state is h11.SEND_BODY and not started
+
+    def evict(self) -> None:
+        """Close this connection to make room (admit): it is told 503, as a refused one is."""
+        self._release()
+        self._disarm()
+        self.transport.write(refusal())
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
@@ -81,6 +100,7 @@ class Guarded(ReadDeadlines):
         protocol: Any = self.transport.get_protocol()
         if protocol is self or self._peer is None:
             return
+        self._upgraded = True
         lost = protocol.connection_lost
 
         def connection_lost(exc: Exception | None) -> None:
@@ -129,5 +149,5 @@ class Guarded(ReadDeadlines):
     def _release(self) -> None:
         self._stop_waiting()
         if self._peer is not None:
-            self.book.release(self._peer)
+            self.book.release(self._peer, self)
             self._peer = None

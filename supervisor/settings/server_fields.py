@@ -176,7 +176,9 @@ class ServerFields:
         "connections held at once; one more gets a 503 at once (0: from the descriptor limit, "
         "docs/DEPLOYMENT.md)",
     )
-    max_connections_per_peer: int = setting(0, "... from one address (0: a quarter of those)")
+    max_connections_per_peer: int = setting(
+        0, "... from one address, and HTTP requests in flight per API key (0: a quarter of those)"
+    )
     send_timeout_s: float = setting(
         60.0, "drop a client that takes none of its answer for this long", above=0
     )

@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from tests.helpers.harness import assert_gone
 from tests.helpers.live_server import KEY, LiveServer, live, start, stop
+from tests.helpers.waits import wait_until
 
 DESCRIPTORS = 256  # the server's RLIMIT_NOFILE, soft and hard: it cannot raise it
 ATTACKS = 400  # more connections than the server has descriptors
@@ -57,12 +59,12 @@ def speech(seconds: float | None = None) -> dict[str, object]:
     return body
 
 
-def half_sent(port: int, source: str) -> socket.socket:
+def half_sent(port: int, source: str, head: bytes = HALF_SENT) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((source, 0))
     sock.settimeout(BOUND_S)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(HALF_SENT)
+    sock.sendall(head)
     return sock
 
 
@@ -124,6 +126,71 @@ def test_half_sent_connections_past_the_cap_are_refused_and_the_server_serves(
         log = server.log.read_text()
         assert "Too many open files" not in log
         assert log.count("connections refused") <= 2  # one burst: its first line and its sum
+
+
+SLOW_BODY = (  # a tenant's key, whole headers, and a body that never ends
+    f"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}\r\n"
+    'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"input": '
+).encode()
+
+
+@pytest.mark.parametrize("attack", [HALF_SENT, SLOW_BODY], ids=["headers", "body"])
+def test_a_few_addresses_filling_every_place_cannot_keep_another_out(
+    tmp_path: Path, attack: bytes
+) -> None:
+    """Before: three addresses, each within its own cap, filled the cap in all with half-sent
+    requests (or, with a key, requests whose body never ends), and every other client
+    (/ready, speech with a key) got 503 for as long as they held them. Now a newcomer from a
+    lighter address takes the place of the oldest connection still sending its request from
+    the address that holds the most."""
+    flags = ("--max-connections", str(3 * PER_PEER), "--max-connections-per-peer", str(PER_PEER))
+    with limited_server(
+        tmp_path, *flags, "--body-timeout-s", HEADER_S, "--body-deadline-s", HEADER_S
+    ) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        held: list[socket.socket] = []
+        try:
+            for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                held += [half_sent(port, source, attack) for _ in range(PER_PEER)]
+            assert httpx.get(server.url + "/ready", timeout=BOUND_S).status_code == 200
+            answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
+            assert answer.status_code == 200, answer.text
+            assert 1 <= sum(refused(s) for s in held) <= 2  # one place each, held by the first
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_one_keys_requests_in_flight_from_a_few_addresses_cannot_keep_another_out(
+    tmp_path: Path,
+) -> None:
+    """Before: a key's whole requests, held in flight behind slow batches, from three
+    addresses each within its own cap, took every place: /ready from another address got 503
+    until they were answered. Now a key has at most an address's worth of requests in flight;
+    past that it is told 429, and its idle connections make room for other addresses."""
+    flags = ("--max-connections", str(3 * PER_PEER), "--max-connections-per-peer", str(PER_PEER))
+    flags += ("--max-batch-size", "1", "--drain-s", "1")
+    with live(tmp_path, *flags, faults=True) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        body = json.dumps({"input": "[[fault:slow:3]] Hi.", "voice": "alloy"}).encode()
+        head = (
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEY}"
+            f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        held: list[socket.socket] = []
+        try:
+            for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                held += [half_sent(port, source, head.encode() + body) for _ in range(PER_PEER)]
+            wait_until(
+                lambda: server.log.read_text().count("429 trace_id") >= 2 * PER_PEER,
+                BOUND_S,
+                "the key's requests past its share told 429",
+            )
+            ready = httpx.get(server.url + "/ready", timeout=BOUND_S)
+            assert ready.status_code == 200, server.log.read_text()[-3000:]
+        finally:
+            for sock in held:
+                sock.close()
 
 
 def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descriptors(
@@ -206,6 +273,29 @@ def test_a_client_that_does_not_read_is_dropped_and_its_bytes_released(tmp_path:
         assert "took none of its answer" in server.log.read_text()
         answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
         assert answer.status_code == 200, answer.text
+
+
+def test_answers_made_together_for_non_readers_stay_within_the_keys_cap(tmp_path: Path) -> None:
+    """Before: the cap on unread answers was checked only when a request came in, so answers
+    made together (asked at once, before any was waiting) all went out: one key held 627 MB
+    unread against its 128 MB, and every other key's speech was 429 until the send deadline.
+    Now an answer about to start while its key's answers already wait past the cap is a 429."""
+    flags = ("--send-timeout-s", "600", "--max-unsent-mb-per-key", "1")
+    with live(tmp_path, *flags) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        body = json.dumps(speech(seconds=120)).encode()  # 5.8 MB of WAV each
+        socks = [non_reading_request(port, body) for _ in range(6)]
+        try:
+            wait_until(  # uvicorn logs an answer as it starts, its first bytes written with it
+                lambda: server.log.read_text().count('"POST /v1/audio/speech HTTP/1.1"') == 6,
+                BOUND_S,
+                "every answer started",
+            )
+            unread = server.health()["connections"]["unread_bytes"]
+        finally:
+            for sock in socks:
+                sock.close()
+        assert 2**20 < unread < 8 * 2**20, unread  # one answer past the cap, not six
 
 
 def test_a_websocket_gives_its_connections_place_back_when_it_ends(tmp_path: Path) -> None:

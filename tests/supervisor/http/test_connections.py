@@ -47,16 +47,59 @@ def test_an_ipv6_host_counts_as_its_64(client: tuple[str, int] | None, peer: str
     assert peer_of(client) == peer
 
 
+class Conn:
+    """A connection as the book sees it: waiting for a request or not; evicted when asked."""
+
+    def __init__(self, book: ConnectionBook, peer: str, *, receiving_request: bool) -> None:
+        self.book, self.peer, self.receiving_request = book, peer, receiving_request
+        self.evicted = False
+
+    def evict(self) -> None:
+        self.evicted = True
+        self.book.release(self.peer, self)
+
+
 def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> None:
     async def scenario() -> None:  # a refusal is noted in a burst, on the running loop
         book = ConnectionBook(settings(max_connections=3, max_connections_per_peer=2), 1024)
-        assert book.admit("a") and book.admit("a")
-        assert not book.admit("a")  # per address
-        assert book.admit("b")
-        assert not book.admit("c")  # in all
+        a1, a2, b, c = (Conn(book, p, receiving_request=False) for p in "aabc")
+        assert book.admit("a", a1) and book.admit("a", a2)
+        assert not book.admit("a", Conn(book, "a", receiving_request=True))  # per address
+        assert book.admit("b", b)
+        assert not book.admit("c", c)  # in all: nothing of a's is waiting for a request
         assert book.refusals.count == 2
-        book.release("a")
-        assert book.admit("c") and book.total == 3
+        book.release("a", a1)
+        assert book.admit("c", c) and book.total == 3
+
+    asyncio.run(scenario())
+
+
+def test_at_the_cap_in_all_a_lighter_address_takes_the_heaviest_ones_oldest_idle_place() -> None:
+    async def scenario() -> None:
+        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=3), 1024)
+        busy = Conn(book, "a", receiving_request=False)
+        idle = [Conn(book, "a", receiving_request=True) for _ in range(2)]
+        for conn in (busy, *idle):
+            assert book.admit("a", conn)
+        assert book.admit("b", Conn(book, "b", receiving_request=True))
+        assert book.admit("c", Conn(book, "c", receiving_request=True))
+        assert [conn.evicted for conn in (busy, *idle)] == [False, True, False]
+        assert book.total == 4 and book.open["a"] == 2
+        # b holds 1, a 2: no longer more than one apart, so b's next is refused
+        assert not book.admit("b", Conn(book, "b", receiving_request=True))
+
+    asyncio.run(scenario())
+
+
+def test_making_room_passes_over_an_address_whose_connections_all_wait_for_answers() -> None:
+    async def scenario() -> None:
+        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=2), 1024)
+        busy = [Conn(book, "a", receiving_request=False) for _ in range(2)]
+        sending = [Conn(book, "b", receiving_request=True) for _ in range(2)]
+        for conn in (*busy, *sending):
+            assert book.admit(conn.peer, conn)
+        assert book.admit("c", Conn(book, "c", receiving_request=True))
+        assert [conn.evicted for conn in (*busy, *sending)] == [False, False, True, False]
 
     asyncio.run(scenario())
 
