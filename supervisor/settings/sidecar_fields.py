@@ -113,8 +113,8 @@ class SidecarFields:
     )
     max_queue_share_per_key: float = setting(
         0.5,
-        "with API keys, the share of that limit one key's requests may hold; past it, that "
-        "key's requests get 429 while others still have room (1: no bound of its own)",
+        "with API keys of several owners, the share of that limit one key's interactive "
+        "requests may hold; past it they get 429 while others still have room (1: no bound)",
         above=0,
         maximum=1,
     )

@@ -1,12 +1,13 @@
 """What the admission queue holds: reservations made ahead of a request's tasks, and each owner's
 share of the estimated audio admitted (`Scheduler.reserve`, `Scheduler.admit`).
 
-On a server with API keys, one key's interactive requests may hold at most
+On a server with API keys of more than one owner, one key's interactive requests may hold at most
 `--max-queue-share-per-key` of the queue's limit: past it, that key is refused (429) while the
 others still have room. Fair shares (`fair_share`) decide whose task goes next; this decides
 whose request may wait at all, so one key cannot fill the queue and leave every other key with
 429s. Bulk work (job items) is not counted here: the job runner admits it a few batches at a
-time on its own. A server without keys has one owner, who may use the whole queue.
+time on its own. A server without keys, or whose keys are all one owner's, has one owner, who
+may use the whole queue.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class OwnerShares:
 
     def __init__(self, share: float, keyed: bool) -> None:
         self.share = share  # of the queue's limit one owner may hold
-        self.keyed = keyed  # a server with API keys: owners are keys' tenants
+        self.keyed = keyed  # API keys of several owners: there is someone to keep room for
         self.audio_s: defaultdict[str, float] = defaultdict(float)
 
     def add(self, owner: str | None, audio_s: float) -> None:

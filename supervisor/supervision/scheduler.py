@@ -61,7 +61,8 @@ class Scheduler:
         self.wake = wake
         self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
         self.shares = FairShares()  # the order inside a tier: owners in turn
-        self.owners = OwnerShares(settings.max_queue_share_per_key, bool(settings.tenancy.by_key))
+        owners = {tenant.owner for tenant in settings.tenancy.by_key.values()}
+        self.owners = OwnerShares(settings.max_queue_share_per_key, keyed=len(owners) > 1)
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current

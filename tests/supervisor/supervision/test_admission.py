@@ -74,10 +74,10 @@ def test_bulk_work_is_not_bounded_per_key() -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"api_keys": KEYS, "max_queue_share_per_key": 1.0}],
-    ids=["no keys", "share 1"],
+    [{}, {"api_keys": ("sk-only",)}, {"api_keys": KEYS, "max_queue_share_per_key": 1.0}],
+    ids=["no keys", "one key", "share 1"],
 )
-def test_without_keys_or_with_a_share_of_one_only_the_queue_bounds(
+def test_without_keys_with_one_or_with_a_share_of_one_only_the_queue_bounds(
     settings: dict[str, Any],
 ) -> None:
     async def scenario() -> None:
