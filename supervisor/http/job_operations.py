@@ -12,6 +12,7 @@ from typing import Any
 from supervisor.http.openapi_parts import (
     Operation,
     Parts,
+    binary_content,
     error_statuses,
     json_ref,
     request_body,
@@ -103,10 +104,7 @@ def get_job_item_audio(parts: Parts) -> dict[str, Any]:
         "responses": responses(
             {
                 "description": "the audio file",
-                "content": {
-                    t: {"schema": {"type": "string", "format": "binary"}}
-                    for t in formats.MEDIA_TYPES.values()
-                },
+                "content": binary_content(formats.MEDIA_TYPES.values()),
             },
             404,
             409,

@@ -7,7 +7,7 @@ supervisor/http/openapi.py puts the operations and the shared schemas together.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,11 @@ CONSOLE_PAGE = {
     "description": "the web console (docs/API.md, The console)",
     "content": {"text/html": {"schema": {"type": "string"}}},
 }
+
+
+def binary_content(media_types: Iterable[str]) -> dict[str, Any]:
+    """A response's `content`: a file in any of `media_types`."""
+    return {t: {"schema": {"type": "string", "format": "binary"}} for t in media_types}
 
 
 def json_ref(schema_ref: str, description: str) -> dict[str, Any]:
@@ -327,10 +332,7 @@ class Parts:
         audio = {
             "description": "audio in the requested format; text/event-stream with stream_format sse",
             "content": {
-                **{
-                    t: {"schema": {"type": "string", "format": "binary"}}
-                    for t in formats.MEDIA_TYPES.values()
-                },
+                **binary_content(formats.MEDIA_TYPES.values()),
                 "text/event-stream": {
                     "schema": {
                         "type": "object",

@@ -41,7 +41,14 @@ from supervisor.errors import (
 )
 from supervisor.http.auth import tenant
 from supervisor.http.forms import parse_form
-from supervisor.http.openapi_parts import Parts, error, form, json_ref, responses
+from supervisor.http.openapi_parts import (
+    Parts,
+    binary_content,
+    error,
+    form,
+    json_ref,
+    responses,
+)
 from supervisor.http.routes import jobs, services
 from supervisor.jobs.storage import body_digest, out_of_space
 from supervisor.jobs.views import JobView
@@ -367,10 +374,7 @@ def _content_operation(p: Parts) -> dict[str, Any]:
         "responses": responses(
             {
                 "description": "the book",
-                "content": {
-                    t: {"schema": {"type": "string", "format": "binary"}}
-                    for t in chaptered.MEDIA_TYPES.values()
-                },
+                "content": binary_content(chaptered.MEDIA_TYPES.values()),
             },
             404,
             409,
