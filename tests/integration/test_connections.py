@@ -59,12 +59,18 @@ def speech(seconds: float | None = None) -> dict[str, object]:
     return body
 
 
-def half_sent(port: int, source: str, head: bytes = HALF_SENT) -> socket.socket:
+def half_sent(
+    port: int, source: str, head: bytes = HALF_SENT, timeout_s: float = BOUND_S
+) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((source, 0))
-    sock.settimeout(BOUND_S)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(head)
+    try:
+        sock.bind((source, 0))
+        sock.settimeout(timeout_s)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(head)
+    except BaseException:
+        sock.close()  # else the next test sees its ResourceWarning
+        raise
     return sock
 
 
@@ -151,7 +157,7 @@ def test_a_few_addresses_filling_every_place_cannot_keep_another_out(
         held: list[socket.socket] = []
         try:
             for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
-                held += [half_sent(port, source, attack) for _ in range(PER_PEER)]
+                held.extend(half_sent(port, source, attack) for _ in range(PER_PEER))
             assert httpx.get(server.url + "/ready", timeout=BOUND_S).status_code == 200
             answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
             assert answer.status_code == 200, answer.text
@@ -180,7 +186,7 @@ def test_one_keys_requests_in_flight_from_a_few_addresses_cannot_keep_another_ou
         held: list[socket.socket] = []
         try:
             for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
-                held += [half_sent(port, source, head.encode() + body) for _ in range(PER_PEER)]
+                held.extend(half_sent(port, source, head.encode() + body) for _ in range(PER_PEER))
             wait_until(
                 lambda: server.log.read_text().count("429 trace_id") >= 2 * PER_PEER,
                 BOUND_S,
@@ -206,11 +212,23 @@ def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descripto
         dead = sidecar_pid(server)
         held: list[socket.socket] = []
         try:
-            # Until the server runs out: past that its accept queue fills, and each connect
-            # waits for the kernel's SYN retries.
+            # Until the server runs out: past that its accept queue fills, and a connect waits
+            # for the kernel's SYN retries (a queue found full ends the opening: the server has
+            # stopped accepting, and says so in its log).
             while "cannot accept connections" not in server.log.read_text():
                 assert len(held) < ATTACKS, "the server never ran out of descriptors"
-                held += [half_sent(port, "127.0.0.2") for _ in range(5)]
+                try:
+                    held.append(half_sent(port, "127.0.0.2", timeout_s=5.0))
+                except TimeoutError:
+                    break
+            try:
+                wait_until(
+                    lambda: "cannot accept connections" in server.log.read_text(),
+                    BOUND_S,
+                    f"the server to log that it cannot accept connections ({len(held)} held)",
+                )
+            except AssertionError as exc:
+                raise AssertionError(server.log.read_text()[-3000:]) from exc
             deadline = time.monotonic() + BOUND_S
             os.kill(dead, signal.SIGKILL)
             while "trying again after a back-off" not in server.log.read_text():
