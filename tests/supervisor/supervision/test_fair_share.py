@@ -92,7 +92,7 @@ def test_tiers_come_before_shares() -> None:
 
 
 def test_a_requests_tasks_carry_its_owner() -> None:
-    """What `speech.service.start` hands the synthesis (its tenant's owner id) reaches each task."""
+    """What `speech.steps.start` hands the synthesis (its tenant's owner id) reaches each task."""
 
     async def scenario() -> None:
         s = Scheduler(Settings(engine="null"))
