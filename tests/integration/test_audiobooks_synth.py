@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import av
@@ -17,6 +16,7 @@ from supervisor.books import chaptered
 from tests.helpers.books import build_epub, png
 from tests.helpers.job_helpers import KEY, decoded_seconds, job, run_synth, wait_gone
 from tests.helpers.live_server import REPO_ROOT, live
+from tests.helpers.waits import wait_until
 
 TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
 
@@ -71,10 +71,14 @@ def test_a_sigkill_mid_book_loses_nothing_and_remakes_nothing_done(
         command = [sys.executable, "-m", "supervisor", "synth", *argv]
         command += ["--server", server.url, "--api-key", KEY, "--retry-s", "2"]
         first = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while len(list((out / ".book-week").glob("ch*.flac"))) < 3:
-            assert time.monotonic() < deadline and first.poll() is None, "synth made no progress"
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                first.poll() is not None or len(list((out / ".book-week").glob("ch*.flac"))) >= 3
+            ),
+            120,
+            "three chapters made",
+        )
+        assert first.poll() is None, "synth stopped before making three chapters"
         sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait()
