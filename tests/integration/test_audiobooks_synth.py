@@ -71,18 +71,21 @@ def test_a_sigkill_mid_book_loses_nothing_and_remakes_nothing_done(
         command = [sys.executable, "-m", "supervisor", "synth", *argv]
         command += ["--server", server.url, "--api-key", KEY, "--retry-s", "2"]
         first = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-        wait_until(
-            lambda: (
-                first.poll() is not None or len(list((out / ".book-week").glob("ch*.flac"))) >= 3
-            ),
-            120,
-            "three chapters made",
-        )
-        assert first.poll() is None, "synth stopped before making three chapters"
-        sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
-        server.proc.send_signal(signal.SIGKILL)
-        server.proc.wait()
-        _, stderr = first.communicate(timeout=60)
+
+        def three_chapters() -> bool:
+            assert first.poll() is None, "synth exited before making three chapters"
+            return len(list((out / ".book-week").glob("ch*.flac"))) >= 3
+
+        try:
+            wait_until(three_chapters, 120, "synth to make three chapters")
+            sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait()
+            _, stderr = first.communicate(timeout=60)
+        finally:
+            if first.poll() is None:  # a failure above: not left running into the next test
+                first.kill()
+                first.communicate()
         assert first.returncode == 3 and "run the same command again" in stderr, stderr
         wait_gone(sidecars)
     kept = {p.name: p.stat().st_mtime_ns for p in (out / ".book-week").glob("ch*.flac")}
