@@ -34,7 +34,7 @@ def command(*args: str) -> list[str]:
 
 def wedge(sig: int, frame: FrameType | None) -> None:
     """SIGUSR2: the handler runs in the main thread, which runs the event loop: it stops."""
-    time.sleep(WEDGE_S)
+    time.sleep(WEDGE_S)  # the wedge itself: a loop that does nothing, which is the fault
 
 
 def main(argv: list[str]) -> int:

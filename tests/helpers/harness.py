@@ -23,6 +23,7 @@ from supervisor.supervision.gpu import CPU
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.process import SidecarProcess
 from supervisor.supervision.scheduler import Scheduler
+from tests.helpers.waits import async_wait_until
 
 SPAWN_S = 60.0  # generous bound for one real sidecar to load on a busy 2-core machine
 
@@ -58,10 +59,7 @@ def fast_settings(checkpoint: Path | None, **overrides: Any) -> Settings:
 async def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
     """Poll until predicate() holds; fail naming `what` after timeout_s. Returns the time taken."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        await asyncio.sleep(0.02)
+    await async_wait_until(predicate, timeout_s, what)
     return time.monotonic() - start
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import uvicorn
 from supervisor.http.app import create_app
 from tests.helpers.harness import SPAWN_S, fast_settings
 from tests.helpers.ports import free_port
+from tests.helpers.waits import wait_until
 
 
 @contextlib.contextmanager
@@ -33,12 +33,9 @@ def in_process(data_dir: Path, **overrides: Any) -> Iterator[str]:
     thread = threading.Thread(target=server.run, name="in-process-server", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SPAWN_S
     try:
-        while not ready(url):
-            assert thread.is_alive(), "the server stopped while starting"
-            assert time.monotonic() < deadline, "the server was not ready in time"
-            time.sleep(0.05)
+        wait_until(lambda: not thread.is_alive() or ready(url), SPAWN_S, "the server to be ready")
+        assert thread.is_alive(), "the server stopped while starting"
         yield url
     finally:
         server.should_exit = True

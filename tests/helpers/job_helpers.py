@@ -52,7 +52,7 @@ def wait_job(
             raise AssertionError(
                 f"timed out waiting for {what}: {body['state']} {body['progress']}\n{server.log.read_text()[-3000:]}"
             )
-        time.sleep(0.2)
+        time.sleep(0.2)  # the poll of this wait, not a wait of its own
 
 
 def ended(body: dict[str, Any]) -> bool:

@@ -79,7 +79,7 @@ class LiveServer:
                 raise AssertionError(
                     f"timed out waiting for {what}; log:\n{self.log.read_text()[-3000:]}"
                 )
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll of this wait, not a wait of its own
 
 
 BIND_ATTEMPTS = 3  # a port taken between free_port() and the server's bind: another one

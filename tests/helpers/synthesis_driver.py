@@ -61,7 +61,7 @@ def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
 
         consumer = asyncio.ensure_future(consume())
         while not consumer.done():
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a turn of the loop: the synthesis runs, then this sidecar
             batch = scheduler.next_batch()
             for task in batch.tasks if batch else []:
                 run.payloads.append(task.payload)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import signal
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from supervisor.books import chaptered
 from tests.helpers.books import build_epub, png
 from tests.helpers.job_helpers import decoded_seconds, ended, wait_gone, wait_job
 from tests.helpers.live_server import LiveServer, live
+from tests.helpers.waits import wait_until
 
 TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
 
@@ -82,10 +82,7 @@ def test_an_epub_becomes_a_job_of_chapters_and_one_chaptered_book(
     # made as the chapters came (books/maker.py): there before anyone asks for it
     data_dir = Path(server.health()["settings"]["data_dir"])
     made = data_dir / "books" / created["id"] / "book.m4b"
-    deadline = time.monotonic() + 60
-    while not made.exists():
-        assert time.monotonic() < deadline, "the book was not made as its chapters came"
-        time.sleep(0.1)
+    wait_until(made.exists, 60, "the book made as its chapters came")
     made_at = made.stat().st_mtime_ns
     content = server.request("GET", f"/v1/audiobooks/{created['id']}/content")
     assert content.status_code == 200, content.text

@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,10 +103,11 @@ def test_half_sent_connections_past_the_cap_are_refused_and_the_server_serves(
         try:
             for _ in range(ATTACKS):
                 held.append(half_sent(port, "127.0.0.2"))
-            deadline = time.monotonic() + BOUND_S
-            while sum(refused(s) for s in held) < ATTACKS - PER_PEER:
-                assert time.monotonic() < deadline, "the connections past the cap stay open"
-                time.sleep(0.05)
+            wait_until(
+                lambda: sum(refused(s) for s in held) >= ATTACKS - PER_PEER,
+                BOUND_S,
+                "the connections past the cap to be refused",
+            )
             assert not any(refused(s) for s in held[:PER_PEER])  # the first ones are held
 
             assert httpx.get(server.url + "/ready", timeout=BOUND_S).status_code == 200
@@ -229,11 +229,15 @@ def test_accept_errors_are_logged_once_a_burst_and_a_respawn_waits_for_descripto
                 )
             except AssertionError as exc:
                 raise AssertionError(server.log.read_text()[-3000:]) from exc
-            deadline = time.monotonic() + BOUND_S
             os.kill(dead, signal.SIGKILL)
-            while "trying again after a back-off" not in server.log.read_text():
-                assert time.monotonic() < deadline, server.log.read_text()[-3000:]
-                time.sleep(0.05)
+            try:
+                wait_until(
+                    lambda: "trying again after a back-off" in server.log.read_text(),
+                    BOUND_S,
+                    "the server to log that it tries again after a back-off",
+                )
+            except AssertionError as exc:
+                raise AssertionError(server.log.read_text()[-3000:]) from exc
         finally:
             for sock in held:
                 sock.close()
@@ -324,9 +328,10 @@ def test_a_websocket_gives_its_connections_place_back_when_it_ends(tmp_path: Pat
         for _ in range(6):  # more than the cap, one after the other
             with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
                 ws.send(json.dumps({"type": "session.config", "voice": "alloy"}))
-        deadline = time.monotonic() + BOUND_S
-        while server.health()["connections"]["open"] > 1:  # the /health request's own
-            assert time.monotonic() < deadline, server.health()["connections"]
-            time.sleep(0.05)
+        wait_until(  # one open: the /health request's own
+            lambda: server.health()["connections"]["open"] <= 1,
+            BOUND_S,
+            "the WebSockets' connections to close",
+        )
         answer = server.request("POST", "/v1/audio/speech", json=speech(), timeout=BOUND_S)
         assert answer.status_code == 200, answer.text

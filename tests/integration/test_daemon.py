@@ -70,7 +70,7 @@ class Manager:
                     return at
             if proc is not None and proc.poll() is not None:
                 break
-            time.sleep(0.02)
+            time.sleep(0.02)  # the poll of this wait, not a wait of its own
         raise AssertionError(
             f"no {key} within {timeout_s:.0f} s; got {[f for _, f in self.messages]}"
         )

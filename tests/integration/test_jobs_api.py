@@ -489,11 +489,16 @@ def test_synth_after_the_server_was_killed_halfway_does_only_the_rest(
             assert first.poll() is None, "synth exited before making eight clips"
             return len(list(out.glob("clip-*"))) >= 8
 
-        wait_until(eight_clips, 120, "synth to make eight clips")
-        sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
-        server.proc.send_signal(signal.SIGKILL)
-        server.proc.wait()
-        _, stderr = first.communicate(timeout=60)
+        try:
+            wait_until(eight_clips, 120, "synth to make eight clips")
+            sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait()
+            _, stderr = first.communicate(timeout=60)
+        finally:
+            if first.poll() is None:  # a failure above: not left running into the next test
+                first.kill()
+                first.communicate()
         assert first.returncode == 3 and "run the same command again to resume" in stderr, stderr
         wait_gone(sidecars)
     kept = {p.name: p.stat().st_mtime_ns for p in out.glob("clip-*")}

@@ -50,7 +50,7 @@ def wait_ok(url: str, proc: subprocess.Popen[bytes], output: Path) -> dict[str, 
         except httpx.TransportError:
             pass
         assert proc.poll() is None and time.monotonic() < deadline, output.read_text()[-3000:]
-        time.sleep(0.05)
+        time.sleep(0.05)  # the poll of this wait, not a wait of its own
 
 
 def metric(text: str, name: str) -> float:

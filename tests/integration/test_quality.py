@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from tests.helpers.job_helpers import decoded_seconds, ended, submit, wait_job
 from tests.helpers.live_server import AUTH, LiveServer, live
+from tests.helpers.waits import wait_until
 
 TEXT = "Please stand clear of the closing doors."  # 7 words, about 2.6 s on the tiny checkpoint
 # Which checks each fault makes fail, when it hits every attempt.
@@ -176,9 +176,7 @@ def test_an_audio_stream_whose_later_chunk_fails_is_cut_with_one_line_logged(
         assert reply.status_code == 200 and reply.headers["X-OmniVoice-QA"].startswith("passed")
         for _ in reply.iter_bytes():
             pass
-    deadline = time.monotonic() + 30
-    while "stream cut" not in server.log.read_text()[logged:] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "stream cut" in server.log.read_text()[logged:], 30, "the cut logged")
     new = server.log.read_text()[logged:]
     assert "Traceback" not in new and "without completing response" not in new, new
     cut = [line for line in new.splitlines() if "stream cut" in line]

@@ -144,7 +144,7 @@ def test_a_job_waits_for_not_before_then_runs(server: LiveServer) -> None:
     created = submit_with(server, items(2), not_before=not_before)
     assert created["not_before"] is not None
     assert unix(created["not_before"]) == pytest.approx(unix(not_before), abs=0.001)
-    time.sleep(1.5)  # the runner passes every 0.5 s: it has looked at the job meanwhile
+    time.sleep(1.5)  # a window in which nothing may start it: three runner passes, 0.5 s apart
     waiting = job(server, created["id"])
     assert waiting["state"] == "queued"
     assert [item["attempts"] for item in waiting["items"]] == [0, 0]

@@ -111,8 +111,10 @@ def test_a_leader_that_leaves_hands_the_work_to_a_waiter(server: LiveServer) -> 
     before = counters(server)
     host, port = server.url.removeprefix("http://").split(":")
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        with stopped_sidecar(server):
-            leader = socket.create_connection((host, int(port)))
+        with (
+            stopped_sidecar(server),
+            socket.create_connection((host, int(port))) as leader,  # closed on a failure too
+        ):
             leader.sendall(head.encode() + b"\r\n" + raw.read())
             wait_exactly(server, "queue", before["queue"] + 1)
             rest = [pool.submit(post, server, body) for _ in range(8)]

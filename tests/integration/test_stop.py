@@ -87,7 +87,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
             assert proc.poll() is None and time.monotonic() < deadline, (
                 tmp_path / f"server-{port}.log"
             ).read_text()
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll of this wait, not a wait of its own
         return proc, port
 
     yield start

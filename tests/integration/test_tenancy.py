@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from tests.helpers.callback_receivers import Webhook, webhook
 from tests.helpers.job_helpers import ended
 from tests.helpers.live_server import LiveServer, live, tone_wav
+from tests.helpers.waits import wait_until
 
 ALICE, BOB, ADMIN = "sk-alice", "sk-bob", "sk-ops"
 ALICE_SECRET, SERVER_SECRET = "whsec-alice", "whsec-server"
@@ -77,12 +77,14 @@ def submit(server: LiveServer, key: str, text: str, **fields: Any) -> httpx.Resp
 
 
 def wait_ended(server: LiveServer, key: str, job_id: str) -> dict[str, Any]:
-    for _ in range(600):
+    def settled() -> dict[str, Any] | None:
         body: dict[str, Any] = call(server, key, "GET", f"/v1/jobs/{job_id}").json()
-        if ended(body) and (body["callback"] is None or body["callback"]["state"] != "pending"):
-            return body
-        threading.Event().wait(0.1)
-    raise AssertionError(f"job {job_id} did not end: {body}")
+        callback = body["callback"]
+        return (
+            body if ended(body) and (callback is None or callback["state"] != "pending") else None
+        )
+
+    return wait_until(settled, 120, f"job {job_id} to end, its callback settled")
 
 
 def test_another_keys_job_is_not_found_and_the_admin_sees_every_job(server: LiveServer) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from websockets.sync.client import connect
 
 from supervisor.tracing import setup, spans
 from tests.helpers.in_process_server import in_process
+from tests.helpers.waits import wait_until
 
 WAIT_S = 60.0
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -63,11 +63,15 @@ def wait_for_trace(
     exporter: InMemorySpanExporter, trace_id: str, done: Callable[[list[ReadableSpan]], bool]
 ) -> list[ReadableSpan]:
     """The trace's spans once `done` holds of them (a root ends after its answer is sent)."""
-    deadline = time.monotonic() + WAIT_S
-    while not done(found := trace_of(exporter, trace_id)):
-        assert time.monotonic() < deadline, f"trace {trace_id}: {[s.name for s in found]}"
-        time.sleep(0.02)
-    return found
+
+    def spans_done() -> list[ReadableSpan] | None:
+        found = trace_of(exporter, trace_id)
+        return found if done(found) else None
+
+    try:
+        return wait_until(spans_done, WAIT_S, f"the spans of trace {trace_id}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {[s.name for s in trace_of(exporter, trace_id)]}") from exc
 
 
 def has(*names: str) -> Callable[[list[ReadableSpan]], bool]:
@@ -144,13 +148,12 @@ def test_a_job_item_is_a_trace_of_its_own_named_in_its_view(traced: Traced) -> N
     )
     assert created.status_code == 202, created.text
     job_id = created.json()["id"]
-    deadline = time.monotonic() + WAIT_S
-    while (job := httpx.get(f"{url}/v1/jobs/{job_id}", timeout=WAIT_S).json())["state"] not in (
-        "completed",
-        "failed",
-    ):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
+
+    def ended() -> dict[str, Any] | None:
+        job: dict[str, Any] = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=WAIT_S).json()
+        return job if job["state"] in ("completed", "failed") else None
+
+    job = wait_until(ended, WAIT_S, f"job {job_id} to end")
     (item,) = job["items"]
     assert item["state"] == "done", item
     assert item["trace_id"] == hex_id(spans.item_trace_id(job_id, 0))

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.helpers.live_server import LiveServer, live
+from tests.helpers.waits import wait_until
 
 WAIT_S = 30.0
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -32,13 +32,6 @@ def speak(server: LiveServer) -> str:
     trace_id = reply.headers["x-trace-id"]
     assert HEX32.fullmatch(trace_id)
     return trace_id
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Collector:
@@ -97,7 +90,7 @@ def test_spans_go_to_the_collector_the_environment_names(
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # honoured: the batch goes out at once
     with live(tmp_path) as server:
         trace_id = speak(server)
-        wait_until(lambda: collector.names(trace_id) >= EXPECTED, "the request's spans")
+        wait_until(lambda: collector.names(trace_id) >= EXPECTED, WAIT_S, "the request's spans")
         assert "tracing on" in server.log.read_text()
     assert set(collector.paths) == {"/v1/traces"}
 
@@ -114,7 +107,7 @@ def test_spans_go_to_the_file_trace_file_names(
             lines = path.read_text().splitlines() if path.exists() else []
             return {s["name"] for s in map(json.loads, lines) if s["trace_id"] == trace_id}
 
-        wait_until(lambda: written() >= EXPECTED, "the request's spans in the file")
+        wait_until(lambda: written() >= EXPECTED, WAIT_S, "the request's spans in the file")
     spans = [json.loads(line) for line in path.read_text().splitlines()]
     root = next(s for s in spans if s["trace_id"] == trace_id and s["parent_id"] is None)
     assert root["end_ns"] > root["start_ns"] and root["attributes"]["http.route"]

@@ -52,7 +52,7 @@ def book_job(store: SqliteJobStore, data_dir: Path, count: int) -> str:
 
 async def finish_all(store: SqliteJobStore, job_id: str, results: list[bytes]) -> None:
     for n, data in enumerate(results):
-        await asyncio.sleep(0.2)  # the maker waits on each in turn
+        await asyncio.sleep(0.2)  # the chapters' pace, as a sidecar makes them: not a wait
         store.claim([(job_id, n)])
         store.finish((job_id, n), "flac", data, 1, 1.0)
 

@@ -55,7 +55,7 @@ def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
             assert receiver.statuses == [503]
             deadline = time.monotonic() + 30
             while store.job(job_id, False)["callback"]["state"] == "pending":  # type: ignore[index]
-                assert time.monotonic() < deadline
+                assert time.monotonic() < deadline, "the second attempt was not delivered in 30 s"
                 await sender.dispatch()
                 await asyncio.sleep(0.05)  # runner passes, paced as the runner paces them
         finally:

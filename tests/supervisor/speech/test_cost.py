@@ -64,7 +64,7 @@ def produce(synthesis: Synthesis) -> int:
 
         consumer = asyncio.ensure_future(consume())
         while not consumer.done():
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a turn of the loop: the synthesis runs, then this sidecar
             batch = scheduler.next_batch()
             for task in batch.tasks if batch else []:
                 item = task.payload

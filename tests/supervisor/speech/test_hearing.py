@@ -11,6 +11,7 @@ from sidecar.shared.tiers import Tier
 from supervisor.settings import Settings
 from supervisor.speech.hearing import Hearing
 from supervisor.supervision.scheduler import Scheduler
+from tests.helpers.waits import async_wait_until
 
 FIELDS = {
     "audio": b"\0\0" * 240,
@@ -44,8 +45,7 @@ def test_a_missed_deadline_skips_at_once_until_the_quiet_ends_or_a_restart() -> 
         assert ears.can_hear()
 
         async def answer() -> None:
-            while (batch := asr.next_batch()) is None:
-                await asyncio.sleep(0)
+            batch = await async_wait_until(asr.next_batch, 10, "the transcript's batch")
             for task in batch.tasks:
                 asr.resolve(task, {"op": "transcript", "text": "hi", "qa": {}})
 

@@ -22,6 +22,7 @@ from supervisor.speech.synthesis import Synthesis
 from supervisor.speech.synthesis_plan import Voice
 from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.work import Batch
+from tests.helpers.waits import async_wait_until
 
 LONG = (
     "The harbour was quiet that morning. Mr. Smith walked down to the pier, carrying a basket of bread. "
@@ -222,8 +223,9 @@ def test_closing_early_cancels_queued_chunks_and_frees_the_queue() -> None:
         synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
         pieces = synthesis.pieces()
         waiting = asyncio.ensure_future(pieces.__anext__())
-        await asyncio.sleep(0)
-        assert len(scheduler.unfinished) == len(synthesis.chunks)
+        await async_wait_until(
+            lambda: len(scheduler.unfinished) == len(synthesis.chunks), 10, "every chunk queued"
+        )
         waiting.cancel()  # what a client disconnect does
         await asyncio.gather(waiting, return_exceptions=True)
         assert (
@@ -351,7 +353,7 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
 
         async def listen() -> None:  # the ASR sidecar: the first attempt's words diverge
             while True:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a turn of the loop: the synthesis runs, then this ASR
                 batch = asr.next_batch()
                 if batch is None:
                     continue

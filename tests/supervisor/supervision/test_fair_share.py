@@ -13,6 +13,7 @@ from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.supervision.scheduler import Scheduler
+from tests.helpers.waits import async_wait_until
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -99,8 +100,7 @@ def test_a_requests_tasks_carry_its_owner() -> None:
         request = schemas.speech_request({"input": "Mine."}, s.settings)
         synthesis = Synthesis(s, request, Voice(), 5.0, owner="key-a")
         start = asyncio.ensure_future(anext(synthesis.pieces()))
-        while not s.queues[Tier.INTERACTIVE]:
-            await asyncio.sleep(0)
+        await async_wait_until(lambda: s.queues[Tier.INTERACTIVE], 10, "the request's tasks")
         assert [task.owner for task in s.queues[Tier.INTERACTIVE]] == ["key-a"]
         start.cancel()
         synthesis.close()

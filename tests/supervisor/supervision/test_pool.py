@@ -31,6 +31,7 @@ from tests.helpers.fake_pool import (
     item,
     run,
 )
+from tests.helpers.waits import async_wait_until
 
 # ---------------------------------------------------------------- deadlines
 
@@ -456,10 +457,9 @@ def test_failures_that_are_not_in_a_row_do_not_give_up() -> None:
 
         a.pool.ping_idle_sidecars = flaky  # type: ignore[method-assign]
         loop = asyncio.create_task(a.pool.run())
-        deadline = asyncio.get_running_loop().time() + 30  # generous: each pass is microseconds
-        while passes < 3 * LOOP_FAILURE_LIMIT:
-            assert asyncio.get_running_loop().time() < deadline, f"{passes} passes only"
-            await asyncio.sleep(0)
+        await async_wait_until(  # generous: each pass is microseconds
+            lambda: passes >= 3 * LOOP_FAILURE_LIMIT, 30, f"{3 * LOOP_FAILURE_LIMIT} loop passes"
+        )
         assert not loop.done() and not a.pool.all_failed.is_set()
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)

@@ -189,7 +189,7 @@ def test_cancelled_callers_leave_the_books() -> None:
         [future] = s.submit([item("a", 20)])
         assert s.admitted_audio_s > 0
         future.cancel()
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the done callbacks run on the loop's next turn: by then, gone
         assert s.admitted_audio_s == 0 and s.next_batch() is None
         assert await s.wait_until_idle(1)
 
@@ -209,7 +209,7 @@ def test_a_cancelled_task_leaves_the_queue_and_one_in_a_batch_is_dropped() -> No
         assert s.depth()["queued"] == 2
         for future in (running[0], *queued):
             future.cancel()
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the next turn: out of the queue before a batch is formed
         assert not any(s.queues.values()) and s.depth()["queued"] == 0
         for task in batch.tasks:
             s.resolve(task, {"id": task.id})

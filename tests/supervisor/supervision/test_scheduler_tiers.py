@@ -11,6 +11,7 @@ from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.supervision.scheduler import Scheduler
+from tests.helpers.waits import async_wait_until
 
 
 def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> Synthesis:
@@ -19,8 +20,11 @@ def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> Syn
 
 
 async def queued(scheduler: Scheduler, count: int) -> None:
-    while sum(len(queue) for queue in scheduler.queues.values()) < count:
-        await asyncio.sleep(0)
+    await async_wait_until(
+        lambda: sum(len(queue) for queue in scheduler.queues.values()) >= count,
+        10,
+        f"{count} tasks queued",
+    )
 
 
 def test_a_flex_request_waits_behind_interactive_ones_sent_after_it() -> None:

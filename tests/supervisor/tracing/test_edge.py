@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -23,6 +22,7 @@ from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http.app import render_error
 from supervisor.tracing.edge import TraceRequests, log_trace_ids
 from tests.helpers.ports import free_port
+from tests.helpers.waits import wait_until
 
 
 async def fine(request: Request) -> PlainTextResponse:
@@ -48,9 +48,8 @@ def serving() -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, port=port, log_config=None, lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
-        assert thread.is_alive()
-        time.sleep(0.01)
+    wait_until(lambda: server.started or not thread.is_alive(), 30, "the server to start")
+    assert thread.is_alive(), "the server stopped while starting"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
