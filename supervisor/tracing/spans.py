@@ -34,13 +34,16 @@ T = TypeVar("T")
 # The trace id the next root span takes, when it is not a random one (a job item's).
 chosen_trace_id: ContextVar[int | None] = ContextVar("omnivoice_chosen_trace_id", default=None)
 _tracer: Tracer | None = None
+# time.time_ns() - time.monotonic_ns(), taken when tracing is installed (`wall_ns`).
+_EPOCH_OFFSET_NS = time.time_ns() - time.monotonic_ns()
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def install(provider: trace.TracerProvider | None) -> None:
     """Record spans through `provider` from now on (None: tracing off)."""
-    global _tracer
+    global _tracer, _EPOCH_OFFSET_NS
     _tracer = provider.get_tracer(TRACER) if provider is not None else None
+    _EPOCH_OFFSET_NS = time.time_ns() - time.monotonic_ns()
 
 
 def enabled() -> bool:
@@ -121,8 +124,11 @@ def span(name: str, attributes: Attributes | None = None) -> AbstractContextMana
 
 
 def wall_ns(monotonic_s: float) -> int:
-    """A time.monotonic() reading as nanoseconds since the epoch (what a span's times are)."""
-    return time.time_ns() - int((time.monotonic() - monotonic_s) * 1e9)
+    """A time.monotonic() reading as nanoseconds since the epoch (what a span's times are).
+    One offset between the two clocks, taken once: read afresh at each call, two conversions
+    of the same reading could differ by the time between them, and a child span would seem to
+    start before its parent."""
+    return round(monotonic_s * 1e9) + _EPOCH_OFFSET_NS
 
 
 def record(
