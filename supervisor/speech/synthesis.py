@@ -118,7 +118,7 @@ class Synthesis:
         self.scheduled.append(future)
         return future
 
-    def begun(self, waiting: set[asyncio.Future[Any]]) -> bool:
+    def begun(self, waiting: set[asyncio.Future[Result]]) -> bool:
         """Whether a sidecar has taken (or finished) any of its tasks; `waiting`: the
         scheduler's tasks no sidecar has taken (`Scheduler.waiting`)."""
         return any(future not in waiting for future in self.scheduled)
