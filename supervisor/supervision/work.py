@@ -171,16 +171,17 @@ class Batch:
 
 def estimate(item: Item) -> tuple[float, int]:
     """(seconds of audio, tokens of work) for one item, from the reference duration rule."""
-    text = item["text"]
-    if item.get("duration"):
-        frames = max(1, int(float(item["duration"]) * FRAME_RATE))  # type: ignore[arg-type]
+    text, voice, duration = item["text"], item.get("voice"), item.get("duration")
+    ref_frames = voice["tokens"]["shape"][1] if voice else 0
+    if duration:
+        frames = max(1, int(duration * FRAME_RATE))
     else:
-        voice = item.get("voice")
-        num_ref = voice["tokens"]["shape"][1] if voice else None
         frames = target_tokens(
-            text, voice["ref_text"] if voice else None, num_ref, speed=item.get("speed")
+            text,
+            voice["ref_text"] if voice else None,
+            ref_frames if voice else None,
+            speed=item.get("speed"),
         )
-    ref_frames = item["voice"]["tokens"]["shape"][1] if item.get("voice") else 0  # type: ignore[index]
     return frames / FRAME_RATE, frames + ref_frames + STYLE_TOKENS + len(
         text
     ) // CHARS_PER_TEXT_TOKEN
