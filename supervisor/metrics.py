@@ -28,6 +28,8 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from supervisor.supervision.health import PoolHealth
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STARTED_KEY = "omnivoice.started_at"  # in the ASGI scope: when the request arrived (monotonic)
 PREFIX = "omnivoice"
@@ -246,7 +248,7 @@ def record_runtime_stats(stats: dict[str, float], device: str) -> None:
 class Pool(Protocol):
     """What the collector reads of a sidecar pool (supervisor/supervision/pool.py)."""
 
-    def health(self) -> dict[str, Any]: ...
+    def health(self) -> PoolHealth: ...
 
     def is_ready(self) -> bool: ...
 

@@ -8,7 +8,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -40,12 +39,12 @@ class _Size:
         float  # backbone weights; large for tiny so its logits are far from uniform (few ties)
     )
     dtype: torch.dtype  # backbone tensors on disk; the codec is always float32 as published
-    acoustic: dict[str, Any]
-    semantic: dict[str, Any]
+    acoustic: dict[str, object]
+    semantic: dict[str, object]
     codebook_dim: int
 
 
-_HUBERT_COMMON: dict[str, Any] = {
+_HUBERT_COMMON: dict[str, object] = {
     "activation_dropout": 0.1,
     "apply_spec_augment": True,
     "attention_dropout": 0.1,
@@ -81,7 +80,7 @@ _HUBERT_COMMON: dict[str, Any] = {
     "use_weighted_layer_sum": False,
     "vocab_size": 32,
 }
-_DAC_COMMON: dict[str, Any] = {
+_DAC_COMMON: dict[str, object] = {
     "codebook_loss_weight": 1.0,
     "codebook_size": 1024,
     "commitment_loss_weight": 0.25,
@@ -162,7 +161,7 @@ SIZES: dict[str, _Size] = {
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def omnivoice_config(size: _Size) -> dict[str, Any]:
+def omnivoice_config(size: _Size) -> dict[str, object]:
     """Top-level config.json: the OmniVoice head fields and the Qwen3 backbone under llm_config."""
     llm = {
         "_name_or_path": "",
@@ -216,7 +215,7 @@ def omnivoice_config(size: _Size) -> dict[str, Any]:
     }
 
 
-def codec_config(size: _Size) -> dict[str, Any]:
+def codec_config(size: _Size) -> dict[str, object]:
     """audio_tokenizer/config.json (Higgs Audio v2 tokenizer)."""
     return {
         "acoustic_model_config": dict(size.acoustic),
@@ -240,7 +239,7 @@ def codec_config(size: _Size) -> dict[str, Any]:
     }
 
 
-PREPROCESSOR_CONFIG: dict[str, Any] = {
+PREPROCESSOR_CONFIG: dict[str, object] = {
     "feature_extractor_type": "DacFeatureExtractor",
     "feature_size": 1,
     "hop_length": 960,
@@ -251,7 +250,7 @@ PREPROCESSOR_CONFIG: dict[str, Any] = {
 }
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: dict[str, object]) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

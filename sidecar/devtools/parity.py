@@ -14,9 +14,24 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+from sidecar.devtools.parity_cases import (
+    Cases,
+    ChunksCase,
+    ClonePromptCase,
+    CombineTextCase,
+    DurationCase,
+    GenerateCase,
+    InstructCase,
+    LanguageCase,
+    ScheduleCase,
+    TargetTokensCase,
+    TextCase,
+    TokenizeCase,
+)
 
 AUDIO_TOL = 1e-3
 RESAMPLE_TOL = 1e-4
@@ -76,9 +91,7 @@ class Parity:
     def __init__(self, fixtures: Path, device: str = "cpu") -> None:
         self.fixtures = fixtures
         self.device = device
-        self.cases: dict[str, Any] = json.loads(
-            (fixtures / "cases.json").read_text(encoding="utf-8")
-        )
+        self.cases: Cases = json.loads((fixtures / "cases.json").read_text(encoding="utf-8"))
         with np.load(fixtures / "expected.npz") as npz:
             self.arrays = {k: npz[k] for k in npz.files}
         self._runtime: Any = None
@@ -95,14 +108,14 @@ class Parity:
 
     # Each check_<section> raises Mismatch (or any error) for a failing case.
 
-    def check_duration_estimates(self, c: dict[str, Any]) -> None:
+    def check_duration_estimates(self, c: DurationCase) -> None:
         from sidecar.shared.duration import estimate_duration
 
         got = estimate_duration(c["text"], c["ref_text"], c["ref_tokens"])
         if not close(got, c["estimate"]):
             raise Mismatch(f"estimate {got!r} != {c['estimate']!r}")
 
-    def check_target_tokens(self, c: dict[str, Any]) -> None:
+    def check_target_tokens(self, c: TargetTokensCase) -> None:
         from sidecar.shared.duration import target_tokens
 
         equal(
@@ -113,19 +126,19 @@ class Parity:
             "tokens",
         )
 
-    def check_chunks(self, c: dict[str, Any]) -> None:
+    def check_chunks(self, c: ChunksCase) -> None:
         from sidecar.shared.text import chunk_text
 
         equal(
             chunk_text(c["text"], c["chunk_len"], c.get("min_chunk_len", 3)), c["chunks"], "chunks"
         )
 
-    def check_add_punctuation(self, c: dict[str, Any]) -> None:
+    def check_add_punctuation(self, c: TextCase) -> None:
         from sidecar.shared.text import add_punctuation
 
         equal(add_punctuation(c["text"]), c["out"], "text")
 
-    def check_instructs(self, c: dict[str, Any]) -> None:
+    def check_instructs(self, c: InstructCase) -> None:
         from sidecar.shared.errors import InvalidInstruct
         from sidecar.shared.voice_design import resolve_instruct
 
@@ -141,29 +154,29 @@ class Parity:
             raise Mismatch(f"accepted as {got!r}, the reference rejects it")
         equal(got, c["out"], "instruct")
 
-    def check_languages(self, c: dict[str, Any]) -> None:
+    def check_languages(self, c: LanguageCase) -> None:
         from sidecar.shared.languages import resolve_language
 
         equal(resolve_language(c["in"]), c["out"], "language")
 
-    def check_combine_text(self, c: dict[str, Any]) -> None:
+    def check_combine_text(self, c: CombineTextCase) -> None:
         from sidecar.shared.text import combine_text
 
         equal(combine_text(c["text"], c.get("ref_text")), c["out"], "text")
 
-    def check_tokenize(self, c: dict[str, Any]) -> None:
+    def check_tokenize(self, c: TokenizeCase) -> None:
         from sidecar.shared.text import tokenize_text
 
         equal(tokenize_text(self.runtime.tokenizer, c["text"]), c["ids"], "ids")
 
-    def check_schedules(self, c: dict[str, Any]) -> None:
+    def check_schedules(self, c: ScheduleCase) -> None:
         from sidecar.runtime.generate import unmask_schedule
 
         equal(
             unmask_schedule(c["target_len"] * 8, c["num_step"], c["t_shift"]), c["counts"], "counts"
         )
 
-    def check_clone_prompts(self, c: dict[str, Any]) -> None:
+    def check_clone_prompts(self, c: ClonePromptCase) -> None:
         prompt = self.runtime.encode_voice(
             self.arrays[c["wav"]], 24000, c["ref_text_in"], preprocess=c["preprocess_prompt"]
         )
@@ -172,10 +185,11 @@ class Parity:
             raise Mismatch(f"ref_rms {prompt.ref_rms!r} != {c['ref_rms']!r}")
         same_tokens(prompt.tokens, self.arrays[c["tokens"]], "tokens")
 
-    def check_generate(self, c: dict[str, Any]) -> None:
+    def check_generate(self, c: GenerateCase) -> None:
         from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
-        kwargs = dict(c["kwargs"])
+        # JSON that becomes GenerationRequest's keyword arguments: it checks them itself
+        kwargs: dict[str, Any] = dict(c["kwargs"])
         kwargs.update(c.get("deterministic") or DETERMINISTIC)
         texts = kwargs.pop("text")
         texts = [texts] if isinstance(texts, str) else list(texts)
@@ -200,7 +214,11 @@ class Parity:
                     out[key] = value
             return out
 
-        for post, key in ((True, "audio"), (False, "audio_raw")):
+        outputs: tuple[tuple[bool, Literal["audio", "audio_raw"]], ...] = (
+            (True, "audio"),
+            (False, "audio_raw"),
+        )
+        for post, key in outputs:
             requests = [
                 GenerationRequest(
                     text=t,
@@ -306,9 +324,7 @@ class Parity:
         return passed == total
 
     @staticmethod
-    def _run_case(
-        section: str, check: Callable[[dict[str, Any]], None] | None, case: dict[str, Any]
-    ) -> None:
+    def _run_case(section: str, check: Callable[[object], None] | None, case: object) -> None:
         if check is None:
             raise Mismatch(f"no check for section {section!r}")
         check(case)

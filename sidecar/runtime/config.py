@@ -26,12 +26,12 @@ class ModelConfig:
     rope_theta: float
 
     @classmethod
-    def from_dict(cls, config: dict[str, Any], where: str = "config.json") -> ModelConfig:
+    def from_dict(cls, config: dict[str, object], where: str = "config.json") -> ModelConfig:
         llm = config.get("llm_config")
         if not isinstance(llm, dict):
             raise CheckpointError(f"{where}: no 'llm_config' section (the Qwen3 backbone config)")
 
-        def need(section: dict[str, Any], key: str, prefix: str) -> Any:
+        def need(section: dict[str, object], key: str, prefix: str) -> Any:
             if key not in section:
                 raise CheckpointError(f"{where}: missing field '{prefix}{key}'")
             return section[key]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -76,7 +75,7 @@ def check_layout(root: Path) -> None:
         raise CheckpointError(layout.incomplete(root, missing))
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -42,10 +42,14 @@ class PackedLayer(nn.Module):
         return self.layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
 
 
+# torch.compile's `options` (Inductor's settings by name)
+CompileOptions = dict[str, str | int | bool | Callable[..., Any]]
+
+
 class RegionalStack:
     """`OmniVoiceModel.stack_packed`, its three parts compiled apart."""
 
-    def __init__(self, model: OmniVoiceModel, compile_options: dict[str, Any]) -> None:
+    def __init__(self, model: OmniVoiceModel, compile_options: CompileOptions) -> None:
         self.embed = torch.compile(model.embed_packed, dynamic=True, options=compile_options)
         self.layers = [PackedLayer(layer) for layer in model.llm.layers]
         for layer in self.layers:
@@ -71,7 +75,7 @@ class RegionalStack:
 def compiled_stack(model: OmniVoiceModel, options: RuntimeOptions) -> Callable[..., torch.Tensor]:
     """The layer stack compiled as `options` say (dynamic shapes: one compilation for every
     bucket; Inductor rounding as eager PyTorch does with `eager_rounding`)."""
-    compile_options: dict[str, Any] = {"emulate_precision_casts": options.eager_rounding}
+    compile_options: CompileOptions = {"emulate_precision_casts": options.eager_rounding}
     if options.compile_regions:
         return RegionalStack(model, compile_options)
     return torch.compile(model.stack_packed, dynamic=True, options=compile_options)

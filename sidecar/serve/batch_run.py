@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, cast
 from sidecar.runtime.request import GenerationRequest
 from sidecar.serve import engines
 from sidecar.shared.errors import InvalidInput
-from sidecar.shared.protocol import ErrorKind, ExitCode, Generate
+from sidecar.shared.protocol import Encoding, ErrorKind, ExitCode, Generate
 from sidecar.shared.tiers import Tier
 
 if TYPE_CHECKING:  # for annotations only
@@ -55,7 +55,7 @@ class RunningBatch:
     """A `generate` frame's batch while it denoises."""
 
     id: int
-    encoding: str
+    encoding: Encoding
     num_items: int
     tier: Tier  # interactive: it joined (or may be joined by) others
     waited_s: float  # the frame loop waiting for it to arrive (0 for one that joined)

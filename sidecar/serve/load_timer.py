@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import IO, Any, cast
+from typing import IO
 
 from sidecar.serve.wire import Channel
 from sidecar.shared.protocol import Message
@@ -32,16 +32,15 @@ class LoadTimer:
         self.marks: list[tuple[str, float]] = []
         self.done = False
 
-    def observe(self, message: Message | dict[str, Any], now: float) -> str | None:
+    def observe(self, message: Message, now: float) -> str | None:
         """Note a frame on its way out; the summary line once `ready` goes out, else None."""
         if self.done:
             return None
-        frame = cast(dict[str, Any], message)
-        if frame["op"] == "progress":
-            if not self.marks or self.marks[-1][0] != frame["stage"]:
-                self.marks.append((frame["stage"], now))
+        if message["op"] == "progress":
+            if not self.marks or self.marks[-1][0] != message["stage"]:
+                self.marks.append((message["stage"], now))
             return None
-        if frame["op"] != "ready":
+        if message["op"] != "ready":
             return None
         self.done = True
         return self.summary(now)
@@ -66,7 +65,7 @@ class TimedChannel(Channel):
         super().__init__(rfile, wfile, max_frame_bytes)
         self.timer = LoadTimer(started)
 
-    def send(self, message: Message | dict[str, Any]) -> None:
+    def send(self, message: Message) -> None:
         line = self.timer.observe(message, time.monotonic())
         super().send(message)
         if line is not None:

@@ -35,6 +35,7 @@ from sidecar.shared.errors import CheckpointError, InvalidInput
 from sidecar.shared.protocol import (
     ITEM_OPTIONS,
     EncodeVoice,
+    Encoding,
     ErrorKind,
     ExitCode,
     Generate,
@@ -308,7 +309,7 @@ class Sidecar:
         self,
         batch: int,
         group: DenoisedGroup,
-        encoding: str,
+        encoding: Encoding,
         timings: dict[str, float],
         tier: Tier = Tier.BULK,
     ) -> None:
@@ -358,7 +359,12 @@ class Sidecar:
             self.send_error(batch, item_id, kind, text)
 
     def send_result(
-        self, batch: int, entry: BatchEntry, result: GenerationResult, encoding: str, wall: float
+        self,
+        batch: int,
+        entry: BatchEntry,
+        result: GenerationResult,
+        encoding: Encoding,
+        wall: float,
     ) -> None:
         audio = self.hooks.on_output(entry.faults, result.audio, result.sample_rate, entry.attempt)
         checks = self.args.qa_thresholds if self.args.engine != "null" else None

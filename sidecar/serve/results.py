@@ -3,14 +3,13 @@ real engine, its quality checks (`sidecar.audio.checks`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from sidecar.audio.checks import run_checks
 from sidecar.runtime.request import GenerationResult
 from sidecar.serve.batch_run import BatchEntry
 from sidecar.serve.wire import audio_to_wire, tokens_to_wire
+from sidecar.shared.protocol import Encoding, Result
 from sidecar.shared.thresholds import Thresholds
 
 
@@ -19,14 +18,14 @@ def result_message(  # noqa: PLR0913  one item's answer: which batch, the item, 
     entry: BatchEntry,
     result: GenerationResult,
     audio: np.ndarray,
-    encoding: str,
+    encoding: Encoding,
     wall: float,
     checks: Thresholds | None,
-) -> dict[str, Any]:
+) -> Result:
     """The frame for `result` with `audio` (the result's, or what a test hook made of it);
     `checks`: the thresholds of its quality checks, None for none (the null engine's silence is
     for overhead benchmarks)."""
-    message: dict[str, Any] = {
+    message: Result = {
         "op": "result",
         "batch": batch,
         "id": entry.id,

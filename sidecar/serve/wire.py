@@ -7,7 +7,7 @@ as little-endian bytes; a reference clip comes in as PCM or as a whole file, dec
 from __future__ import annotations
 
 import threading
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
@@ -31,7 +31,7 @@ class Channel:
         self.max_frame_bytes = max_frame_bytes
         self._lock = threading.Lock()
 
-    def send(self, message: Message | dict[str, Any]) -> None:
+    def send(self, message: Message) -> None:
         self.write_raw(encode_frame(message, self.max_frame_bytes))
 
     def write_raw(self, data: bytes) -> None:

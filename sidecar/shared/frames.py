@@ -28,7 +28,7 @@ _ERROR_KINDS = frozenset(k.value for k in ErrorKind)
 
 
 @functools.cache
-def _fields(typed_dict: type) -> tuple[dict[str, Any], frozenset[str]]:
+def _fields(typed_dict: type) -> tuple[dict[str, object], frozenset[str]]:
     return get_type_hints(typed_dict), typed_dict.__required_keys__  # type: ignore[attr-defined]
 
 
@@ -136,7 +136,7 @@ _DECODE_ERRORS = (
 )
 
 
-def encode_frame(message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+def encode_frame(message: Message, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
     """Pack one message as a frame; a payload over max_bytes is a ProtocolError."""
     payload = msgpack.packb(message, use_bin_type=True)
     if len(payload) > max_bytes:
@@ -165,9 +165,7 @@ def decode_payload(payload: bytes, allowed: frozenset[Op] = FROM_SIDECAR | TO_SI
     return validate(obj, allowed)
 
 
-def write_frame(
-    stream: IO[bytes], message: Message | dict[str, Any], max_bytes: int = MAX_FRAME_BYTES
-) -> None:
+def write_frame(stream: IO[bytes], message: Message, max_bytes: int = MAX_FRAME_BYTES) -> None:
     """Write one frame to a binary stream and flush it."""
     stream.write(encode_frame(message, max_bytes))
     stream.flush()

@@ -84,13 +84,14 @@ def _cut(text: str, levels: list[tuple[re.Pattern[str] | None, str]], fits: Any)
 
 
 def plan(
-    book: Book, speech: dict[str, Any], max_chars: int, max_audio_s: float
-) -> tuple[list[dict[str, Any]], list[Span]]:
+    book: Book, speech: dict[str, object], max_chars: int, max_audio_s: float
+) -> tuple[list[dict[str, object]], list[Span]]:
     """The job's items (each `speech` with its `id`, `input` and `response_format`) and each
     chapter's span of them."""
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, object]] = []
     spans = []
-    speed = speech.get("speed") if isinstance(speech.get("speed"), (int, float)) else None
+    sent_speed = speech.get("speed")
+    speed = float(sent_speed) if isinstance(sent_speed, (int, float)) else None
     for number, chapter in enumerate(book.chapters, 1):
         pieces = parts(chapter.text, max_chars, max_audio_s * AUDIO_SHARE, speed)
         spans.append(Span(chapter.title, len(items), len(pieces)))

@@ -33,7 +33,7 @@ class BookOptions:
 
     book: Path
     format: str = "m4b"
-    speech: dict[str, Any] = field(default_factory=dict)  # voice, language, speed, ...
+    speech: dict[str, object] = field(default_factory=dict)  # voice, language, speed, ...
 
 
 def limits() -> tuple[int, float]:
@@ -53,7 +53,7 @@ def limits() -> tuple[int, float]:
 
 
 def book_entries(
-    book: Book, speech: dict[str, Any]
+    book: Book, speech: dict[str, object]
 ) -> tuple[list[ManifestEntry], list[items.Span]]:
     """The book's items as manifest entries (their line: their position from 1), and each
     chapter's span of them."""
@@ -63,7 +63,8 @@ def book_entries(
         wanted["language"] = book.language
     planned, spans = items.plan(book, wanted, max_chars, max_audio_s)
     entries = [
-        ManifestEntry(n, item["id"], item, items.ITEM_FORMAT) for n, item in enumerate(planned, 1)
+        ManifestEntry(n, str(item["id"]), item, items.ITEM_FORMAT)
+        for n, item in enumerate(planned, 1)
     ]
     return entries, spans
 

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from supervisor.speech.formats import FORMATS
 
@@ -34,7 +34,7 @@ class ManifestError(Exception):
 class ManifestEntry:
     line: int
     id: str
-    item: dict[str, Any]  # as submitted, "id" included
+    item: dict[str, object]  # as submitted, "id" included
     format: str | None  # None: the server's default (--default-response-format)
 
     def is_in(self, out: Path) -> bool:
@@ -90,12 +90,20 @@ def read_manifest(path: Path) -> list[ManifestEntry]:
     return entries
 
 
+class Submitted(TypedDict):
+    """Where an item went: its job, its position in it, and the digest of what was sent."""
+
+    job: str
+    n: int
+    digest: str
+
+
 class RunState:
     """Which job and position each submitted item has: DIR/.synth-state.json, replaced atomically."""
 
     def __init__(self, out: Path) -> None:
         self.path = out / STATE_FILE
-        self.items: dict[str, dict[str, Any]] = {}
+        self.items: dict[str, Submitted] = {}
         if self.path.is_file():
             try:
                 self.items = json.loads(self.path.read_text())["items"]

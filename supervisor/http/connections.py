@@ -24,7 +24,7 @@ import ipaddress
 import logging
 import resource
 from collections import Counter
-from typing import Any, Protocol
+from typing import Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -213,7 +213,7 @@ class ConnectionBook:
             "unread_bytes": self.unsent(),
         }
 
-    def accept_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    def accept_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
         """The event loop's exception handler: an accept short of a resource is noted in the
         burst; anything else goes to the default handler."""
         exc = context.get("exception")

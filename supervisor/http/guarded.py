@@ -19,7 +19,8 @@ import asyncio
 import functools
 import json
 import logging
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import h11
 
@@ -113,9 +114,9 @@ class Guarded(ReadDeadlines):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        scope = cast("dict[str, Any]", self.cycle.scope) if self.cycle is not None else {}
-        tenant: Tenant | None = scope.get(TENANT)  # set by the auth middleware
-        self.book.waiting[self] = tenant.owner if tenant is not None else None
+        scope: Mapping[str, object] = self.cycle.scope if self.cycle is not None else {}
+        tenant = scope.get(TENANT)  # set by the auth middleware
+        self.book.waiting[self] = tenant.owner if isinstance(tenant, Tenant) else None
         if self._send_timer is None:
             self._send_timer = self.loop.call_later(self.book.send_timeout_s, self._send_late)
 

@@ -7,8 +7,6 @@ supervisor/http/operations.py for the others.
 
 from __future__ import annotations
 
-from typing import Any
-
 from supervisor.http.openapi_parts import (
     Operation,
     Parts,
@@ -23,7 +21,7 @@ from supervisor.jobs import callbacks
 from supervisor.speech import formats
 
 
-def create_job(p: Parts) -> dict[str, Any]:
+def create_job(p: Parts) -> dict[str, object]:
     return {
         "operationId": "createJob",
         "summary": "Store a list of speech requests and run them behind interactive work (docs/JOBS.md)",
@@ -66,7 +64,7 @@ def create_job(p: Parts) -> dict[str, Any]:
     }
 
 
-def list_jobs(parts: Parts) -> dict[str, Any]:
+def list_jobs(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "listJobs",
         "summary": "Jobs, newest first, without their items",
@@ -82,14 +80,14 @@ def list_jobs(parts: Parts) -> dict[str, Any]:
     }
 
 
-def get_job(parts: Parts) -> dict[str, Any]:
+def get_job(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "getJob",
         "responses": responses(json_ref("Job", "the job and its items"), 404),
     }
 
 
-def cancel_job(parts: Parts) -> dict[str, Any]:
+def cancel_job(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "cancelJob",
         "summary": "Cancel: items not yet done end cancelled",
@@ -97,7 +95,7 @@ def cancel_job(parts: Parts) -> dict[str, Any]:
     }
 
 
-def get_job_item_audio(parts: Parts) -> dict[str, Any]:
+def get_job_item_audio(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "getJobItemAudio",
         "summary": "An item's result, once it is done",

@@ -8,8 +8,6 @@ operations are in supervisor/http/job_operations.py.
 
 from __future__ import annotations
 
-from typing import Any
-
 from supervisor.http.openapi_parts import (
     CONSOLE_PAGE,
     SPEECH_ERRORS,
@@ -27,15 +25,15 @@ from supervisor.speech import lexicons as lexicon_rules
 _object = {"content": {"application/json": {"schema": {"type": "object"}}}}
 
 
-def console(parts: Parts) -> dict[str, Any]:
+def console(parts: Parts) -> dict[str, object]:
     return {"operationId": "console", "responses": {"200": CONSOLE_PAGE}}
 
 
-def console_page(parts: Parts) -> dict[str, Any]:
+def console_page(parts: Parts) -> dict[str, object]:
     return {"operationId": "consolePage", "responses": {"200": CONSOLE_PAGE}}
 
 
-def console_asset(parts: Parts) -> dict[str, Any]:
+def console_asset(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "consoleAsset",
         "responses": {
@@ -51,14 +49,14 @@ def console_asset(parts: Parts) -> dict[str, Any]:
     }
 
 
-def health(parts: Parts) -> dict[str, Any]:
+def health(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "health",
         "responses": {"200": {"description": "status and one entry per sidecar", **_object}},
     }
 
 
-def ready(parts: Parts) -> dict[str, Any]:
+def ready(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "ready",
         "responses": {
@@ -72,7 +70,7 @@ def ready(parts: Parts) -> dict[str, Any]:
     }
 
 
-def metrics(parts: Parts) -> dict[str, Any]:
+def metrics(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "metrics",
         "responses": responses(
@@ -85,28 +83,28 @@ def metrics(parts: Parts) -> dict[str, Any]:
     }
 
 
-def openapi(parts: Parts) -> dict[str, Any]:
+def openapi(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "openapi",
         "responses": responses({"description": "this document", **_object}),
     }
 
 
-def list_models(parts: Parts) -> dict[str, Any]:
+def list_models(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "listModels",
         "responses": responses(json_ref("ModelList", "the models")),
     }
 
 
-def retrieve_model(parts: Parts) -> dict[str, Any]:
+def retrieve_model(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "retrieveModel",
         "responses": responses(json_ref("Model", "the model"), 404),
     }
 
 
-def create_speech(p: Parts) -> dict[str, Any]:
+def create_speech(p: Parts) -> dict[str, object]:
     return {
         "operationId": "createSpeech",
         "summary": "Speech from text (OpenAI-compatible)",
@@ -115,7 +113,7 @@ def create_speech(p: Parts) -> dict[str, Any]:
     }
 
 
-def create_captioned_speech(parts: Parts) -> dict[str, Any]:
+def create_captioned_speech(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "createCaptionedSpeech",
         "summary": "Speech as JSON: the audio (base64) and each sentence's timing",
@@ -126,7 +124,7 @@ def create_captioned_speech(parts: Parts) -> dict[str, Any]:
     }
 
 
-def design_speech(p: Parts) -> dict[str, Any]:
+def design_speech(p: Parts) -> dict[str, object]:
     return {
         "operationId": "designSpeech",
         "summary": "Speech in a voice described by instructions (one shot)",
@@ -145,7 +143,7 @@ def design_speech(p: Parts) -> dict[str, Any]:
     }
 
 
-def clone_speech(p: Parts) -> dict[str, Any]:
+def clone_speech(p: Parts) -> dict[str, object]:
     return {
         "operationId": "cloneSpeech",
         "summary": "Speech in the voice of an uploaded reference (one shot)",
@@ -157,7 +155,7 @@ def clone_speech(p: Parts) -> dict[str, Any]:
     }
 
 
-def list_voices(parts: Parts) -> dict[str, Any]:
+def list_voices(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "listVoices",
         "summary": "Built-in and saved voices",
@@ -165,7 +163,7 @@ def list_voices(parts: Parts) -> dict[str, Any]:
     }
 
 
-def create_voice(p: Parts) -> dict[str, Any]:
+def create_voice(p: Parts) -> dict[str, object]:
     return {
         "operationId": "createVoice",
         "summary": "Save a voice from a reference clip and its transcript",
@@ -199,35 +197,35 @@ def create_voice(p: Parts) -> dict[str, Any]:
     }
 
 
-def get_voice(parts: Parts) -> dict[str, Any]:
+def get_voice(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "getVoice",
         "responses": responses(json_ref("Voice", "the voice"), 404),
     }
 
 
-def delete_voice(parts: Parts) -> dict[str, Any]:
+def delete_voice(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "deleteVoice",
         "responses": responses(json_ref("DeletedVoice", "deleted"), 400, 403, 404),
     }
 
 
-def list_lexicons(parts: Parts) -> dict[str, Any]:
+def list_lexicons(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "listLexicons",
         "responses": responses(json_ref("LexiconList", "the lexicons")),
     }
 
 
-def get_lexicon(parts: Parts) -> dict[str, Any]:
+def get_lexicon(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "getLexicon",
         "responses": responses(json_ref("Lexicon", "the lexicon"), 404),
     }
 
 
-def put_lexicon(parts: Parts) -> dict[str, Any]:
+def put_lexicon(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "putLexicon",
         "summary": "Save a pronunciation lexicon, replacing one of that name",
@@ -263,14 +261,14 @@ def put_lexicon(parts: Parts) -> dict[str, Any]:
     }
 
 
-def delete_lexicon(parts: Parts) -> dict[str, Any]:
+def delete_lexicon(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "deleteLexicon",
         "responses": responses(json_ref("DeletedLexicon", "deleted"), 404),
     }
 
 
-def purge_cache(parts: Parts) -> dict[str, Any]:
+def purge_cache(parts: Parts) -> dict[str, object]:
     return {
         "operationId": "purgeCache",
         "summary": "Remove the API key's result-cache entries; an admin key's: all (docs/API.md)",

@@ -55,7 +55,7 @@ def parse(body: bytes, max_items: int) -> Any:
     at = _skip(text, 0)
     if not text.startswith("{", at):
         raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
-    parsed: dict[str, Any] = {}
+    parsed: dict[str, object] = {}
     mark, at = _expect(text, at + 1, '"', "}")
     while mark == '"':
         key, at = _DECODER.raw_decode(text, at - 1)

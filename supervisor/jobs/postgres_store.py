@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
 
 from psycopg.errors import UniqueViolation
+from psycopg.rows import DictRow
 
 from supervisor.database import Connection
 from supervisor.jobs.postgres_queue import PostgresQueue
@@ -152,7 +152,7 @@ class PostgresJobStore(PostgresQueue):
         return self.db.run(read)
 
     @staticmethod
-    def _view(conn: Connection, row: dict[str, Any]) -> JobView:
+    def _view(conn: Connection, row: DictRow) -> JobView:
         progress = conn.execute(PROGRESS_SQL, (row["id"],)).fetchall()
         return job_view(
             row, ([r["state"], r["count"], r["attempted"], r["last_end"]] for r in progress)

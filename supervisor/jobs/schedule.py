@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,7 @@ def rfc3339(seconds: float | None) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def job_schedule(body: dict[str, Any], callback_allow: tuple[str, ...]) -> JobSchedule:
+def job_schedule(body: Mapping[str, object], callback_allow: tuple[str, ...]) -> JobSchedule:
     """The schedule fields of a job's body, checked; InvalidRequest names the field at fault."""
     not_before = (
         parse_time(body["not_before"], "not_before") if body.get("not_before") is not None else None

@@ -48,7 +48,7 @@ UNFINISHED = "('queued', 'running')"  # in SQL, either dialect
 class NewItem:
     """An item as submitted: its speech fields (without "id"), the client's id, its format."""
 
-    request: dict[str, Any]
+    request: dict[str, object]
     client_id: str | None
     format: str
     est_audio_s: float | None = None  # estimated seconds of audio
@@ -71,7 +71,7 @@ class Claimed:
 
     job_id: str
     n: int
-    request: dict[str, Any]
+    request: dict[str, object]
     format: str
     attempts: int  # before this claim (which counts one more in the store)
     owner: str = DEFAULT_OWNER  # the job's: whose voices and cache entries it uses

@@ -24,7 +24,7 @@ import base64
 import io
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from supervisor import format_names
@@ -230,7 +230,7 @@ def is_cheap(fmt: str) -> bool:
 SSE_SLICE = 48_000  # bytes of audio per delta event (1 s of pcm; even, so samples stay whole)
 
 
-def sse_event(payload: dict[str, Any]) -> bytes:
+def sse_event(payload: Mapping[str, object]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 

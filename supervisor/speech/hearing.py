@@ -24,15 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sidecar.shared.protocol import AudioToHear, Transcript
 from sidecar.shared.tiers import Tier
 from supervisor.errors import ServerError
 from supervisor.speech.quality import as_informational
+from supervisor.supervision.health import SidecarHealth
 from supervisor.supervision.scheduler import Scheduler
-from supervisor.supervision.slot import SidecarHealth
 
 if TYPE_CHECKING:
     from supervisor.supervision.pool import Pool
@@ -48,7 +48,7 @@ class Hearing:
     def __init__(
         self,
         scheduler: Scheduler,
-        sidecars: Callable[[], list[SidecarHealth]],
+        sidecars: Callable[[], Sequence[SidecarHealth]],
         deadline_s: float,
         quiet_s: float,
         clock: Callable[[], float] = time.monotonic,

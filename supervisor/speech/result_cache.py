@@ -41,6 +41,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -138,7 +139,7 @@ def checkpoint_identity(settings: Settings) -> str:
     )
 
 
-def item_seed(fields: dict[str, Any]) -> int:
+def item_seed(fields: Mapping[str, object]) -> int:
     """The seed of a job item that names none: from its fields, so the same item sounds the same
     (and is found in the cache) in every job."""
     return int(_digest(fields)[:16], 16) % (MAX_SEED + 1)

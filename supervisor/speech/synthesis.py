@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from typing import Any
 
 from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import AudioToHear, Result, VoicePayload
@@ -71,7 +70,8 @@ class Synthesis:
         self.asr = asr  # the ASR sidecar (--asr-model): each chunk is heard back
         self.tier = request.tier  # its tasks' (OpenAI's `service_tier`, `schemas.service_tier`)
         self.owner = owner  # whose request it is (its tasks' fair share between owners)
-        self.futures: list[asyncio.Future[Any]] = []  # of the tasks and of their retry loops
+        # the generation tasks and their retry loops, which closing cancels
+        self.futures: list[asyncio.Future[Result] | asyncio.Future[Attempt]] = []
         self.scheduled: list[asyncio.Future[Result]] = []  # the generation tasks' own
         self.audio_s = 0.0
         self.sample_rate = 0
@@ -118,7 +118,7 @@ class Synthesis:
         self.scheduled.append(future)
         return future
 
-    def begun(self, waiting: set[asyncio.Future[Any]]) -> bool:
+    def begun(self, waiting: set[asyncio.Future[Result]]) -> bool:
         """Whether a sidecar has taken (or finished) any of its tasks; `waiting`: the
         scheduler's tasks no sidecar has taken (`Scheduler.waiting`)."""
         return any(future not in waiting for future in self.scheduled)

@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Literal, Protocol, TypedDict
 
 import msgpack
 
@@ -65,6 +65,14 @@ class VoiceObject(_VoiceObjectBase, total=False):
     deletable: bool  # a saved voice, listed or read: whether the asking key may delete it
 
 
+class VoiceSource(TypedDict, total=False):
+    """A cloned voice's upload, kept with it (a designed voice has none)."""
+
+    filename: str | None
+    bytes: int  # its size
+    consent: str | None  # the form's `consent` field, as sent
+
+
 @dataclass(frozen=True)
 class SavedVoice:
     name: str
@@ -74,7 +82,7 @@ class SavedVoice:
     voice: VoicePayload | None = None  # audio_sample: the clone prompt
     prompt: str | None = None  # prompt: the voice-design instruct
     seed: int | None = None  # prompt: fixed, so the voice stays the same
-    source: dict[str, Any] = field(default_factory=dict)  # the upload: filename, bytes, consent
+    source: VoiceSource = field(default_factory=VoiceSource)  # the upload
     owner: str = DEFAULT_OWNER  # supervisor.tenants
 
     @property
@@ -120,6 +128,9 @@ class SavedVoice:
             obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
             if not isinstance(obj, dict) or obj.get("format") != FORMAT:
                 raise ValueError(f"not a format-{FORMAT} voice file")
+            source: VoiceSource = (
+                obj.get("source") or {}
+            )  # fresh from the file: nothing else holds it
             voice = cls(
                 obj["name"],
                 obj["created_at"],
@@ -128,7 +139,7 @@ class SavedVoice:
                 obj.get("voice"),
                 obj.get("prompt"),
                 obj.get("seed"),
-                dict(obj.get("source") or {}),
+                source,
                 obj.get("owner", DEFAULT_OWNER),
             )
             voice.check()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sidecar.shared.protocol import AudioToHear, WordTiming
@@ -64,7 +64,7 @@ def wants_words(body: Any, asr: Scheduler | None, param: str = "timestamp_granul
     return True
 
 
-def item_wants_words(fields: dict[str, Any], asr: Scheduler | None) -> bool:
+def item_wants_words(fields: Mapping[str, object], asr: Scheduler | None) -> bool:
     """A job item's `timestamp_granularities`: as `wants_words`, and only with captions."""
     if not wants_words(fields, asr):
         return False
@@ -77,7 +77,7 @@ def item_wants_words(fields: dict[str, Any], asr: Scheduler | None) -> bool:
 
 
 async def item_words(
-    fields: dict[str, Any],
+    fields: Mapping[str, object],
     asr: Scheduler | None,
     synthesis: Synthesis,
     pcm: bytes,

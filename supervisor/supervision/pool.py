@@ -24,7 +24,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sidecar.shared.protocol import Message, ProtocolError
 from supervisor import metrics
@@ -32,6 +31,7 @@ from supervisor.errors import SidecarLost, Unavailable
 from supervisor.settings import Settings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
+from supervisor.supervision.health import PoolHealth, SlotHealth
 from supervisor.supervision.process import (
     FrameHandler,
     KillReason,
@@ -349,8 +349,8 @@ class Pool:
             return "degraded"
         return "ok"
 
-    def health(self) -> dict[str, Any]:
-        sidecars = [
+    def health(self) -> PoolHealth:
+        sidecars: list[SlotHealth] = [
             {**slot.health(), "spare": self.spares.health(slot.device)} for slot in self.slots
         ]
         return {"status": self.status(), "sidecars": sidecars, "queue": self.scheduler.depth()}

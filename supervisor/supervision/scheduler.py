@@ -27,7 +27,6 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from sidecar.shared.protocol import (
     Aligned,
@@ -44,7 +43,17 @@ from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailabl
 from supervisor.settings import Settings
 from supervisor.supervision.admission import MAX_RETRY_AFTER_S, OwnerShares, Reservation
 from supervisor.supervision.fair_share import FairShares
-from supervisor.supervision.work import SINGLE_OPS, Answer, Batch, Task, estimate
+from supervisor.supervision.health import QueueDepth
+from supervisor.supervision.work import (
+    Alignment,
+    Answer,
+    Batch,
+    Encoding,
+    Generation,
+    Task,
+    Transcription,
+    estimate,
+)
 
 THROUGHPUT_SMOOTHING = 0.3
 UNMEASURED_THROUGHPUT = 1.0  # seconds of audio per second per sidecar, until measured
@@ -87,25 +96,22 @@ class Scheduler:
 
         With a reservation the items were admitted when it was made: no check, even while draining.
         """
-        loop = asyncio.get_running_loop()
-        tasks = []
+        tasks: list[Task] = []
+        futures: list[asyncio.Future[Result]] = []
         for item in items:
             audio_s, tokens = estimate(item)
-            tasks.append(
-                Task(
-                    item["id"],
-                    "generate",
-                    item.copy(),
-                    tier,
-                    audio_s,
-                    tokens,
-                    loop.create_future(),
-                    time.monotonic(),
-                    owner=owner,
-                )
+            task = Generation(
+                id=item["id"],
+                payload=item.copy(),
+                tier=tier,
+                est_audio_s=audio_s,
+                est_tokens=tokens,
+                owner=owner,
             )
+            tasks.append(task)
+            futures.append(task.future)
         self.admit(tasks, reservation)
-        return [t.future for t in tasks]
+        return futures
 
     def reserve(self, audio_s: float, owner: str | None = None) -> Reservation:
         """Admit audio_s seconds for tasks to be submitted later, or raise as `admit` would;
@@ -134,34 +140,34 @@ class Scheduler:
         self, fields: VoiceToEncode, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Encoded]:
         """Admit a voice to encode; the future resolves to an `encoded` message."""
-        return self.submit_single("encode", fields, tier)
+        task = Encoding(
+            id=f"encode-{next(self._task_ids)}",
+            payload=fields,
+            tier=tier,
+        )
+        self.admit([task])
+        return task.future
 
     def submit_transcribe(
         self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Transcript]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
-        return self.submit_single("transcribe", fields, tier)
+        task = Transcription(
+            id=f"transcribe-{next(self._task_ids)}",
+            payload=fields,
+            tier=tier,
+        )
+        self.admit([task])
+        return task.future
 
     def submit_align(
         self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Aligned]:
         """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
-        return self.submit_single("align", fields, tier)
-
-    def submit_single(
-        self, kind: str, fields: VoiceToEncode | AudioToHear, tier: Tier
-    ) -> asyncio.Future[Any]:
-        """A task of a kind that is always a batch of its own (SINGLE_OPS)."""
-        loop = asyncio.get_running_loop()
-        task = Task(
-            f"{kind}-{next(self._task_ids)}",
-            kind,
-            fields,
-            tier,
-            0.0,
-            1,
-            loop.create_future(),
-            time.monotonic(),
+        task = Alignment(
+            id=f"align-{next(self._task_ids)}",
+            payload=fields,
+            tier=tier,
         )
         self.admit([task])
         return task.future
@@ -241,11 +247,11 @@ class Scheduler:
         for task in self._queued():
             if (ahead and task.alone) or (bulk_only and task.tier is Tier.INTERACTIVE):
                 continue
-            if not chosen and (task.alone or task.kind in SINGLE_OPS):
+            if not chosen and (task.alone or not isinstance(task, Generation)):
                 chosen = [task]
                 full = True
                 break
-            if task.alone or task.kind in SINGLE_OPS:
+            if task.alone or not isinstance(task, Generation):
                 continue
             if len(chosen) >= self.settings.max_batch_size:
                 full = True
@@ -301,15 +307,16 @@ class Scheduler:
     # ------------------------------------------------------------ outcomes
 
     def resolve(self, task: Task, message: Answer) -> None:
+        """Resolve a task's future with its answer (ProtocolError: not its kind's answer)."""
         if not task.done:
-            task.future.set_result(message)
+            task.resolve(message)
 
     def reject(self, task: Task, error: ServerError) -> None:
         if not task.done:
             task.future.set_exception(error)
 
-    def _settle(self, task: Task, done: asyncio.Future[Any]) -> None:
-        if done.cancelled() and task in self.queues[task.tier]:  # timed out, or abandoned
+    def _settle(self, task: Task, done: object) -> None:
+        if task.future.cancelled() and task in self.queues[task.tier]:  # timed out, or abandoned
             self.queues[task.tier].remove(task)  # (in a batch, its result is dropped instead)
         if task in self.unfinished:
             self.unfinished.discard(task)
@@ -358,9 +365,9 @@ class Scheduler:
         for task in batch.pending():
             self.reject(task, error)
 
-    def waiting(self) -> set[asyncio.Future[Any]]:
-        """The futures of the tasks no sidecar has taken yet."""
-        return {task.future for task in self._queued()}
+    def waiting(self) -> set[asyncio.Future[Result]]:
+        """The futures of the generation tasks no sidecar has taken yet."""
+        return {task.future for task in self._queued() if isinstance(task, Generation)}
 
     def fail_queued(self, error: ServerError) -> None:
         """End every task still waiting for a sidecar (shutdown, or no device left)."""
@@ -376,7 +383,7 @@ class Scheduler:
             return False
         return True
 
-    def depth(self) -> dict[str, Any]:
+    def depth(self) -> QueueDepth:
         return {
             "tasks": len(self.unfinished),
             "reservations": len(self.reservations),

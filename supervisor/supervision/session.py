@@ -20,20 +20,16 @@ from typing import Any
 
 from sidecar.shared.protocol import (
     PROTOCOL_VERSION,
-    Aligned,
-    Encoded,
     Message,
     ProtocolError,
     Ready,
-    Result,
     Tier,
-    Transcript,
     encode_frame,
 )
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
 from supervisor.settings import Settings
 from supervisor.supervision.process import KillReason, SidecarProcess, SidecarState
-from supervisor.supervision.work import Batch, Task
+from supervisor.supervision.work import Answer, Batch, Task
 from supervisor.tracing import batches as traced
 
 log = logging.getLogger("omnivoice.session")
@@ -58,7 +54,7 @@ class Answered:
     """A task's audio (a `result`), voice (an `encoded`), `transcript` or `aligned` arrived."""
 
     task: Task
-    message: Result | Encoded | Transcript | Aligned
+    message: Answer  # its kind's answer (`handle` checks)
 
 
 @dataclass(frozen=True)
@@ -290,6 +286,8 @@ class Session:
             return []
         if message["op"] in ("result", "encoded", "transcript", "aligned"):
             batch, task = self.pending_task(message["batch"], message["id"])
+            if message["op"] != task.answers:  # an answer of another kind than the task's
+                raise task.mismatch(message)
             if message["op"] == "result":
                 batch.audio_s += message["timings"].get("audio_s", 0.0)
             traced.answered(batch, task, message, self.clock())

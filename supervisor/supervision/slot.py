@@ -19,7 +19,6 @@ import errno
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 import psutil
 
@@ -27,6 +26,7 @@ from sidecar.shared.protocol import ExitCode
 from supervisor.settings import Settings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
+from supervisor.supervision.health import SidecarHealth
 from supervisor.supervision.process import SidecarProcess, SidecarState
 from supervisor.supervision.session import Clock, Loaded, Session
 
@@ -75,20 +75,6 @@ def backoff_delay(settings: Settings, failures_in_row: int) -> float:
     if failures_in_row <= 1:
         return 0.0
     return min(settings.backoff_max_s, settings.backoff_initial_s * 2.0 ** (failures_in_row - 2))
-
-
-class SidecarHealth(TypedDict):
-    """A slot's entry in /health's `sidecars`."""
-
-    id: str
-    device: str
-    pid: int | None
-    state: str  # starting, ready, busy, reaped, backoff, failed or stopping
-    restarts: int
-    kills: dict[str, int]  # by reason
-    last_kill: str | None
-    last_error: str | None
-    memory_bytes: int | None  # the sidecar's resident memory
 
 
 @dataclass(eq=False)

@@ -25,11 +25,11 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
 
 from sidecar.shared.protocol import PARKED, PROTOCOL_VERSION, Message, ProtocolError
 from supervisor.settings import Settings
 from supervisor.supervision.gpu import Device
+from supervisor.supervision.health import SpareHealth
 from supervisor.supervision.process import (
     PLANNED,
     FrameHandler,
@@ -44,14 +44,6 @@ log = logging.getLogger("omnivoice.pool")
 
 # Makes a spare's process (`--park`), its frames going to the handler given.
 SpareFactory = Callable[[Device, FrameHandler], SidecarProcess]
-
-
-class SpareHealth(TypedDict):
-    """A device's spare in its /health entry."""
-
-    pid: int
-    state: str  # loading (what needs no device) or parked (waiting for `go`)
-    memory_bytes: int | None  # its resident memory
 
 
 @dataclass(eq=False)

@@ -11,11 +11,11 @@ them (passes, tokens, step count) as attributes. The session calls these; off, t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 
-from supervisor.supervision.work import Batch, Task
+from supervisor.supervision.work import Answer, Batch, Task
 from supervisor.tracing import spans
 
 # The `done` frame's figures that belong to the decode; the others go with the steps.
@@ -26,17 +26,17 @@ def sent(batch: Batch) -> None:
     if not spans.enabled():
         return
     for task in batch.tasks:
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "omnivoice.tier": task.tier.value,
             "omnivoice.kills": len(task.kills),
         }
         spans.record("queue", task.trace, task.queued_at, batch.sent_at, attributes)
 
 
-def answered(batch: Batch, task: Task, message: Mapping[str, Any], now: float) -> None:
+def answered(batch: Batch, task: Task, message: Answer, now: float) -> None:
     if not spans.enabled():
         return
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "omnivoice.batch.id": batch.id,
         "omnivoice.batch.kind": batch.kind,
         "omnivoice.batch.tier": batch.tier.value,
@@ -44,7 +44,7 @@ def answered(batch: Batch, task: Task, message: Mapping[str, Any], now: float) -
         "omnivoice.batch.tokens": sum(t.est_tokens for t in batch.tasks),
         "omnivoice.task.tokens": task.est_tokens,
     }
-    for name, value in (message.get("timings") or {}).items():
+    for name, value in (message["timings"] if message["op"] == "result" else {}).items():
         attributes[f"omnivoice.sidecar.{name}"] = float(value)
     done = spans.record("batch", task.trace, batch.sent_at, now, attributes)
     if done is not None:

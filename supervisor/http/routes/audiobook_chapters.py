@@ -92,7 +92,7 @@ async def chapter_captions(request: Request) -> Response:
     )
 
 
-def _audio_operation(p: Parts) -> dict[str, Any]:
+def _audio_operation(p: Parts) -> dict[str, object]:
     return {
         "operationId": "getAudiobookChapterAudio",
         "summary": "One chapter of a book as one FLAC file, once its items are done",

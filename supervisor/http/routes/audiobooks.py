@@ -129,7 +129,7 @@ def _known(language: str) -> bool:
         return False
 
 
-def _options(fields: dict[str, str], book: Book) -> tuple[dict[str, Any], str, Any]:
+def _options(fields: dict[str, str], book: Book) -> tuple[dict[str, object], str, Any]:
     """The speech fields of every item, the book's format and its loudness target."""
     fmt = fields.get("response_format", "m4b").lower()
     if fmt not in chaptered.BOOK_FORMATS:
@@ -170,8 +170,8 @@ def _located(error: InvalidRequest, spans: list[items.Span]) -> InvalidRequest:
     return moved
 
 
-def _with_titles(job: JobView, record: shelf.Record) -> dict[str, Any]:
-    view: dict[str, Any] = dict(job)
+def _with_titles(job: JobView, record: shelf.Record) -> dict[str, object]:
+    view: dict[str, object] = dict(job)
     chapter_of = {
         n: (number, span.title)
         for number, span in enumerate(record.chapters)
@@ -319,7 +319,7 @@ async def audiobook_content(request: Request) -> Response:
 # ------------------------------------------------------------------ OpenAPI and the route table
 
 
-def _create_operation(p: Parts) -> dict[str, Any]:
+def _create_operation(p: Parts) -> dict[str, object]:
     speech = {k: v for k, v in p.options.items() if k in SPEECH}
     properties = {
         **speech,
@@ -360,14 +360,14 @@ def _create_operation(p: Parts) -> dict[str, Any]:
     }
 
 
-def _get_operation(p: Parts) -> dict[str, Any]:
+def _get_operation(p: Parts) -> dict[str, object]:
     return {
         "operationId": "getAudiobook",
         "responses": responses(json_ref("Job", "the job, its items with titles, and `book`"), 404),
     }
 
 
-def _content_operation(p: Parts) -> dict[str, Any]:
+def _content_operation(p: Parts) -> dict[str, object]:
     return {
         "operationId": "getAudiobookContent",
         "summary": "The whole book as one chaptered file, once every chapter is done",

@@ -16,7 +16,6 @@ import base64
 import json
 import math
 from collections.abc import AsyncIterator
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -86,7 +85,7 @@ async def captioned(request: Request) -> Response:
     return with_audio(data, rest, headers)
 
 
-def with_audio(data: bytes, rest: dict[str, Any], headers: dict[str, str]) -> Response:
+def with_audio(data: bytes, rest: dict[str, object], headers: dict[str, str]) -> Response:
     """`{"audio": "<base64 of data>", **rest}`, byte for byte as JSONResponse writes it, made a
     slice at a time as it is sent: the audio is held once, as the encoded file, never also as
     base64 text and as a JSON body."""

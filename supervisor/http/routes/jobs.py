@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import re
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -84,12 +85,12 @@ def located(error: InvalidRequest, index: int) -> InvalidRequest:
 
 
 def as_digested(
-    client_id: str | None, fields: dict[str, Any], speech: schemas.SpeechRequest
-) -> Any:
+    client_id: str | None, fields: Mapping[str, object], speech: schemas.SpeechRequest
+) -> dict[str, object]:
     """An item as its job's digest reads it: the request as validated, its captions only when
     on, its title and word timing only when sent, and its tier only when not the default
     (flex), so that the digests of jobs stored before any of them existed stay the same."""
-    own: dict[str, Any] = {"captions": True} if fields.get("captions") is True else {}
+    own: dict[str, object] = {"captions": True} if fields.get("captions") is True else {}
     if "timestamp_granularities" in fields:
         own["timestamp_granularities"] = fields["timestamp_granularities"]
     if fields.get("title") is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from typing import Any
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -53,14 +53,14 @@ CLONE_FORM: frozenset[str] = (
     | {"ref_audio", BASE64_FIELD}
 )
 DESIGN_ALIASES = {"text": "input", "language_id": "language"}
+
+V = TypeVar("V")  # a field's value: a form's str, a JSON body's anything
 DESIGN_FORM: frozenset[str] = (
     DESIGN_FIELDS | aliases.aliases_for(DESIGN_FIELDS) | set(DESIGN_ALIASES)
 )
 
 
-def fold_form_aliases(
-    fields: dict[str, Any], aliases: dict[str, str] = FORM_ALIASES
-) -> dict[str, Any]:
+def fold_form_aliases(fields: dict[str, V], aliases: dict[str, str] = FORM_ALIASES) -> dict[str, V]:
     """omnivoice-triton-server's form names as ours; the same field under both names must agree
     (but `language` wins over `language_id`, as it does there)."""
     out = dict(fields)

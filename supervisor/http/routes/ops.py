@@ -4,7 +4,6 @@ and `DELETE /v1/cache` (empties the result cache)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -14,6 +13,7 @@ from supervisor.errors import Forbidden, NotFound
 from supervisor.http.auth import AUTHENTICATED_KEY, TENANT, tenant
 from supervisor.http.routes import services
 from supervisor.speech.schemas import MODELS
+from supervisor.supervision.health import SlotHealth
 from supervisor.tenants import Tenant
 
 # The settings that name where the server keeps its files: an admin's or the operator's to see.
@@ -40,28 +40,29 @@ async def health(request: Request) -> JSONResponse:
     reached, or waiting_for_space while a full disk holds items back). Without a valid key (on
     a server that has keys): states and counts only, no pids, paths or settings."""
     svc = services(request)
-    body = svc.pool.health()
+    pool = svc.pool.health()
+    asr = svc.asr_pool.health()["sidecars"] if svc.asr_pool is not None else None
     jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
     runner = request.app.state.jobs
     if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
         jobs.update(state="unavailable", error=runner.storage_error)
     elif runner is not None and runner.space.waiting:  # a full disk refused a result
         jobs.update(state="waiting_for_space", waiting_for_space=runner.space.report())
-    body["jobs"] = jobs
-    if svc.asr_pool is not None:  # the ASR sidecar (--asr-model), beside the contract's list
-        body["asr"] = svc.asr_pool.health()["sidecars"]
+    body: dict[str, object] = {**pool, "jobs": jobs}
+    if asr is not None:  # the ASR sidecar (--asr-model), beside the contract's list
+        body["asr"] = asr
     if svc.hearing is not None:  # whether speech is heard back now (supervisor/speech/hearing.py)
         body["asr_check"] = "on" if svc.hearing.can_hear() else "skipped"
     if request.scope.get(AUTHENTICATED_KEY, True):
-        body["settings"] = svc.settings.public()
-        if sees_server(request):
+        settings = svc.settings.public()
+        sees = sees_server(request)
+        if not sees:  # a tenant's key: the settings, but not where the server keeps its files
+            settings = {name: value for name, value in settings.items() if name not in PATHS}
+        body["settings"] = settings
+        if sees:
             body["connections"] = request.app.state.connections.health()
-        else:  # a tenant's key: the settings, but not where the server keeps its files
-            body["settings"] = {
-                name: value for name, value in body["settings"].items() if name not in PATHS
-            }
     else:
-        hide_pids(body["sidecars"] + body.get("asr", []))
+        hide_pids([*pool["sidecars"], *(asr or [])])
         if jobs.get("waiting_for_space"):  # its error may name a path
             jobs["waiting_for_space"] = {**jobs["waiting_for_space"], "error": None}
     return JSONResponse(body)
@@ -73,12 +74,13 @@ def sees_server(request: Request) -> bool:
     return found is not None and services(request).settings.tenancy.sees_server(found)
 
 
-def hide_pids(sidecars: list[dict[str, Any]]) -> None:
+def hide_pids(sidecars: list[SlotHealth]) -> None:
     """/health's sidecar entries as a client without a key sees them: no pid, nor a spare's."""
     for sidecar in sidecars:
         sidecar["pid"] = None
-        if sidecar.get("spare"):
-            sidecar["spare"] = {**sidecar["spare"], "pid": None}
+        spare = sidecar["spare"]
+        if spare is not None:
+            sidecar["spare"] = {**spare, "pid": None}
 
 
 async def ready(request: Request) -> JSONResponse:
@@ -126,7 +128,7 @@ async def prometheus(request: Request) -> Response:
 
 
 async def openapi_json(request: Request) -> JSONResponse:
-    document: dict[str, Any] = request.app.state.openapi_document  # made by create_app
+    document: dict[str, object] = request.app.state.openapi_document  # made by create_app
     return JSONResponse(document)
 
 

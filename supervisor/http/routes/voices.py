@@ -27,7 +27,7 @@ from supervisor.http.routes.reference import (
 from supervisor.http.routes.speech import CLIENT_CLOSED, ClientGone
 from supervisor.speech import field_checks, schemas
 from supervisor.speech.access import VoiceAccess
-from supervisor.speech.voices import SavedVoice, VoiceObject
+from supervisor.speech.voices import SavedVoice, VoiceObject, VoiceSource
 
 VOICE_FIELDS = frozenset(
     {
@@ -128,7 +128,11 @@ async def create_voice(request: Request) -> Response:
         voice = await encode_reference(request, svc, form, transcript, preprocess_flag(form))
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED)
-    source = {"filename": form.filename, "bytes": len(form.file), "consent": fields.get("consent")}
+    source: VoiceSource = {
+        "filename": form.filename,
+        "bytes": len(form.file),
+        "consent": fields.get("consent"),
+    }
     saved = svc.voices.add(
         SavedVoice(
             name,

@@ -15,8 +15,6 @@ whole generation per retry; without it the audio goes out as it is made, unheard
 
 from __future__ import annotations
 
-from typing import Any
-
 from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http.routes import speech
 from supervisor.http.stream.session import Session
@@ -27,7 +25,7 @@ SESSION_FIELDS = frozenset(
 )
 
 
-def configure(session: Session, body: dict[str, Any]) -> None:
+def configure(session: Session, body: dict[str, object]) -> None:
     if session.count or session.segmenter.text.strip():
         raise InvalidRequest(
             "session.config comes between utterances: end this one with input.done first",
@@ -41,17 +39,18 @@ def configure(session: Session, body: dict[str, Any]) -> None:
     session.refused = None
 
 
-def checked(session: Session, body: dict[str, Any]) -> None:
+def checked(session: Session, body: dict[str, object]) -> None:
     """The session's config from `body`, or the error that refuses it."""
     if "input" in body:
         raise InvalidRequest(
             "the text comes in input.text messages, not in session.config", param="input"
         )
-    flags = {}
+    flags: dict[str, bool] = {}
     for name, default in (("stream_audio", True), ("hold_for_checks", False)):
-        flags[name] = body.get(name, default)
-        if not isinstance(flags[name], bool):
+        flag = body.get(name, default)
+        if not isinstance(flag, bool):
             raise InvalidRequest(f"'{name}' must be true or false", param=name)
+        flags[name] = flag
     timed_words = words.wants_words(body, session.svc.asr)
     config = {k: v for k, v in body.items() if k not in SESSION_FIELDS}
     assert session.owner is not None

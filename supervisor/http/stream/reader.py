@@ -155,7 +155,7 @@ async def authenticate(session: Session, body: Any) -> bool | None:
     return dispatch(session, body)
 
 
-def text(session: Session, body: dict[str, Any]) -> None:
+def text(session: Session, body: dict[str, object]) -> None:
     text = body.get("text")
     if not isinstance(text, str):
         raise InvalidRequest("input.text needs 'text', a string", param="text")

@@ -33,7 +33,7 @@ class Segment:
     text: str
     utterance: int
     index: int
-    config: dict[str, Any]
+    config: dict[str, object]
     stream_audio: bool
     words: bool = False  # timestamp_granularities ["word"]: its words in audio.done
     hold_for_checks: bool = False  # its audio waits for the ASR round trip
@@ -63,7 +63,7 @@ class Made:
 class Session:
     def __init__(self, ws: WebSocket, svc: Services, owner: Tenant | None) -> None:
         self.ws, self.svc, self.owner = ws, svc, owner
-        self.config: dict[str, Any] = {}
+        self.config: dict[str, object] = {}
         self.stream_audio, self.timed_words, self.hold_for_checks = True, False, False
         self.refused: ServerError | None = None  # the last session.config's error: no speech
         self.segmenter = Segmenter(min(SEGMENT_CHARS, svc.settings.max_input_chars))
@@ -92,7 +92,7 @@ class Session:
         await self.error(why + "; try again later", "too_many_sessions")
         await self.ws.close(code=TRY_LATER)
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
+    async def send(self, message: dict[str, object] | bytes) -> None:
         async with self.send_lock:
             if isinstance(message, bytes):
                 await self.ws.send_bytes(message)

@@ -144,8 +144,8 @@ def test_bystanders_requeue_and_the_poison_runs_alone_then_fails() -> None:
         with pytest.raises(PoisonRequest, match="will not be retried"):
             await futures[0]
         for batch, future in zip(alone[1:], futures[1:]):
-            s.resolve(batch.tasks[0], {"ok": True})
-            assert await future == {"ok": True}
+            s.resolve(batch.tasks[0], {"op": "result", "id": batch.tasks[0].id})
+            assert await future == {"op": "result", "id": batch.tasks[0].id}
         assert s.next_batch() is None
         assert await s.wait_until_idle(1)
 
@@ -212,8 +212,8 @@ def test_a_cancelled_task_leaves_the_queue_and_one_in_a_batch_is_dropped() -> No
         await asyncio.sleep(0)  # the next turn: out of the queue before a batch is formed
         assert not any(s.queues.values()) and s.depth()["queued"] == 0
         for task in batch.tasks:
-            s.resolve(task, {"id": task.id})
-        assert await running[1] == {"id": "other"} and running[0].cancelled()
+            s.resolve(task, {"op": "result", "id": task.id})
+        assert await running[1] == {"op": "result", "id": "other"} and running[0].cancelled()
         await asyncio.sleep(0)  # the done callbacks run
         assert s.admitted_audio_s == 0 and await s.wait_until_idle(1)
 
