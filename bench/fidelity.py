@@ -56,7 +56,8 @@ from fidelity_reference import DEFAULT, VARIANTS
 from fidelity_states import STEPS
 
 from sidecar.devtools.checkpoint import make_checkpoint
-from sidecar.runtime.options import ATTENTION_KERNELS, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
+from sidecar.shared.options import ATTENTION_KERNELS
 
 
 def main() -> int:

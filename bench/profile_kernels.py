@@ -43,8 +43,9 @@ from profile_step import TEXT
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
-from sidecar.runtime.options import ATTENTION_KERNELS, DEFAULT_OPTIONS, RuntimeOptions
+from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
+from sidecar.shared.options import ATTENTION_KERNELS
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
 # first: Inductor names a kernel after the operations it fuses, and the q/k norm and rotary

@@ -42,6 +42,7 @@ from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePr
 from sidecar.runtime.runner import ModelRunner
 from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
 from sidecar.shared.errors import InvalidAudio, InvalidInput
+from sidecar.shared.options import STEP_TOKENS
 from sidecar.shared.text import add_punctuation
 from sidecar.shared.tiers import Tier
 
@@ -51,8 +52,6 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
 
-# Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
-DEFAULT_STEP_TOKENS = 4096
 CROSS_FADE_S = 0.3
 # The interactive lane's largest CUDA graph (`RuntimeOptions.interactive_stream`): its steps hold
 # the interactive requests of the moment, a few thousand tokens; all its graphs are captured at
@@ -261,7 +260,7 @@ class OmniVoice:
         [(_, denoised)] = run_to_end(stepper)
         return denoised
 
-    def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper | Interleaved:
+    def stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper | Interleaved:
         """A running batch to add requests to and step (see `sidecar.runtime.stepper`); with
         `RuntimeOptions.interactive_stream`, interactive requests step apart, in a lane of their
         own beside it (`sidecar.runtime.interleave`)."""
@@ -275,7 +274,7 @@ class OmniVoice:
             Lane(bulk, None, BULK_DEPTH), Lane(lane, self.interactive_stream, INTERACTIVE_DEPTH)
         )
 
-    def bulk_stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
+    def bulk_stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper:
         """A running batch on the runtime's runner alone: interactive members join its steps."""
         max_members = self.runner.max_segments // 2  # both rows of each
         streams.enter(self.denoising_stream)  # the calling thread denoises there from now on

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sidecar.shared.options import (
+    ATTENTION,
+    ATTENTION_KERNELS,
+    INTERACTIVE_STREAM,
+    INTERACTIVE_STREAMS,
+)
+
 # Token counts that get CUDA graphs: about four buckets an octave, eight above 32768 tokens
 # where saturated batches land (finer steps there waste less padding); more graphs cost start
 # time only.
@@ -43,14 +50,9 @@ DEFAULT_BUCKETS = (
     65536,
 )
 
-# The varlen attention kernels a GPU in half precision can run (sidecar/runtime/attention.py).
-ATTENTION_KERNELS = ("fa2", "cudnn")
 # The codec decode's stream against the denoising's (sidecar/runtime/streams.py).
 DECODE_PRIORITIES = ("above", "equal", "below")
 CODEC_DTYPES = ("float32", "bfloat16")
-# Interactive work in a stepper, runner and stream of its own (sidecar/runtime/interleave.py): off,
-# its stream at the bulk's priority, or at the device's highest.
-INTERACTIVE_STREAMS = ("off", "equal", "high")
 DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 
 
@@ -116,16 +118,16 @@ class RuntimeOptions:
     residual_in_place: bool = True
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     graphs_at_load: int | None = 4096
-    attention: str = "fa2"
+    attention: str = ATTENTION.default
     decode_priority: str = "above"
     decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
     graph_priority: int = 0
-    interactive_stream: str = "off"
+    interactive_stream: str = INTERACTIVE_STREAM.default
 
     def __post_init__(self) -> None:
         for name, allowed in (
-            ("attention", ATTENTION_KERNELS),
+            ("attention", tuple(ATTENTION_KERNELS)),
             ("decode_priority", DECODE_PRIORITIES),
             ("codec_dtype", CODEC_DTYPES),
             ("interactive_stream", INTERACTIVE_STREAMS),
