@@ -1,8 +1,9 @@
 """torch.compile of the layer stack, by regions.
 
-The embedding, a decoder layer and the final norm are compiled apart, and every layer runs the one layer's compiled code with its
-own weights as inputs (`nn.Module.compile` guards a module by its type and its tensors' shapes,
-not by which module it is), so a start traces one layer, not the stack. The compile cache
+The embedding, a decoder layer and the final norm are compiled apart, and every layer runs the
+one layer's compiled code with its own weights as inputs (`nn.Module.compile` guards a module
+by its type and its tensors' shapes, not by which module it is), so a start traces one layer,
+not the stack. The compile cache
 (`compile_cache.py`) saves Inductor's work but not dynamo's trace, so the trace is what a
 respawn pays each time; compiled whole, as one function, dynamo traced all 28 layers at every
 start. The operations and their order are the same, so the logits are those of the stack
@@ -24,9 +25,8 @@ from torch import nn
 
 from sidecar.runtime.model import DecoderLayer, OmniVoiceModel
 
-EAGER_ROUNDING: dict[str, Any] = {
-    "emulate_precision_casts": True
-}  # Inductor's options: see the docstring
+# Inductor's options for every region: rounding as eager PyTorch does (see the docstring).
+EAGER_ROUNDING: dict[str, Any] = {"emulate_precision_casts": True}
 
 
 class PackedLayer(nn.Module):
