@@ -48,8 +48,9 @@ from profile_step import timeit
 from sidecar.runtime.attention import _per_segment, cudnn_unavailable, varlen_attention
 from sidecar.runtime.config import ModelConfig
 from sidecar.runtime.generate import BatchState
-from sidecar.runtime.options import ATTENTION_KERNELS, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.runner import MAX_SEGMENT_LEN, MAX_SEGMENTS, SHORT_SEGMENT_LEN
+from sidecar.shared.options import ATTENTION_KERNELS
 
 CAPS = (SHORT_SEGMENT_LEN, MAX_SEGMENT_LEN)
 # In the model: enough buckets for one item alone and --items together, fewer graphs to capture.

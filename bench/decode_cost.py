@@ -40,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import workloads
 from sidecar.runtime import streams
-from sidecar.runtime.codec import Codec, load_codec
+from sidecar.runtime.codec import DECODE_FRAMES_PER_CALL, Codec, load_codec
 from sidecar.runtime.generate import BatchState, Prompt
 from sidecar.runtime.loader import DTYPES, resolve_checkpoint
 from sidecar.runtime.omnivoice import OmniVoice
-from sidecar.runtime.options import DECODE_FRAMES_PER_CALL, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest, VoicePrompt
 
 PARITY_TOL = 1e-3  # the parity fixtures' audio rule (/work/shared/parity/README.md)
@@ -53,12 +53,15 @@ DRY_RUN_FRAMES = 25  # each chunk's codes cut to one second in a dry run
 # A forward pass of the mixed run over HTTP at fd50967 held 44,700 tokens on average (35.76 M in
 # 800 passes; bench/results/2026-12-03-h200-fd50967.json), 57.7 chunks, 710 s of audio a batch.
 MIXED_TOKENS = 44700
+# The decode stream's priority for each arrangement: `above` (the runtime's: the decode's kernels
+# first), `equal`, or `below` (the decode at 0 under a denoising stream of the highest priority).
+DECODE_PRIORITY = {"above": streams.DECODE_STREAM_PRIORITY, "equal": 0, "below": 0}
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
-    # The RuntimeOptions that decode so (sidecar/runtime/streams.py: the streams' priorities).
+    # The decode's stream against the denoising's (DECODE_PRIORITY): `above` is the runtime's.
     decode_priority: str = "above"
     decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
     codec_dtype: str = "float32"
@@ -223,12 +226,12 @@ class Setup:
 def variant_streams(
     device: torch.device, choice: str
 ) -> tuple[torch.cuda.Stream | None, torch.cuda.Stream | None]:
-    """The forward's stream (None: the default one) and the decode's, as the runtime makes them
-    for `RuntimeOptions.decode_priority`, each after the work queued so far."""
+    """The forward's stream (None: the default one) and the decode's for a `DECODE_PRIORITY`,
+    each after the work queued so far; `above` as the runtime makes them."""
     if device.type != "cuda":
         return None, None
-    forward = streams.denoising_stream(device, choice)
-    decode = torch.cuda.Stream(device, priority=streams.decode_priority(choice))
+    forward = torch.cuda.Stream(device, priority=streams.HIGHEST) if choice == "below" else None
+    decode = torch.cuda.Stream(device, priority=DECODE_PRIORITY[choice])
     for stream in (forward, decode):
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream(device))  # the batch's tensors

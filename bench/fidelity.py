@@ -56,7 +56,8 @@ from fidelity_reference import DEFAULT, VARIANTS
 from fidelity_states import STEPS
 
 from sidecar.devtools.checkpoint import make_checkpoint
-from sidecar.runtime.options import ATTENTION_KERNELS, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
+from sidecar.shared.options import ATTENTION_KERNELS
 
 
 def main() -> int:
@@ -72,18 +73,6 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--size", default="full", help="checkpoint size (tiny: a quick CPU dry run)")
     ap.add_argument("--items", type=int, default=64, help="work items (agreement.py's first N)")
-    ap.add_argument(
-        "--no-eager-rounding",
-        action="store_true",
-        help="not the served path: our compiled stack keeps float32 between fused operations "
-        "(Inductor's default), as before 2026-12-01",
-    )
-    ap.add_argument(
-        "--unfused-norm-rope",
-        action="store_true",
-        help="not the served path: attention's q/k norm and rotary compiled by Inductor, "
-        "without sidecar/runtime/kernels/norm_rope.py's kernel",
-    )
     ap.add_argument(
         "--attention",
         choices=ATTENTION_KERNELS,
@@ -104,18 +93,14 @@ def main() -> int:
     )
     args = ap.parse_args()
     on_gpu = args.device.startswith("cuda")
-    options = RuntimeOptions(
-        eager_rounding=not args.no_eager_rounding,
-        fused_norm_rope=not args.unfused_norm_rope,
-        attention=args.attention,
-    )
+    options = RuntimeOptions(attention=args.attention)
     result: dict[str, Any] = {
         "commit": args.commit,
         "gpu": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
         "torch": torch.__version__,
         "python": platform.python_version(),
         "steps_measured": list(STEPS),
-        "fused_norm_rope": options.fused_norm_rope,
+        "fused_norm_rope": on_gpu,  # the runner's own choice: on a GPU in half precision
         "attention": options.attention,
         "checkpoints": {},
     }

@@ -74,7 +74,7 @@ def measure(
     for k in STEPS:
         pooled = pooled.merged(discords[k])
     hits = [sum(tallies[k][arm].top1_hits for k in STEPS) for arm in (DEFAULT, "ours")]
-    eager_rounding = bool(ours.runner and ours.runner.eager_rounding)
+    eager_rounding = bool(ours.runner.options.compile)  # a compiled stack rounds as eager does
     reference_attention = ref16.llm.config._attn_implementation
     skipped = dict(variants.skipped)
     del ref32, ref16, ours, variants

@@ -1,9 +1,7 @@
 """How long the runtime takes to load on a GPU, as a sidecar loads it (CUDA graphs captured at
-load, torch.compile's cache in a directory of its own), with the stack compiled whole or by
-regions (`RuntimeOptions.compile_regions`).
+load, torch.compile's cache in a directory of its own).
 
-    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-regions   # by regions (the default)
-    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc-whole --no-compile-regions
+    python3 bench/load_time.py /tmp/full --cache-dir /tmp/cc
 
 Run it twice on one cache directory: the first load compiles into an empty cache (a new
 machine), the second reads it back (a restart; a respawn's device part). Prints one JSON line:
@@ -23,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.runtime import compile_cache
 from sidecar.runtime.omnivoice import OmniVoice
-from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 
 
 class Lines(logging.Handler):
@@ -42,25 +39,14 @@ def main() -> int:
     ap.add_argument("checkpoint")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--cache-dir", required=True)
-    ap.add_argument(
-        "--compile-regions",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULT_OPTIONS.compile_regions,
-    )
     args = ap.parse_args()
     lines = Lines()
     logging.getLogger("sidecar").addHandler(lines)
     logging.getLogger("sidecar").setLevel(logging.INFO)
     compile_cache.use(args.cache_dir)
     start = time.perf_counter()
-    OmniVoice.load(
-        args.checkpoint,
-        device=args.device,
-        dtype="bfloat16",
-        options=RuntimeOptions(compile_regions=args.compile_regions),
-    )
+    OmniVoice.load(args.checkpoint, device=args.device, dtype="bfloat16")
     row = {
-        "compile_regions": args.compile_regions,
         "load_s": round(time.perf_counter() - start, 2),
         "log": lines.lines,
     }

@@ -43,8 +43,9 @@ from profile_step import TEXT
 from sidecar.runtime.codec import load_codec
 from sidecar.runtime.generate import BatchState, attention_flops, useful_flops
 from sidecar.runtime.omnivoice import Denoised, OmniVoice
-from sidecar.runtime.options import ATTENTION_KERNELS, DEFAULT_OPTIONS, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
+from sidecar.shared.options import ATTENTION_KERNELS
 
 # First match wins; names are CUDA kernel names as the profiler reports them. Triton comes
 # first: Inductor names a kernel after the operations it fuses, and the q/k norm and rotary
@@ -219,7 +220,8 @@ def main() -> int:
         "--residual-copy",
         action="store_true",
         help="each layer's projections added onto a copy of the residual (the runtime's way until "
-        "2026-12-02) rather than in place (sidecar/runtime/residual.py)",
+        "2026-12-02) rather than in place (sidecar/runtime/residual.py): set on the layers before "
+        "the stack's first call traces it",
     )
     ap.add_argument(
         "--attention",
@@ -227,27 +229,18 @@ def main() -> int:
         choices=ATTENTION_KERNELS,
         help="the packed segments' attention kernel (RuntimeOptions.attention)",
     )
-    ap.add_argument(
-        "--compile-regions",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULT_OPTIONS.compile_regions,
-        help="compile one layer for all (RuntimeOptions.compile_regions, the default) or the "
-        "stack whole",
-    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     model = OmniVoice.load(
         args.checkpoint,
         device=args.device,
         dtype="bfloat16",
-        options=RuntimeOptions(
-            cuda_graphs=False,
-            compile=True,
-            compile_regions=args.compile_regions,
-            residual_in_place=not args.residual_copy,
-            attention=args.attention,
-        ),
+        options=RuntimeOptions(cuda_graphs=False, compile=True, attention=args.attention),
     )
+    if args.residual_copy:  # without graphs the compiled stack is traced at its first call
+        model.runner.residual_in_place = False
+        for layer in model.model.llm.layers:
+            layer.residual_in_place = False
     eager_codec = (
         None
         if args.skip_decode

@@ -17,10 +17,7 @@ that the eager scoring makes itself, ~0.8 ms at 64 items). Also:
     python bench/profile_step.py CHECKPOINT --device cuda:0 --dtype bfloat16 --batch 1 8 32 64 --out profile.json
 
 `--save-logits DIR` keeps each batch's logits (DIR/logits-B.pt), so that two settings of the
-compiler can be compared bit for bit with `bench/stack_check.py --compare`. `--unfused-norm-rope`
-leaves attention's q/k norm and rotary to the compiler (without
-sidecar/runtime/kernels/norm_rope.py's kernel); `--residual-copy` adds each layer's projections
-onto a copy of the residual stream, as the compiler does without sidecar/runtime/residual.py.
+compiler can be compared bit for bit with `bench/stack_check.py --compare`.
 """
 
 from __future__ import annotations
@@ -158,17 +155,6 @@ def main() -> int:
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
     ap.add_argument(
-        "--unfused-norm-rope",
-        action="store_true",
-        help="attention's q/k norm and rotary compiled by Inductor, not sidecar/runtime/kernels/norm_rope.py's kernel",
-    )
-    ap.add_argument(
-        "--residual-copy",
-        action="store_true",
-        help="each layer's projections added onto a copy of the residual (the runtime's way until "
-        "2026-12-02) rather than in place (sidecar/runtime/residual.py)",
-    )
-    ap.add_argument(
         "--buckets",
         type=int,
         nargs="+",
@@ -185,13 +171,12 @@ def main() -> int:
         options=RuntimeOptions(
             cuda_graphs=not args.no_graphs,
             compile={"auto": None, "on": True, "off": False}[args.compile],
-            fused_norm_rope=not args.unfused_norm_rope,
-            residual_in_place=not args.residual_copy,
-            fused_scoring=False,  # the eager scoring is the baseline; fused_scoring() times the kernel
             graphs_at_load=None,  # every graph before the timed steps
             **({"buckets": tuple(args.buckets)} if args.buckets else {}),
         ),
     )
+    # The eager scoring is the baseline; fused_scoring() times the kernel.
+    model.runner.fused_scoring = False
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     out = []
     for b in args.batch:

@@ -66,11 +66,6 @@ def main() -> int:
         "--no-graphs", action="store_true", help="eager forward passes (no CUDA graphs)"
     )
     ap.add_argument(
-        "--no-eager-rounding",
-        action="store_true",
-        help="compiled stack keeps float32 between fused operations (Inductor's default)",
-    )
-    ap.add_argument(
         "--graphs-at-load",
         default="all",
         help="RuntimeOptions.graphs_at_load: a token count, or 'all' (every graph before the "
@@ -86,7 +81,6 @@ def main() -> int:
         options=RuntimeOptions(
             cuda_graphs=not args.no_graphs,
             compile={"auto": None, "on": True, "off": False}[args.compile],
-            eager_rounding=not args.no_eager_rounding,
             graphs_at_load=None if args.graphs_at_load == "all" else int(args.graphs_at_load),
         ),
     )
@@ -140,7 +134,7 @@ def main() -> int:
             1 - model.runner.stats.real_tokens / max(1, model.runner.stats.padded_tokens), 3
         )
     out["compile"], out["graphs"] = args.compile, not args.no_graphs
-    out["eager_rounding"] = bool(model.runner and model.runner.eager_rounding)
+    out["eager_rounding"] = bool(model.runner.options.compile)  # a compiled stack rounds so
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

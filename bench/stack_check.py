@@ -5,9 +5,7 @@ different lengths, both ways, and how far apart their logits are.
     python bench/stack_check.py --compare a.pt b.pt
 
 `--save` keeps the compiled logits, so two versions of the runtime can be compared bit for bit
-(a change meant to move work, not to change results, must leave them equal);
-`--no-compile-regions` compiles the stack whole rather than by regions, the runtime's default
-(RuntimeOptions.compile_regions).
+(a change meant to move work, not to change results, must leave them equal).
 """
 
 from __future__ import annotations
@@ -25,16 +23,16 @@ from profile_step import TEXT
 
 from sidecar.runtime.generate import BatchState
 from sidecar.runtime.omnivoice import OmniVoice
-from sidecar.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 
 
-def logits(checkpoint: str, device: str, compile: bool, items: int, regions: bool) -> torch.Tensor:
+def logits(checkpoint: str, device: str, compile: bool, items: int) -> torch.Tensor:
     model = OmniVoice.load(
         checkpoint,
         device=device,
         dtype="bfloat16",
-        options=RuntimeOptions(cuda_graphs=False, compile=compile, compile_regions=regions),
+        options=RuntimeOptions(cuda_graphs=False, compile=compile),
     )
     words = TEXT.split()
     requests = [
@@ -54,12 +52,6 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--items", type=int, default=16)
     ap.add_argument("--save", type=Path)
-    ap.add_argument(
-        "--compile-regions",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULT_OPTIONS.compile_regions,
-        help="the stack compiled by regions (the runtime's default) or whole",
-    )
     ap.add_argument("--compare", type=Path, nargs=2)
     args = ap.parse_args()
     if args.compare:
@@ -71,8 +63,8 @@ def main() -> int:
             "top1_agreement": float((a.argmax(-1) == b.argmax(-1)).float().mean()),
         }
     else:
-        compiled = logits(args.checkpoint, args.device, True, args.items, args.compile_regions)
-        eager = logits(args.checkpoint, args.device, False, args.items, args.compile_regions)
+        compiled = logits(args.checkpoint, args.device, True, args.items)
+        eager = logits(args.checkpoint, args.device, False, args.items)
         row = {
             "positions": compiled.shape[0],
             "compiled_equals_eager": bool(torch.equal(compiled, eager)),

@@ -38,8 +38,6 @@ PHASES = (
 
 
 def main() -> int:
-    from sidecar.runtime.options import DEFAULT_OPTIONS  # no torch.compile state: safe this early
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=("plain", "seeded", "compare"))
     ap.add_argument("files", nargs="*", type=Path, help="compare: two --out files")
@@ -49,8 +47,8 @@ def main() -> int:
     ap.add_argument(
         "--regions",
         action=argparse.BooleanOptionalAction,
-        default=DEFAULT_OPTIONS.compile_regions,
-        help="compiled by regions (regions.py; the runtime's default) or whole",
+        default=True,
+        help="compiled by regions (regions.py, as the runtime does) or whole, as one function",
     )
     args = ap.parse_args()
     if args.mode == "compare":
@@ -95,8 +93,7 @@ def run(layers: int, seeded: bool, regions: bool) -> object:
     from sidecar.devtools.checkpoint import SIZES, omnivoice_config
     from sidecar.runtime import trace_once
     from sidecar.runtime.config import ModelConfig
-    from sidecar.runtime.options import RuntimeOptions
-    from sidecar.runtime.regions import compiled_stack
+    from sidecar.runtime.regions import EAGER_ROUNDING, compiled_stack
 
     model_module.varlen_attention = stand_in
     full = ModelConfig.from_dict(omnivoice_config(SIZES["full"]), where="full")
@@ -108,7 +105,11 @@ def run(layers: int, seeded: bool, regions: bool) -> object:
     positions, cu_seqlens = torch.arange(n), torch.full((129,), n, dtype=torch.int32)
     cu_seqlens[0] = 0
     cos, sin = model.llm.rope(positions, torch.bfloat16)
-    stack = compiled_stack(model, RuntimeOptions(compile_regions=regions))  # as the runner does
+    stack = (
+        compiled_stack(model)  # as the runner does
+        if regions
+        else torch.compile(model.stack_packed, dynamic=True, options=dict(EAGER_ROUNDING))
+    )
     began = time.perf_counter()
     seed = trace_once.seeded("trace_probe") if seeded else contextlib.nullcontext()
     with torch.inference_mode(), seed:

@@ -65,11 +65,12 @@ from bench import two_streams_lanes, workloads
 from bench.decode_cost import MIXED_TOKENS, chunk_prompts, request, voice_prompt
 from sidecar.runtime import streams
 from sidecar.runtime.generate import BatchState, useful_flops
-from sidecar.runtime.omnivoice import DEFAULT_STEP_TOKENS, OmniVoice
+from sidecar.runtime.omnivoice import OmniVoice
 from sidecar.runtime.options import RuntimeOptions
 from sidecar.runtime.request import GenerationRequest
 from sidecar.runtime.runner import ModelRunner
 from sidecar.runtime.stepper import Stepper
+from sidecar.shared.options import STEP_TOKENS
 
 KINDS = ("forward", "step")
 HOSTS = ("queued", "interleaved", "threads", "lanes")
@@ -441,7 +442,7 @@ def small_lane(
             state = BatchState(model.model, prompts, runner)
         return Lane(runner, stream, forward_pass(runner, state))
     max_members = runner.max_segments // 2
-    stepper = Stepper(model.prompter, model.model, runner, DEFAULT_STEP_TOKENS, max_members)
+    stepper = Stepper(model.prompter, model.model, runner, STEP_TOKENS.default, max_members)
     return Lane(runner, stream, stepper_step(stepper, requests))
 
 

@@ -20,8 +20,7 @@
 # are there), the parts, and run.tar.gz with the logs; once the gate has judged, the call exits
 # with its status (1: outside the band; before that, 0). WAIT_S (default 540) bounds a call's wait.
 # FIDELITY_ARGS adds flags to bench/fidelity.py (say --attention cudnn, or --variants to run
-# fewer). SPEED=1 first times bench/runtime_speed.py with and without eager rounding (its
-# cost); AGREEMENT=1 runs bench/agreement.py on both checkpoints after the gate.
+# fewer). SPEED=1 first times bench/runtime_speed.py; AGREEMENT=1 runs bench/agreement.py on both checkpoints after the gate.
 set -u
 what=$1 commit=$2
 run=/tmp/fidelity-run
@@ -37,10 +36,7 @@ if [ "$what" = start ]; then
     setsid nohup bash -c "
         if [ '${SPEED:-0}' = 1 ]; then
             python3 -m sidecar.devtools.checkpoint $work/plain --size full > $run/checkpoint.log 2>&1
-            for rounding in '' --no-eager-rounding; do
-                python3 bench/runtime_speed.py $work/plain \$rounding \
-                    --out $run/speed\$rounding.json > $run/speed\$rounding.log 2>&1
-            done
+            python3 bench/runtime_speed.py $work/plain --out $run/speed.json > $run/speed.log 2>&1
         fi
         for ck in plain confident; do
             python3 bench/fidelity.py --workdir $work --commit $commit --checkpoints \$ck \

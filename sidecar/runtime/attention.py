@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from sidecar.runtime.options import ATTENTION_KERNELS
+from sidecar.shared.options import ATTENTION_KERNELS
 
 log = logging.getLogger(__name__)
 

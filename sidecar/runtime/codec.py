@@ -24,9 +24,9 @@ from sidecar.runtime.codec_parts import (
     _SemanticEncoder,
 )
 from sidecar.runtime.codec_semantic import SemanticConfig, SemanticModel
-from sidecar.runtime.options import DECODE_FRAMES_PER_CALL
 from sidecar.shared.errors import CheckpointError
 
+DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
 _SKIPPED_KEYS = frozenset({"semantic_model.masked_spec_embed"})
 # Old-style weight-norm names, renamed on load as transformers does; a checkpoint saved by an older
 # torch may use them for HuBERT's positional convolution.

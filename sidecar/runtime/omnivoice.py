@@ -42,6 +42,7 @@ from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePr
 from sidecar.runtime.runner import ModelRunner
 from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
 from sidecar.shared.errors import InvalidAudio, InvalidInput
+from sidecar.shared.options import STEP_TOKENS
 from sidecar.shared.text import add_punctuation
 from sidecar.shared.tiers import Tier
 
@@ -51,8 +52,6 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[str], None]
 StepCallback = Callable[[int, int], None]
 
-# Tokens a step may hold while an interactive request runs (see `sidecar.runtime.stepper`).
-DEFAULT_STEP_TOKENS = 4096
 CROSS_FADE_S = 0.3
 # The interactive lane's largest CUDA graph (`RuntimeOptions.interactive_stream`): its steps hold
 # the interactive requests of the moment, a few thousand tokens; all its graphs are captured at
@@ -110,15 +109,13 @@ class OmniVoice:
         # On a GPU the codec decodes on a stream of its own. On the denoising stream its kernels
         # would queue behind the next batch's steps, which the sidecar enqueues meanwhile, so a
         # batch's audio came out only when the next batch was denoised (docs/PERFORMANCE.md).
-        # Its priority against the denoising's stream: `RuntimeOptions.decode_priority`
-        # (sidecar/runtime/streams.py says why the decode goes first by default).
-        choice = self.runner.options.decode_priority
+        # Its kernels go before the denoising's (sidecar/runtime/streams.py says why), which
+        # runs on the thread's current stream, the default one.
         self.decode_stream = (
-            torch.cuda.Stream(device, priority=streams.decode_priority(choice))
+            torch.cuda.Stream(device, priority=streams.DECODE_STREAM_PRIORITY)
             if device.type == "cuda"
             else None
         )
-        self.denoising_stream = streams.denoising_stream(device, choice)  # None: the default
         # Interactive requests decode on a stream of their own, at the highest priority, so
         # their few kernels never queue behind a bulk batch's decoding.
         self.interactive_stream = (
@@ -195,7 +192,7 @@ class OmniVoice:
             codec = load_codec(root / "audio_tokenizer", device=torch_device, dtype=DTYPES[dtype])
         else:
             codec = host.codec.to(torch_device)
-        codec.use_decoder_dtype(DTYPES[options.codec_dtype])
+        codec.use_decoder_dtype(torch.float32)  # its own precision, whatever the model's
         runner = ModelRunner(model, options)
         lane = None
         if options.interactive_stream != "off":
@@ -261,7 +258,7 @@ class OmniVoice:
         [(_, denoised)] = run_to_end(stepper)
         return denoised
 
-    def stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper | Interleaved:
+    def stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper | Interleaved:
         """A running batch to add requests to and step (see `sidecar.runtime.stepper`); with
         `RuntimeOptions.interactive_stream`, interactive requests step apart, in a lane of their
         own beside it (`sidecar.runtime.interleave`)."""
@@ -275,10 +272,9 @@ class OmniVoice:
             Lane(bulk, None, BULK_DEPTH), Lane(lane, self.interactive_stream, INTERACTIVE_DEPTH)
         )
 
-    def bulk_stepper(self, step_tokens: int = DEFAULT_STEP_TOKENS) -> Stepper:
+    def bulk_stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper:
         """A running batch on the runtime's runner alone: interactive members join its steps."""
         max_members = self.runner.max_segments // 2  # both rows of each
-        streams.enter(self.denoising_stream)  # the calling thread denoises there from now on
         return Stepper(self.prompter, self.model, self.runner, step_tokens, max_members)
 
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
@@ -331,8 +327,7 @@ class OmniVoice:
         """Every chunk's audio, and each item's tokens where it asked for them, on the host.
         On a GPU the caller runs this on the decode stream: a copy made on the denoising stream
         would wait for every step queued there since, the next batches' too."""
-        frames = self.runner.options.decode_frames_per_call
-        audio = [a.float().cpu().numpy() for a in self.codec.decode_many(flat, frames)]
+        audio = [a.float().cpu().numpy() for a in self.codec.decode_many(flat)]
         kept = [
             [t.cpu().numpy().astype(np.int64) for t in d.tokens]
             if d.item.request.return_tokens

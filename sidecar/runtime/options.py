@@ -1,14 +1,25 @@
 """`RuntimeOptions`: how the runtime runs the network, in one frozen object handed down whole.
 
-`OmniVoice.load` takes it and gives it, resolved for the device and dtype, to `ModelRunner`. The
-defaults are the production path; the sidecar never changes them. The switches exist so that a
-benchmark can measure the path without one of its parts (docs/PERFORMANCE.md says what each
-part buys, and `bench/` how to measure it).
+`OmniVoice.load` takes it and gives it, resolved for the device and dtype, to `ModelRunner`. Only
+what varies is here: what the sidecar's command line chooses (`attention`, `interactive_stream`,
+declared in sidecar/shared/options.py), what depends on the device (`cuda_graphs`, `compile`),
+and what the interactive lane's runner sets apart from the bulk one's (`buckets`,
+`graphs_at_load`, `graph_priority`: `interactive_options` in omnivoice.py). The rest of the
+production path (the stack compiled by regions, rounding as eager PyTorch does, the Triton
+kernels, the decode's stream and precision) is not a switch: docs/PERFORMANCE.md says what each
+part buys.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from sidecar.shared.options import (
+    ATTENTION,
+    ATTENTION_KERNELS,
+    INTERACTIVE_STREAM,
+    INTERACTIVE_STREAMS,
+)
 
 # Token counts that get CUDA graphs: about four buckets an octave, eight above 32768 tokens
 # where saturated batches land (finer steps there waste less padding); more graphs cost start
@@ -43,39 +54,17 @@ DEFAULT_BUCKETS = (
     65536,
 )
 
-# The varlen attention kernels a GPU in half precision can run (sidecar/runtime/attention.py).
-ATTENTION_KERNELS = ("fa2", "cudnn")
-# The codec decode's stream against the denoising's (sidecar/runtime/streams.py).
-DECODE_PRIORITIES = ("above", "equal", "below")
-CODEC_DTYPES = ("float32", "bfloat16")
-# Interactive work in a stepper, runner and stream of its own (sidecar/runtime/interleave.py): off,
-# its stream at the bulk's priority, or at the device's highest.
-INTERACTIVE_STREAMS = ("off", "equal", "high")
-DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
-
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """The runtime's switches, each on by default where it applies.
+    """How the network runs; the defaults are the production path where nothing says otherwise.
 
     - `cuda_graphs`: replay each forward pass from a CUDA graph captured at load (a GPU in half
       precision only: graphs need the FlashAttention varlen path).
     - `compile`: torch.compile the layer stack (and fuse the codec decoder's activations);
       None: on for a GPU in half precision, off elsewhere.
-    - `compile_regions`: compile the embedding, one decoder layer (which every layer then runs)
-      and the final norm apart, rather than the stack whole, so that a start traces one layer,
-      not 28 (`sidecar/runtime/regions.py`); the logits are the same bit for bit.
-    - `eager_rounding`: the compiled stack rounds every intermediate as eager PyTorch does, so
-      it stays as faithful to the reference as the reference's own bf16 (False only to measure
-      what that costs).
-    - `fused_scoring`: a step's scoring in one Triton kernel on a GPU (the CPU scores eagerly);
-      it chooses the tokens the eager scoring chooses.
-    - `fused_norm_rope`: attention's q/k norm and rotary as one Triton kernel, on a GPU in half
-      precision; the same logits as the compiled code it replaces.
-    - `residual_in_place`: each compiled layer adds its two projections onto the residual
-      stream in place, on a GPU in half precision; the same logits without copying the stream.
-    - `buckets`: the token counts that get graphs; a benchmark may ask for fewer, since each
-      graph costs start time.
+    - `buckets`: the token counts that get graphs (the interactive lane's runner the small ones;
+      a test or benchmark may ask for fewer, since each graph costs start time).
     - `graphs_at_load`: buckets of at most this many tokens get their graphs at load (those of
       single requests and small batches), a larger bucket's at its first batch, which runs
       eagerly at the bucket's shapes (the graph's kernels, so the same results) before the
@@ -88,13 +77,6 @@ class RuntimeOptions:
       `nvidia-cudnn-frontend` package, the `cudnn` extra; it rounds differently, inside the
       fidelity gate's band: docs/PERFORMANCE.md), chosen by `serve --attention`. One that
       cannot run there falls back to `fa2` with a warning.
-    - `decode_priority`: on a GPU, the codec decode's stream against the denoising's: `above`
-      (the decode's kernels first), `equal`, or `below` (the denoising on a stream of the
-      highest priority); `sidecar/runtime/streams.py` says why `above`.
-    - `decode_frames_per_call`: codec frames per batched decoder call (`Codec.decode_many`).
-    - `codec_dtype`: the acoustic decoder's precision, `float32` or `bfloat16` (which rounds
-      more than the parity fixtures' audio rule allows on the CPU).
-    `bench/decode_cost.py` measures what these three cost the forward.
     - `graph_priority`: the CUDA stream priority the graphs are captured at (lower is sooner).
       PyTorch instantiates graphs with per-node priorities, so a graph's kernels keep the
       priority of the stream that captured it wherever they are replayed, not the replaying
@@ -109,35 +91,21 @@ class RuntimeOptions:
 
     cuda_graphs: bool = True
     compile: bool | None = None
-    compile_regions: bool = True
-    eager_rounding: bool = True
-    fused_scoring: bool = True
-    fused_norm_rope: bool = True
-    residual_in_place: bool = True
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     graphs_at_load: int | None = 4096
-    attention: str = "fa2"
-    decode_priority: str = "above"
-    decode_frames_per_call: int = DECODE_FRAMES_PER_CALL
-    codec_dtype: str = "float32"
+    attention: str = ATTENTION.default
     graph_priority: int = 0
-    interactive_stream: str = "off"
+    interactive_stream: str = INTERACTIVE_STREAM.default
 
     def __post_init__(self) -> None:
         for name, allowed in (
-            ("attention", ATTENTION_KERNELS),
-            ("decode_priority", DECODE_PRIORITIES),
-            ("codec_dtype", CODEC_DTYPES),
+            ("attention", tuple(ATTENTION_KERNELS)),
             ("interactive_stream", INTERACTIVE_STREAMS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}"
                 )
-        if self.decode_frames_per_call < 1:
-            raise ValueError(
-                f"decode_frames_per_call must be positive, not {self.decode_frames_per_call}"
-            )
 
     def resolved(self, on_gpu: bool, half: bool) -> RuntimeOptions:
         """These options for a device and precision: `compile` decided, and `cuda_graphs` on only

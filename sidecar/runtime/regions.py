@@ -1,14 +1,18 @@
-"""torch.compile of the layer stack: by regions, or whole.
+"""torch.compile of the layer stack, by regions.
 
-By regions (`RuntimeOptions.compile_regions`, the default): the embedding, a decoder layer and
-the final norm are compiled apart, and every layer runs the one layer's compiled code with its
-own weights as inputs (`nn.Module.compile` guards a module by its type and its tensors' shapes,
-not by which module it is), so a start traces one layer, not the stack. The compile cache
+The embedding, a decoder layer and the final norm are compiled apart, and every layer runs the
+one layer's compiled code with its own weights as inputs (`nn.Module.compile` guards a module
+by its type and its tensors' shapes, not by which module it is), so a start traces one layer,
+not the stack. The compile cache
 (`compile_cache.py`) saves Inductor's work but not dynamo's trace, so the trace is what a
-respawn pays each time. Whole: `OmniVoiceModel.stack_packed` is one compiled function, and
-dynamo traces all of its layers at every start. The operations and their order are the same,
-so the logits are the same bit for bit (tests/sidecar/runtime/test_regions.py on the CPU,
-`bench/device/regions.sh` on a GPU).
+respawn pays each time; compiled whole, as one function, dynamo traced all 28 layers at every
+start. The operations and their order are the same, so the logits are those of the stack
+compiled whole, bit for bit (tests/sidecar/runtime/test_regions.py on the CPU).
+
+Inductor rounds every intermediate to the model's dtype where eager PyTorch would
+(`emulate_precision_casts`, EAGER_ROUNDING): without it the fused kernels keep float32 between
+operations, which moved the first step's KL divergence from the float32 reference well past the
+reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md, "Correctness on the GPU").
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ import torch
 from torch import nn
 
 from sidecar.runtime.model import DecoderLayer, OmniVoiceModel
-from sidecar.runtime.options import RuntimeOptions
+
+# torch.compile's `options` (Inductor's settings by name)
+CompileOptions = dict[str, str | int | bool | Callable[..., Any]]
+# Inductor's options for every region: rounding as eager PyTorch does (see the docstring).
+EAGER_ROUNDING: CompileOptions = {"emulate_precision_casts": True}
 
 
 class PackedLayer(nn.Module):
@@ -40,10 +48,6 @@ class PackedLayer(nn.Module):
         max_seqlen: int,
     ) -> torch.Tensor:
         return self.layer.forward_packed(h, cos, sin, cu_seqlens, max_seqlen)
-
-
-# torch.compile's `options` (Inductor's settings by name)
-CompileOptions = dict[str, str | int | bool | Callable[..., Any]]
 
 
 class RegionalStack:
@@ -72,10 +76,7 @@ class RegionalStack:
         return self.norm(h, head_index)
 
 
-def compiled_stack(model: OmniVoiceModel, options: RuntimeOptions) -> Callable[..., torch.Tensor]:
-    """The layer stack compiled as `options` say (dynamic shapes: one compilation for every
-    bucket; Inductor rounding as eager PyTorch does with `eager_rounding`)."""
-    compile_options: CompileOptions = {"emulate_precision_casts": options.eager_rounding}
-    if options.compile_regions:
-        return RegionalStack(model, compile_options)
-    return torch.compile(model.stack_packed, dynamic=True, options=compile_options)
+def compiled_stack(model: OmniVoiceModel) -> Callable[..., torch.Tensor]:
+    """The layer stack compiled by regions (dynamic shapes: one compilation for every bucket;
+    Inductor rounding as eager PyTorch does)."""
+    return RegionalStack(model, dict(EAGER_ROUNDING))

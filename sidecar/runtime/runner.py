@@ -18,12 +18,8 @@ With `RuntimeOptions.compile` the layer stack is compiled by torch.compile (dyna
 compilation for every bucket) before capture, which fuses the element-wise work (norms, rotary,
 SwiGLU) that otherwise costs as much as the matrix products at hidden size 1024. The rotary
 tables are made just before it, eagerly, and passed in (`hidden_fn`), so the compiler cannot
-compute their cos and sin again inside every layer. By default the fused kernels round every
-intermediate to the model's dtype where eager PyTorch would
-(`RuntimeOptions.eager_rounding`, Inductor's `emulate_precision_casts`): without it they keep
-float32 between operations, which moved the first step's KL divergence from the float32
-reference well past the reference's own bf16 on a confident checkpoint (docs/PERFORMANCE.md,
-"Correctness on the GPU").
+compute their cos and sin again inside every layer. The fused kernels round every intermediate
+to the model's dtype where eager PyTorch would (regions.py says why).
 """
 
 from __future__ import annotations
@@ -140,10 +136,12 @@ class ModelRunner:
         # addmm (sidecar/runtime/residual.py): in place, the same bits without a copy of the stream.
         # Elsewhere the layers keep adding as they round now (eager, and Inductor's CPU code in
         # half precision: a product, then a sum), which the in-place addmm would change.
-        self.residual_in_place = options.residual_in_place and compile and gpu_half
+        self.residual_in_place = compile and gpu_half
         for layer in model.llm.layers:
             layer.residual_in_place = self.residual_in_place
-        self.fused_norm_rope = options.fused_norm_rope and gpu_half
+        # Attention's q/k norm and rotary as one Triton kernel: the same logits as the compiled
+        # code it replaces (sidecar/runtime/kernels/norm_rope.py).
+        self.fused_norm_rope = gpu_half
         if self.fused_norm_rope:
             import sidecar.runtime.kernels.norm_rope  # noqa: F401  (registers torch.ops.omnivoice.norm_rope)
 
@@ -160,15 +158,14 @@ class ModelRunner:
             layer.self_attn.attention_kernel = self.attention_kernel
         self.stack_fn: Callable[..., torch.Tensor] = model.stack_packed
         if compile:
-            self.stack_fn = compiled_stack(model, options)  # whole, or by regions
+            self.stack_fn = compiled_stack(model)  # by regions (regions.py)
         # `OmniVoiceModel.hidden_packed` with that stack: the rotary tables are made first,
         # outside the compiled part (see `OmniVoiceModel.stack_packed`).
         self.hidden_fn: Callable[..., torch.Tensor] = functools.partial(
             model.hidden_packed, stack=self.stack_fn
         )
-        self.eager_rounding = compile and options.eager_rounding
         # Each step's scoring in one Triton kernel (sidecar/runtime/kernels/scoring.py), on a GPU only.
-        self.fused_scoring = options.fused_scoring and self.device.type == "cuda"
+        self.fused_scoring = self.device.type == "cuda"
         self.bucket_sizes = sorted(options.buckets)
         self.buckets: dict[int, _Bucket] = {}  # static inputs, allocated on first use
         self._timers: list[tuple[Mark, Mark]] = []  # this batch's forward passes

@@ -19,6 +19,7 @@ import numpy as np
 from sidecar.runtime.priority import choose
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.shared.duration import FRAME_RATE, target_tokens
+from sidecar.shared.options import ATTENTION, INTERACTIVE_STREAM
 from sidecar.shared.tiers import Tier
 
 ProgressCallback = Callable[[str], None]
@@ -227,8 +228,8 @@ class EngineSpec:
     source: str  # a checkpoint directory or Hugging Face id
     device: str  # a torch device: cpu, cuda:0
     dtype: str  # resolved (`resolve_dtype`)
-    attention: str = "fa2"  # `RuntimeOptions.attention`
-    interactive_stream: str = "off"  # `RuntimeOptions.interactive_stream`
+    attention: str = ATTENTION.default  # `RuntimeOptions.attention`
+    interactive_stream: str = INTERACTIVE_STREAM.default  # `RuntimeOptions.interactive_stream`
 
 
 def load_engine(

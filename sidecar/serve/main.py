@@ -20,6 +20,7 @@ from sidecar.serve import engines
 from sidecar.serve.hooks import HooksFactory, no_hooks
 from sidecar.serve.load_timer import TimedChannel
 from sidecar.serve.loop import Sidecar
+from sidecar.shared.options import SIDECAR_OPTIONS
 from sidecar.shared.protocol import MAX_FRAME_BYTES, ExitCode
 from sidecar.shared.thresholds import Thresholds
 
@@ -43,28 +44,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
     parser.add_argument("--id", default="sidecar", help="name used in log lines")
     parser.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES)
-    parser.add_argument(
-        "--warmup-steps", type=int, default=2, help="steps of the warm-up generation (0: none)"
-    )
-    parser.add_argument(
-        "--step-tokens",
-        type=int,
-        default=4096,
-        help="tokens a step may hold while an interactive batch runs beside a bulk one",
-    )
-    parser.add_argument(
-        "--attention",
-        choices=("fa2", "cudnn"),
-        default="fa2",
-        help="the packed attention kernel on a GPU in half precision (RuntimeOptions.attention)",
-    )
-    parser.add_argument(
-        "--interactive-stream",
-        choices=("off", "equal", "high"),
-        default="off",
-        help="interactive work in a stepper, runner and CUDA stream of its own beside the bulk "
-        "batch, at its priority or the highest (RuntimeOptions.interactive_stream)",
-    )
+    for option in SIDECAR_OPTIONS:
+        parser.add_argument(
+            option.flag,
+            type=type(option.default),
+            choices=option.choices,
+            default=option.default,
+            help=option.help,
+        )
     parser.add_argument(
         "--qa-thresholds",
         type=Thresholds.from_spec,

@@ -1,16 +1,16 @@
 """The settings of the sidecars: what they run, how they are supervised and restarted, how work
 is batched onto them and admitted, and the quality checks they make of the audio.
 
-One part of `Fields` (fields.py); declare.py says how a setting is declared.
+One part of `Fields` (fields.py); declare.py says how a setting is declared. The options that
+reach the sidecar's command line are declared once, in sidecar/shared/options.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sidecar.shared.options import ATTENTION, INTERACTIVE_STREAM, STEP_TOKENS, WARMUP_STEPS
 from supervisor.settings.declare import setting
-
-INTERACTIVE = ("off", "equal", "high")  # its stream at the bulk's priority, or the highest
 
 
 @dataclass(frozen=True)
@@ -25,20 +25,11 @@ class SidecarFields:
         "auto",
         "model dtype: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16",
     )
-    warmup_steps: int = setting(
-        2, "denoising steps of the warm-up generation before a sidecar reports ready (0: none)"
-    )
-    interactive_step_tokens: int = setting(
-        4096,
-        "while an interactive request runs beside a bulk batch, each denoising step holds "
-        "it and bulk items up to this many tokens; the other bulk items wait (0: all wait)",
-        minimum=0,
-    )
-    attention: str = setting(
-        "fa2", "GPU attention kernel (cudnn: Hopper, the cudnn extra)", choices=("fa2", "cudnn")
-    )
+    warmup_steps: int = setting(WARMUP_STEPS.default, WARMUP_STEPS.help)
+    interactive_step_tokens: int = setting(STEP_TOKENS.default, STEP_TOKENS.help, minimum=0)
+    attention: str = setting(ATTENTION.default, ATTENTION.help, choices=ATTENTION.choices)
     interactive_stream: str = setting(
-        "off", "interactive work beside bulk on a CUDA stream of its own", choices=INTERACTIVE
+        INTERACTIVE_STREAM.default, INTERACTIVE_STREAM.help, choices=INTERACTIVE_STREAM.choices
     )
     compile_cache_dir: str = setting(
         "",

@@ -25,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+from sidecar.shared.options import ATTENTION, INTERACTIVE_STREAM, STEP_TOKENS, WARMUP_STEPS
 from supervisor.settings import Settings
 from supervisor.supervision.gpu import Device
 
@@ -77,15 +78,15 @@ def sidecar_argv(
         device.id,
         "--max-frame-bytes",
         str(s.max_frame_bytes),
-        "--warmup-steps",
+        WARMUP_STEPS.flag,
         str(s.warmup_steps),
         "--qa-thresholds",
         s.qa_thresholds,
-        "--step-tokens",
+        STEP_TOKENS.flag,
         str(s.interactive_step_tokens),
-        "--attention",
+        ATTENTION.flag,
         s.attention,
-        "--interactive-stream",
+        INTERACTIVE_STREAM.flag,
         s.interactive_stream,
     ]
     cache = compile_cache_dir(s)

@@ -19,7 +19,7 @@ make that hold on the GPU:
 - The squares are summed as Inductor's kernel sums them: the whole row as one tile, one tl.sum.
 
 On the GPU the layer stack with this kernel gives the logits of the stack without it bit for
-bit, so it is on by default (`RuntimeOptions.fused_norm_rope`; docs/PERFORMANCE.md has the
+bit, so it runs wherever it can (`ModelRunner.fused_norm_rope`; docs/PERFORMANCE.md has the
 measurement). Against Inductor's kernel for these lines compiled alone, a handful of elements
 still differ by a unit: the order of the row's float32 sum, which depends on how each kernel lays
 the row out. The CPU tests run the kernel in Triton's

@@ -13,8 +13,8 @@ float32 ones (on a GPU, hardware approximations good to a few units in the last 
 PyTorch calls CUDA's `expf` and `logf`). So a confidence differs in its last bits, and a token
 where two were that close: `bench/profile_step.py` counts the unequal tokens on the GPU
 (`choice_tokens_unequal`). On the GPU there were none at 1, 8 and 64 items and the confidences
-agreed to float32 rounding, in a fraction of the eager time; so it is on by default on a GPU
-(`RuntimeOptions.fused_scoring`; docs/PERFORMANCE.md has the figures).
+agreed to float32 rounding, in a fraction of the eager time; so it runs wherever there is a GPU
+(`ModelRunner.fused_scoring`; docs/PERFORMANCE.md has the figures).
 
 Without class sampling only (the default); with it the eager path runs (top-k and noise). The
 CPU tests run the kernel in Triton's interpreter (TRITON_INTERPRET=1).

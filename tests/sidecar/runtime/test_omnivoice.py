@@ -440,24 +440,11 @@ def test_decode_reports_its_codec_and_post_processing_times(model: OmniVoice) ->
     assert all(timings[k] > first[k] for k in first)
 
 
-def test_the_decode_options_reach_the_codec(
-    checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`codec_dtype` and `decode_frames_per_call` (RuntimeOptions) are how the codec decodes."""
-    from sidecar.runtime.codec import Codec
-    from sidecar.runtime.options import RuntimeOptions
-
-    options = RuntimeOptions(codec_dtype="bfloat16", decode_frames_per_call=7)
-    model = OmniVoice.load(str(checkpoint_dir), options=options)
-    assert model.codec.decoder_dtype == torch.bfloat16
-    assert {p.dtype for p in model.codec.acoustic_decoder.parameters()} == {torch.bfloat16}
-    frames: list[int] = []
-    real = Codec.decode_many
-
-    def decode_many(self: Codec, codes: list[torch.Tensor], max_frames: int) -> list[torch.Tensor]:
-        frames.append(max_frames)
-        return real(self, codes, max_frames)
-
-    monkeypatch.setattr(Codec, "decode_many", decode_many)
-    [result] = model.generate([GenerationRequest(text="Seven frames a call.", num_step=2, seed=3)])
-    assert frames == [7] and np.isfinite(result.audio).all() and np.abs(result.audio).max() > 0
+def test_the_codec_decodes_in_float32_whatever_the_models_dtype(checkpoint_dir: Path) -> None:
+    """The acoustic decoder is float32 (bfloat16 rounds more than the parity fixtures' audio
+    rule allows: bench/decode_cost.py), also under a bf16 model."""
+    model = OmniVoice.load(str(checkpoint_dir), dtype="bfloat16")
+    assert model.codec.decoder_dtype == torch.float32
+    assert {p.dtype for p in model.codec.acoustic_decoder.parameters()} == {torch.float32}
+    [result] = model.generate([GenerationRequest(text="A float32 decode.", num_step=2, seed=3)])
+    assert np.isfinite(result.audio).all() and np.abs(result.audio).max() > 0

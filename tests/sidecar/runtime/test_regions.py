@@ -1,7 +1,9 @@
 """The layer stack compiled by regions (`sidecar.runtime.regions`), on the CPU with Inductor's CPU
 backend: its hidden states are those of the stack compiled whole, bit for bit, and its layers
-share one compilation, so a start traces one layer however many the model has. The GPU's
-logits, speed and start are measured by bench/device/regions.sh (CI has no GPU)."""
+share one compilation, so a start traces one layer however many the model has. The stack
+compiled whole is built here, as the runtime once did (torch.compile of `stack_packed`, with
+the runtime's Inductor options); on a GPU the two gave the same logits bit for bit (CI has no
+GPU)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
-from sidecar.runtime.regions import RegionalStack
+from sidecar.runtime.regions import EAGER_ROUNDING, RegionalStack
 from sidecar.runtime.runner import ModelRunner
 from tests.helpers.packed_batches import CFG, batch_of, forward_args
 
@@ -28,11 +30,13 @@ def hidden(model: OmniVoiceModel, regions: bool) -> tuple[torch.Tensor, int]:
     """The compiled hidden states, and how many frames dynamo compiled for them."""
     torch._dynamo.reset()
     counters.clear()
-    options = RuntimeOptions(cuda_graphs=False, compile=True, compile_regions=regions)
-    runner = ModelRunner(model, options)
-    assert isinstance(runner.stack_fn, RegionalStack) == regions
+    runner = ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=True))
+    assert isinstance(runner.stack_fn, RegionalStack)
+    stack = runner.stack_fn
+    if not regions:
+        stack = torch.compile(model.stack_packed, dynamic=True, options=dict(EAGER_ROUNDING))
     with torch.inference_mode():
-        out = runner.hidden_fn(*ARGS)
+        out = model.hidden_packed(*ARGS, stack=stack)
     frames = int(counters["frames"]["ok"])
     torch._dynamo.reset()
     return out, frames

@@ -15,6 +15,7 @@ from sidecar.runtime.batch import PackedBatch
 from sidecar.runtime.generate import Prompt, generate_tokens
 from sidecar.runtime.model import OmniVoiceModel
 from sidecar.runtime.options import RuntimeOptions
+from sidecar.runtime.regions import RegionalStack
 from sidecar.runtime.runner import ModelRunner
 from tests.helpers.packed_batches import CFG, batch_of, forward_args, prompts_of
 
@@ -140,10 +141,10 @@ def test_without_graphs_the_runner_is_the_plain_forward(model: OmniVoiceModel) -
 
 
 def test_compiled_stack_rounds_as_eager_does(model: OmniVoiceModel) -> None:
-    """`eager_rounding` (on by default) makes the compiled layer stack round its intermediates to
-    bf16 where eager PyTorch does: its hidden states differ from eager's in far fewer places than
-    Inductor's default (float32 kept between fused operations) does. Here on Inductor's CPU
-    backend; bench/fidelity.py measures what it does to the logits on the GPU."""
+    """The runner's compiled layer stack rounds its intermediates to bf16 where eager PyTorch
+    does (regions.EAGER_ROUNDING): its hidden states differ from eager's in far fewer places
+    than with Inductor's default (float32 kept between fused operations), built here. On
+    Inductor's CPU backend; bench/fidelity.py measures the logits on the GPU."""
     bf16 = OmniVoiceModel(CFG).eval().to(torch.bfloat16)
     bf16.load_state_dict(model.state_dict())
     batch = batch_of([(30, 10, 12), (17, 5, 9), (40, 20, 8)])
@@ -153,13 +154,12 @@ def test_compiled_stack_rounds_as_eager_does(model: OmniVoiceModel) -> None:
         eager = bf16.hidden_packed(*args).float()
         for rounding in (True, False):
             torch._dynamo.reset()
-            runner = ModelRunner(
-                bf16, RuntimeOptions(cuda_graphs=False, compile=True, eager_rounding=rounding)
-            )
-            got = runner.hidden_fn(*args).float()
+            stack = ModelRunner(bf16, RuntimeOptions(cuda_graphs=False, compile=True)).stack_fn
+            if not rounding:
+                stack = RegionalStack(bf16, {"emulate_precision_casts": False})
+            got = bf16.hidden_packed(*args, stack=stack).float()
             differing[rounding] = float((got != eager).float().mean())
     torch._dynamo.reset()
-    assert ModelRunner(bf16, RuntimeOptions(cuda_graphs=False, compile=True)).eager_rounding
     assert differing[True] < 0.75 * differing[False], differing
 
 

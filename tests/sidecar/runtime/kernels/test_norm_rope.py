@@ -7,9 +7,9 @@ The interpreter converts float32 to bf16 by truncation where a GPU rounds to nea
 the kernel's rounding steps cannot be checked here: in float32 (where they are no-ops) its
 arithmetic must match the eager code to float32 rounding; in bf16 every element must be within a
 few units in the last place (a wrong half, sign or row would be off by far more). Whether its
-bf16 rounding matches the compiled stack's is the GPU's to measure (`bench/profile_step.py
---unfused-norm-rope` against the default, `bench/stack_check.py --compare`: on an H200, the same
-logits bit for bit; bench/results/2026-12-02-norm-rope-step.json).
+bf16 rounding matches the compiled stack's is the GPU's to measure (the stack without the
+kernel against the stack with it, `bench/stack_check.py --compare`: on an H200, the same logits
+bit for bit; bench/results/2026-12-02-norm-rope-step.json).
 """
 
 from __future__ import annotations
