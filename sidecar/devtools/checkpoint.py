@@ -7,7 +7,6 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -26,7 +25,7 @@ from sidecar.shared.layout import RANDOM_WEIGHTS
 TRANSFORMERS_VERSION = "5.17.0"
 
 
-_HUBERT_COMMON: dict[str, Any] = {
+_HUBERT_COMMON: dict[str, object] = {
     "activation_dropout": 0.1,
     "apply_spec_augment": True,
     "attention_dropout": 0.1,
@@ -62,7 +61,7 @@ _HUBERT_COMMON: dict[str, Any] = {
     "use_weighted_layer_sum": False,
     "vocab_size": 32,
 }
-_DAC_COMMON: dict[str, Any] = {
+_DAC_COMMON: dict[str, object] = {
     "codebook_loss_weight": 1.0,
     "codebook_size": 1024,
     "commitment_loss_weight": 0.25,
@@ -143,7 +142,7 @@ SIZES: dict[str, CheckpointSize] = {
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def omnivoice_config(size: CheckpointSize) -> dict[str, Any]:
+def omnivoice_config(size: CheckpointSize) -> dict[str, object]:
     """Top-level config.json: the OmniVoice head fields and the Qwen3 backbone under llm_config."""
     llm = {
         "_name_or_path": "",
@@ -197,7 +196,7 @@ def omnivoice_config(size: CheckpointSize) -> dict[str, Any]:
     }
 
 
-def codec_config(size: CheckpointSize) -> dict[str, Any]:
+def codec_config(size: CheckpointSize) -> dict[str, object]:
     """audio_tokenizer/config.json (Higgs Audio v2 tokenizer)."""
     return {
         "acoustic_model_config": dict(size.acoustic),
@@ -221,7 +220,7 @@ def codec_config(size: CheckpointSize) -> dict[str, Any]:
     }
 
 
-PREPROCESSOR_CONFIG: dict[str, Any] = {
+PREPROCESSOR_CONFIG: dict[str, object] = {
     "feature_extractor_type": "DacFeatureExtractor",
     "feature_size": 1,
     "hop_length": 960,
@@ -232,7 +231,7 @@ PREPROCESSOR_CONFIG: dict[str, Any] = {
 }
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: dict[str, object]) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -34,8 +33,8 @@ class CheckpointSize:
     # backbone weights; large for tiny so its logits are far from uniform (few ties)
     init_std: float
     dtype: torch.dtype  # backbone tensors on disk; the codec is always float32 as published
-    acoustic: dict[str, Any]
-    semantic: dict[str, Any]
+    acoustic: dict[str, object]
+    semantic: dict[str, object]
     codebook_dim: int
 
 
@@ -134,7 +133,7 @@ def _codec_tensor(name: str, shape: torch.Size, gen: torch.Generator) -> torch.T
     return _normal(gen, shape, _OUTPUT_GAIN.get(name, gain) / math.sqrt(fan_in))
 
 
-def codec_state(config: dict[str, Any], gen: torch.Generator) -> dict[str, torch.Tensor]:
+def codec_state(config: dict[str, object], gen: torch.Generator) -> dict[str, torch.Tensor]:
     """audio_tokenizer/model.safetensors for our Codec module, in fp32, key for key."""
     cfg = CodecConfig.from_dict(config)
     with torch.device("meta"):  # shapes only; no memory, no throwaway initialisation
