@@ -45,7 +45,7 @@ import workloads
 from packed_segments import capture, random_qkv, segment_lens, summary
 from profile_step import timeit
 
-from sidecar.runtime.attention import _per_segment, cudnn_unavailable, varlen_attention
+from sidecar.runtime.attention import cudnn_unavailable, per_segment_attention, varlen_attention
 from sidecar.runtime.config import ModelConfig
 from sidecar.runtime.generate import BatchState
 from sidecar.runtime.options import RuntimeOptions
@@ -88,7 +88,7 @@ def kernel_rows(
     cu = torch.tensor(bounds, dtype=torch.int32, device=q.device)
     flops = 4 * q.shape[1] * dim * sum(x * x for x in lens)
     with sdpa_kernel(SDPBackend.MATH):
-        ref = _per_segment(q.float(), k.float(), v.float(), bounds, scale)
+        ref = per_segment_attention(q.float(), k.float(), v.float(), bounds, scale)
 
     def attend(qq: torch.Tensor, kk: torch.Tensor, vv: torch.Tensor, c: torch.Tensor, cap: int):
         return varlen_attention(qq, kk, vv, c, cap, scale, kernel)

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,31 +16,13 @@ from sidecar.devtools.checkpoint_weights import (
     AUDIO_VOCAB,
     CONFIDENT_HELP,
     NUM_CODEBOOKS,
+    CheckpointSize,
     backbone_state,
     codec_state,
 )
 from sidecar.shared.layout import RANDOM_WEIGHTS
 
 TRANSFORMERS_VERSION = "5.17.0"
-
-
-@dataclass(frozen=True)
-class _Size:
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    mlp: int
-    vocab: int
-    max_pos: int
-    init_std: (
-        float  # backbone weights; large for tiny so its logits are far from uniform (few ties)
-    )
-    dtype: torch.dtype  # backbone tensors on disk; the codec is always float32 as published
-    acoustic: dict[str, object]
-    semantic: dict[str, object]
-    codebook_dim: int
 
 
 _HUBERT_COMMON: dict[str, object] = {
@@ -93,9 +74,9 @@ _DAC_COMMON: dict[str, object] = {
     "upsampling_ratios": [8, 5, 4, 2, 3],
 }
 
-SIZES: dict[str, _Size] = {
+SIZES: dict[str, CheckpointSize] = {
     # The shapes of the parity fixture: a 2-layer, 64-wide backbone and a narrow codec with the real hop.
-    "tiny": _Size(
+    "tiny": CheckpointSize(
         hidden=64,
         layers=2,
         heads=4,
@@ -126,7 +107,7 @@ SIZES: dict[str, _Size] = {
         codebook_dim=16,
     ),
     # The published shapes: Qwen3-0.6B-sized backbone, HuBERT-base semantic model, 256/1024 DAC.
-    "full": _Size(
+    "full": CheckpointSize(
         hidden=1024,
         layers=28,
         heads=16,
@@ -161,7 +142,7 @@ SIZES: dict[str, _Size] = {
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def omnivoice_config(size: _Size) -> dict[str, object]:
+def omnivoice_config(size: CheckpointSize) -> dict[str, object]:
     """Top-level config.json: the OmniVoice head fields and the Qwen3 backbone under llm_config."""
     llm = {
         "_name_or_path": "",
@@ -215,7 +196,7 @@ def omnivoice_config(size: _Size) -> dict[str, object]:
     }
 
 
-def codec_config(size: _Size) -> dict[str, object]:
+def codec_config(size: CheckpointSize) -> dict[str, object]:
     """audio_tokenizer/config.json (Higgs Audio v2 tokenizer)."""
     return {
         "acoustic_model_config": dict(size.acoustic),

@@ -1,22 +1,41 @@
 """The test checkpoint's weights: seeded random tensors for the backbone and the codec, drawn so
-that the model runs like a real one (a live codec, an audio head as confident as asked)."""
+that the model runs like a real one (a live codec, an audio head as confident as asked), to the
+shape a `CheckpointSize` gives."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 
-from sidecar.runtime.codec import Codec, CodecConfig
-
-if TYPE_CHECKING:
-    from sidecar.devtools.checkpoint import _Size
-
+from sidecar.runtime.codec import Codec
+from sidecar.runtime.codec_config import CodecConfig
 
 NUM_CODEBOOKS = 8
 AUDIO_VOCAB = 1025  # 1024 codec codes + MASK
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    """The shape of a test checkpoint (`checkpoint.SIZES`): the Qwen3 backbone's sizes, how its
+    weights are drawn and stored, and the codec's sub-configs."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp: int
+    vocab: int
+    max_pos: int
+    # backbone weights; large for tiny so its logits are far from uniform (few ties)
+    init_std: float
+    dtype: torch.dtype  # backbone tensors on disk; the codec is always float32 as published
+    acoustic: dict[str, object]
+    semantic: dict[str, object]
+    codebook_dim: int
 
 
 def _normal(gen: torch.Generator, shape: Iterable[int], std: float) -> torch.Tensor:
@@ -33,7 +52,7 @@ CONFIDENT_LOGIT_STD = 4.6
 CONFIDENT_HELP = "scale the audio head so each position puts about half its probability on one code"
 
 
-def confident_head_gain(size: _Size) -> float:
+def confident_head_gain(size: CheckpointSize) -> float:
     """Factor on the audio head that makes its logits N(0, CONFIDENT_LOGIT_STD^2) per class.
 
     The final RMSNorm (weight 1) leaves every hidden vector with norm sqrt(hidden), so a head row
@@ -42,7 +61,7 @@ def confident_head_gain(size: _Size) -> float:
 
 
 def backbone_state(
-    size: _Size, gen: torch.Generator, confident: bool = False
+    size: CheckpointSize, gen: torch.Generator, confident: bool = False
 ) -> dict[str, torch.Tensor]:
     """model.safetensors: Qwen3 layers under llm.*, the audio embeddings and head, the codebook offsets.
     Each tensor is drawn in float32 and cast at once, so the full model never sits in memory twice.

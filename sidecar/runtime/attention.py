@@ -107,7 +107,7 @@ def varlen_attention(  # noqa: PLR0913  the packed attention's tensors and sizes
             q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, 0.0, False, False, scale=scale
         )[0]
         return out
-    return _per_segment(q, k, v, cu_seqlens.tolist(), scale)
+    return per_segment_attention(q, k, v, cu_seqlens.tolist(), scale)
 
 
 def cudnn_shape(num_segments: int, max_seqlen: int) -> tuple[int, int]:
@@ -115,9 +115,11 @@ def cudnn_shape(num_segments: int, max_seqlen: int) -> tuple[int, int]:
     return -(-num_segments // SLOT_STEP) * SLOT_STEP, -(-max_seqlen // CAP_STEP) * CAP_STEP
 
 
-def _per_segment(
+def per_segment_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int], scale: float
 ) -> torch.Tensor:
+    """Each segment (`bounds`: cu_seqlens as a list) attended on its own with torch's SDPA: the
+    path off a GPU, and the reference a packed kernel is measured against."""
     groups = q.shape[1] // k.shape[1]
     out = torch.empty_like(q)
     for start, end in itertools.pairwise(bounds):

@@ -1,10 +1,10 @@
 """The Higgs Audio v2 codec (24 kHz audio <-> 8 x 25 Hz codes), in plain torch (no transformers, no
-torchaudio): the acoustic DAC stacks (codec_acoustic.py), HuBERT (codec_semantic.py), the semantic
-encoder, decoder and quantizer (codec_parts.py)."""
+torchaudio), and its loading: `Codec` composes the acoustic DAC stacks (codec_acoustic.py), HuBERT
+(codec_semantic.py), the semantic conv stacks around it (codec_semantic_convs.py) and the residual
+vector quantizer (codec_quantizer.py), as its configuration (codec_config.py) sizes them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -17,13 +17,10 @@ from torch import nn
 
 from sidecar.audio.resample import resample_tensor
 from sidecar.runtime.codec_acoustic import AcousticDecoder, AcousticEncoder, Snake1d, snake
-from sidecar.runtime.codec_parts import (
-    CodecConfig,
-    _ResidualVQ,
-    _SemanticDecoder,
-    _SemanticEncoder,
-)
+from sidecar.runtime.codec_config import CodecConfig, read_codec_config
+from sidecar.runtime.codec_quantizer import ResidualVQ
 from sidecar.runtime.codec_semantic import SemanticConfig, SemanticModel
+from sidecar.runtime.codec_semantic_convs import SemanticDecoder, SemanticEncoder
 from sidecar.shared.errors import CheckpointError
 
 DECODE_FRAMES_PER_CALL = 15000  # 600 s of audio per batched decode call bounds its memory
@@ -84,14 +81,14 @@ class Codec(nn.Module):
             int(acoustic["decoder_hidden_size"]),
             acoustic["upsampling_ratios"],
         )
-        self.encoder_semantic = _SemanticEncoder(config)
-        self.decoder_semantic = _SemanticDecoder(config)
+        self.encoder_semantic = SemanticEncoder(config)
+        self.decoder_semantic = SemanticDecoder(config)
         self.semantic_model = SemanticModel(SemanticConfig.from_dict(config.semantic))
         h = config.hidden_size
         self.fc = nn.Linear(h, h)
         self.fc1 = nn.Linear(h, config.semantic_hidden_size)  # training-only semantic head input
         self.fc2 = nn.Linear(h, config.acoustic_hidden_size)
-        self.quantizer = _ResidualVQ(config)
+        self.quantizer = ResidualVQ(config)
         self.eval()
 
     @property
@@ -214,19 +211,6 @@ class Codec(nn.Module):
                     fixed[(t - TAIL_FRAMES) * hop :] = tail_audio[row, TAIL_CONTEXT_FRAMES * hop :]
                     out[i] = fixed
         return [out[i] for i in range(len(codes))]
-
-
-def read_codec_config(audio_tokenizer_dir: Path) -> CodecConfig:
-    path = Path(audio_tokenizer_dir) / "config.json"
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"codec config not found: {path}") from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"codec config {path} is unreadable: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"codec config {path} is not a JSON object")
-    return CodecConfig.from_dict(raw)
 
 
 def _rename_legacy(key: str) -> str:

@@ -74,8 +74,9 @@ def normalize(text: str, language: str | None) -> str:
 
 
 # What num2words raises for a number it cannot spell: past its largest name (10^306 in English,
-# less in some languages), or a form its language lacks (Arabic ordinals assert).
-_UNSPELLABLE = (
+# less in some languages), or a form its language lacks (Arabic ordinals assert). `spell` makes
+# them a 400; SSML's `say-as` (ssml.py), which calls num2words itself, catches them too.
+UNSPELLABLE = (
     ArithmeticError,
     KeyError,
     IndexError,
@@ -103,7 +104,7 @@ def spell(value: Decimal | int | str, lang: str, to: str = "cardinal") -> str:
     it raises."""
     try:
         return str(num2words(int(value) if isinstance(value, str) else value, lang=lang, to=to))
-    except _UNSPELLABLE:
+    except UNSPELLABLE:
         raise unreadable(value, lang) from None
 
 

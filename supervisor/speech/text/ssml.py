@@ -23,8 +23,8 @@ from num2words import num2words
 from sidecar.shared.languages import resolve_language
 from supervisor.errors import InvalidRequest
 from supervisor.speech.text.normalize import (
-    _UNSPELLABLE,
     CN2AN_DIGITS,
+    UNSPELLABLE,
     language_of,
     normalize,
     spell,
@@ -258,7 +258,7 @@ def say_as(how: str, text: str, language: str) -> str:
             return str(num2words(int(digits), lang=language, to="ordinal"))
         except NotImplementedError:
             return spell(int(digits), "en", "ordinal")
-        except _UNSPELLABLE:
+        except UNSPELLABLE:
             raise unreadable(digits, language) from None
     # telephone: digit by digit, a pause (a comma) between the groups as written
     groups = [g for g in re.split(r"[^\d+]+", text) if g]
@@ -272,5 +272,5 @@ def _digit(ch: str, language: str) -> str:
         return str(cn2an.an2cn(ch))
     try:
         return str(num2words(int(ch), lang=language))
-    except _UNSPELLABLE:
+    except UNSPELLABLE:
         return ch
