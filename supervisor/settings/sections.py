@@ -23,7 +23,8 @@ Membership follows who reads a setting (a grep of `supervisor/` outside `setting
 A setting read by two subsystems sits in both rather than in a shared section of its own:
 `max_queue_audio_s` (the scheduler's admission limit, and speech's cost check of one request
 against it), `max_input_chars` (the body limit of the edge, and the speech request's bound),
-`max_job_items` (the edge's body limit, and the jobs'). Each copy is the same value, read from
+`max_job_items` (the edge's body limit, and the jobs'), `qa_thresholds` and `asr_model` (what
+a sidecar runs, and what a result-cache key names). Each copy is the same value, read from
 the one `Settings`.
 """
 
@@ -142,6 +143,8 @@ class SpeechSettings:
     default_response_format: str
     num_step: int
     qa_retries: int
+    qa_thresholds: str  # also the sidecar's: a result-cache key names the checks made
+    asr_model: str  # also the sidecar's: the ASR round trip is a check, too
     asr_timeout_s: float
     clone_cache_size: int
     cache_dir: str  # derived: the result cache's directory in effect (Settings.resolved_cache_dir)

@@ -158,9 +158,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             # Read as it will be read when it runs: a number the normaliser cannot spell, or a
             # text or audio past its limits, is a 400 now, not a failed item later.
             read = script.read(
-                speech, svc.settings, svc.lexicons_for(tenant(request)).for_request(speech)
+                speech, svc.settings.speech, svc.lexicons_for(tenant(request)).for_request(speech)
             )
-            cost.check(cost.estimate(read, speech), svc.settings, svc.scheduler.capacity)
+            cost.check(cost.estimate(read, speech), svc.settings.speech, svc.scheduler.capacity)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)

@@ -98,7 +98,7 @@ def key_tenant(svc: Services, key: str) -> Tenant | None:
 def handshake_error(ws: WebSocket, svc: Services) -> str | None:
     """Why the handshake is refused (Host, a browser on another site of an open server)."""
     host = ws.headers.get("host", "")
-    if not host_allowed(host, allowed_hosts(svc.settings)):
+    if not host_allowed(host, allowed_hosts(svc.settings.http)):
         return "host not allowed"
     if svc.settings.tenancy.by_key:
         return None
