@@ -219,7 +219,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             ),
             Middleware(KeyRequests, book=book),
             Middleware(UnsentLimit, book=book),
-            Middleware(BodyLimit, limits=route_table.body_limits(settings)),
+            Middleware(BodyLimit, limits=route_table.body_limits(settings.http)),
         ],
         exception_handlers={
             ServerError: render_error,
