@@ -97,7 +97,7 @@ def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dic
     """The job runner and the store's state for /health; no runner when the database is damaged
     (the jobs routes then answer 503 and speech carries on)."""
     if db is not None:
-        return JobRunner(svc, PostgresJobStore(db, svc.settings.lease_s)), {
+        return JobRunner(svc, PostgresJobStore(db, svc.settings.jobs.lease_s)), {
             "state": "ok",
             "error": None,
         }

@@ -108,13 +108,13 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
     if not isinstance(body, dict):
         raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
     aliases.refuse_unknown(body, job_body.FIELDS)
-    when = schedule.job_schedule(body, svc.settings.callback_allow)
+    when = schedule.job_schedule(body, svc.settings.jobs.callback_allow)
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
-    if len(items) > svc.settings.max_job_items:
+    if len(items) > svc.settings.http.max_job_items:
         raise InvalidRequest(
-            f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.",
+            f"A job takes at most {svc.settings.http.max_job_items} items; this one has {len(items)}.",
             param="items",
         )
     seen: dict[str, int] = {}
@@ -178,7 +178,7 @@ async def create_job(request: Request) -> JSONResponse:
         raise InvalidRequest(
             f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key"
         )
-    max_items = services(request).settings.max_job_items
+    max_items = services(request).settings.http.max_job_items
     body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
     # 10,000 items take a while to check: off the event loop
     items, when, digest = await asyncio.to_thread(job_items, body, request)

@@ -41,7 +41,7 @@ async def health(request: Request) -> JSONResponse:
     a server that has keys): states and counts only, no pids, paths or settings."""
     svc = services(request)
     body = svc.pool.health()
-    jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
+    jobs = {**request.app.state.jobs_health, "store": svc.settings.jobs.store.split(":")[0]}
     runner = request.app.state.jobs
     if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
         jobs.update(state="unavailable", error=runner.storage_error)
