@@ -20,12 +20,13 @@ Membership follows who reads a setting (a grep of `supervisor/` outside `setting
 - `jobs`: the store, retention, leases and callbacks (supervisor/jobs/).
 - `server`: the process itself: its state directory, keys, log, pid file and traces (commands/).
 
-A setting read by two subsystems sits in both rather than in a shared section of its own:
-`max_queue_audio_s` (the scheduler's admission limit, and speech's cost check of one request
-against it), `max_input_chars` (the body limit of the edge, and the speech request's bound),
-`max_job_items` (the edge's body limit, and the jobs'), `qa_thresholds` and `asr_model` (what
-a sidecar runs, and what a result-cache key names). Each copy is the same value, read from
-the one `Settings`.
+A setting read by two subsystems sits in both, rather than in a shared section that would
+hand each of them settings it never reads: `max_queue_audio_s` (the scheduler's admission
+limit, and speech's cost check of one request against it), `max_input_chars` (the edge's body
+limit, and the speech request's bound), `max_job_items` (the edge's body limit, and the jobs'),
+`qa_thresholds` and `asr_model` (what a sidecar runs, and what a result-cache key names). Each
+copy is the same value, cut from the one `Settings`. `data_dir` is the server's as given and
+the sidecar's as resolved (the compile cache's default home).
 """
 
 from __future__ import annotations
