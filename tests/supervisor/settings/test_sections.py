@@ -55,7 +55,7 @@ def test_each_section_carries_the_values_in_effect_and_is_frozen(section: type[o
 def test_derived_values_are_those_in_effect(tmp_path: object) -> None:
     settings = Settings(model="m", data_dir=str(tmp_path), max_frame_mb=2)
     assert settings.sidecar.data_dir == str(tmp_path)
-    assert settings.sidecar.max_frame_bytes == settings.max_frame_bytes == 2 * 1024 * 1024
+    assert settings.sidecar.max_frame_bytes == 2 * 1024 * 1024
     assert settings.speech.cache_dir == settings.resolved_cache_dir()
     supervision: SupervisionSettings = settings.supervision
     assert supervision.sidecar is settings.sidecar
