@@ -154,7 +154,9 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         )
         lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
         asr = Scheduler(settings.scheduling) if settings.asr_model else None
-        asr_pool = AsrPool(settings.supervision, asr, asr_devices(found)) if asr else None
+        asr_pool = (
+            AsrPool(settings.supervision, asr, asr_devices(found)) if asr is not None else None
+        )
         results = await asyncio.to_thread(
             result_cache.open_cache, settings.speech, settings.sidecar
         )
