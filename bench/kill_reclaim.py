@@ -62,7 +62,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.engine == "null":  # the slow marker below: the sidecar's test entry point honours it
         sidecar_command.SIDECAR_MODULE = "sidecar.devtools.faulty_sidecar"
     device = gpu.discover(str(args.gpu))[0]
-    pool = Pool(settings, Scheduler(settings), [device])
+    pool = Pool(settings.supervision, Scheduler(settings.scheduling), [device])
     samples: list[tuple[float, int | None]] = []
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample(args.gpu, samples, stop))

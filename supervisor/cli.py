@@ -73,14 +73,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"omnivoice-supervisor {args.command}: {exc}", file=sys.stderr)
         return 2
     problem = (
-        model_problem(settings)
+        model_problem(settings.sidecar)
         or devices_problem(settings.devices)
         or port_problem(settings.host, settings.port)
     )
     if problem:  # said once, before the port opens, instead of by every sidecar that tries
         print(f"omnivoice-supervisor {args.command}: {problem}", file=sys.stderr)
         return 2
-    logs.setup_logging(settings)
+    logs.setup_logging(settings.server)
     for (
         note
     ) in notes:  # which name won, values converted, flags of other systems that mean nothing here

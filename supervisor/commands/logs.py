@@ -24,7 +24,7 @@ import os
 import time
 from pathlib import Path
 
-from supervisor.settings import Settings
+from supervisor.settings import ServerSettings, Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_FILE = "server.log"
@@ -81,7 +81,7 @@ def prepare(settings: Settings) -> Settings:
     )
 
 
-def setup_logging(settings: Settings) -> None:
+def setup_logging(settings: ServerSettings) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if settings.log_file:
         path = Path(settings.log_file).expanduser()

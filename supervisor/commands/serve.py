@@ -36,7 +36,7 @@ from supervisor.http.guarded import Guarded
 from supervisor.http.read_deadlines import ReadDeadlines
 from supervisor.jobs import sqlite_schema
 from supervisor.services import Services
-from supervisor.settings import Settings, redacted_url
+from supervisor.settings import Settings, SupervisionSettings, redacted_url
 from supervisor.supervision.slot import SlotState
 
 log = logging.getLogger("omnivoice.server")
@@ -51,7 +51,11 @@ ANSWERS_S = 2.0  # after a forced stop, time for the error answers already due t
 
 class Server(uvicorn.Server):
     def __init__(
-        self, config: uvicorn.Config, settings: Settings, app: Starlette, notifier: Notifier
+        self,
+        config: uvicorn.Config,
+        settings: SupervisionSettings,
+        app: Starlette,
+        notifier: Notifier,
     ) -> None:
         super().__init__(config)
         self.settings = settings
@@ -210,7 +214,7 @@ async def serve(settings: Settings) -> int:
             app.state.connections,
         ),
     )
-    server = Server(config, settings, app, notifier)
+    server = Server(config, settings.supervision, app, notifier)
     if settings.pid_file:
         try:
             pidfile.write(settings.pid_file)

@@ -44,7 +44,7 @@ from supervisor.jobs.postgres_store import PostgresJobStore
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.services import Services
-from supervisor.settings import Settings, redacted_url
+from supervisor.settings import Settings, SidecarSettings, redacted_url
 from supervisor.speech import hearing, result_cache
 from supervisor.speech.lexicons import LexiconStore
 from supervisor.speech.pg_voices import PgVoiceStore
@@ -97,7 +97,7 @@ def open_jobs(svc: Services, db: Database | None) -> tuple[JobRunner | None, dic
     """The job runner and the store's state for /health; no runner when the database is damaged
     (the jobs routes then answer 503 and speech carries on)."""
     if db is not None:
-        return JobRunner(svc, PostgresJobStore(db, svc.settings.lease_s)), {
+        return JobRunner(svc, PostgresJobStore(db, svc.settings.jobs.lease_s)), {
             "state": "ok",
             "error": None,
         }
@@ -121,7 +121,7 @@ def open_database(settings: Settings) -> Database | None:
     return db
 
 
-def random_weights_said(settings: Settings) -> list[str]:
+def random_weights_said(settings: SidecarSettings) -> list[str]:
     """The flags naming a checkpoint with random weights (make-checkpoint's), each said once."""
     random = model_check.random_weights(settings)
     for flag in random:
@@ -142,10 +142,10 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         found = (
             devices if devices is not None else gpu.discover(settings.devices, settings.gpu_inferer)
         )
-        if tracing.start(settings):
-            log.info("tracing on: spans to %s", tracing.destination(settings))
-        scheduler = Scheduler(settings)
-        pool = Pool(settings, scheduler, found)
+        if tracing.start(settings.server):
+            log.info("tracing on: spans to %s", tracing.destination(settings.server))
+        scheduler = Scheduler(settings.scheduling)
+        pool = Pool(settings.supervision, scheduler, found)
         db = open_database(settings)
         voices: Voices = (
             VoiceStore(Path(settings.resolved_data_dir()) / "voices")
@@ -153,10 +153,14 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             else PgVoiceStore(db, settings.store)
         )
         lexicon_store = LexiconStore(Path(settings.resolved_data_dir()) / "lexicons")
-        asr = Scheduler(settings) if settings.asr_model else None
-        asr_pool = AsrPool(settings, asr, asr_devices(found)) if asr is not None else None
-        results = await asyncio.to_thread(result_cache.open_cache, settings)
-        random = random_weights_said(settings)
+        asr = Scheduler(settings.scheduling) if settings.asr_model else None
+        asr_pool = (
+            AsrPool(settings.supervision, asr, asr_devices(found)) if asr is not None else None
+        )
+        results = await asyncio.to_thread(
+            result_cache.open_cache, settings.speech, settings.sidecar
+        )
+        random = random_weights_said(settings.sidecar)
         app.state.services = Services(
             settings,
             scheduler,
@@ -205,19 +209,19 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
 
     stream_cut.install()  # a stream cut on purpose is one line of ours, not uvicorn's too
     routes = route_table.starlette_routes()
-    book = ConnectionBook(settings, descriptor_limit())  # the server's protocol counts in it
+    book = ConnectionBook(settings.http, descriptor_limit())  # the server's protocol counts in it
     app = Starlette(
         routes=routes,
         middleware=[
             Middleware(TraceRequests),
             Middleware(metrics.RequestMetrics, routes=routes),
-            Middleware(EdgeChecks, allowed=allowed_hosts(settings)),
+            Middleware(EdgeChecks, allowed=allowed_hosts(settings.http)),
             Middleware(
                 BearerAuth, tenancy=settings.tenancy, open_paths=route_table.open_patterns()
             ),
             Middleware(KeyRequests, book=book),
             Middleware(UnsentLimit, book=book),
-            Middleware(BodyLimit, limits=route_table.body_limits(settings)),
+            Middleware(BodyLimit, limits=route_table.body_limits(settings.http)),
         ],
         exception_handlers={
             ServerError: render_error,

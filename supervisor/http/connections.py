@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from supervisor.errors import Overloaded
 from supervisor.http.auth import TENANT, reply
-from supervisor.settings import Settings
+from supervisor.settings import HttpSettings
 from supervisor.tenants import OPEN
 
 log = logging.getLogger("omnivoice.http")
@@ -65,7 +65,7 @@ def descriptor_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 4 * MAX_DERIVED_CONNECTIONS
 
 
-def connection_caps(settings: Settings, descriptors: int) -> tuple[int, int]:
+def connection_caps(settings: HttpSettings, descriptors: int) -> tuple[int, int]:
     """(in all, per client address): the settings, else derived from the descriptor limit."""
     reserved = max(MIN_RESERVED_FDS, descriptors // 4)
     derived = max(8, min(MAX_DERIVED_CONNECTIONS, descriptors - reserved))
@@ -128,7 +128,7 @@ class Held(Protocol):
 class ConnectionBook:
     """Connections open, per client address; and those whose answers wait unread, per owner."""
 
-    def __init__(self, settings: Settings, descriptors: int) -> None:
+    def __init__(self, settings: HttpSettings, descriptors: int) -> None:
         self.total_cap, self.peer_cap = connection_caps(settings, descriptors)
         # The listen backlog, which asyncio also takes as the most connections it accepts at
         # once, before any of their protocols runs (and so before a cap can refuse one): a

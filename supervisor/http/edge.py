@@ -28,13 +28,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from supervisor.errors import InvalidRequest
 from supervisor.http.auth import FOREIGN_HOST, reply
 from supervisor.http.header_checks import header_error
-from supervisor.settings import Settings, is_loopback
+from supervisor.settings import HttpSettings, is_loopback
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 PROBE_PATHS = frozenset({"/health", "/ready"})
 
 
-def allowed_hosts(settings: Settings) -> tuple[str, ...]:
+def allowed_hosts(settings: HttpSettings) -> tuple[str, ...]:
     """The hosts this server answers to: the setting, else what its listening address implies."""
     if settings.allowed_hosts:
         return tuple(host.lower() for host in settings.allowed_hosts)

@@ -33,12 +33,12 @@ from supervisor.http.routes import (
     speech_stream,
 )
 from supervisor.http.routes import voices as voice_routes
-from supervisor.settings import Settings
+from supervisor.settings import HttpSettings
 from supervisor.speech import lexicons as lexicon_rules
 
 WEBSOCKET = "WEBSOCKET"  # the method of a WebSocket route
 
-Limit = Callable[[Settings], int]
+Limit = Callable[[HttpSettings], int]
 
 
 @dataclass(frozen=True)
@@ -52,25 +52,25 @@ class ApiRoute:
     open: bool = False  # served without an API key (its OpenAPI operation says `security: []`)
 
 
-def json_body(settings: Settings) -> int:
+def json_body(settings: HttpSettings) -> int:
     # input and instructions, escaped, and the rest
     return 64 * 1024 + 16 * settings.max_input_chars
 
 
-def upload_body(settings: Settings) -> int:
+def upload_body(settings: HttpSettings) -> int:
     return int(settings.max_upload_mb * 2**20) + 1024 * 1024  # the file and the form around it
 
 
-def clone_body(settings: Settings) -> int:
+def clone_body(settings: HttpSettings) -> int:
     # /v1/audio/clone also takes the file as base64 text (ref_audio_base64)
     return upload_body(settings) * 4 // 3 + json_body(settings)
 
 
-def jobs_body(settings: Settings) -> int:
+def jobs_body(settings: HttpSettings) -> int:
     return min(jobs.BODY_CAP, settings.max_job_items * json_body(settings))
 
 
-def lexicon_body(settings: Settings) -> int:
+def lexicon_body(settings: HttpSettings) -> int:
     return lexicon_rules.MAX_BODY_BYTES
 
 
@@ -278,7 +278,7 @@ def starlette_routes() -> list[BaseRoute]:
     ]
 
 
-def body_limits(settings: Settings) -> list[tuple[re.Pattern[str], str, int]]:
+def body_limits(settings: HttpSettings) -> list[tuple[re.Pattern[str], str, int]]:
     """(the path's pattern, the method, its largest body in bytes) for each route that takes one."""
     return [
         (compile_path(r.path)[0], r.method, r.body_limit(settings))

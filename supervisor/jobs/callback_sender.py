@@ -31,7 +31,8 @@ from supervisor.jobs.callbacks import (
 )
 from supervisor.jobs.storage import CallbackDue, JobStorage
 from supervisor.jobs.views import JobView
-from supervisor.settings import Settings
+from supervisor.settings import JobSettings
+from supervisor.tenants import Tenancy
 
 log = logging.getLogger("omnivoice.callbacks")
 
@@ -50,12 +51,14 @@ class CallbackSender:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: JobSettings,
+        tenancy: Tenancy,
         store: JobStorage,
         summary: Callable[[JobView], JobView],
     ) -> None:
         """`summary` turns the store's job object into the body (the runner adds its outlook)."""
         self.settings = settings
+        self.tenancy = tenancy  # whose secret signs a job's callback
         self.store = store
         self.summary = summary
         self.sending: dict[str, asyncio.Task[None]] = {}
@@ -168,9 +171,7 @@ class CallbackSender:
     def secret(self, owner: str) -> str:
         """The key a job's callback is signed with: its owner's (the key file's
         `callback-secret=`), else --callback-secret."""
-        return (
-            self.settings.tenancy.for_owner(owner).callback_secret or self.settings.callback_secret
-        )
+        return self.tenancy.for_owner(owner).callback_secret or self.settings.callback_secret
 
     async def close(self) -> None:
         """Stop sending (an attempt cut short is made again after the restart)."""

@@ -45,12 +45,12 @@ def room(svc: Services, generating: int) -> int:
     scheduler = svc.scheduler
     if scheduler.closed is not None or scheduler.capacity < 1 or over_share(svc):
         return 0
-    return svc.settings.max_batch_size * scheduler.capacity * WINDOW_BATCHES - generating
+    return svc.settings.scheduling.max_batch_size * scheduler.capacity * WINDOW_BATCHES - generating
 
 
 def over_share(svc: Services) -> bool:
     scheduler = svc.scheduler
-    limit = svc.settings.max_queue_audio_s * scheduler.capacity * BULK_SHARE
+    limit = svc.settings.scheduling.max_queue_audio_s * scheduler.capacity * BULK_SHARE
     return scheduler.admitted_audio_s >= limit
 
 
@@ -81,7 +81,7 @@ def cache_key(svc: Services, item: Claimed, speech: SpeechRequest, voice: Voice)
         return None
     if not result_cache.cacheable(speech):
         return None
-    return result_cache.key(cache.identity, speech, voice, svc.settings, "job", item.owner)
+    return result_cache.key(cache.identity, speech, voice, svc.settings.speech, "job", item.owner)
 
 
 class Intake:

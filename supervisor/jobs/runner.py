@@ -89,7 +89,9 @@ class JobRunner:
         self.warm = WarmUp(svc, store)
         self.outlook = Outlook(store, svc.scheduler, self.warm.startup_s)
         self._deadline_metrics: metrics.DeadlineCollector | None = None
-        self.callbacks = CallbackSender(svc.settings, store, self.outlook.annotate)
+        self.callbacks = CallbackSender(
+            svc.settings.jobs, svc.settings.tenancy, store, self.outlook.annotate
+        )
         self.results = ResultWriter(svc, store, self.space, self.record, self.storage_failed)
 
     def wake(self) -> None:
@@ -135,10 +137,10 @@ class JobRunner:
                 await self.record_unrecorded()
                 if self.unrecorded:
                     continue
-                if self.svc.settings.job_retention_s > 0 and time.monotonic() >= next_sweep:
+                if self.svc.settings.jobs.job_retention_s > 0 and time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + SWEEP_EVERY_S
                     removed = await asyncio.to_thread(
-                        self.store.sweep, self.svc.settings.job_retention_s
+                        self.store.sweep, self.svc.settings.jobs.job_retention_s
                     )
                     if removed:
                         log.info("jobs: removed %d job(s) past their retention", len(removed))
@@ -205,7 +207,7 @@ class JobRunner:
         executor = concurrent.futures.ThreadPoolExecutor(1, "job-leases")
         try:
             while True:
-                await asyncio.sleep(self.svc.settings.lease_s / 3)
+                await asyncio.sleep(self.svc.settings.jobs.lease_s / 3)
                 keys = list(self.item_tasks)
                 if not keys:
                     continue
@@ -290,7 +292,7 @@ class JobRunner:
             pieces = [piece async for piece in synthesis.pieces()]
             pcm = b"".join(piece.audio for piece in pieces)
             await words.item_words(
-                item.request, self.svc.asr, synthesis, pcm, self.svc.settings.asr_timeout_s
+                item.request, self.svc.asr, synthesis, pcm, self.svc.settings.speech.asr_timeout_s
             )
         except asyncio.CancelledError:
             if self._stopping:

@@ -2,8 +2,9 @@
 
 Three parts: the fields with their defaults, help, bounds and the rules between them
 (fields.py with its parts by subsystem, rules.py, declare.py); the flags and the environment
-(flags.py, sources.py); other systems' names for our settings (aliases.py, docs/MIGRATING.md). `Settings` adds what is derived
-from the fields: the keys of --api-key-file, read before the object is built, and the tenancy.
+(flags.py, sources.py); other systems' names for our settings (aliases.py, docs/MIGRATING.md).
+`Settings` adds what is derived from the fields: the keys of --api-key-file, read before the
+object is built, the tenancy, and each subsystem's section of the settings (sections.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ from supervisor.settings.declare import (
 )
 from supervisor.settings.fields import Fields
 from supervisor.settings.flags import HELP_GROUPS
+from supervisor.settings.sections import (
+    HttpSettings,
+    JobSettings,
+    SchedulingSettings,
+    ServerSettings,
+    SidecarSettings,
+    SpeechSettings,
+    SupervisionSettings,
+    cut,
+)
 from supervisor.settings.server_fields import ALLOWED_HOST, FORMAT_NAMES
 from supervisor.tenants import KeyFile, Tenancy, parse_key_file
 
@@ -42,9 +53,16 @@ __all__ = [
     "HELP_GROUPS",
     "IGNORED",
     "EnvAlias",
+    "HttpSettings",
     "Ignored",
+    "JobSettings",
+    "SchedulingSettings",
+    "ServerSettings",
     "Settings",
     "SettingsError",
+    "SidecarSettings",
+    "SpeechSettings",
+    "SupervisionSettings",
     "env_of",
     "flag_of",
     "is_loopback",
@@ -69,6 +87,36 @@ class Settings(Fields):
     def tenancy(self) -> Tenancy:
         """Every key's tenant, and the shared voices (supervisor.tenants); not a setting of its own."""
         return Tenancy.of(self.api_keys, _key_file(self.api_key_file))
+
+    # Each subsystem's section (sections.py): what its classes take instead of the whole object.
+    @functools.cached_property
+    def http(self) -> HttpSettings:
+        return cut(HttpSettings, self)
+
+    @functools.cached_property
+    def sidecar(self) -> SidecarSettings:
+        return cut(SidecarSettings, self, data_dir=self.resolved_data_dir())
+
+    @functools.cached_property
+    def supervision(self) -> SupervisionSettings:
+        return cut(SupervisionSettings, self, sidecar=self.sidecar)
+
+    @functools.cached_property
+    def scheduling(self) -> SchedulingSettings:
+        owners = {tenant.owner for tenant in self.tenancy.by_key.values()}
+        return cut(SchedulingSettings, self, several_owners=len(owners) > 1)
+
+    @functools.cached_property
+    def speech(self) -> SpeechSettings:
+        return cut(SpeechSettings, self, cache_dir=self.resolved_cache_dir())
+
+    @functools.cached_property
+    def jobs(self) -> JobSettings:
+        return cut(JobSettings, self)
+
+    @functools.cached_property
+    def server(self) -> ServerSettings:
+        return cut(ServerSettings, self)
 
     @classmethod
     def from_sources(

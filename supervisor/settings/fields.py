@@ -30,10 +30,6 @@ class Fields(JobFields, SidecarFields, ServerFields):
         rules.check_bounds(self)
         rules.check_rules(self)
 
-    @property
-    def max_frame_bytes(self) -> int:
-        return self.max_frame_mb * 1024 * 1024
-
     def public(self) -> dict[str, Any]:
         """The settings in effect, for /health; API keys are never shown."""
         values = dataclasses.asdict(self)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from sidecar.shared.duration import FRAME_RATE, target_tokens
 from supervisor.errors import InvalidRequest
-from supervisor.settings import Settings
+from supervisor.settings import SpeechSettings
 from supervisor.speech import delivery
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.text.spans import Script, clamp_speed
@@ -75,7 +75,7 @@ def span_speed(request: SpeechRequest, span_speed: float) -> float:
     return clamp_speed(request.speed * span_speed)
 
 
-def check_text(script: Script, settings: Settings) -> None:
+def check_text(script: Script, settings: SpeechSettings) -> None:
     """A 400 (input_too_long) if the text the model reads is too long."""
     limit = EXPANSION * settings.max_input_chars
     read = chars(script)
@@ -103,7 +103,7 @@ def estimate(script: Script, request: SpeechRequest) -> Cost:
     return Cost(chars(script), len(script.spans), speech, silence_s(script))
 
 
-def check(cost: Cost, settings: Settings, capacity: int = 1) -> None:
+def check(cost: Cost, settings: SpeechSettings, capacity: int = 1) -> None:
     """A 400 (audio_too_long) if the request would make more audio than one request may, or more
     than the whole queue admits: it could never be admitted, so it is not admitted whole."""
     own = settings.max_request_audio_s

@@ -48,7 +48,7 @@ from typing import Any, TypedDict
 
 from supervisor import metrics
 from supervisor.qa_summary import QaSummary
-from supervisor.settings import Settings
+from supervisor.settings import SidecarSettings, SpeechSettings
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.synthesis_plan import Voice
 from supervisor.tenants import DEFAULT_OWNER
@@ -117,7 +117,7 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def checkpoint_identity(settings: Settings) -> str:
+def checkpoint_identity(settings: SidecarSettings) -> str:
     """A hash naming the model a sidecar loads: a local checkpoint by its files' names, sizes
     and modification times (hashing gigabytes of weights at each start would take minutes)."""
     files: list[tuple[str, int, int]] = []
@@ -145,14 +145,12 @@ def item_seed(fields: Mapping[str, object]) -> int:
     return int(_digest(fields)[:16], 16) % (MAX_SEED + 1)
 
 
-def open_cache(settings: Settings) -> ResultCache | None:
+def open_cache(settings: SpeechSettings, sidecar: SidecarSettings) -> ResultCache | None:
     """The server's result cache; None when --cache-max-bytes is 0 or its directory cannot be
     made (logged: the server runs on without one)."""
     if settings.cache_max_bytes == 0:
         return None
-    cache = ResultCache(
-        settings.resolved_cache_dir(), settings.cache_max_bytes, checkpoint_identity(settings)
-    )
+    cache = ResultCache(settings.cache_dir, settings.cache_max_bytes, checkpoint_identity(sidecar))
     try:
         cache.load()
     except OSError as exc:
@@ -173,7 +171,7 @@ def key(
     identity: str,
     request: SpeechRequest,
     voice: Voice,
-    settings: Settings,
+    settings: SpeechSettings,
     route: str,
     owner: str = DEFAULT_OWNER,
 ) -> str:

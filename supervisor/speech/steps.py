@@ -55,13 +55,13 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     `heard`: its chunks go out without the ASR round trip (a WebSocket session's choice)."""
     voices = voice_resolver(speech, svc.voices_for(owner))
     lexicon = svc.lexicons_for(owner).for_request(speech)
-    text = await script.read_off_loop(speech, svc.settings, lexicon)
+    text = await script.read_off_loop(speech, svc.settings.speech, lexicon)
     began = time.monotonic()
     synthesis = Synthesis(
         svc.scheduler,
         speech,
         voice,
-        svc.settings.chunk_s,
+        svc.settings.speech,
         voices,
         text,
         captions=captions,

@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator
 from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import AudioToHear, Result, VoicePayload
 from sidecar.shared.tiers import Tier
+from supervisor.settings import SpeechSettings
 from supervisor.speech import cost, quality
 from supervisor.speech.hearing import Hearing
 from supervisor.speech.piece import Attempt, Piece
@@ -46,7 +47,7 @@ class Synthesis:
         scheduler: Scheduler,
         request: SpeechRequest,
         voice: Voice,
-        chunk_s: float,
+        settings: SpeechSettings,
         voices: VoiceResolver | None = None,
         text: Script | None = None,
         captions: bool = False,
@@ -60,9 +61,9 @@ class Synthesis:
         self.scheduler = scheduler
         self.request = request
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
-        read = text if text is not None else script.read(request, scheduler.settings)
-        reading = Reading(chunk_s, voices, captions, first_short)
-        self.plan = Plan(request, read, voice, scheduler.settings, reading)
+        read = text if text is not None else script.read(request, settings)
+        reading = Reading(settings.chunk_s, voices, captions, first_short)
+        self.plan = Plan(request, read, voice, settings, reading)
         self.chunks, self.parts, self.cost = self.plan.chunks, self.plan.parts, self.plan.cost
         self.seed, self.id = self.plan.seed, self.plan.id
         self.segments: list[Segment] = []
@@ -77,7 +78,7 @@ class Synthesis:
         self.sample_rate = 0
         self.verdict = quality.Verdict()
         self.admitted = (0.0, 0.0)  # when its admission began and ended (steps.start)
-        cost.check(self.cost, scheduler.settings, scheduler.capacity)
+        cost.check(self.cost, settings, scheduler.capacity)
         # The pauses are admitted too: the answer holds them as it holds speech.
         counted = owner if self.tier is Tier.INTERACTIVE else None  # whose share it takes
         self.reservation = scheduler.reserve(self.cost.audio_s, counted)
@@ -130,7 +131,7 @@ class Synthesis:
         prompt: VoicePayload | None,
         return_tokens: bool,
     ) -> Attempt:
-        retries = self.scheduler.settings.qa_retries
+        retries = self.plan.settings.qa_retries
         attempt = 1
         while True:
             done = Attempt(await pending, attempt)

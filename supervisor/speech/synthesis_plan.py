@@ -29,7 +29,7 @@ from sidecar.shared.duration import FRAME_RATE
 from sidecar.shared.protocol import Item, Result, VoicePayload
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
-from supervisor.settings import Settings
+from supervisor.settings import SpeechSettings
 from supervisor.speech import chunking, continuity, cost, quality
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions
@@ -79,7 +79,7 @@ class Plan:
         request: SpeechRequest,
         text: Script,
         voice: Voice,
-        settings: Settings,
+        settings: SpeechSettings,
         reading: Reading,
         *,
         seed: int | None = None,

@@ -32,12 +32,12 @@ class AsrPool(Pool):
     def sidecar_process(
         self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]
     ) -> SidecarProcess:
-        argv = sidecar_argv(self.settings, device, ENGINE, self.settings.asr_model)
+        argv = sidecar_argv(self.settings.sidecar, device, ENGINE, self.settings.sidecar.asr_model)
         return SidecarProcess(
             device,
             argv,
             sidecar_env(device),
-            self.settings.max_frame_bytes,
+            self.settings.sidecar.max_frame_bytes,
             on_frame,
             wake,
             self.clock,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sidecar.shared import layout
 from sidecar.shared.layout import Kind
-from supervisor.settings import Settings
+from supervisor.settings import SidecarSettings
 from supervisor.supervision.hub_check import hub_problem
 
 WHAT_TO_DO = (
@@ -30,7 +30,7 @@ ASR_WHAT_TO_DO = (
 )
 
 
-def model_problem(settings: Settings) -> str | None:
+def model_problem(settings: SidecarSettings) -> str | None:
     """One line saying what is wrong with --model or --asr-model and what to do, or None."""
     if settings.engine == "omnivoice":
         problem = source_problem("--model", settings.model, layout.OMNIVOICE, WHAT_TO_DO)
@@ -41,7 +41,7 @@ def model_problem(settings: Settings) -> str | None:
     return None
 
 
-def random_weights(settings: Settings) -> list[str]:
+def random_weights(settings: SidecarSettings) -> list[str]:
     """The flags (`--model`, `--asr-model`) naming a checkpoint whose config.json says its
     weights are random (`make-checkpoint`'s): a test model, whose output means nothing."""
     sources = (

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from sidecar.shared.protocol import Message, ProtocolError
 from supervisor import metrics
 from supervisor.errors import SidecarLost, Unavailable
-from supervisor.settings import Settings
+from supervisor.settings import SupervisionSettings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.health import PoolHealth, SlotHealth
@@ -65,7 +65,7 @@ LOOP_FAILURE_LIMIT = 10  # passes in a row that raised before the pool gives up
 class Pool:
     def __init__(
         self,
-        settings: Settings,
+        settings: SupervisionSettings,
         scheduler: Scheduler,
         devices: list[Device],
         *,
@@ -272,9 +272,9 @@ class Pool:
         """The real process factory: `python -P -m sidecar` for the device."""
         return SidecarProcess(
             device,
-            sidecar_argv(self.settings, device),
+            sidecar_argv(self.settings.sidecar, device),
             sidecar_env(device),
-            self.settings.max_frame_bytes,
+            self.settings.sidecar.max_frame_bytes,
             on_frame,
             wake,
             self.clock,
@@ -282,12 +282,12 @@ class Pool:
 
     def spare_process(self, device: Device, on_frame: FrameHandler) -> SidecarProcess:
         """A spare for the device: `python -P -m sidecar ... --park` (spare.py)."""
-        argv = sidecar_argv(self.settings, device, park=True)
+        argv = sidecar_argv(self.settings.sidecar, device, park=True)
         return SidecarProcess(
             device,
             argv,
             sidecar_env(device),
-            self.settings.max_frame_bytes,
+            self.settings.sidecar.max_frame_bytes,
             on_frame,
             self.wake,
             self.clock,

@@ -40,7 +40,7 @@ from sidecar.shared.protocol import (
 )
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
-from supervisor.settings import Settings
+from supervisor.settings import SchedulingSettings
 from supervisor.supervision.admission import MAX_RETRY_AFTER_S, OwnerShares, Reservation
 from supervisor.supervision.fair_share import FairShares
 from supervisor.supervision.health import QueueDepth
@@ -65,13 +65,14 @@ def counted(task: Task) -> str | None:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, wake: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, settings: SchedulingSettings, wake: Callable[[], None] = lambda: None
+    ) -> None:
         self.settings = settings
         self.wake = wake
         self.queues: dict[Tier, deque[Task]] = {tier: deque() for tier in Tier}
         self.shares = FairShares()  # the order inside a tier: owners in turn
-        owners = {tenant.owner for tenant in settings.tenancy.by_key.values()}
-        self.owners = OwnerShares(settings.max_queue_share_per_key, keyed=len(owners) > 1)
+        self.owners = OwnerShares(settings.max_queue_share_per_key, keyed=settings.several_owners)
         self.unfinished: set[Task] = set()
         self.admitted_audio_s = 0.0
         self.capacity = 1  # usable sidecars; the pool keeps this current

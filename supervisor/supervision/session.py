@@ -27,7 +27,7 @@ from sidecar.shared.protocol import (
     encode_frame,
 )
 from supervisor.errors import InvalidRequest, ServerError, Unavailable, from_error_frame
-from supervisor.settings import Settings
+from supervisor.settings import SupervisionSettings
 from supervisor.supervision.process import KillReason, SidecarProcess, SidecarState
 from supervisor.supervision.work import Answer, Batch, Task
 from supervisor.tracing import batches as traced
@@ -172,7 +172,7 @@ class Session:
         """It runs a task the poison rule isolated: nothing may share the sidecar with it."""
         return any(task.alone for batch in self.batches for task in batch.tasks)
 
-    def overdue(self, s: Settings, now: float) -> tuple[KillReason, str] | None:
+    def overdue(self, s: SupervisionSettings, now: float) -> tuple[KillReason, str] | None:
         """The deadline it has missed, if any: load, heartbeat (busy), ping (idle), stop."""
         proc = self.process
         if proc.state is SidecarState.STARTING:

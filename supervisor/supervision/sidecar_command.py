@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from sidecar.shared.options import ATTENTION, INTERACTIVE_STREAM, STEP_TOKENS, WARMUP_STEPS
-from supervisor.settings import Settings
+from supervisor.settings import SidecarSettings
 from supervisor.supervision.gpu import Device
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -54,7 +54,7 @@ def sidecar_command(
 
 
 def sidecar_argv(
-    settings: Settings,
+    settings: SidecarSettings,
     device: Device,
     engine: str | None = None,
     model: str | None = None,
@@ -94,14 +94,14 @@ def sidecar_argv(
     return argv + (["--park"] if park else [])
 
 
-def compile_cache_dir(settings: Settings) -> str | None:
+def compile_cache_dir(settings: SidecarSettings) -> str | None:
     """Where sidecars keep torch.compile's cache across starts: --compile-cache-dir, else the
     TORCHINDUCTOR_CACHE_DIR we were given (the systemd unit's), else DATA_DIR/compile-cache;
     None for 'off'. The sidecar makes it (mode 0700) and refuses one that others may write."""
     chosen = settings.compile_cache_dir or os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     if chosen == "off":
         return None
-    return chosen or os.path.join(settings.resolved_data_dir(), "compile-cache")
+    return chosen or os.path.join(settings.data_dir, "compile-cache")
 
 
 def sidecar_env(device: Device) -> dict[str, str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from sidecar.shared.protocol import ExitCode
-from supervisor.settings import Settings
+from supervisor.settings import SupervisionSettings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.health import SidecarHealth
@@ -70,7 +70,7 @@ def resident_bytes(pid: int | None) -> int | None:
         return None
 
 
-def backoff_delay(settings: Settings, failures_in_row: int) -> float:
+def backoff_delay(settings: SupervisionSettings, failures_in_row: int) -> float:
     """The first respawn is at once; then backoff_initial_s, doubling up to backoff_max_s."""
     if failures_in_row <= 1:
         return 0.0
@@ -109,7 +109,9 @@ class Slot:
         log.log(level, "%s: %s -> %s%s", self.device.id, self.state.value, new.value, because)
         self.state = new
 
-    async def start(self, proc: SidecarProcess, clock: Clock, settings: Settings) -> None:
+    async def start(
+        self, proc: SidecarProcess, clock: Clock, settings: SupervisionSettings
+    ) -> None:
         """Start a sidecar process in this slot. A spawn short of a resource (descriptors,
         memory, processes) is a death like any other: back off and try again, within the
         restart intensity; any other reason it cannot be exec'ed fails the slot."""
@@ -144,7 +146,7 @@ class Slot:
             event.info["memory"],
         )
 
-    def after_death(self, session: Session, settings: Settings, now: float) -> None:
+    def after_death(self, session: Session, settings: SupervisionSettings, now: float) -> None:
         """After an unplanned death: back off, or give up on the device."""
         proc = session.process
         self.last_error = proc.kill_detail or proc.exit_description
@@ -155,7 +157,7 @@ class Slot:
             return
         self.record_death(settings, now, proc.pid)
 
-    def record_death(self, settings: Settings, now: float, pid: int) -> None:
+    def record_death(self, settings: SupervisionSettings, now: float, pid: int) -> None:
         """An unplanned death at `now`: back off, or fail once restart intensity is reached."""
         self.restart_times.append(now)
         while self.restart_times and self.restart_times[0] < now - settings.restart_window_s:
@@ -174,7 +176,7 @@ class Slot:
         self.dead_pid, self.died_at, self.memory_deadline = pid, now, None
         self.change_state(SlotState.BACKOFF, f"respawn in {delay:.1f} s")
 
-    def memory_is_back(self, settings: Settings, now: float) -> bool:
+    def memory_is_back(self, settings: SupervisionSettings, now: float) -> bool:
         """On a GPU, a new sidecar starts only once the dead one's memory has been released;
         if it is not back by memory_reclaim_s, the slot fails."""
         if self.device.index is None or self.died_at is None:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.shared.protocol import PARKED, PROTOCOL_VERSION, Message, ProtocolError
-from supervisor.settings import Settings
+from supervisor.settings import SupervisionSettings
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.health import SpareHealth
 from supervisor.supervision.process import (
@@ -56,7 +56,11 @@ class Spares:
     """At most one spare per device; the pool calls `tend` every pass and `take` to respawn."""
 
     def __init__(
-        self, settings: Settings, clock: Clock, make: SpareFactory | None, forward: FrameHandler
+        self,
+        settings: SupervisionSettings,
+        clock: Clock,
+        make: SpareFactory | None,
+        forward: FrameHandler,
     ) -> None:
         self.settings = settings
         self.clock = clock

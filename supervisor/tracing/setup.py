@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-from supervisor.settings import Settings
+from supervisor.settings import ServerSettings
 from supervisor.tracing import spans
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -34,7 +34,7 @@ def collector() -> str | None:
     return next((os.environ[name] for name in ENDPOINT_VARIABLES if os.environ.get(name)), None)
 
 
-def start(settings: Settings) -> bool:
+def start(settings: ServerSettings) -> bool:
     """Install a provider if the environment or the settings ask for spans; whether they do.
     A provider installed already (a test's) is left as it is."""
     global _owned
@@ -49,7 +49,7 @@ def start(settings: Settings) -> bool:
     return True
 
 
-def destination(settings: Settings) -> str:
+def destination(settings: ServerSettings) -> str:
     """Where spans go, for the log: the collector, the file, or both."""
     return " and ".join(x for x in (collector(), settings.trace_file) if x)
 

@@ -101,9 +101,13 @@ class Arbiter:
     def __init__(self, settings: Settings, devices: tuple[Device, ...] = (CPU0,)) -> None:
         self.clock = FakeClock()
         self.processes: list[FakeProcess] = []
-        self.scheduler = Scheduler(settings)
+        self.scheduler = Scheduler(settings.scheduling)
         self.pool = Pool(
-            settings, self.scheduler, list(devices), clock=self.clock, make_process=self.make
+            settings.supervision,
+            self.scheduler,
+            list(devices),
+            clock=self.clock,
+            make_process=self.make,
         )
 
     def make(self, device: Device, on_frame: FrameHandler, wake: Callable[[], None]) -> FakeProcess:

@@ -111,7 +111,7 @@ def assert_gone(pids: list[int]) -> None:
 async def running_pool(settings: Settings, wait_ready: bool = True) -> AsyncIterator[Pool]:
     """A started pool with one CPU sidecar; on the way out it is stopped and every sidecar it
     ever started must be gone, with no child process left."""
-    pool = Pool(settings, Scheduler(settings), [CPU])
+    pool = Pool(settings.supervision, Scheduler(settings.scheduling), [CPU])
     await pool.start()
     try:
         if wait_ready:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from supervisor.settings import Settings
@@ -42,15 +42,15 @@ def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
     settings = settings or Settings(engine="null")
 
     async def scenario() -> Run:
-        scheduler = Scheduler(settings)
+        scheduler = Scheduler(settings.scheduling)
         request = schemas.speech_request(body, settings)
         synthesis = Synthesis(
             scheduler,
             request,
             voice or Voice(),
-            chunk_s,
+            replace(settings.speech, chunk_s=chunk_s),
             voices=voices,
-            text=await script.read_off_loop(request, settings, lexicon),
+            text=await script.read_off_loop(request, settings.speech, lexicon),
             captions=captions,
         )
         run = Run(synthesis, [], [])

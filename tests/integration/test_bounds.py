@@ -214,9 +214,14 @@ def test_the_audio_made_stays_within_the_cost_admitted(
     settings = Settings(engine="null")
     request = schemas.speech_request(body, settings)
     lexicon = Lexicon("streets", "en", entries, 0) if body.get("lexicon") else None
-    text = script.read(request, settings, lexicon)
+    text = script.read(request, settings.speech, lexicon)
     synthesis = Synthesis(
-        Scheduler(settings), request, Voice(), settings.chunk_s, voices=lambda _: Voice(), text=text
+        Scheduler(settings.scheduling),
+        request,
+        Voice(),
+        settings.speech,
+        voices=lambda _: Voice(),
+        text=text,
     )
     synthesis.close()
     answer = speak(server, **{**body, "response_format": "pcm"})

@@ -230,11 +230,11 @@ def test_cache_entries_are_named_for_their_owner_and_purged_by_owner(tmp_path: P
 
     settings = Settings(engine="null")
     speech = speech_request({"input": "Hello.", "seed": 1}, settings)
-    alices = result_cache.key("ckpt", speech, Voice(), settings, "speech", "alice")
-    bobs = result_cache.key("ckpt", speech, Voice(), settings, "speech", "bob")
+    alices = result_cache.key("ckpt", speech, Voice(), settings.speech, "speech", "alice")
+    bobs = result_cache.key("ckpt", speech, Voice(), settings.speech, "speech", "bob")
     assert alices != bobs and alices.split(".")[0] == bobs.split(".")[0]
     shared = Settings(engine="null", cache_shared=True)
-    assert "." not in result_cache.key("ckpt", speech, Voice(), shared, "speech", "alice")
+    assert "." not in result_cache.key("ckpt", speech, Voice(), shared.speech, "speech", "alice")
     cache = ResultCache(tmp_path, 10_000)
     cache.load()
     for name in (alices, bobs, "f00d"):

@@ -197,7 +197,7 @@ def _with_titles(job: JobView, record: shelf.Record) -> dict[str, object]:
 
 def _admitted(request: Request, fields: dict[str, str], book: Book) -> tuple[Any, shelf.Record]:
     """The job's items as the jobs route checks them, and the book's record (off the loop)."""
-    settings = services(request).settings
+    settings = services(request).settings.speech
     speech, fmt, target = _options(fields, book)
     planned, spans = items.plan(
         book, speech, settings.max_input_chars, settings.max_request_audio_s

@@ -35,7 +35,7 @@ async def find(
     # of its own; the pcm bytes of an SSE answer and of a pcm stream are the same.
     short = chunking.starts_short(speech.stream_format, speech.response_format)
     route = "speech-sse" if short else "speech"
-    name = result_cache.key(cache.identity, speech, voice, svc.settings, route, owner)
+    name = result_cache.key(cache.identity, speech, voice, svc.settings.speech, route, owner)
     return name, await asyncio.to_thread(cache.get, name)
 
 

@@ -49,7 +49,7 @@ async def captioned(request: Request) -> Response:
         )
     voice = steps.voice(svc, tenant(request), speech)
     synthesis = await steps.start(svc, tenant(request), speech, voice, captions=True)
-    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+    deadline = Deadline(speech.request_timeout_s or svc.settings.http.request_timeout_s)
 
     async def whole() -> bytes:
         pcm = b"".join([piece.audio async for piece in deadline.pieces(synthesis.pieces())])
@@ -61,7 +61,7 @@ async def captioned(request: Request) -> Response:
                 synthesis.segments,
                 speech.language,
                 speech.tier,
-                svc.settings.asr_timeout_s,
+                svc.settings.speech.asr_timeout_s,
             )
         return pcm
 

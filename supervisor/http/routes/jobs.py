@@ -109,13 +109,13 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
     if not isinstance(body, dict):
         raise InvalidRequest('The request body must be a JSON object {"items": [...]}.')
     aliases.refuse_unknown(body, job_body.FIELDS)
-    when = schedule.job_schedule(body, svc.settings.callback_allow)
+    when = schedule.job_schedule(body, svc.settings.jobs.callback_allow)
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("'items' must be a non-empty array of speech requests.", param="items")
-    if len(items) > svc.settings.max_job_items:
+    if len(items) > svc.settings.http.max_job_items:
         raise InvalidRequest(
-            f"A job takes at most {svc.settings.max_job_items} items; this one has {len(items)}.",
+            f"A job takes at most {svc.settings.http.max_job_items} items; this one has {len(items)}.",
             param="items",
         )
     seen: dict[str, int] = {}
@@ -159,9 +159,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             # Read as it will be read when it runs: a number the normaliser cannot spell, or a
             # text or audio past its limits, is a 400 now, not a failed item later.
             read = script.read(
-                speech, svc.settings, svc.lexicons_for(tenant(request)).for_request(speech)
+                speech, svc.settings.speech, svc.lexicons_for(tenant(request)).for_request(speech)
             )
-            cost.check(cost.estimate(read, speech), svc.settings, svc.scheduler.capacity)
+            cost.check(cost.estimate(read, speech), svc.settings.speech, svc.scheduler.capacity)
         except InvalidRequest as exc:
             raise located(exc, index) from None
         estimate = item_audio_s(speech.input, speech.speed, speech.duration)
@@ -179,7 +179,7 @@ async def create_job(request: Request) -> JSONResponse:
         raise InvalidRequest(
             f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.", param="Idempotency-Key"
         )
-    max_items = services(request).settings.max_job_items
+    max_items = services(request).settings.http.max_job_items
     body = await read_json(request, functools.partial(job_body.parse, max_items=max_items))
     # 10,000 items take a while to check: off the event loop
     items, when, digest = await asyncio.to_thread(job_items, body, request)

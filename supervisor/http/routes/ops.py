@@ -42,7 +42,7 @@ async def health(request: Request) -> JSONResponse:
     svc = services(request)
     pool = svc.pool.health()
     asr = svc.asr_pool.health()["sidecars"] if svc.asr_pool is not None else None
-    jobs = {**request.app.state.jobs_health, "store": svc.settings.store.split(":")[0]}
+    jobs = {**request.app.state.jobs_health, "store": svc.settings.jobs.store.split(":")[0]}
     runner = request.app.state.jobs
     if runner is not None and runner.storage_error is not None:  # a full disk, a stopped database
         jobs.update(state="unavailable", error=runner.storage_error)

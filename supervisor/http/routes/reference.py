@@ -103,7 +103,7 @@ async def read_upload(upload: UploadFile, svc: Services, key: str) -> bytes:
 
 
 def upload_limit(svc: Services) -> int:
-    return int(svc.settings.max_upload_mb * 2**20)
+    return int(svc.settings.http.max_upload_mb * 2**20)
 
 
 def checked_audio(data: bytes, svc: Services, key: str, empty_name: str, file_name: str) -> bytes:
@@ -111,7 +111,7 @@ def checked_audio(data: bytes, svc: Services, key: str, empty_name: str, file_na
     415 if it is not audio we read. The names say what was sent, in the error messages."""
     if len(data) > upload_limit(svc):
         raise PayloadTooLarge(
-            f"the audio file is larger than {svc.settings.max_upload_mb:g} MiB", param=key
+            f"the audio file is larger than {svc.settings.http.max_upload_mb:g} MiB", param=key
         )
     if not data:
         raise InvalidRequest(f"{empty_name} is empty", param=key)
@@ -144,7 +144,7 @@ def preprocess_flag(form: Form) -> bool:
 async def hear_reference(request: Request, svc: Services, upload: bytes) -> str:
     """The transcript of a reference sent without one, by the ASR sidecar (--asr-model)."""
     assert svc.asr is not None
-    hearing = transcribe_reference(svc.asr, upload, svc.settings.asr_timeout_s)
+    hearing = transcribe_reference(svc.asr, upload, svc.settings.speech.asr_timeout_s)
     return await until_disconnected(request, hearing)
 
 
@@ -160,7 +160,7 @@ async def encode_reference(
             "sample_rate": 0,
             "ref_text": transcript,
             "preprocess": preprocess,
-            "max_duration_s": svc.settings.max_reference_s,
+            "max_duration_s": svc.settings.http.max_reference_s,
         }
     )
     try:

@@ -225,7 +225,7 @@ async def respond(request: Request, svc: Services, speech: SpeechRequest, voice:
     name, hit = await cached.find(svc, speech, voice, tenant(request).owner)
     if hit is not None:
         return cached.replay(speech, hit)
-    deadline = Deadline(speech.request_timeout_s or svc.settings.request_timeout_s)
+    deadline = Deadline(speech.request_timeout_s or svc.settings.http.request_timeout_s)
     if name is None:
         return await _make(request, svc, speech, voice, deadline, None)
     while (ahead := cached.FLIGHTS.flying(name)) is not None:

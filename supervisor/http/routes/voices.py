@@ -102,7 +102,7 @@ async def create_voice(request: Request) -> Response:
     created = int(time.time())
     if kind == "prompt":
         prompt = schemas.instructions(
-            field_checks.string(fields, "prompt", max_chars=svc.settings.max_input_chars),
+            field_checks.string(fields, "prompt", max_chars=svc.settings.http.max_input_chars),
             "",
             "prompt",
         )

@@ -39,7 +39,7 @@ class Sessions:
 
     def full(self, svc: Services, owner: Tenant) -> str | None:
         """Why one more session of `owner` is refused; None if it is not."""
-        s = svc.settings
+        s = svc.settings.http
         if self.total >= s.stream_sessions:
             return f"this server holds {s.stream_sessions} speech sessions already"
         busy = owner is not OPEN and self.by_owner.get(owner.owner, 0)
@@ -65,7 +65,7 @@ class Sessions:
 
     def wait(self, svc: Services, session: Keyless) -> None:
         """Count a session without a key; the oldest such is evicted past --stream-sessions."""
-        while self.keyless and len(self.keyless) >= svc.settings.stream_sessions:
+        while self.keyless and len(self.keyless) >= svc.settings.http.stream_sessions:
             oldest = next(iter(self.keyless))
             del self.keyless[oldest]
             oldest.evict()
@@ -98,7 +98,7 @@ def key_tenant(svc: Services, key: str) -> Tenant | None:
 def handshake_error(ws: WebSocket, svc: Services) -> str | None:
     """Why the handshake is refused (Host, a browser on another site of an open server)."""
     host = ws.headers.get("host", "")
-    if not host_allowed(host, allowed_hosts(svc.settings)):
+    if not host_allowed(host, allowed_hosts(svc.settings.http)):
         return "host not allowed"
     if svc.settings.tenancy.by_key:
         return None

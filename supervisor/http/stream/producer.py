@@ -51,7 +51,7 @@ async def make(session: Session, made: Made) -> None:
             first_short=not made.segment.index,
             heard=made.segment.hold_for_checks,
         )
-        timeout_s = request.request_timeout_s or svc.settings.request_timeout_s
+        timeout_s = request.request_timeout_s or svc.settings.http.request_timeout_s
         pcm: list[bytes] = []
         pieces = words.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
         first = await pieces.__anext__()
@@ -71,7 +71,7 @@ async def make(session: Session, made: Made) -> None:
                 made.segment.text,
                 request.language,
                 request.tier,
-                svc.settings.asr_timeout_s,
+                svc.settings.speech.asr_timeout_s,
             )
         made.frames.put_nowait(None)
     except ServerError as exc:

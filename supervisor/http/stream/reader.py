@@ -32,7 +32,7 @@ log = logging.getLogger("omnivoice.stream")
 async def read(session: Session) -> bool:
     """Messages until the client goes, idles out or shows no key in time (False), or closes
     (True)."""
-    idle_s = session.svc.settings.stream_idle_s or None
+    idle_s = session.svc.settings.http.stream_idle_s or None
     while True:
         if session.key_by is not None:
             left: float | None = session.key_by - time.monotonic()
@@ -54,7 +54,7 @@ async def read(session: Session) -> bool:
 async def timed_out(session: Session, idle_s: float | None) -> bool:
     """Whether the wait that timed out ends the session (it is told why and closed)."""
     if session.key_by is not None:
-        auth_s = session.svc.settings.stream_auth_s
+        auth_s = session.svc.settings.http.stream_auth_s
         await session.error(
             f"no API key within {auth_s:g} s: send it first, in a session.config's 'api_key'",
             "invalid_api_key",
@@ -159,7 +159,7 @@ def text(session: Session, body: dict[str, object]) -> None:
     text = body.get("text")
     if not isinstance(text, str):
         raise InvalidRequest("input.text needs 'text', a string", param="text")
-    limit = session.svc.settings.stream_buffer_chars
+    limit = session.svc.settings.http.stream_buffer_chars
     if session.buffered() + len(text) > limit:
         error = InvalidRequest(
             f"this session holds {limit} characters not yet spoken "

@@ -66,7 +66,7 @@ class Session:
         self.config: dict[str, object] = {}
         self.stream_audio, self.timed_words, self.hold_for_checks = True, False, False
         self.refused: ServerError | None = None  # the last session.config's error: no speech
-        self.segmenter = Segmenter(min(SEGMENT_CHARS, svc.settings.max_input_chars))
+        self.segmenter = Segmenter(min(SEGMENT_CHARS, svc.settings.http.max_input_chars))
         self.utterance = 0
         self.count = 0  # segments of this utterance so far
         self.pending: deque[Segment | UtteranceEnd | None] = deque()  # None: close
@@ -79,7 +79,7 @@ class Session:
         self.counted: str | None = None  # the key this session is counted against
         self.active_at = time.monotonic()  # the last message taken, or the last audio sent
         # Without a key yet: the time by which it must show one (--stream-auth-s).
-        self.key_by = None if owner else self.active_at + svc.settings.stream_auth_s
+        self.key_by = None if owner else self.active_at + svc.settings.http.stream_auth_s
         self.evicted = False  # closed without a key: newer sessions without one needed its place
         self.reader: asyncio.Future[bool] | None = None
 

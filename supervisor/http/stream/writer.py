@@ -43,7 +43,7 @@ async def send_segment(session: Session, made: Made) -> None:
     fmt = (
         made.fmt
         or segment.config.get("response_format")
-        or session.svc.settings.default_response_format
+        or session.svc.settings.speech.default_response_format
     )
     await session.send(
         {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from supervisor.settings import Settings
+from supervisor.settings import SpeechSettings
 from supervisor.speech import cost
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.schemas import SpeechRequest
@@ -17,7 +17,7 @@ from supervisor.speech.text.spans import Script, Span
 
 
 async def read_off_loop(
-    request: SpeechRequest, settings: Settings, lexicon: Lexicon | None
+    request: SpeechRequest, settings: SpeechSettings, lexicon: Lexicon | None
 ) -> Script:
     """`read`, in a worker thread when it is work: num2words spells a German number in about a
     millisecond, so normalising an input of numbers would hold the event loop for a second.
@@ -28,7 +28,9 @@ async def read_off_loop(
     return read(request, settings, lexicon)
 
 
-def read(request: SpeechRequest, settings: Settings, lexicon: Lexicon | None = None) -> Script:
+def read(
+    request: SpeechRequest, settings: SpeechSettings, lexicon: Lexicon | None = None
+) -> Script:
     """The request's input as spans, each as the model should read it: the lexicon's words
     replaced first (so an entry wins over the normaliser), then normalised if asked."""
     if request.dialogue:

@@ -24,12 +24,12 @@ def settings(**values: object) -> Settings:
 def test_caps_leave_room_for_sidecars_the_store_and_callbacks(
     descriptors: int, caps: tuple[int, int]
 ) -> None:
-    assert connection_caps(settings(), descriptors) == caps
+    assert connection_caps(settings().http, descriptors) == caps
 
 
 def test_caps_set_are_taken_as_they_are() -> None:
     given = settings(max_connections=100, max_connections_per_peer=7)
-    assert connection_caps(given, 1024) == (100, 7)
+    assert connection_caps(given.http, 1024) == (100, 7)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ class Conn:
 
 def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> None:
     async def scenario() -> None:  # a refusal is noted in a burst, on the running loop
-        book = ConnectionBook(settings(max_connections=3, max_connections_per_peer=2), 1024)
+        book = ConnectionBook(settings(max_connections=3, max_connections_per_peer=2).http, 1024)
         a1, a2, b, c = (Conn(book, p, receiving_request=False) for p in "aabc")
         assert book.admit("a", a1) and book.admit("a", a2)
         assert not book.admit("a", Conn(book, "a", receiving_request=True))  # per address
@@ -76,7 +76,7 @@ def test_a_connection_past_either_cap_is_refused_and_its_place_comes_back() -> N
 
 def test_at_the_cap_in_all_a_lighter_address_takes_the_heaviest_ones_oldest_idle_place() -> None:
     async def scenario() -> None:
-        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=3), 1024)
+        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=3).http, 1024)
         busy = Conn(book, "a", receiving_request=False)
         idle = [Conn(book, "a", receiving_request=True) for _ in range(2)]
         for conn in (busy, *idle):
@@ -93,7 +93,7 @@ def test_at_the_cap_in_all_a_lighter_address_takes_the_heaviest_ones_oldest_idle
 
 def test_making_room_passes_over_an_address_whose_connections_all_wait_for_answers() -> None:
     async def scenario() -> None:
-        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=2), 1024)
+        book = ConnectionBook(settings(max_connections=4, max_connections_per_peer=2).http, 1024)
         busy = [Conn(book, "a", receiving_request=False) for _ in range(2)]
         sending = [Conn(book, "b", receiving_request=True) for _ in range(2)]
         for conn in (*busy, *sending):
@@ -110,7 +110,7 @@ class Waiting:
 
 
 def test_answers_waiting_unread_count_in_all_and_per_key() -> None:
-    book = ConnectionBook(settings(max_unsent_mb=10, max_unsent_mb_per_key=4), 1024)
+    book = ConnectionBook(settings(max_unsent_mb=10, max_unsent_mb_per_key=4).http, 1024)
     book.waiting[Waiting(3 * MB)] = "a"
     book.check_unsent("a")
     book.waiting[Waiting(2 * MB)] = "a"

@@ -56,10 +56,10 @@ def test_hosts_that_do_not(host: str, allowed: tuple[str, ...]) -> None:
 
 
 def test_the_allowed_hosts_follow_the_listening_address() -> None:
-    assert allowed_hosts(Settings(engine="null", host="127.0.0.1")) == LOOPBACK_NAMES
-    assert allowed_hosts(Settings(engine="null", host="0.0.0.0")) == ("*",)
+    assert allowed_hosts(Settings(engine="null", host="127.0.0.1").http) == LOOPBACK_NAMES
+    assert allowed_hosts(Settings(engine="null", host="0.0.0.0").http) == ("*",)
     given = Settings(engine="null", host="127.0.0.1", allowed_hosts=("TTS.example.com",))
-    assert allowed_hosts(given) == ("tts.example.com",)
+    assert allowed_hosts(given.http) == ("tts.example.com",)
 
 
 def test_a_host_not_allowed_is_a_400_but_a_probe_shows_its_open_view() -> None:

@@ -45,7 +45,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[int, ConnectionBook]]:
     settings = Settings(engine="null", max_connections=8, max_connections_per_peer=PER_PEER)
-    book = ConnectionBook(settings, 1024)
+    book = ConnectionBook(settings.http, 1024)
     chosen = free_port()
     config = uvicorn.Config(
         app,

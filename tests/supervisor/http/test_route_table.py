@@ -34,7 +34,7 @@ def test_auth_and_body_limits_follow_the_table() -> None:
     assert not any(
         p.match(path) for p in open_paths for path in ("/v1/jobs", "/metrics", "/v1/cache")
     )
-    limits = {(p.pattern, m): n for p, m, n in route_table.body_limits(settings)}
+    limits = {(p.pattern, m): n for p, m, n in route_table.body_limits(settings.http)}
     assert limits[("^/v1/audio/lexicons/(?P<name>[^/]+)$", "PUT")] == route_table.lexicon_body(
         settings
     )

@@ -76,7 +76,7 @@ def test_a_trickling_receiver_fails_each_attempt_at_the_deadline(
     config = settings(callback_timeout_s=1.0, callback_attempts=2)
 
     async def scenario() -> float:
-        sender = CallbackSender(config, store, lambda job: job)
+        sender = CallbackSender(config.jobs, config.tenancy, store, lambda job: job)
         started = time.monotonic()
         try:
             await run_until(
@@ -118,7 +118,8 @@ def test_a_gzip_answer_inflating_to_a_gibibyte_is_neither_read_nor_inflated(
             peak[0] = max(peak[0], process.memory_info().rss)
 
     async def scenario() -> None:
-        sender = CallbackSender(settings(), store, lambda job: job)
+        config = settings()
+        sender = CallbackSender(config.jobs, config.tenancy, store, lambda job: job)
         try:
             await run_until(
                 sender,
@@ -173,7 +174,7 @@ def test_slow_receivers_on_one_host_leave_slots_for_another_host(
         return True
 
     async def scenario() -> None:
-        sender = CallbackSender(config, store, lambda job: job)
+        sender = CallbackSender(config.jobs, config.tenancy, store, lambda job: job)
         try:
             await run_until(sender, delivered, 30, "the healthy host's callback")
             await run_until(
@@ -214,7 +215,8 @@ def test_a_stored_url_the_sender_refuses_is_a_counted_attempt_then_failed(
     job_id = ended_job(store, url)
 
     async def scenario() -> None:
-        sender = CallbackSender(settings(callback_attempts=2), store, lambda job: job)
+        config = settings(callback_attempts=2)
+        sender = CallbackSender(config.jobs, config.tenancy, store, lambda job: job)
         try:
             await run_until(
                 sender,
@@ -247,7 +249,8 @@ def test_a_summary_that_cannot_be_made_is_a_counted_attempt_then_failed(
         raise ValueError("no summary today")
 
     async def scenario() -> None:
-        sender = CallbackSender(settings(callback_attempts=2), store, broken)
+        config = settings(callback_attempts=2)
+        sender = CallbackSender(config.jobs, config.tenancy, store, broken)
         try:
             await run_until(
                 sender,

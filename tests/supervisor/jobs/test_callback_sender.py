@@ -45,7 +45,7 @@ def test_a_failed_attempt_waits_its_backoff_and_the_next_delivers(
     job_id = ended_job(store, f"http://127.0.0.1:{receiver.server_address[1]}/")
 
     async def scenario() -> None:
-        sender = CallbackSender(settings, store, lambda job: job)
+        sender = CallbackSender(settings.jobs, settings.tenancy, store, lambda job: job)
         try:
             while not receiver.statuses or sender.sending:
                 await sender.dispatch()
@@ -82,7 +82,7 @@ def test_an_attempt_the_store_cannot_record_is_held_back_not_repeated(
     monkeypatch.setattr(store, "callback_attempted", disk_full)
 
     async def scenario() -> None:
-        sender = CallbackSender(settings, store, lambda job: job)
+        sender = CallbackSender(settings.jobs, settings.tenancy, store, lambda job: job)
         try:
             for _ in range(20):  # ten runner passes' worth
                 await sender.dispatch()

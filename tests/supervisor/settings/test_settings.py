@@ -33,7 +33,7 @@ def test_defaults_match_the_design() -> None:
         s.max_restarts,
         s.restart_window_s,
     ) == (0, 7200, 64, 5, 600)
-    assert s.max_frame_bytes == 64 * 2**20 and s.num_step == 32
+    assert s.sidecar.max_frame_bytes == 64 * 2**20 and s.num_step == 32
     assert (s.qa_retries, s.qa_thresholds) == (2, "")  # the checks' own defaults
 
 

@@ -28,7 +28,7 @@ from supervisor.supervision.scheduler import Scheduler
 
 RATE = 24000
 SAMPLES_PER_FRAME = RATE // FRAME_RATE
-SETTINGS = Settings(engine="null", max_input_chars=600, max_request_audio_s=90.0)
+SETTINGS = Settings(engine="null", max_input_chars=600, max_request_audio_s=90.0, chunk_s=5.0)
 # What a refusal on the way in may be: each a 4xx naming what to change.
 REFUSALS = {
     "input_too_long",
@@ -42,11 +42,13 @@ REFUSALS = {
 
 def read(body: dict[str, Any], lexicon: Lexicon | None = None, capacity: int = 1) -> Synthesis:
     """The request admitted into an empty scheduler (or the 4xx it is refused with)."""
-    scheduler = Scheduler(SETTINGS)
+    scheduler = Scheduler(SETTINGS.scheduling)
     scheduler.capacity = capacity
     request = schemas.speech_request(body, SETTINGS)
-    text = script.read(request, SETTINGS, lexicon)
-    return Synthesis(scheduler, request, Voice(), 5.0, voices=lambda _: Voice(), text=text)
+    text = script.read(request, SETTINGS.speech, lexicon)
+    return Synthesis(
+        scheduler, request, Voice(), SETTINGS.speech, voices=lambda _: Voice(), text=text
+    )
 
 
 def produce(synthesis: Synthesis) -> int:
@@ -146,11 +148,11 @@ def test_telephone_expansion_is_counted() -> None:
 
 
 def test_a_request_larger_than_the_whole_queue_is_refused_not_admitted_whole() -> None:
-    small_queue = Settings(engine="null", max_queue_audio_s=20.0)
+    small_queue = Settings(engine="null", max_queue_audio_s=20.0, chunk_s=5.0)
     request = schemas.speech_request({"input": "The harbour was quiet. " * 20}, small_queue)
-    scheduler = Scheduler(small_queue)
+    scheduler = Scheduler(small_queue.scheduling)
     with pytest.raises(InvalidRequest) as raised:
-        Synthesis(scheduler, request, Voice(), 5.0)
+        Synthesis(scheduler, request, Voice(), small_queue.speech)
     assert (
         raised.value.code == "audio_too_long" and "admission limit (20 s)" in raised.value.message
     )
@@ -181,9 +183,9 @@ def test_the_memory_bound_of_an_answer() -> None:
 
 def test_the_longest_duration_is_one_request() -> None:
     """`duration` 600, the field's own maximum, is within the bound (its padding allowed)."""
-    defaults = Settings(engine="null")
+    defaults = Settings(engine="null", chunk_s=5.0)
     request = schemas.speech_request({"input": "Hello there.", "duration": 600.0}, defaults)
-    synthesis = Synthesis(Scheduler(defaults), request, Voice(), 5.0)
+    synthesis = Synthesis(Scheduler(defaults.scheduling), request, Voice(), defaults.speech)
     assert synthesis.cost.audio_s == pytest.approx(600.2)
     refused_body = {"input": "<speak>Hello there.<break time='1s'/>Again.</speak>", "duration": 1}
     assert refused(refused_body).param == "duration"  # one text read one way, as before

@@ -23,7 +23,7 @@ FIELDS = {
 
 
 def hearing(sidecars: list[dict[str, Any]], now: list[float]) -> tuple[Hearing, Scheduler]:
-    asr = Scheduler(Settings(engine="null"))
+    asr = Scheduler(Settings(engine="null").scheduling)
     return Hearing(asr, lambda: sidecars, 0.05, 60.0, clock=lambda: now[0]), asr
 
 

@@ -9,6 +9,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,7 +129,7 @@ def key(
     settings: Settings = SETTINGS,
     identity: str = "ckpt",
 ) -> str:
-    return result_cache.key(identity, speech, voice, settings, "speech")
+    return result_cache.key(identity, speech, voice, settings.speech, "speech")
 
 
 @pytest.mark.parametrize(
@@ -166,7 +167,7 @@ def test_the_voice_checkpoint_and_chunking_settings_are_in_the_key() -> None:
     assert key(request(), Voice(instruct="female")) != base
     assert key(request(), Voice(prompt=prompt)) != key(request(), Voice(prompt=other))  # type: ignore[arg-type]
     assert key(request(), identity="other") != base
-    job = result_cache.key("ckpt", request(), NO_VOICE, SETTINGS, "job")
+    job = result_cache.key("ckpt", request(), NO_VOICE, SETTINGS.speech, "job")
     assert job != base  # a long speech answer is a stream, a job item a whole file
     assert key(request(), settings=dataclasses.replace(SETTINGS, chunk_s=9.0)) != base
     for qa in ({"qa_retries": 0}, {"qa_thresholds": "max_wer=0.5"}, {"asr_model": "whisper"}):
@@ -176,12 +177,13 @@ def test_the_voice_checkpoint_and_chunking_settings_are_in_the_key() -> None:
 def test_a_checkpoint_identity_follows_its_files(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     settings = Settings(model=str(tmp_path))
-    first = result_cache.checkpoint_identity(settings)
-    assert result_cache.checkpoint_identity(settings) == first
+    first = result_cache.checkpoint_identity(settings.sidecar)
+    assert result_cache.checkpoint_identity(settings.sidecar) == first
     (tmp_path / "model.safetensors").write_bytes(b"weights")
-    assert result_cache.checkpoint_identity(settings) != first
+    assert result_cache.checkpoint_identity(settings.sidecar) != first
     assert (
-        result_cache.checkpoint_identity(dataclasses.replace(settings, dtype="bfloat16")) != first
+        result_cache.checkpoint_identity(dataclasses.replace(settings, dtype="bfloat16").sidecar)
+        != first
     )
 
 
@@ -192,14 +194,19 @@ def test_an_item_seed_is_its_fields() -> None:
     assert 0 <= result_cache.item_seed(fields) <= schemas.MAX_SEED
 
 
+def opened(**values: Any) -> result_cache.ResultCache | None:
+    settings = Settings(model="x", **values)
+    return result_cache.open_cache(settings.speech, settings.sidecar)
+
+
 def test_no_cache_at_zero_bytes_and_none_where_its_directory_cannot_be_made(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert result_cache.open_cache(Settings(model="x", cache_max_bytes=0)) is None
+    assert opened(cache_max_bytes=0) is None
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with caplog.at_level(logging.ERROR, "omnivoice.cache"):
-        cache = result_cache.open_cache(Settings(model="x", cache_dir=str(blocker / "cache")))
+        cache = opened(cache_dir=str(blocker / "cache"))
     assert cache is None and "running without one" in caplog.text
-    made = result_cache.open_cache(Settings(model="x", data_dir=str(tmp_path / "data")))
+    made = opened(data_dir=str(tmp_path / "data"))
     assert made is not None and made.directory == tmp_path / "data" / "cache"

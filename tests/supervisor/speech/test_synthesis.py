@@ -35,6 +35,7 @@ PROMPT = {
 }  # ~1.2 s
 
 
+SPEECH = Settings(engine="null", chunk_s=5.0).speech  # the speech settings of most tests
 STALL_S = 30.0  # generous: each step here is microseconds of work, but the machine is shared
 
 
@@ -120,8 +121,8 @@ def ids(batch: Batch) -> list[int]:
 
 def test_concurrent_runs_chunk_zero_then_the_rest_prompted_with_it() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(), Voice(), SPEECH)
         count = len(synthesis.chunks)
         assert count >= 3
         batches, pieces = await run(synthesis, scheduler)
@@ -150,9 +151,9 @@ def test_concurrent_runs_chunk_zero_then_the_rest_prompted_with_it() -> None:
 
 def test_sequential_prompts_each_chunk_with_the_one_before() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
+        scheduler = Scheduler(Settings(engine="null").scheduling)
         synthesis = Synthesis(
-            scheduler, request(chunk_mode="sequential"), Voice(instruct="male"), chunk_s=5.0
+            scheduler, request(chunk_mode="sequential"), Voice(instruct="male"), SPEECH
         )
         count = len(synthesis.chunks)
         batches, pieces = await run(synthesis, scheduler)
@@ -172,8 +173,8 @@ def test_sequential_prompts_each_chunk_with_the_one_before() -> None:
 
 def test_a_voice_prompt_goes_with_every_chunk_and_all_run_at_once() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), SPEECH)
         batches, _pieces = await run(synthesis, scheduler)
         assert len(synthesis.chunks) >= 3 and [ids(b) for b in batches] == [
             list(range(len(synthesis.chunks)))
@@ -191,8 +192,8 @@ def test_a_voice_prompt_goes_with_every_chunk_and_all_run_at_once() -> None:
 )
 def test_one_task_for_none_a_duration_or_short_input(fields: dict[str, Any]) -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(**fields), Voice(), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(**fields), Voice(), SPEECH)
         batches, pieces = await run(synthesis, scheduler)
         assert [ids(b) for b in batches] == [[0]] and len(pieces) == 1
         assert batches[0].tasks[0].payload["text"] == synthesis.request.input
@@ -203,8 +204,8 @@ def test_one_task_for_none_a_duration_or_short_input(fields: dict[str, Any]) -> 
 
 def test_a_failed_chunk_ends_the_request_and_cancels_the_rest() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), SPEECH)
         _batches, pieces = await run(synthesis, scheduler, fail=1)
         assert len(pieces) == 2 and isinstance(pieces[1], TaskFailed)
         assert all(f.done() for f in synthesis.futures)
@@ -219,8 +220,8 @@ def test_a_failed_chunk_ends_the_request_and_cancels_the_rest() -> None:
 
 def test_closing_early_cancels_queued_chunks_and_frees_the_queue() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), SPEECH)
         pieces = synthesis.pieces()
         waiting = asyncio.ensure_future(pieces.__anext__())
         await async_wait_until(
@@ -240,24 +241,25 @@ def test_closing_early_cancels_queued_chunks_and_frees_the_queue() -> None:
 
 def test_the_whole_request_is_admitted_or_refused_at_once() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null", max_queue_audio_s=60))
+        small = Settings(engine="null", max_queue_audio_s=60, chunk_s=5.0)
+        scheduler = Scheduler(small.scheduling)
         # ~70 s: more than the whole queue admits, so never admitted, even into an empty queue
         with pytest.raises(InvalidRequest) as refused:
-            Synthesis(scheduler, request(input=LONG * 2), Voice(), chunk_s=5.0)
+            Synthesis(scheduler, request(input=LONG * 2), Voice(), small.speech)
         assert refused.value.code == "audio_too_long" and scheduler.admitted_audio_s == 0
         held = [
-            Synthesis(scheduler, request(), Voice(), chunk_s=5.0) for _ in range(2)
+            Synthesis(scheduler, request(), Voice(), small.speech) for _ in range(2)
         ]  # ~35 s each
         before = scheduler.admitted_audio_s
         with pytest.raises(Overloaded):
-            Synthesis(scheduler, request(), Voice(), chunk_s=5.0)  # the queue is full
+            Synthesis(scheduler, request(), Voice(), small.speech)  # the queue is full
         assert (
             scheduler.admitted_audio_s == before
         )  # none of the refused one's chunks were admitted
         for synthesis in held:
             synthesis.close()
         assert scheduler.admitted_audio_s == 0
-        reserved = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
+        reserved = Synthesis(scheduler, request(), Voice(), small.speech)
         assert (
             scheduler.admitted_audio_s > 30 and not scheduler._idle.is_set()
         )  # a drain waits for it
@@ -287,8 +289,8 @@ def counter(metric: Any, *labels: str) -> float:
 
 def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), chunk_s=5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(), Voice(prompt=PROMPT), SPEECH)
         before = (
             counter(metrics.qa_retries),
             counter(metrics.qa_check_failures, "internal_silence"),
@@ -314,8 +316,11 @@ def test_a_chunk_that_fails_a_check_is_generated_again_with_a_derived_seed() -> 
 @pytest.mark.parametrize("retries", [0, 2])
 def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retries: int) -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null", qa_retries=retries))
-        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0)
+        settings = Settings(engine="null", qa_retries=retries, chunk_s=5.0)
+        scheduler = Scheduler(settings.scheduling)
+        synthesis = Synthesis(
+            scheduler, request(input="Short text to say."), Voice(), settings.speech
+        )
         failed_before = counter(metrics.qa_failed)
         batches, pieces = await run(synthesis, scheduler, judge=spoiled_until(0, 99))
         assert len(batches) == retries + 1 and len(pieces) == 1
@@ -340,13 +345,16 @@ def test_a_chunk_that_fails_every_attempt_is_reported_failed_after_the_last(retr
 
 def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() -> None:
     async def scenario() -> None:
-        scheduler, asr = Scheduler(Settings(engine="null")), Scheduler(Settings(engine="null"))
+        scheduler, asr = (
+            Scheduler(Settings(engine="null").scheduling),
+            Scheduler(Settings(engine="null").scheduling),
+        )
         ready = [{"state": "ready", "restarts": 0}]
         synthesis = Synthesis(
             scheduler,
             request(input="Short text to say."),
             Voice(),
-            5.0,
+            SPEECH,
             asr=Hearing(asr, lambda: ready, 60.0, 60.0),
         )
         heard: list[dict[str, Any]] = []
@@ -380,8 +388,8 @@ def test_a_chunk_whose_words_came_out_wrong_is_retried_after_the_round_trip() ->
 
 def test_no_retry_starts_once_the_server_drains() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), 5.0)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        synthesis = Synthesis(scheduler, request(input="Short text to say."), Voice(), SPEECH)
         spoiled = spoiled_until(0, 99)
 
         def judge(item: dict[str, Any]) -> dict[str, Any]:
@@ -397,14 +405,14 @@ def test_no_retry_starts_once_the_server_drains() -> None:
 
 def test_a_streamed_answer_starts_with_a_short_chunk_and_a_whole_file_does_not() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
-        plain = Synthesis(scheduler, request(), Voice(), chunk_s=5.0)
-        streamed = Synthesis(scheduler, request(), Voice(), chunk_s=5.0, first_short=True)
+        scheduler = Scheduler(Settings(engine="null").scheduling)
+        plain = Synthesis(scheduler, request(), Voice(), SPEECH)
+        streamed = Synthesis(scheduler, request(), Voice(), SPEECH, first_short=True)
         assert streamed.chunks[0] == "The harbour was quiet that morning."
         assert len(plain.chunks[0]) > 2 * len(streamed.chunks[0])
         assert " ".join(streamed.chunks) == " ".join(plain.chunks) == LONG.strip()
         # A mode that keeps the text whole stays whole, streamed or not.
-        whole = Synthesis(scheduler, request(chunk_mode="none"), Voice(), 5.0, first_short=True)
+        whole = Synthesis(scheduler, request(chunk_mode="none"), Voice(), SPEECH, first_short=True)
         assert whole.chunks == [LONG]
         for synthesis in (plain, streamed, whole):
             synthesis.close()

@@ -25,8 +25,8 @@ PROMPT: Any = {
 
 def plan(voice: Voice | None = None, reading: Reading | None = None, **fields: Any) -> Plan:
     request = schemas.speech_request({"input": LONG, "seed": 7, **fields}, SETTINGS)
-    text = script.read(request, SETTINGS)
-    return Plan(request, text, voice or Voice(), SETTINGS, reading or Reading(chunk_s=4.0))
+    text = script.read(request, SETTINGS.speech)
+    return Plan(request, text, voice or Voice(), SETTINGS.speech, reading or Reading(chunk_s=4.0))
 
 
 def test_concurrent_chunks_are_all_prompted_by_the_first_and_sequential_by_the_one_before() -> None:
@@ -60,10 +60,10 @@ def test_items_carry_the_chunk_its_seed_and_the_attempt() -> None:
 
 def test_the_seed_and_id_are_drawn_only_when_nothing_gives_them() -> None:
     request = schemas.speech_request({"input": "Short."}, SETTINGS)
-    text = script.read(request, SETTINGS)
-    given = Plan(request, text, Voice(), SETTINGS, Reading(4.0), seed=11, plan_id="abc")
+    text = script.read(request, SETTINGS.speech)
+    given = Plan(request, text, Voice(), SETTINGS.speech, Reading(4.0), seed=11, plan_id="abc")
     assert (given.seed, given.id, given.mode) == (11, "abc", "none")
-    voiced = Plan(request, text, Voice(seed=5), SETTINGS, Reading(4.0), seed=11)
+    voiced = Plan(request, text, Voice(seed=5), SETTINGS.speech, Reading(4.0), seed=11)
     assert voiced.seed == 5  # a voice's own seed before a drawn one
 
 

@@ -97,7 +97,8 @@ def test_word_granularity_needs_the_asr_sidecar_and_a_job_item_needs_captions() 
 
 def test_an_align_past_its_deadline_is_a_503_and_leaves_the_queue() -> None:
     async def scenario() -> None:
-        asr = Scheduler(Settings(engine="null"))  # no sidecar takes the task: it never answers
+        # no sidecar takes the task: it never answers
+        asr = Scheduler(Settings(engine="null").scheduling)
         segment: Segment = {"text": "Mind the gap.", "start": 0.0, "end": 1.0}
         with pytest.raises(Unavailable) as late:
             await segment_words(asr, bytes(48000), 24000, segment, "en", Tier.BULK, 0.05)

@@ -25,7 +25,7 @@ def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 def make(**overrides: Any) -> Scheduler:
     # A queue of 100 s of audio: one key may hold 50 s of it by default.
-    return Scheduler(Settings(engine="null", max_queue_audio_s=100.0, **overrides))
+    return Scheduler(Settings(engine="null", max_queue_audio_s=100.0, **overrides).scheduling)
 
 
 def item(name: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def batches(s: Scheduler) -> list[list[str]]:
 
 def test_a_long_queue_of_one_key_holds_another_keys_request_at_most_one_batch() -> None:
     async def scenario() -> None:
-        s = Scheduler(Settings(engine="null", max_batch_size=4))
+        s = Scheduler(Settings(engine="null", max_batch_size=4).scheduling)
         submit(s, "a", [f"a{i}" for i in range(12)])
         submit(s, "b", ["b0"])
         first, *_ = batches(s)
@@ -49,7 +49,7 @@ def test_a_long_queue_of_one_key_holds_another_keys_request_at_most_one_batch() 
 
 def test_keys_take_turns_by_the_audio_they_were_served() -> None:
     async def scenario() -> None:
-        s = Scheduler(Settings(engine="null", max_batch_size=1))
+        s = Scheduler(Settings(engine="null", max_batch_size=1).scheduling)
         submit(s, "a", ["a0", "a1", "a2"], duration=8.0)
         submit(s, "b", [f"b{i}" for i in range(10)], duration=1.0)
         order = [ids[0] for ids in batches(s)]
@@ -61,7 +61,7 @@ def test_keys_take_turns_by_the_audio_they_were_served() -> None:
 
 def test_a_key_that_arrives_late_gets_no_credit_for_the_work_before() -> None:
     async def scenario() -> None:
-        s = Scheduler(Settings(engine="null", max_batch_size=1))
+        s = Scheduler(Settings(engine="null", max_batch_size=1).scheduling)
         submit(s, "a", [f"a{i}" for i in range(8)])
         taken = [ids[0] for ids in (batches_of(s, 3))]
         assert taken == ["a0", "a1", "a2"]
@@ -83,7 +83,7 @@ def batches_of(s: Scheduler, count: int) -> list[list[str]]:
 
 def test_tiers_come_before_shares() -> None:
     async def scenario() -> None:
-        s = Scheduler(Settings(engine="null", max_batch_size=1))
+        s = Scheduler(Settings(engine="null", max_batch_size=1).scheduling)
         submit(s, "a", ["a0", "a1"])
         submit(s, "b", ["b0"])
         submit(s, "a", ["now"], tier=Tier.INTERACTIVE)
@@ -96,9 +96,10 @@ def test_a_requests_tasks_carry_its_owner() -> None:
     """What `speech.steps.start` hands the synthesis (its tenant's owner id) reaches each task."""
 
     async def scenario() -> None:
-        s = Scheduler(Settings(engine="null"))
-        request = schemas.speech_request({"input": "Mine."}, s.settings)
-        synthesis = Synthesis(s, request, Voice(), 5.0, owner="key-a")
+        settings = Settings(engine="null", chunk_s=5.0)
+        s = Scheduler(settings.scheduling)
+        request = schemas.speech_request({"input": "Mine."}, settings)
+        synthesis = Synthesis(s, request, Voice(), settings.speech, owner="key-a")
         start = asyncio.ensure_future(anext(synthesis.pieces()))
         await async_wait_until(lambda: s.queues[Tier.INTERACTIVE], 10, "the request's tasks")
         assert [task.owner for task in s.queues[Tier.INTERACTIVE]] == ["key-a"]

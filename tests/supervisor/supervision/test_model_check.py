@@ -166,7 +166,7 @@ def test_a_hub_that_cannot_be_reached(tmp_path: Path) -> None:
 
 
 def test_the_benchmark_engine_needs_no_model() -> None:
-    assert model_problem(Settings(engine="null")) is None
+    assert model_problem(Settings(engine="null").sidecar) is None
 
 
 def test_synth_with_a_model_that_cannot_work_says_serves_line_and_exits_2(tmp_path: Path) -> None:

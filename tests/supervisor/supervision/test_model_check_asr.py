@@ -89,7 +89,7 @@ def test_a_whole_whisper_passes_the_check(whisper_dir: Path) -> None:
     from supervisor.settings import Settings
     from supervisor.supervision.model_check import model_problem
 
-    assert model_problem(Settings(engine="null", asr_model=str(whisper_dir))) is None
+    assert model_problem(Settings(engine="null", asr_model=str(whisper_dir)).sidecar) is None
 
 
 def test_a_checkpoint_says_whether_its_weights_are_random(
@@ -100,11 +100,15 @@ def test_a_checkpoint_says_whether_its_weights_are_random(
     from supervisor.settings import Settings
     from supervisor.supervision.model_check import random_weights
 
-    assert random_weights(Settings(engine="null", asr_model=str(whisper))) == ["--asr-model"]
+    assert random_weights(Settings(engine="null", asr_model=str(whisper)).sidecar) == [
+        "--asr-model"
+    ]
     both = Settings(engine="omnivoice", model=str(checkpoint_dir), asr_model=str(whisper))
-    assert random_weights(both) == ["--asr-model"]
+    assert random_weights(both.sidecar) == ["--asr-model"]
     config = whisper / "config.json"
     config.write_text(config.read_text().replace('"random_weights": true', '"x": 1'))
-    assert random_weights(Settings(engine="null", asr_model=str(whisper))) == []
+    assert random_weights(Settings(engine="null", asr_model=str(whisper)).sidecar) == []
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    assert random_weights(Settings(engine="null", asr_model="openai/whisper-not-cached")) == []
+    assert (
+        random_weights(Settings(engine="null", asr_model="openai/whisper-not-cached").sidecar) == []
+    )

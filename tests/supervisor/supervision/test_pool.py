@@ -130,7 +130,7 @@ def test_deadlines(
     ("failures", "delay"), [(1, 0.0), (2, 0.5), (3, 1.0), (4, 2.0), (5, 4.0), (9, 4.0)]
 )
 def test_backoff_doubles_up_to_its_cap(failures: int, delay: float) -> None:
-    assert backoff_delay(fake_settings(), failures) == delay
+    assert backoff_delay(fake_settings().supervision, failures) == delay
 
 
 def test_respawns_wait_for_the_backoff_and_a_ready_sidecar_resets_it() -> None:
@@ -172,7 +172,7 @@ def test_restart_intensity(deaths_at: list[float], failed: bool) -> None:
     for at in deaths_at:
         if slot.state is SlotState.BACKOFF:
             slot.change_state(SlotState.ACTIVE)
-        slot.record_death(settings, 1000.0 + at, 1)
+        slot.record_death(settings.supervision, 1000.0 + at, 1)
     assert (slot.state is SlotState.FAILED) is failed
     if failed:
         assert "restart intensity reached" in (slot.last_error or "")

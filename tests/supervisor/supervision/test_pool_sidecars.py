@@ -82,7 +82,7 @@ def memory_stays(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[i
 
 
 async def gpu_pool_killed(settings: Any) -> Pool:
-    pool = Pool(settings, Scheduler(settings), [FAKE_GPU])
+    pool = Pool(settings.supervision, Scheduler(settings.scheduling), [FAKE_GPU])
     await pool.start()
     await wait_for(lambda: is_ready(pool), 30, "ready")
     first = process(pool).pid

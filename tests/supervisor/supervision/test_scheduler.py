@@ -20,7 +20,7 @@ def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 def make(**overrides: Any) -> Scheduler:
-    return Scheduler(Settings(engine="null", **overrides))
+    return Scheduler(Settings(engine="null", **overrides).scheduling)
 
 
 def item(name: str, words: int = 5, **extra: Any) -> dict[str, Any]:

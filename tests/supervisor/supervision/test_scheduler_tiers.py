@@ -13,10 +13,12 @@ from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.waits import async_wait_until
 
+SETTINGS = Settings(engine="null", chunk_s=5.0)
+
 
 def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> Synthesis:
-    request = schemas.speech_request(body, scheduler.settings, **options)
-    return Synthesis(scheduler, request, Voice(), 5.0)
+    request = schemas.speech_request(body, SETTINGS, **options)
+    return Synthesis(scheduler, request, Voice(), SETTINGS.speech)
 
 
 async def queued(scheduler: Scheduler, count: int) -> None:
@@ -29,7 +31,7 @@ async def queued(scheduler: Scheduler, count: int) -> None:
 
 def test_a_flex_request_waits_behind_interactive_ones_sent_after_it() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null", max_batch_size=1))
+        scheduler = Scheduler(Settings(engine="null", max_batch_size=1).scheduling)
         tiers = ["flex", "auto", "priority", "default", None]  # None: the field left out
         made = [
             synthesis(scheduler, {"input": f"Request {i}.", **({"service_tier": t} if t else {})})
@@ -54,7 +56,7 @@ def test_a_flex_request_never_joins_a_running_bulk_batch() -> None:
     """Interactive work is sent at once beside bulk work (`next_join_batch`); flex work is not."""
 
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
+        scheduler = Scheduler(Settings(engine="null").scheduling)
         flex = synthesis(scheduler, {"input": "Later.", "service_tier": "flex"})
         now = synthesis(scheduler, {"input": "Now.", "service_tier": "priority"})
         starts = [asyncio.ensure_future(anext(s.pieces())) for s in (flex, now)]
@@ -75,7 +77,7 @@ def test_a_flex_request_never_joins_a_running_bulk_batch() -> None:
 
 def test_a_job_item_is_flex_unless_it_names_a_tier() -> None:
     async def scenario() -> None:
-        scheduler = Scheduler(Settings(engine="null"))
+        scheduler = Scheduler(Settings(engine="null").scheduling)
         job = schemas.JOB_TIER
         item = synthesis(scheduler, {"input": "An item."}, default_tier=job)
         urgent = synthesis(

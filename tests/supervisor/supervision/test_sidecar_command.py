@@ -49,10 +49,10 @@ def test_the_compile_cache_is_the_flag_then_the_environment_then_the_data_dir(
     data = str(tmp_path / "data")
 
     def cache_flag(**values: str) -> str | None:
-        argv = sidecar_argv(Settings(data_dir=data, engine="null", **values), CPU)
+        argv = sidecar_argv(Settings(data_dir=data, engine="null", **values).sidecar, CPU)
         return argv[argv.index("--compile-cache") + 1] if "--compile-cache" in argv else None
 
-    assert compile_cache_dir(Settings(data_dir=data, engine="null")) == os.path.join(
+    assert compile_cache_dir(Settings(data_dir=data, engine="null").sidecar) == os.path.join(
         data, "compile-cache"
     )
     assert cache_flag() == os.path.join(data, "compile-cache")
@@ -67,7 +67,7 @@ def test_the_attention_setting_reaches_the_sidecars_parser() -> None:
     from sidecar.serve.main import parse_args
 
     for kernel in ("fa2", "cudnn"):
-        argv = sidecar_argv(Settings(engine="null", attention=kernel), CPU)
+        argv = sidecar_argv(Settings(engine="null", attention=kernel).sidecar, CPU)
         assert parse_args(argv[len(sidecar_command()) :]).attention == kernel
     with pytest.raises(ValueError, match="attention"):
         Settings(attention="flash3")
@@ -77,7 +77,7 @@ def test_the_interactive_stream_setting_reaches_the_sidecars_parser() -> None:
     from sidecar.serve.main import parse_args
 
     for choice in ("off", "equal", "high"):
-        argv = sidecar_argv(Settings(engine="null", interactive_stream=choice), CPU)
+        argv = sidecar_argv(Settings(engine="null", interactive_stream=choice).sidecar, CPU)
         assert parse_args(argv[len(sidecar_command()) :]).interactive_stream == choice
     with pytest.raises(ValueError, match="interactive-stream"):
         Settings(interactive_stream="on")

@@ -18,13 +18,13 @@ def no_collector(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_nothing_named_nothing_runs() -> None:
-    assert setup.start(Settings(engine="null")) is False
+    assert setup.start(Settings(engine="null").server) is False
     assert not spans.enabled()
 
 
 def test_a_trace_file_gets_every_span_as_a_json_line(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "spans.jsonl"
-    assert setup.start(Settings(engine="null", trace_file=str(path))) is True
+    assert setup.start(Settings(engine="null", trace_file=str(path)).server) is True
     try:
         root = spans.root("POST /x", spans.item_trace_id("j", 0))
         with spans.use(root, end=True), spans.span("admission", {"omnivoice.audio_s": 1.5}):
@@ -43,7 +43,10 @@ def test_a_trace_file_gets_every_span_as_a_json_line(tmp_path: Path) -> None:
 def test_the_sdk_switch_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
-    assert setup.start(Settings(engine="null", trace_file=str(tmp_path / "spans.jsonl"))) is False
+    assert (
+        setup.start(Settings(engine="null", trace_file=str(tmp_path / "spans.jsonl")).server)
+        is False
+    )
     assert not spans.enabled() and not (tmp_path / "spans.jsonl").exists()
 
 

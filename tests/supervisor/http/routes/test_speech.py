@@ -13,7 +13,7 @@ from supervisor.speech.synthesis import Synthesis, Voice
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.texts import LONG
 
-SETTINGS = Settings(engine="null")
+SETTINGS = Settings(engine="null", chunk_s=5.0)
 
 
 def plan(first_short: bool | None = None, **fields: Any) -> list[str]:
@@ -22,7 +22,9 @@ def plan(first_short: bool | None = None, **fields: Any) -> list[str]:
     async def chunks() -> list[str]:
         request = schemas.speech_request({"input": LONG, "seed": 1, **fields}, SETTINGS)
         short = streamed(request) if first_short is None else first_short
-        synthesis = Synthesis(Scheduler(SETTINGS), request, Voice(), 5.0, first_short=short)
+        synthesis = Synthesis(
+            Scheduler(SETTINGS.scheduling), request, Voice(), SETTINGS.speech, first_short=short
+        )
         synthesis.close()
         return synthesis.chunks
 

@@ -162,7 +162,7 @@ def test_a_long_input_is_normalised_while_the_event_loop_runs_on() -> None:
     )
 
     async def scenario() -> tuple[int, Script]:
-        reading = asyncio.ensure_future(script.read_off_loop(request, settings, None))
+        reading = asyncio.ensure_future(script.read_off_loop(request, settings.speech, None))
         turns = 0
         while not reading.done():
             turns += 1
