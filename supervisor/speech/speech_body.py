@@ -83,12 +83,8 @@ def checked(check: Callable[[Any], T]) -> Callable[[Any], T]:
 
 def _some_text(text: str) -> str:
     if not text.strip():
-        raise PydanticCustomError("invalid_request", "no text", {"error": _no_text()})
+        raise InvalidRequest("'input' must contain some text.", param="input")
     return text
-
-
-def _no_text() -> InvalidRequest:
-    return InvalidRequest("'input' must contain some text.", param="input")
 
 
 VOICE_SCHEMA: dict[str, Any] = {
@@ -294,7 +290,7 @@ def _text(limits: Limits, description: str, *, deprecated: bool = False) -> Any:
 @functools.lru_cache(maxsize=8)
 def model_for(limits: Limits) -> type[SpeechBody]:
     """The speech body with the settings' limits and defaults."""
-    text = Annotated[str, AfterValidator(_some_text)]
+    text = Annotated[str, AfterValidator(checked(_some_text))]
     return create_model(
         "CreateSpeechRequest",
         __base__=SpeechBody,
