@@ -19,7 +19,7 @@ import functools
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -266,9 +266,9 @@ def form_types() -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What the settings decide of the body: the longest text and two defaults."""
+class Limits(NamedTuple):
+    """What the settings decide of the body: the longest text and two defaults. A tuple: made
+    and hashed for every request, to find its model."""
 
     max_chars: int
     response_format: str
