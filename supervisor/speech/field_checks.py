@@ -1,14 +1,17 @@
-"""Checks of one JSON field each: its type, its range or choices, text that UTF-8 can carry.
+"""Checks of one JSON field each: its type, its range or choices, text that UTF-8 can carry, a
+voice, a language.
 
 Each names the offending field in the error's `param` (an InvalidRequest, a 400) and says what
-would be accepted; None stands for a field not sent.
+would be accepted; None stands for a field not sent. The speech body's fields are validated
+against their declaration (supervisor/speech/speech_body.py), whose errors are these same
+messages (`wrong_type`, `too_long`, `not_one_of`, `out_of_range`, `not_between`); `string` and
+`boolean` check the fields that other bodies take.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from typing import Any
 
@@ -110,31 +113,8 @@ def too_long(key: str, value: str, max_chars: int) -> InvalidRequest:
     return error
 
 
-def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
-    value = string(body, key, default)
-    assert value is not None
-    if value not in choices:
-        raise not_one_of(key, choices, value)
-    return value
-
-
 def not_one_of(key: str, choices: tuple[str, ...], value: str) -> InvalidRequest:
     return InvalidRequest(f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key)
-
-
-def number(
-    body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False
-) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise wrong_type(key, "a number", value)
-    # An int is compared as it is: one past a float's range has no float (OverflowError).
-    finite = not isinstance(value, float) or math.isfinite(value)
-    if not finite or value > high or value < low or (low_open and value == low):
-        raise out_of_range(key, value, low, high, low_open=low_open)
-    return float(value)
 
 
 def out_of_range(
@@ -151,17 +131,6 @@ def shown(value: int | float) -> str:
     """A number as an error message quotes it: at most 20 digits of a long integer."""
     text = repr(value)
     return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
-
-
-def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise wrong_type(key, "an integer", value)
-    if not low <= value <= high:
-        raise not_between(key, value, low, high)
-    return value
 
 
 def not_between(key: str, value: int, low: int, high: int) -> InvalidRequest:

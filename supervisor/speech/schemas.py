@@ -27,8 +27,8 @@ from supervisor.speech import delivery
 from supervisor.speech.aliases import ALIASES, aliases_for, fold_aliases, refuse_unknown
 from supervisor.speech.field_checks import OPENAI_VOICES as OPENAI_VOICES
 from supervisor.speech.field_checks import RESERVED_VOICES as RESERVED_VOICES
-from supervisor.speech.field_checks import choice, string, type_name
 from supervisor.speech.field_checks import language as language
+from supervisor.speech.field_checks import string, type_name
 from supervisor.speech.field_checks import voice as voice
 from supervisor.speech.instructions import read_free_form
 from supervisor.speech.loudness import Target
@@ -119,12 +119,6 @@ def free_form_instructions(
             raise
     reading = read_free_form(value or "")
     return instructions(reading.instructions, text), reading.header()
-
-
-def service_tier(body: dict[str, Any], default: str) -> Tier:
-    """OpenAI's `service_tier` as a tier: `auto`, `default` and `priority` are interactive,
-    `flex` is bulk; anything else is a 400."""
-    return SERVICE_TIERS[choice(body, "service_tier", tuple(SERVICE_TIERS), default)]
 
 
 # ---------------------------------------------------------------- requests
