@@ -126,7 +126,7 @@ LOUDNESS_SCHEMA: dict[str, Any] = {
 }
 
 
-def _schema(schema: dict[str, Any]) -> Callable[[JsonSchemaValue], None]:
+def written_schema(schema: dict[str, Any]) -> Callable[[JsonSchemaValue], None]:
     """A field's JSON Schema written out, for a field whose check is code (`checked`)."""
 
     def write(out: JsonSchemaValue) -> None:
@@ -162,7 +162,7 @@ class SpeechBody(BaseModel):
         "omnivoice", description="every name is the one OmniVoice model"
     )
     input: str  # model_for declares it with the settings' length
-    voice: Voice = Field("auto", json_schema_extra=_schema(VOICE_SCHEMA))
+    voice: Voice = Field("auto", json_schema_extra=written_schema(VOICE_SCHEMA))
     instructions: str | None = None  # model_for declares it with the settings' length
     response_format: Annotated[str, OneOf(formats.FORMATS)]  # model_for: the settings' default
     speed: float = Field(1.0, ge=0.25, le=4.0, allow_inf_nan=False)
@@ -206,7 +206,7 @@ class SpeechBody(BaseModel):
         le=delivery.SAMPLE_RATES[1],
         description="the answer's sample rate (default 24000; 8000 for mulaw and alaw)",
     )
-    loudness: Loudness = Field(None, json_schema_extra=_schema(LOUDNESS_SCHEMA))
+    loudness: Loudness = Field(None, json_schema_extra=written_schema(LOUDNESS_SCHEMA))
     # Other systems' names (docs/MIGRATING.md): folded into ours before validation
     # (supervisor/speech/aliases.py); declared for the document.
     stream: bool | None = _deprecated(
@@ -324,7 +324,7 @@ def model_for(limits: Limits) -> type[SpeechBody]:
     )
 
 
-class _Schema(GenerateJsonSchema):
+class NoTitles(GenerateJsonSchema):
     """JSON Schema without the titles pydantic makes of field names."""
 
     def field_title_should_be_set(self, schema: Any) -> bool:
@@ -334,7 +334,7 @@ class _Schema(GenerateJsonSchema):
 def properties(limits: Limits) -> dict[str, Any]:
     """CreateSpeechRequest's properties: every field but `input` may be null (not given), and a
     field not given has the default its schema says, or none said where the server decides."""
-    schema = model_for(limits).model_json_schema(schema_generator=_Schema)
+    schema = model_for(limits).model_json_schema(schema_generator=NoTitles)
     out = {}
     for name, field in schema["properties"].items():
         if field.get("default", 0) is None:
