@@ -45,7 +45,8 @@ def invalid(fields: dict[str, FieldInfo], error: ErrorDetails) -> InvalidRequest
     key = str(error["loc"][0]) if error["loc"] else "body"
     if kind == "one_of":
         return field_checks.not_one_of(key, ctx["choices"], value)
-    if kind == "string_too_long":
+    # `too_long`: a text's length checked after a validator of its own (the input's).
+    if kind in ("string_too_long", "too_long") and isinstance(value, str):
         return field_checks.too_long(key, value, ctx["max_length"])
     # An integer past a float's range has no float: it is out of range, not of the wrong type.
     too_big = kind == "float_type" and isinstance(value, int) and not isinstance(value, bool)

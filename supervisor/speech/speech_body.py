@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
@@ -150,6 +151,7 @@ def _deprecated(description: str) -> Any:
 Voice = Annotated[str, PlainValidator(checked(voice))]
 Language = Annotated[str | None, AfterValidator(checked(language))]
 Loudness = Annotated[Target | None, PlainValidator(checked(delivery.parse_loudness))]
+Text = Annotated[str, AfterValidator(checked(_some_text))]
 
 
 class SpeechBody(BaseModel):
@@ -161,16 +163,24 @@ class SpeechBody(BaseModel):
     model: Annotated[str, OneOf(MODELS)] = Field(
         "omnivoice", description="every name is the one OmniVoice model"
     )
-    input: str  # model_for declares it with the settings' length
+    input: Text = Field(
+        description="the text to speak; long text is chunked",
+        json_schema_extra={"minLength": 1, "pattern": r"\S"},
+    )
     voice: Voice = Field("auto", json_schema_extra=written_schema(VOICE_SCHEMA))
-    instructions: str | None = None  # model_for declares it with the settings' length
-    response_format: Annotated[str, OneOf(formats.FORMATS)]  # model_for: the settings' default
+    instructions: str | None = Field(
+        None,
+        description="voice design: comma-separated items such as 'female, low pitch, british "
+        "accent'; free-form text is read for the items it names (X-OmniVoice-Instructions "
+        "says which)",
+    )
+    response_format: Annotated[str, OneOf(formats.FORMATS)]  # default: the settings' (model_for)
     speed: float = Field(1.0, ge=0.25, le=4.0, allow_inf_nan=False)
     stream_format: Annotated[str, OneOf(STREAM_FORMATS)] = "audio"
     language: Language = Field(
         None, description="a language id ('en') or English name ('German'); none: the model tells"
     )
-    num_step: int = Field(ge=1, le=128)  # model_for: the settings' default
+    num_step: int = Field(ge=1, le=128)  # default: the settings' (model_for)
     guidance_scale: float | None = Field(
         None, ge=0.0, le=10.0, allow_inf_nan=False, json_schema_extra=_default(2.0)
     )
@@ -283,45 +293,26 @@ class Limits(NamedTuple):
         )
 
 
-def _text(limits: Limits, description: str, *, deprecated: bool = False) -> Any:
-    return Field(None, max_length=limits.max_chars, description=description, deprecated=deprecated)
+TEXTS = ("input", "instructions", "instruct", "description")  # at most --max-input-chars
+
+
+def _with(name: str, **setting: Any) -> Any:
+    """A field as SpeechBody declares it, with a limit or default that is a setting."""
+    field = SpeechBody.model_fields[name]
+    return field.annotation, FieldInfo.merge_field_infos(field, Field(**setting))
 
 
 @functools.lru_cache(maxsize=8)
 def model_for(limits: Limits) -> type[SpeechBody]:
     """The speech body with the settings' limits and defaults."""
-    text = Annotated[str, AfterValidator(checked(_some_text))]
-    return create_model(
+    model: type[SpeechBody] = create_model(
         "CreateSpeechRequest",
         __base__=SpeechBody,
-        input=(
-            text,
-            Field(
-                max_length=limits.max_chars,
-                description="the text to speak; long text is chunked",
-                json_schema_extra={"minLength": 1, "pattern": r"\S"},
-            ),
-        ),
-        instructions=(
-            str | None,
-            _text(
-                limits,
-                "voice design: comma-separated items such as 'female, low pitch, british "
-                "accent'; free-form text is read for the items it names "
-                "(X-OmniVoice-Instructions says which)",
-            ),
-        ),
-        instruct=(str | None, _text(limits, "OmniVoice-Studio: instructions", deprecated=True)),
-        description=(
-            str | None,
-            _text(limits, "OmniVoice-Studio: instructions", deprecated=True),
-        ),
-        response_format=(
-            Annotated[str, OneOf(formats.FORMATS)],
-            Field(limits.response_format),
-        ),
-        num_step=(int, Field(limits.num_step, ge=1, le=128)),
+        response_format=_with("response_format", default=limits.response_format),
+        num_step=_with("num_step", default=limits.num_step),
+        **{name: _with(name, max_length=limits.max_chars) for name in TEXTS},
     )
+    return model
 
 
 class NoTitles(GenerateJsonSchema):
