@@ -16,6 +16,7 @@ from typing import Any
 from supervisor import __version__
 from supervisor.http.openapi_parts import Parts
 from supervisor.http.route_table import ROUTES
+from supervisor.jobs import item_fields
 from supervisor.settings import Settings
 
 VERSION = __version__  # the installed package's
@@ -239,23 +240,7 @@ def _components(speech: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": False,
             "properties": {
                 **speech,
-                "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
-                "captions": {
-                    "type": "boolean",
-                    "description": "also write captions.srt and captions.vtt (a chunk per sentence)",
-                },
-                "title": {
-                    "type": "string",
-                    "maxLength": 500,
-                    "description": "a name shown with the item (an audiobook's chapter title)",
-                },
-                "timestamp_granularities": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"enum": ["segment", "word"]},
-                    "default": ["segment"],
-                    "description": "with captions: word gives a cue per word (--asr-model; without it a 400)",
-                },
+                **item_fields.properties(),
             },
         },
         "Job": {

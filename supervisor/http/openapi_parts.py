@@ -1,5 +1,5 @@
 """The pieces the OpenAPI document is made of: error responses, JSON references, forms, and the
-speech request's fields, built from the same constants the checks use.
+speech request's fields, generated from the declaration the checks validate against.
 
 Each route's operation (supervisor/http/operations.py, job_operations.py) is written from these;
 supervisor/http/openapi.py puts the operations and the shared schemas together.
@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.shared.tiers import SERVICE_TIERS
 from supervisor.settings import Settings
-from supervisor.speech import cost, delivery, formats, schemas
+from supervisor.speech import cost, formats, speech_body
 
 ERRORS: dict[int, str] = {
     400: "invalid request: the message says what, `param` names the field",
@@ -86,202 +85,17 @@ def json_ref(schema_ref: str, description: str) -> dict[str, Any]:
 
 
 def speech_properties(settings: Settings) -> dict[str, Any]:
-    text = {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": settings.max_input_chars,
-        "pattern": r"\S",
-    }
-    properties: dict[str, Any] = {
-        "model": {
-            "type": "string",
-            "enum": list(schemas.MODELS),
-            "default": "omnivoice",
-            "description": "every name is the one OmniVoice model",
-        },
-        "input": {
-            **text,
-            "description": "the text to speak; long text is chunked. As read (SSML, "
-            f"lexicon, normalisation) at most {cost.EXPANSION * settings.max_input_chars} characters "
-            "(input_too_long), and at most --max-request-audio-s of audio with its pauses "
-            f"({settings.max_request_audio_s:g} s; audio_too_long)",
-        },
-        "voice": {
-            "anyOf": [
-                {"type": "string", "enum": ["auto", *schemas.OPENAI_VOICES]},
-                {
-                    "type": "string",
-                    "minLength": 1,
-                    "pattern": r"\S",
-                    "description": "a saved voice's name",
-                },
-                {
-                    "type": "object",
-                    "properties": {"id": {"type": "string", "minLength": 1}},
-                    "required": ["id"],
-                    "additionalProperties": False,
-                },
-            ],
-            "default": "auto",
-        },
-        "instructions": {
-            "type": "string",
-            "maxLength": settings.max_input_chars,
-            "description": "voice design: comma-separated items such as 'female, low pitch, british accent'; "
-            "free-form text is read for the items it names (X-OmniVoice-Instructions says which)",
-        },
-        "response_format": {
-            "type": "string",
-            "enum": list(formats.FORMATS),
-            "default": settings.default_response_format,
-        },
-        "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
-        "stream_format": {
-            "type": "string",
-            "enum": list(schemas.STREAM_FORMATS),
-            "default": "audio",
-        },
-        "language": {
-            "type": ["string", "null"],
-            "description": "a language id ('en') or English name ('German'); none: the model tells",
-        },
-        "num_step": {"type": "integer", "minimum": 1, "maximum": 128, "default": settings.num_step},
-        "guidance_scale": {"type": "number", "minimum": 0, "maximum": 10, "default": 2.0},
-        "duration": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "maximum": schemas.MAX_DURATION_S,
-            "description": "seconds of audio to make, instead of the estimate",
-        },
-        "chunk_mode": {
-            "type": "string",
-            "enum": list(schemas.CHUNK_MODES),
-            "default": "concurrent",
-        },
-        "seed": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEED},
-        "denoise": {"type": "boolean", "default": True},
-        "lexicon": {
-            "type": "string",
-            "description": "a saved lexicon's name (PUT /v1/audio/lexicons/{name})",
-        },
-        "dialogue": {
-            "type": "boolean",
-            "description": "the input is one turn per line: '[voice] text'",
-        },
-        "pause_ms": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": schemas.MAX_PAUSE_MS,
-            "default": 300,
-            "description": "silence between dialogue turns",
-        },
-        "normalize": {
-            "type": "boolean",
-            "description": "spell out numbers, dates, times, currency, units and abbreviations (default: the server's --normalize)",
-        },
-        "sample_rate": {
-            "type": "integer",
-            "minimum": delivery.SAMPLE_RATES[0],
-            "maximum": delivery.SAMPLE_RATES[1],
-            "description": "the answer's sample rate (default 24000; 8000 for mulaw and alaw)",
-        },
-        "loudness": {
-            "anyOf": [
-                {"type": "string", "enum": list(delivery.PRESETS)},
-                {
-                    "type": "object",
-                    "properties": {
-                        "lufs": {
-                            "type": "number",
-                            "minimum": delivery.LUFS_RANGE[0],
-                            "maximum": delivery.LUFS_RANGE[1],
-                        },
-                        "true_peak_db": {
-                            "type": "number",
-                            "minimum": delivery.TRUE_PEAK_RANGE[0],
-                            "maximum": delivery.TRUE_PEAK_RANGE[1],
-                            "default": delivery.DEFAULT_TRUE_PEAK_DB,
-                        },
-                    },
-                    "required": ["lufs"],
-                    "additionalProperties": False,
-                },
-            ],
-            "description": "normalise the whole output (buffered: the answer starts when it is all made)",
-        },
-        # Other systems' names (docs/MIGRATING.md): accepted, each the field its description names.
-        "stream": {
-            "type": "boolean",
-            "deprecated": True,
-            "description": "omnivoice-triton-server: true = stream_format sse (pcm unless response_format says)",
-        },
-        "speaker": {
-            "type": "string",
-            "minLength": 1,
-            "deprecated": True,
-            "description": "omnivoice-triton-server: voice (wins over it)",
-        },
-        "instruct": {
-            "type": "string",
-            "maxLength": settings.max_input_chars,
-            "deprecated": True,
-            "description": "OmniVoice-Studio: instructions",
-        },
-        "description": {
-            "type": "string",
-            "maxLength": settings.max_input_chars,
-            "deprecated": True,
-            "description": "OmniVoice-Studio: instructions",
-        },
-        "service_tier": {
-            "type": "string",
-            "enum": list(SERVICE_TIERS),
-            "default": schemas.SPEECH_TIER,
-            "description": "auto, default, priority: interactive; flex: bulk, behind interactive "
-            "work (a job item's default)",
-        },
-        "request_timeout_s": {
-            "type": "number",
-            "minimum": schemas.REQUEST_TIMEOUT_S[0],
-            "maximum": schemas.REQUEST_TIMEOUT_S[1],
-            "description": "answer 504 if not done by then (default: the server's --request-timeout-s)",
-        },
-        "preprocess_prompt": {
-            "type": "boolean",
-            "deprecated": True,
-            "description": "OmniVoice-Studio: accepted; a saved voice was preprocessed when saved",
-        },
-        "chunk_duration": {
-            "type": "number",
-            "minimum": 1,
-            "maximum": schemas.MAX_DURATION_S,
-            "description": "this request's chunk length, seconds",
-        },
-        "chunk_threshold": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 2 * schemas.MAX_DURATION_S,
-            "description": "input estimated at up to this many seconds stays one chunk",
-        },
-    }
-    return {k: v if k == "input" else _nullable(v) for k, v in properties.items()}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """An optional field: null means "not given" (the default), as some clients send it."""
-    out = dict(schema)
-    if "anyOf" in out:
-        out["anyOf"] = [*out["anyOf"], {"type": "null"}]
-        return out
-    kind = out.get("type")
-    if kind is not None:
-        out["type"] = [
-            *(kind if isinstance(kind, list) else [kind]),
-            *([] if "null" in kind else ["null"]),
-        ]
-    if "enum" in out:
-        out["enum"] = [*out["enum"], None]
-    return out
+    """CreateSpeechRequest's properties, from the request's declaration
+    (supervisor/speech/speech_body.py), and what its input is checked against once read."""
+    properties = speech_body.properties(speech_body.Limits.of(settings))
+    text = properties["input"]
+    text["description"] += (
+        f". As read (SSML, lexicon, normalisation) at most "
+        f"{cost.EXPANSION * settings.max_input_chars} characters (input_too_long), and at most "
+        "--max-request-audio-s of audio with its pauses "
+        f"({settings.max_request_audio_s:g} s; audio_too_long)"
+    )
+    return properties
 
 
 def form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

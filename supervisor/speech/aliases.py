@@ -7,6 +7,7 @@ remembering which name was sent so that an error names the field the client sent
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from supervisor.errors import InvalidRequest
@@ -45,6 +46,7 @@ DESIGN_PREFIX = (
 )
 
 
+@functools.lru_cache(maxsize=32)  # a handful of routes' field sets, asked for every request
 def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
     """The alias fields a route takes: those whose field it takes, and those that are ours alone
     (named as their own target) on every route that takes an input text."""

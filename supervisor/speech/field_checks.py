@@ -1,16 +1,21 @@
-"""Checks of one JSON field each: its type, its range or choices, text that UTF-8 can carry.
+"""Checks of one JSON field each: its type, its range or choices, text that UTF-8 can carry, a
+voice, a language.
 
 Each names the offending field in the error's `param` (an InvalidRequest, a 400) and says what
-would be accepted; None stands for a field not sent.
+would be accepted; None stands for a field not sent. The speech body's fields are validated
+against their declaration (supervisor/speech/speech_body.py), whose errors are these same
+messages (`wrong_type`, `too_long`, `not_one_of`, `out_of_range`, `not_between`); `string` and
+`boolean` check the fields that other bodies take.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import sys
 from typing import Any
 
+from sidecar.shared.languages import language_ids, language_names
 from supervisor.errors import InvalidRequest
 
 
@@ -96,40 +101,30 @@ def string(
     if not isinstance(value, str):
         raise wrong_type(key, "a string", value)
     if max_chars is not None and len(value) > max_chars:
-        error = InvalidRequest(
-            f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key
-        )
-        error.code = "string_above_max_length"
-        raise error
+        raise too_long(key, value, max_chars)
     return value
 
 
-def choice(body: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
-    value = string(body, key, default)
-    assert value is not None
-    if value not in choices:
-        raise InvalidRequest(
-            f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key
-        )
-    return value
+def too_long(key: str, value: str, max_chars: int) -> InvalidRequest:
+    error = InvalidRequest(
+        f"'{key}' is {len(value)} characters long; at most {max_chars} are accepted.", param=key
+    )
+    error.code = "string_above_max_length"
+    return error
 
 
-def number(
-    body: dict[str, Any], key: str, low: float, high: float, *, low_open: bool = False
-) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise wrong_type(key, "a number", value)
-    # An int is compared as it is: one past a float's range has no float (OverflowError).
-    finite = not isinstance(value, float) or math.isfinite(value)
-    if not finite or value > high or value < low or (low_open and value == low):
-        bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
-        raise InvalidRequest(
-            f"'{key}' must be {bound} and at most {high:g}; got {shown(value)}.", param=key
-        )
-    return float(value)
+def not_one_of(key: str, choices: tuple[str, ...], value: str) -> InvalidRequest:
+    return InvalidRequest(f"'{key}' must be one of {', '.join(choices)}; got {value!r}.", param=key)
+
+
+def out_of_range(
+    key: str, value: int | float, low: float, high: float, *, low_open: bool = False
+) -> InvalidRequest:
+    """A number field's value outside its bounds (or not finite)."""
+    bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
+    return InvalidRequest(
+        f"'{key}' must be {bound} and at most {high:g}; got {shown(value)}.", param=key
+    )
 
 
 def shown(value: int | float) -> str:
@@ -138,17 +133,11 @@ def shown(value: int | float) -> str:
     return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
 
 
-def integer(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise wrong_type(key, "an integer", value)
-    if not low <= value <= high:
-        raise InvalidRequest(
-            f"'{key}' must be between {low} and {high}; got {shown(value)}.", param=key
-        )
-    return value
+def not_between(key: str, value: int, low: int, high: int) -> InvalidRequest:
+    """An integer field's value outside its bounds."""
+    return InvalidRequest(
+        f"'{key}' must be between {low} and {high}; got {shown(value)}.", param=key
+    )
 
 
 def boolean(body: dict[str, Any], key: str) -> bool | None:
@@ -156,3 +145,72 @@ def boolean(body: dict[str, Any], key: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise wrong_type(key, "a boolean", value)
+
+
+# ---------------------------------------------------------------- voices and languages
+
+# OpenAI's voice names, each a designed voice: a voice-design instruct and a fixed default
+# seed (derived from the name), so that "alloy" sounds the same from one request to the next.
+OPENAI_VOICES: dict[str, str] = {
+    "alloy": "female, young adult, moderate pitch, american accent",
+    "ash": "male, young adult, low pitch, american accent",
+    "ballad": "male, young adult, moderate pitch, british accent",
+    "cedar": "male, middle-aged, low pitch, american accent",
+    "coral": "female, young adult, high pitch, american accent",
+    "echo": "male, middle-aged, moderate pitch, american accent",
+    "fable": "male, middle-aged, moderate pitch, british accent",
+    "marin": "female, middle-aged, moderate pitch, american accent",
+    "nova": "female, teenager, high pitch, american accent",
+    "onyx": "male, middle-aged, very low pitch, american accent",
+    "sage": "female, middle-aged, low pitch, british accent",
+    "shimmer": "female, young adult, very high pitch, british accent",
+    "verse": "male, elderly, low pitch, american accent",
+}
+RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
+
+
+@functools.lru_cache(maxsize=1)
+def _languages() -> tuple[frozenset[str], dict[str, str]]:
+    names = {name.lower(): lang_id for lang_id, name in language_names().items()}
+    return frozenset(language_ids()), names
+
+
+def language(value: str | None) -> str | None:
+    """A language id or English name (any case; 'en-US' counts as 'en'); None for auto. 400 if unknown."""
+    if value is None or value.strip().lower() in ("", "auto", "none"):
+        return None
+    ids, names = _languages()
+    for candidate in (
+        value,
+        value.lower(),
+        value.split("-")[0].lower(),
+        value.split("_")[0].lower(),
+    ):
+        if candidate in ids:
+            return candidate
+    found = names.get(value.strip().lower())
+    if found is None:
+        raise InvalidRequest(
+            f"Unknown language {value!r}: use one of the 646 ids the model knows, such as 'en', 'zh', 'ja', 'de' "
+            "(the list is sidecar/data/languages.tsv), or an English name such as 'German', or leave it out.",
+            param="language",
+        )
+    return found
+
+
+def voice(value: Any) -> str:
+    """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
+    if isinstance(value, dict):
+        if set(value) != {"id"}:
+            raise InvalidRequest("'voice' as an object takes exactly one key, 'id'.", param="voice")
+        value = value["id"]
+        if not isinstance(value, str):
+            raise wrong_type("voice.id", "a string", value)
+    elif not isinstance(value, str):
+        raise wrong_type("voice", 'a string or an object {"id": ...}', value)
+    if not value.strip():
+        raise InvalidRequest(
+            "'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.",
+            param="voice",
+        )
+    return value.lower() if value.lower() in RESERVED_VOICES else value

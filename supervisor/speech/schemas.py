@@ -5,117 +5,55 @@ Unknown fields are refused, never ignored: a misspelt `num_steps` must not silen
 the default. Form fields (the clone and design forms) arrive as strings and are converted to
 the type the JSON field has before the same checks run.
 
-Other systems' field names are folded into ours first (supervisor/speech/aliases.py); the
-checks of one field each are in supervisor/speech/field_checks.py.
+A body goes: unknown fields refused, other systems' field names folded into ours
+(supervisor/speech/aliases.py), each field validated against its declaration
+(supervisor/speech/speech_body.py), then the rules across fields here (dialogue and SSML,
+free-form instructions, a sample rate the format can encode).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.shared.errors import InvalidInstruct
-from sidecar.shared.languages import language_ids, language_names
 from sidecar.shared.text import contains_cjk
 from sidecar.shared.tiers import SERVICE_TIERS, Tier
 from sidecar.shared.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import delivery
-from supervisor.speech.aliases import aliases_for, fold_aliases, refuse_unknown
-from supervisor.speech.field_checks import (
-    boolean,
-    choice,
-    integer,
-    number,
-    string,
-    type_name,
-    wrong_type,
-)
-from supervisor.speech.formats import FORMATS
+from supervisor.speech.aliases import ALIASES, aliases_for, fold_aliases, refuse_unknown
+from supervisor.speech.field_checks import OPENAI_VOICES as OPENAI_VOICES
+from supervisor.speech.field_checks import RESERVED_VOICES as RESERVED_VOICES
+from supervisor.speech.field_checks import language as language
+from supervisor.speech.field_checks import string, type_name
+from supervisor.speech.field_checks import voice as voice
 from supervisor.speech.instructions import read_free_form
 from supervisor.speech.loudness import Target
+from supervisor.speech.request_errors import validated
+from supervisor.speech.speech_body import CHUNK_MODES as CHUNK_MODES
+from supervisor.speech.speech_body import FIELDS, Limits, form_types, model_for
+from supervisor.speech.speech_body import JOB_TIER as JOB_TIER
+from supervisor.speech.speech_body import MAX_DURATION_S as MAX_DURATION_S
+from supervisor.speech.speech_body import MAX_PAUSE_MS as MAX_PAUSE_MS
+from supervisor.speech.speech_body import MAX_SEED as MAX_SEED
+from supervisor.speech.speech_body import MODELS as MODELS
+from supervisor.speech.speech_body import REQUEST_TIMEOUT_S as REQUEST_TIMEOUT_S
+from supervisor.speech.speech_body import SPEECH_TIER as SPEECH_TIER
+from supervisor.speech.speech_body import STREAM_FORMATS as STREAM_FORMATS
 from supervisor.speech.text import dialogue as dialogue_script
 from supervisor.speech.text import ssml
 
-MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-STREAM_FORMATS = ("audio", "sse")
-CHUNK_MODES = ("concurrent", "sequential", "none")
-MAX_SEED = 2**63 - 1
-MAX_DURATION_S = 600.0
-MAX_PAUSE_MS = 10_000
-# OpenAI's `service_tier` when a request names none: interactive, but bulk for a job item.
-SPEECH_TIER, JOB_TIER = "auto", "flex"
-
-# OpenAI's voice names, each a designed voice: a voice-design instruct and a fixed default
-# seed (derived from the name), so that "alloy" sounds the same from one request to the next.
-OPENAI_VOICES: dict[str, str] = {
-    "alloy": "female, young adult, moderate pitch, american accent",
-    "ash": "male, young adult, low pitch, american accent",
-    "ballad": "male, young adult, moderate pitch, british accent",
-    "cedar": "male, middle-aged, low pitch, american accent",
-    "coral": "female, young adult, high pitch, american accent",
-    "echo": "male, middle-aged, moderate pitch, american accent",
-    "fable": "male, middle-aged, moderate pitch, british accent",
-    "marin": "female, middle-aged, moderate pitch, american accent",
-    "nova": "female, teenager, high pitch, american accent",
-    "onyx": "male, middle-aged, very low pitch, american accent",
-    "sage": "female, middle-aged, low pitch, british accent",
-    "shimmer": "female, young adult, very high pitch, british accent",
-    "verse": "male, elderly, low pitch, american accent",
-}
-RESERVED_VOICES = frozenset({"auto", *OPENAI_VOICES})
-
-SPEECH_FIELDS = frozenset(
-    {
-        "model",
-        "input",
-        "voice",
-        "instructions",
-        "response_format",
-        "speed",
-        "stream_format",
-        "language",
-        "num_step",
-        "guidance_scale",
-        "duration",
-        "chunk_mode",
-        "seed",
-        "denoise",
-        "normalize",
-        "lexicon",
-        "dialogue",
-        "pause_ms",
-        "sample_rate",
-        "loudness",
-        "service_tier",
-    }
-)
+# The speech fields: the declaration's, less other systems' names for them (aliases.ALIASES).
+SPEECH_FIELDS = frozenset(FIELDS) - frozenset(ALIASES)
 OPTION_FIELDS = SPEECH_FIELDS - {"voice"}  # what the one-shot forms take besides their own fields
 
-REQUEST_TIMEOUT_S = (1.0, 1200.0)
 
-# How a form's string becomes the JSON type of each field.
-_FORM_TYPES: dict[str, str] = {
-    "speed": "number",
-    "guidance_scale": "number",
-    "duration": "number",
-    "num_step": "integer",
-    "seed": "integer",
-    "denoise": "boolean",
-    "preprocess": "boolean",
-    "normalize": "boolean",
-    "dialogue": "boolean",
-    "pause_ms": "integer",
-    "stream": "boolean",
-    "request_timeout_s": "number",
-    "preprocess_prompt": "boolean",
-    "chunk_duration": "number",
-    "chunk_threshold": "number",
-    "sample_rate": "integer",
-}
+# How a form's string becomes the JSON type of each field: the declaration's, and the
+# clone form's own `preprocess`.
+_FORM_TYPES: dict[str, str] = {**form_types(), "preprocess": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -158,35 +96,6 @@ def default_seed(voice: str) -> int:
     return int.from_bytes(hashlib.sha256(voice.encode()).digest()[:8], "big") >> 1
 
 
-@functools.lru_cache(maxsize=1)
-def _languages() -> tuple[frozenset[str], dict[str, str]]:
-    names = {name.lower(): lang_id for lang_id, name in language_names().items()}
-    return frozenset(language_ids()), names
-
-
-def language(value: str | None) -> str | None:
-    """A language id or English name (any case; 'en-US' counts as 'en'); None for auto. 400 if unknown."""
-    if value is None or value.strip().lower() in ("", "auto", "none"):
-        return None
-    ids, names = _languages()
-    for candidate in (
-        value,
-        value.lower(),
-        value.split("-")[0].lower(),
-        value.split("_")[0].lower(),
-    ):
-        if candidate in ids:
-            return candidate
-    found = names.get(value.strip().lower())
-    if found is None:
-        raise InvalidRequest(
-            f"Unknown language {value!r}: use one of the 646 ids the model knows, such as 'en', 'zh', 'ja', 'de' "
-            "(the list is sidecar/data/languages.tsv), or an English name such as 'German', or leave it out.",
-            param="language",
-        )
-    return found
-
-
 def instructions(value: str | None, text: str, param: str = "instructions") -> str | None:
     """Voice-design items, checked now so that a typo is a 400 that lists the valid items."""
     if value is None or not value.strip():
@@ -210,30 +119,6 @@ def free_form_instructions(
             raise
     reading = read_free_form(value or "")
     return instructions(reading.instructions, text), reading.header()
-
-
-def service_tier(body: dict[str, Any], default: str) -> Tier:
-    """OpenAI's `service_tier` as a tier: `auto`, `default` and `priority` are interactive,
-    `flex` is bulk; anything else is a 400."""
-    return SERVICE_TIERS[choice(body, "service_tier", tuple(SERVICE_TIERS), default)]
-
-
-def voice(value: Any) -> str:
-    """`voice` as sent: a string, or OpenAI's {"id": ...}; reserved names are matched in any case."""
-    if isinstance(value, dict):
-        if set(value) != {"id"}:
-            raise InvalidRequest("'voice' as an object takes exactly one key, 'id'.", param="voice")
-        value = value["id"]
-        if not isinstance(value, str):
-            raise wrong_type("voice.id", "a string", value)
-    elif not isinstance(value, str):
-        raise wrong_type("voice", 'a string or an object {"id": ...}', value)
-    if not value.strip():
-        raise InvalidRequest(
-            "'voice' must not be empty: use 'auto', an OpenAI voice name or a saved voice.",
-            param="voice",
-        )
-    return value.lower() if value.lower() in RESERVED_VOICES else value
 
 
 # ---------------------------------------------------------------- requests
@@ -267,56 +152,53 @@ def speech_request(
 def _speech_request(
     body: dict[str, Any], settings: Settings, strict_instructions: bool, default_tier: str
 ) -> SpeechRequest:
-    if "input" not in body:
-        raise InvalidRequest("Missing required parameter: 'input'.", param="input")
-    text = string(body, "input", max_chars=settings.max_input_chars) or ""
-    if not text.strip():
+    if body.get("input") is None:
+        if "input" not in body:
+            raise InvalidRequest("Missing required parameter: 'input'.", param="input")
         raise InvalidRequest("'input' must contain some text.", param="input")
-    dialogue = boolean(body, "dialogue") or False
-    pause_ms = integer(body, "pause_ms", 0, MAX_PAUSE_MS)
-    if pause_ms is not None and not dialogue:
+    fields = validated(model_for(Limits.of(settings)), body)
+    text = fields.input
+    if fields.pause_ms is not None and not fields.dialogue:
         raise InvalidRequest(
             "'pause_ms' is the silence between dialogue turns: send it with 'dialogue': true.",
             param="pause_ms",
         )
-    if dialogue and ssml.is_ssml(text):
+    if fields.dialogue and ssml.is_ssml(text):
         raise InvalidRequest(
             "An SSML input changes voices with <voice name=...>; leave 'dialogue' out.",
             param="dialogue",
         )
     if ssml.is_ssml(text):
         ssml.parse(text)  # a bad document is refused here, before anything is queued
-    if dialogue:
+    if fields.dialogue:
         dialogue_script.parse(text, 0)  # likewise a script with a line that has no speaker
-    boolean(body, "preprocess_prompt")  # checked, then nothing to do: see ALIASES
-    given = string(body, "instructions", max_chars=settings.max_input_chars)
-    design, read = free_form_instructions(given, text, strict_instructions)
+    design, read = free_form_instructions(fields.instructions, text, strict_instructions)
     request = SpeechRequest(
-        model=choice(body, "model", MODELS, "omnivoice"),
+        model=fields.model,
         input=text,
-        voice=voice(body["voice"]) if body.get("voice") is not None else "auto",
+        voice=fields.voice,
         instructions=design,
-        response_format=choice(body, "response_format", FORMATS, settings.default_response_format),
-        speed=number(body, "speed", 0.25, 4.0) or 1.0,
-        stream_format=choice(body, "stream_format", STREAM_FORMATS, "audio"),
-        language=language(string(body, "language")),
-        num_step=integer(body, "num_step", 1, 128) or settings.num_step,
-        guidance_scale=number(body, "guidance_scale", 0.0, 10.0),
-        duration=number(body, "duration", 0.0, MAX_DURATION_S, low_open=True),
-        chunk_mode=choice(body, "chunk_mode", CHUNK_MODES, "concurrent"),
-        seed=integer(body, "seed", 0, MAX_SEED),
-        denoise=boolean(body, "denoise"),
-        request_timeout_s=number(body, "request_timeout_s", *REQUEST_TIMEOUT_S),
-        chunk_s=number(body, "chunk_duration", 1.0, MAX_DURATION_S),
-        whole_s=number(body, "chunk_threshold", 0.0, 2 * MAX_DURATION_S),
-        normalize=boolean(body, "normalize"),
-        lexicon=string(body, "lexicon"),
-        dialogue=dialogue,
-        pause_ms=dialogue_script.DEFAULT_PAUSE_MS if pause_ms is None else pause_ms,
+        response_format=fields.response_format,
+        speed=fields.speed,
+        stream_format=fields.stream_format,
+        language=fields.language,
+        num_step=fields.num_step,
+        guidance_scale=fields.guidance_scale,
+        duration=fields.duration,
+        chunk_mode=fields.chunk_mode,
+        seed=fields.seed,
+        denoise=fields.denoise,
+        request_timeout_s=fields.request_timeout_s,
+        chunk_s=fields.chunk_duration,
+        whole_s=fields.chunk_threshold,
+        normalize=fields.normalize,
+        lexicon=fields.lexicon,
+        dialogue=fields.dialogue,
+        pause_ms=dialogue_script.DEFAULT_PAUSE_MS if fields.pause_ms is None else fields.pause_ms,
         instructions_read=read,
-        sample_rate=integer(body, "sample_rate", *delivery.SAMPLE_RATES),
-        loudness=delivery.parse_loudness(body.get("loudness")),
-        tier=service_tier(body, default_tier),
+        sample_rate=fields.sample_rate,
+        loudness=fields.loudness,
+        tier=SERVICE_TIERS[fields.service_tier or default_tier],
     )
     delivery.check_rate(request.response_format, request.sample_rate)
     return request

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import re
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
@@ -40,22 +39,19 @@ from supervisor.http.routes.speech import read_json
 from supervisor.jobs import body as job_body
 from supervisor.jobs import schedule
 from supervisor.jobs.access import JobAccess
+from supervisor.jobs.item_fields import ItemFields
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
 from supervisor.jobs.timeline import item_audio_s
 from supervisor.jobs.views import ItemView
-from supervisor.speech import aliases, cost, field_checks, formats, schemas, words
+from supervisor.speech import aliases, cost, formats, request_errors, schemas, words
 from supervisor.speech.text import script
 from supervisor.speech.voices import resolve_voice
 
 CAPTION_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
 
-ITEM_ID = re.compile(
-    r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
-)  # also a file name: synth writes <id>.<format>
 MAX_KEY_CHARS = 255
-MAX_TITLE_CHARS = 500  # an item's `title`
 MAX_PAGE = 100
 BODY_CAP = 64 * 2**20  # a job's JSON body, whatever --max-job-items allows
 STORAGE_RETRY_S = 30  # Retry-After of a job refused for a full disk
@@ -126,14 +122,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                 raise InvalidRequest(
                     "An item must be a JSON object (a speech request with an optional 'id')."
                 )
-            client_id = item.get("id")
+            # An item's own fields: its id, .srt and .vtt beside its audio, by sentence or by word.
+            client_id = request_errors.validated(ItemFields, item).id
             if client_id is not None:
-                if not isinstance(client_id, str) or not ITEM_ID.fullmatch(client_id):
-                    raise InvalidRequest(
-                        "'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
-                        f"letter or digit (it becomes a file name); got {client_id!r}.",
-                        param="id",
-                    )
                 if client_id in seen:
                     raise InvalidRequest(
                         f"'id' {client_id!r} is also the id of items[{seen[client_id]}]; ids must be unique.",
@@ -141,9 +132,6 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
-            # An item's own fields: .srt and .vtt beside its audio, by sentence or by word.
-            field_checks.boolean(fields, "captions")
-            field_checks.string(fields, "title", max_chars=MAX_TITLE_CHARS)
             words.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
                 {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS},

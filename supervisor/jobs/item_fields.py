@@ -1,0 +1,76 @@
+"""A job item's own fields, declared once: `id`, `captions`, `title` and
+`timestamp_granularities`, beside the speech fields an item also takes
+(supervisor/speech/speech_body.py).
+
+The declaration validates them (supervisor/speech/request_errors.py names the field) and writes
+their JSON Schema for the OpenAPI document's `JobItemRequest`. `timestamp_granularities` is
+only declared here: whether word timing can be had depends on the server's ASR sidecar, so
+`speech.words.item_wants_words` checks it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator
+
+from supervisor.errors import InvalidRequest
+from supervisor.speech.speech_body import NoTitles, checked, written_schema
+from supervisor.speech.words import GRANULARITIES
+
+# Also a file name: synth writes <id>.<format>.
+ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_TITLE_CHARS = 500
+
+
+def item_id(value: Any) -> str:
+    """The client's name for an item: 1 to 128 letters, digits, '.', '_' or '-'."""
+    if not isinstance(value, str) or not ITEM_ID.fullmatch(value):
+        raise InvalidRequest(
+            "'id' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
+            f"letter or digit (it becomes a file name); got {value!r}.",
+            param="id",
+        )
+    return value
+
+
+ItemId = Annotated[str | None, PlainValidator(checked(item_id))]
+
+
+class ItemFields(BaseModel):
+    """What a job item takes besides a speech request's fields; None where not given."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    id: ItemId = Field(
+        None,
+        json_schema_extra=written_schema({"type": "string", "pattern": f"^{ITEM_ID.pattern}$"}),
+    )
+    captions: bool | None = Field(
+        None, description="also write captions.srt and captions.vtt (a chunk per sentence)"
+    )
+    title: str | None = Field(
+        None,
+        max_length=MAX_TITLE_CHARS,
+        description="a name shown with the item (an audiobook's chapter title)",
+    )
+    timestamp_granularities: Any = Field(
+        None,
+        json_schema_extra=written_schema(
+            {
+                "type": "array",
+                "minItems": 1,
+                "items": {"enum": list(GRANULARITIES)},
+                "default": ["segment"],
+                "description": "with captions: word gives a cue per word (--asr-model; without "
+                "it a 400)",
+            }
+        ),
+    )
+
+
+def properties() -> dict[str, Any]:
+    """The item's own fields as JobItemRequest's properties."""
+    schema = ItemFields.model_json_schema(schema_generator=NoTitles)
+    return dict(schema["properties"])
