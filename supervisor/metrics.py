@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from supervisor.supervision.health import PoolHealth
+from supervisor.pool_health import PoolHealth
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STARTED_KEY = "omnivoice.started_at"  # in the ASGI scope: when the request arrived (monotonic)

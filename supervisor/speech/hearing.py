@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from sidecar.shared.protocol import AudioToHear, Transcript
 from sidecar.shared.tiers import Tier
 from supervisor.errors import ServerError
+from supervisor.pool_health import SidecarHealth
 from supervisor.speech.quality import as_informational
-from supervisor.supervision.health import SidecarHealth
 from supervisor.supervision.scheduler import Scheduler
 
 if TYPE_CHECKING:

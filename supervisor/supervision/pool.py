@@ -28,10 +28,10 @@ from collections.abc import Callable
 from sidecar.shared.protocol import Message, ProtocolError
 from supervisor import metrics
 from supervisor.errors import SidecarLost, Unavailable
+from supervisor.pool_health import PoolHealth, SlotHealth
 from supervisor.settings import SupervisionSettings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
-from supervisor.supervision.health import PoolHealth, SlotHealth
 from supervisor.supervision.process import (
     FrameHandler,
     KillReason,

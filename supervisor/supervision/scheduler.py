@@ -40,10 +40,10 @@ from sidecar.shared.protocol import (
 )
 from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
+from supervisor.pool_health import QueueDepth
 from supervisor.settings import SchedulingSettings
 from supervisor.supervision.admission import MAX_RETRY_AFTER_S, OwnerShares, Reservation
 from supervisor.supervision.fair_share import FairShares
-from supervisor.supervision.health import QueueDepth
 from supervisor.supervision.work import (
     Alignment,
     Answer,

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import psutil
 
 from sidecar.shared.protocol import ExitCode
+from supervisor.pool_health import SidecarHealth
 from supervisor.settings import SupervisionSettings
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
-from supervisor.supervision.health import SidecarHealth
 from supervisor.supervision.process import SidecarProcess, SidecarState
 from supervisor.supervision.session import Clock, Loaded, Session
 

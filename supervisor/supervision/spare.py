@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.shared.protocol import PARKED, PROTOCOL_VERSION, Message, ProtocolError
+from supervisor.pool_health import SpareHealth
 from supervisor.settings import SupervisionSettings
 from supervisor.supervision.gpu import Device
-from supervisor.supervision.health import SpareHealth
 from supervisor.supervision.process import (
     PLANNED,
     FrameHandler,

@@ -30,6 +30,7 @@ GROUND_FLOOR = (
     "supervisor.database",
     "supervisor.format_names",
     "supervisor.qa_summary",
+    "supervisor.pool_health",
 )
 
 

@@ -12,8 +12,8 @@ from supervisor import metrics
 from supervisor.errors import Forbidden, NotFound
 from supervisor.http.auth import AUTHENTICATED_KEY, TENANT, tenant
 from supervisor.http.routes import services
+from supervisor.pool_health import SlotHealth
 from supervisor.speech.schemas import MODELS
-from supervisor.supervision.health import SlotHealth
 from supervisor.tenants import Tenant
 
 # The settings that name where the server keeps its files: an admin's or the operator's to see.
