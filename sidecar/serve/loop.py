@@ -70,10 +70,15 @@ class Sidecar:
             for tier in Tier
         }
         self.inbox: Inbox | None = None  # frames, read once the engine is ready
-        # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
+        # Say `denoised` once the device is past a batch's steps. Threads of their own, so that
         # the finisher queues a batch's codec kernels at once, and the word does not wait for
-        # the decoding of the batches before it.
-        self.watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="watcher")
+        # the decoding of the batches before it; one a tier, so that an interactive batch's
+        # word (and its finisher's `done`, which waits for it) never waits for a bulk batch's
+        # device work.
+        self.watchers = {
+            tier: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"watcher-{tier.value}")
+            for tier in Tier
+        }
 
     # ------------------------------------------------------------ lifecycle
 
@@ -202,13 +207,14 @@ class Sidecar:
             "wait_s": batch.waited_s,
         }
         stats.update({f"runtime_{k}": v for k, v in batch.counters.items()})
-        said = self.watcher.submit(self.say_denoised, batch.id, groups)
+        said = self.watchers[batch.tier].submit(self.say_denoised, batch.id, groups)
         self.finish(self.answer_batch, batch, groups, stats, said, tier=batch.tier)
 
     def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
-        """In the watcher thread: `denoised` once the device has made the batch's tokens; the
+        """In the watcher thread of the batch's tier: `denoised` once the device has made the batch's tokens; the
         supervisor may then send a batch more (its finisher's `done` waits for this)."""
         assert self.engine is not None
+        self.hooks.on_denoised([f for group in groups for e in group.entries for f in e.faults])
         self.engine.wait_denoised([p for group in groups for p in group.pending])
         self.channel.send({"op": "denoised", "batch": batch})
 
@@ -236,9 +242,8 @@ class Sidecar:
 
     def drain(self) -> None:
         """Wait until every batch handed to the finishers has been answered."""
-        for finisher in self.finishers.values():
-            finisher.submit(lambda: None).result()
-        self.watcher.submit(lambda: None).result()
+        for pool in [*self.finishers.values(), *self.watchers.values()]:
+            pool.submit(lambda: None).result()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
         self.drain()  # answers stay in batch order; encodes are rare, so no overlap is lost
