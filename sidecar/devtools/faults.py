@@ -165,6 +165,8 @@ class Faults(Hooks):
             send_error(
                 ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded"
             )
+            if self.channel is not None:
+                self.channel.flush()  # the error goes out before the exit
             os._exit(ExitCode.LOAD_ERROR)
 
     def on_step(self, faults: Sequence[object], step: int, num_steps: int, batch_size: int) -> None:
