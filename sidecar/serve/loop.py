@@ -217,8 +217,9 @@ class Sidecar:
         self.finish(self.answer_batch, batch, groups, stats, said, tier=batch.tier)
 
     def say_denoised(self, batch: int, groups: list[DenoisedGroup], tier: Tier) -> None:
-        """In the watcher thread of the batch's tier: `denoised` once the device has made the batch's tokens; the
-        supervisor may then send a batch more (its finisher's `done` waits for this)."""
+        """In the watcher thread of the batch's tier: `denoised` once the device has made the
+        batch's tokens; the supervisor may then send a batch more (its finisher's `done` waits
+        for this)."""
         assert self.engine is not None
         self.hooks.on_denoised([f for group in groups for e in group.entries for f in e.faults])
         self.engine.wait_denoised([p for group in groups for p in group.pending])
