@@ -19,6 +19,7 @@ interactive requests on an idle server, for comparison.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -104,6 +105,43 @@ async def counters(base_url: str, names: Sequence[str] = LOADED_COUNTERS) -> dic
         text = (await client.get("/metrics")).text
     values = metric_values(text)
     return {name: metric_sum(values, name) for name in names}
+
+
+LOOP_LAG = "omnivoice_event_loop_lag_seconds"
+
+
+async def lag_buckets(base_url: str) -> dict[float, float]:
+    """The server's event loop lag histogram: {bucket's upper bound: samples at most that}."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        values = metric_values((await client.get("/metrics")).text)
+    prefix = f'{LOOP_LAG}_bucket{{le="'
+    return {
+        float(name[len(prefix) : -2]): count
+        for name, count in values.items()
+        if name.startswith(prefix)
+    }
+
+
+def loop_lag(before: dict[float, float], after: dict[float, float]) -> dict[str, float | None]:
+    """How long the supervisor's event loop ran one callback without handing over, between two
+    readings of its histogram: the samples, the bucket bound the p99 falls under, the bound of
+    the highest bucket reached (the longest hold was at most that; None: over the last bound)
+    and the samples over 50 ms."""
+    delta = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
+    samples = delta[-1][1] if delta else 0.0
+    if not samples:
+        return {"samples": 0.0, "p99_s": None, "max_s": None, "over_50ms": None}
+
+    def bound_holding(share: float) -> float | None:
+        bound = next(b for b, count in delta if count >= share * samples)
+        return bound if math.isfinite(bound) else None
+
+    return {
+        "samples": samples,
+        "p99_s": bound_holding(0.99),
+        "max_s": bound_holding(1.0),
+        "over_50ms": samples - dict(delta).get(0.05, samples),
+    }
 
 
 def loaded_profile(delta: dict[str, float], wall: float) -> dict[str, float | None]:
@@ -223,6 +261,7 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
     )
     finished = asyncio.Event()
     began, before = time.perf_counter(), await counters(base_url)
+    lag_before = await lag_buckets(base_url)
 
     async def loaded_job() -> dict[str, Any]:
         try:
@@ -240,6 +279,8 @@ async def bulk(  # noqa: PLR0913  a harness arm: its workload and rates, passed 
     # the interactive requests' own audio bounds `throughput_share` by.
     wall = time.perf_counter() - began
     after = await counters(base_url)
+    # Whether the supervisor's event loop held requests up meanwhile (work done on the loop).
+    out["loop_lag"] = loop_lag(lag_before, await lag_buckets(base_url))
     delta = {name: after[name] - before[name] for name in LOADED_COUNTERS}
     out["loaded_profile"] = loaded_profile(delta, wall) if wall else None
     total_x = delta["omnivoice_audio_produced_seconds_total"] / wall

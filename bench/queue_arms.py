@@ -191,6 +191,9 @@ def keys(result: dict[str, Any]) -> None:
     result["bulk_throughput_share"] = bulk["throughput_share"] if bulk else None
     result["interactive_under_bulk_slowest"] = bulk.get("slowest_spans") if bulk else None
     result["bulk_total_throughput_share"] = bulk["total_throughput_share"] if bulk else None
+    lag = bulk.get("loop_lag", {}) if bulk else {}
+    result["bulk_event_loop_lag_p99_s"] = lag.get("p99_s")
+    result["bulk_event_loop_lag_max_s"] = lag.get("max_s")
     profile = bulk.get("loaded_profile") if bulk else None
     result["bulk_forward_share_of_wall"] = profile["forward_share_of_wall"] if profile else None
     book = s.get("book")

@@ -15,6 +15,8 @@ for every batch the item is in:
     oversize    a header announcing a frame one byte over the cap is written
     raise       the step raises RuntimeError (an exception inside one item)
     oom         the step raises an out-of-memory error while the batch holds other items
+    deviceslow:S  the device finishes the item's batch S seconds late: the wait for its steps
+                  (in its tier's watcher thread, before `denoised`) sleeps S seconds first
     decodeslow:S  decoding the item's group (in the finisher thread) sleeps S seconds first
     decoderaise   decoding any group that holds the item raises RuntimeError
 
@@ -75,6 +77,7 @@ REQUEST_FAULTS = frozenset(
         "oversize",
         "raise",
         "oom",
+        "deviceslow",
         "decodeslow",
         "decoderaise",
         *OUTPUT_FAULTS,
@@ -162,6 +165,8 @@ class Faults(Hooks):
             send_error(
                 ErrorKind.LOAD_FAILED.value, "injected fault: the checkpoint cannot be loaded"
             )
+            if self.channel is not None:
+                self.channel.flush()  # the error goes out before the exit
             os._exit(ExitCode.LOAD_ERROR)
 
     def on_step(self, faults: Sequence[object], step: int, num_steps: int, batch_size: int) -> None:
@@ -185,6 +190,12 @@ class Faults(Hooks):
                 raise RuntimeError("injected fault: exception inside the model")
             elif fault.name == "oom" and batch_size > 1:
                 raise InjectedOutOfMemory()
+
+    def on_denoised(self, faults: Sequence[object]) -> None:
+        """Fire the device faults of a batch's items; called in its tier's watcher thread."""
+        for fault in _ours(faults):
+            if fault.name == "deviceslow":
+                time.sleep(float(fault.arg or 1))
 
     def on_decode(self, faults: Sequence[object]) -> None:
         """Fire the decode faults of a group's items; called in the finisher thread."""

@@ -1,15 +1,15 @@
 """The seams where a test entry point may act on the sidecar; production's hooks do nothing.
 
-The frame loop calls a `Hooks` object at five points: the start of the load, each item's text
-as it enters a batch, every denoising step, the decoding of a group, and each item's audio
-before its quality checks. `python -m sidecar` passes this class, whose methods return what
+The frame loop calls a `Hooks` object at six points: the start of the load, each item's text
+as it enters a batch, every denoising step, the wait for the device to finish a batch's steps,
+the decoding of a group, and each item's audio before its quality checks. `python -m sidecar` passes this class, whose methods return what
 they were given: no text is parsed, nothing fires. The fault tests run the same sidecar through
 `python -m sidecar.devtools.faulty_sidecar`, which passes `sidecar.devtools.faults.Faults`
 instead; so the faults live in a test-only entry point, and production code neither imports
 them nor reads a setting for them.
 
 `item` returns the text to generate and the item's faults: opaque here (production's are
-always empty), handed back unread to `on_step`, `on_decode` and `on_output`.
+always empty), handed back unread to `on_step`, `on_denoised`, `on_decode` and `on_output`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class Hooks:
 
     def on_step(self, faults: Sequence[object], step: int, num_steps: int, batch_size: int) -> None:
         """A denoising step of a batch with these faults, from inside the generation loop."""
+
+    def on_denoised(self, faults: Sequence[object]) -> None:
+        """A batch with these faults is about to wait for the device, in its tier's watcher."""
 
     def on_decode(self, faults: Sequence[object]) -> None:
         """A group with these faults is about to be decoded, in its finisher thread."""

@@ -65,8 +65,8 @@ class TimedChannel(Channel):
         super().__init__(rfile, wfile, max_frame_bytes)
         self.timer = LoadTimer(started)
 
-    def send(self, message: Message) -> None:
+    def send(self, message: Message, bulk_answer: bool = False) -> None:
         line = self.timer.observe(message, time.monotonic())
-        super().send(message)
+        super().send(message, bulk_answer)
         if line is not None:
             log.info("%s", line)

@@ -71,10 +71,15 @@ class Sidecar:
             for tier in Tier
         }
         self.inbox: Inbox | None = None  # frames, read once the engine is ready
-        # Says `denoised` once the device is past a batch's steps. A thread of its own, so that
+        # Say `denoised` once the device is past a batch's steps. Threads of their own, so that
         # the finisher queues a batch's codec kernels at once, and the word does not wait for
-        # the decoding of the batches before it.
-        self.watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="watcher")
+        # the decoding of the batches before it; one a tier, so that an interactive batch's
+        # word (and its finisher's `done`, which waits for it) never waits for a bulk batch's
+        # device work.
+        self.watchers = {
+            tier: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"watcher-{tier.value}")
+            for tier in Tier
+        }
 
     # ------------------------------------------------------------ lifecycle
 
@@ -154,10 +159,16 @@ class Sidecar:
         self.channel.send({"op": "progress", "stage": stage})
 
     def send_error(
-        self, batch: int | None, item_id: str | None, kind: ErrorKind, message: str
+        self,
+        batch: int | None,
+        item_id: str | None,
+        kind: ErrorKind,
+        message: str,
+        bulk_answer: bool = False,
     ) -> None:
         self.channel.send(
-            {"op": "error", "batch": batch, "id": item_id, "kind": kind.value, "message": message}
+            {"op": "error", "batch": batch, "id": item_id, "kind": kind.value, "message": message},
+            bulk_answer,
         )
 
     # ------------------------------------------------------------ ops
@@ -203,15 +214,17 @@ class Sidecar:
             "wait_s": batch.waited_s,
         }
         stats.update({f"runtime_{k}": v for k, v in batch.counters.items()})
-        said = self.watcher.submit(self.say_denoised, batch.id, groups)
+        said = self.watchers[batch.tier].submit(self.say_denoised, batch.id, groups, batch.tier)
         self.finish(self.answer_batch, batch, groups, stats, said, tier=batch.tier)
 
-    def say_denoised(self, batch: int, groups: list[DenoisedGroup]) -> None:
-        """In the watcher thread: `denoised` once the device has made the batch's tokens; the
-        supervisor may then send a batch more (its finisher's `done` waits for this)."""
+    def say_denoised(self, batch: int, groups: list[DenoisedGroup], tier: Tier) -> None:
+        """In the watcher thread of the batch's tier: `denoised` once the device has made the
+        batch's tokens; the supervisor may then send a batch more (its finisher's `done` waits
+        for this)."""
         assert self.engine is not None
+        self.hooks.on_denoised([f for group in groups for e in group.entries for f in e.faults])
         self.engine.wait_denoised([p for group in groups for p in group.pending])
-        self.channel.send({"op": "denoised", "batch": batch})
+        self.channel.send({"op": "denoised", "batch": batch}, bulk_answer=tier is Tier.BULK)
 
     def finish(self, fn: Callable[..., None], *args: object, tier: Tier = Tier.BULK) -> None:
         """Run fn in the finisher thread of the batch's tier. An exception there is a bug that
@@ -237,9 +250,9 @@ class Sidecar:
 
     def drain(self) -> None:
         """Wait until every batch handed to the finishers has been answered."""
-        for finisher in self.finishers.values():
-            finisher.submit(lambda: None).result()
-        self.watcher.submit(lambda: None).result()
+        for pool in [*self.finishers.values(), *self.watchers.values()]:
+            pool.submit(lambda: None).result()
+        self.channel.flush()
 
     def handle_encode_voice(self, message: EncodeVoice) -> None:
         self.drain()  # answers stay in batch order; encodes are rare, so no overlap is lost
@@ -292,7 +305,8 @@ class Sidecar:
         assert self.engine is not None
         decode_started = time.monotonic()
         stats.update(codec_s=0.0, postprocess_s=0.0, send_s=0.0)
-        self.send_errors(batch.id, batch.failed)
+        later = batch.tier is Tier.BULK  # its frames wait while others are queued
+        self.send_errors(batch.id, batch.failed, later)
         for group in groups:
             self.decode_group(batch.id, group, batch.encoding, stats, batch.tier)
         # The batch's device times, now that its audio is decoded (the device is past its
@@ -303,7 +317,7 @@ class Sidecar:
         stats["wall_s"] = time.monotonic() - batch.started
         stats.update(engines.memory_stats(self.device))
         said.result()  # raises what the watcher met (a device error: the process then exits)
-        self.channel.send({"op": "done", "batch": batch.id, "stats": stats})
+        self.channel.send({"op": "done", "batch": batch.id, "stats": stats}, later)
 
     def decode_group(
         self,
@@ -322,7 +336,8 @@ class Sidecar:
             if engines.is_device_fatal(exc):
                 raise
             if len(group.entries) == 1:
-                self.send_errors(batch, self.item_errors([group.entries[0].id], exc))
+                errors = self.item_errors([group.entries[0].id], exc)
+                self.send_errors(batch, errors, tier is Tier.BULK)
                 return
             log.warning(
                 "decoding %d items of batch %d failed (%s: %s); one at a time",
@@ -338,7 +353,7 @@ class Sidecar:
         sending = time.monotonic()
         wall = sending - group.started
         for entry, result in zip(group.entries, results):
-            self.send_result(batch, entry, result, encoding, wall)
+            self.send_result(batch, entry, result, encoding, wall, tier)
         timings["send_s"] = timings.get("send_s", 0.0) + time.monotonic() - sending
 
     def item_errors(self, item_ids: list[str], exc: BaseException) -> list[ItemError]:
@@ -354,9 +369,9 @@ class Sidecar:
         text = f"{type(exc).__name__}: {exc}" if kind is not ErrorKind.INVALID_INPUT else str(exc)
         return [(item_id, kind, text) for item_id in item_ids]
 
-    def send_errors(self, batch: int, errors: list[ItemError]) -> None:
+    def send_errors(self, batch: int, errors: list[ItemError], bulk_answer: bool = False) -> None:
         for item_id, kind, text in errors:
-            self.send_error(batch, item_id, kind, text)
+            self.send_error(batch, item_id, kind, text, bulk_answer)
 
     def send_result(
         self,
@@ -365,6 +380,7 @@ class Sidecar:
         result: GenerationResult,
         encoding: Encoding,
         wall: float,
+        tier: Tier = Tier.BULK,
     ) -> None:
         audio = self.hooks.on_output(entry.faults, result.audio, result.sample_rate, entry.attempt)
         checks = self.args.qa_thresholds if self.args.engine != "null" else None
@@ -373,7 +389,11 @@ class Sidecar:
             frame = encode_frame(message, self.channel.max_frame_bytes)
         except ProtocolError as exc:
             self.send_error(
-                batch, entry.id, ErrorKind.TOO_LARGE, f"the audio does not fit in one frame: {exc}"
+                batch,
+                entry.id,
+                ErrorKind.TOO_LARGE,
+                f"the audio does not fit in one frame: {exc}",
+                tier is Tier.BULK,
             )
             return
-        self.channel.write_raw(frame)
+        self.channel.write_raw(frame, tier is Tier.BULK)

@@ -105,8 +105,11 @@ def main(
     began = time.monotonic() if started is None else started
     channel = TimedChannel(rfile, wfile, args.max_frame_bytes, began)
     hooks = make_hooks(channel)
-    if args.engine == "whisper":
-        from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars
+    try:
+        if args.engine == "whisper":
+            from sidecar.serve.asr import AsrSidecar  # transformers' Whisper: only ASR sidecars
 
-        return int(AsrSidecar(channel, args, hooks).run())
-    return int(Sidecar(channel, args, hooks).run())
+            return int(AsrSidecar(channel, args, hooks).run())
+        return int(Sidecar(channel, args, hooks).run())
+    finally:
+        channel.flush()  # the frames still queued (a load error's, the last `done`) go out

@@ -43,6 +43,7 @@ from supervisor.http.routes.speech import CLIENT_CLOSED
 from supervisor.jobs.postgres_store import PostgresJobStore
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.sqlite_store import SqliteJobStore
+from supervisor.loop_lag import LagProbe
 from supervisor.services import Services
 from supervisor.settings import Settings, SidecarSettings, redacted_url
 from supervisor.speech import hearing, result_cache
@@ -177,6 +178,8 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
         )
         app.state.jobs, app.state.jobs_health = open_jobs(app.state.services, db)
         collector = metrics.watch(pool, app.state.services.asr_pool)
+        lag = LagProbe()
+        lag.start()
         if not settings.api_keys:
             log.warning(
                 "no --api-key given: every route is open to anyone who can reach %s:%d",
@@ -204,6 +207,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             voices.close()
             if db is not None:
                 db.close()
+            await lag.stop()
             metrics.unwatch(collector)
             tracing.stop()
 

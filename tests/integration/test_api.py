@@ -380,6 +380,7 @@ def test_metrics_after_traffic(server: LiveServer, client: openai.OpenAI) -> Non
         "omnivoice_queue_wait_seconds_bucket",
         "omnivoice_batch_size_bucket",
         "omnivoice_batch_step_seconds_bucket",
+        "omnivoice_event_loop_lag_seconds_bucket",
         "omnivoice_audio_produced_seconds_total",
         'omnivoice_sidecar_state{sidecar="cpu0",state="ready"} 1.0',
         'omnivoice_sidecar_restarts_total{sidecar="cpu0"} 0.0',

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from sidecar.shared.protocol import Tier
 from tests.helpers.null_sidecar import NullSidecar
 
 
@@ -90,3 +91,21 @@ def test_done_reports_the_denoise_and_decode_wall_times_apart(sidecar: NullSidec
     assert stats["denoise_s"] >= 1.0 and stats["decode_s"] >= 1.0, stats
     assert stats["wall_s"] >= stats["denoise_s"] + stats["decode_s"], stats
     assert sidecar.close() == 0
+
+
+def test_an_interactive_batch_is_answered_while_a_bulk_batch_waits_for_the_device(
+    sidecar: NullSidecar,
+) -> None:
+    """A bulk batch whose steps the device has not finished (`deviceslow` holds its wait in
+    the watcher) holds up neither an interactive batch's `denoised` nor its `done`: each tier
+    waits for the device in a thread of its own. The null engine has no device; the fault
+    stands in for a bulk batch's unfinished kernels."""
+    sidecar.generate(1, ["A bulk read. [[fault:deviceslow:20]]"])
+    sidecar.read_until("result", 1)  # the bulk finisher now waits for batch 1's `denoised`
+    sidecar.generate(2, ["Hello."], tier=Tier.INTERACTIVE)
+    frames = [sidecar.read()]
+    while not (frames[-1]["op"] == "done" and frames[-1]["batch"] == 2):
+        frames.append(sidecar.read())
+    order = [(f["op"], f["batch"]) for f in frames]
+    assert ("denoised", 2) in order and ("result", 2) in order
+    assert ("denoised", 1) not in order and ("done", 1) not in order

@@ -5,7 +5,9 @@ answered before that batch; a sidecar killed with a joined batch in it loses not
 A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
 `interactive_step_tokens` 0 the bulk batch waits while the interactive one runs. A `decodeslow`
 fault keeps a denoised bulk batch in the sidecar's finisher: interactive work still joins (the
-sidecar's interactive finisher answers it), rather than queueing behind that decode."""
+sidecar's interactive finisher answers it), rather than queueing behind that decode. A
+`deviceslow` fault holds a bulk batch's `denoised` (the null engine has no device; the fault
+stands in for a bulk batch the device has not finished): interactive work waits for it neither."""
 
 from __future__ import annotations
 
@@ -77,6 +79,25 @@ def test_an_interactive_request_does_not_wait_for_a_bulk_batch_to_decode() -> No
             [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
             assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
             assert not bulk.done(), "the interactive request waited for the bulk decode"
+            assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
+
+    run(scenario())
+
+
+def test_interactive_requests_do_not_wait_for_a_bulk_batch_the_device_has_not_finished() -> None:
+    """A `deviceslow` fault holds the bulk batch's `denoised` (its device work unfinished, as
+    on a GPU whose bulk passes are long): interactive requests that join meanwhile are answered
+    one after another, the second too, and the bulk batch is still not past the device."""
+
+    async def scenario() -> None:
+        async with running_pool(fast_settings(None, heartbeat_timeout_s=60.0)) as pool:
+            held = {**BULK, "text": "A bulk read. [[fault:deviceslow:20]]", "num_step": 4}
+            [bulk] = pool.scheduler.submit([held], Tier.BULK)  # type: ignore[list-item]
+            await wait_for(lambda: bulk_started(pool), 30, "the bulk batch to start")
+            for n in range(3):
+                [urgent] = pool.scheduler.submit([{**URGENT, "id": f"urgent-{n}"}])  # type: ignore[list-item]
+                assert (await asyncio.wait_for(urgent, 15))["id"] == f"urgent-{n}"
+            assert not bulk_denoised(pool), "the interactive requests waited for the device"
             assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
 
     run(scenario())
