@@ -29,7 +29,7 @@ from supervisor.speech.result_cache import CachedResult
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from supervisor.tenants import Tenant
 
 log = logging.getLogger("omnivoice.jobs")

@@ -50,7 +50,7 @@ from supervisor import metrics
 from supervisor.qa_summary import QaSummary
 from supervisor.settings import SidecarSettings, SpeechSettings
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from supervisor.tenants import DEFAULT_OWNER
 
 log = logging.getLogger("omnivoice.cache")

@@ -25,8 +25,8 @@ from supervisor.speech.piece import Piece
 from supervisor.speech.result_cache import CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
+from supervisor.speech.voice import Voice
 from supervisor.speech.voices import resolve_voice, voice_resolver
 from supervisor.tenants import Tenant
 from supervisor.tracing import spans

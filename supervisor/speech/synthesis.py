@@ -32,10 +32,11 @@ from supervisor.speech import cost, quality
 from supervisor.speech.hearing import Hearing
 from supervisor.speech.piece import Attempt, Piece
 from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.synthesis_plan import Plan, Reading, Voice, VoiceResolver
+from supervisor.speech.synthesis_plan import Plan, Reading
 from supervisor.speech.text import script
 from supervisor.speech.text.captions import Segment
 from supervisor.speech.text.spans import Script
+from supervisor.speech.voice import Voice, VoiceResolver
 from supervisor.supervision.scheduler import Scheduler
 
 BYTES_PER_TOKEN = 4  # input_tokens in SSE usage is an estimate: about four bytes of UTF-8 each

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sidecar.shared.duration import FRAME_RATE
@@ -34,15 +33,7 @@ from supervisor.speech import chunking, continuity, cost, quality
 from supervisor.speech.schemas import MAX_SEED, SpeechRequest
 from supervisor.speech.text import captions
 from supervisor.speech.text.spans import Script, Span
-
-
-@dataclass(frozen=True)
-class Voice:
-    """What a request speaks with."""
-
-    instruct: str | None = None  # voice design
-    prompt: VoicePayload | None = None  # a saved or cloned voice
-    seed: int | None = None  # used when the request names no seed (OpenAI voice names)
+from supervisor.speech.voice import Voice, VoiceResolver
 
 
 @dataclass(frozen=True)
@@ -55,9 +46,6 @@ class Part:
     language: str | None
     lead_s: float = 0.0  # silence before the chunk
     pause_s: float = 0.0  # silence after the chunk
-
-
-VoiceResolver = Callable[[str], Voice]  # a voice name in the text (SSML <voice>) to its Voice
 
 
 @dataclass(frozen=True)

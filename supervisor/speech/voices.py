@@ -37,7 +37,7 @@ from supervisor import metrics
 from supervisor.errors import Conflict, InvalidRequest
 from supervisor.speech import schemas
 from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.synthesis_plan import Voice, VoiceResolver
+from supervisor.speech.voice import Voice, VoiceResolver
 from supervisor.storage_errors import storage_error
 from supervisor.tenants import DEFAULT_OWNER, OWNER_NAME
 

@@ -14,8 +14,8 @@ from supervisor.speech import schemas
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.piece import Piece
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 
 RATE = 24000

@@ -29,8 +29,8 @@ from supervisor.settings import Settings
 from supervisor.speech import schemas
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.live_server import KEY, LiveServer, live
 

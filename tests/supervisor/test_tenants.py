@@ -226,7 +226,7 @@ def test_cache_entries_are_named_for_their_owner_and_purged_by_owner(tmp_path: P
     from supervisor.speech import result_cache
     from supervisor.speech.result_cache import CachedResult, ResultCache
     from supervisor.speech.schemas import speech_request
-    from supervisor.speech.synthesis_plan import Voice
+    from supervisor.speech.voice import Voice
 
     settings = Settings(engine="null")
     speech = speech_request({"input": "Hello.", "seed": 1}, settings)

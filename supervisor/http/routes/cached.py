@@ -16,7 +16,7 @@ from supervisor.speech.result_cache import CachedResult, CacheMeta
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight, Flights
 from supervisor.speech.synthesis import usage
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 
 HEADER = "X-Cache"
 _writing: set[asyncio.Task[None]] = set()  # puts in flight, held so they are not collected

@@ -61,7 +61,7 @@ from supervisor.speech.piece import Piece
 from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.single_flight import Flight
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")

@@ -21,9 +21,9 @@ from supervisor.settings import Settings
 from supervisor.speech import cost, schemas
 from supervisor.speech.lexicons import Lexicon
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
 from supervisor.speech.text import script
 from supervisor.speech.text.spans import SPEED_RANGE
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 
 RATE = 24000

@@ -11,7 +11,7 @@ import pytest
 from supervisor.errors import InvalidRequest, NotFound
 from supervisor.settings import Settings
 from supervisor.speech.lexicons import Lexicon, LexiconStore, parse
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from tests.helpers.synthesis_driver import drive
 
 BRANDS = Lexicon(

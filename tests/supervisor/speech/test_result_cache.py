@@ -17,7 +17,7 @@ from supervisor import metrics
 from supervisor.settings import Settings
 from supervisor.speech import result_cache, schemas
 from supervisor.speech.result_cache import CachedResult, ResultCache
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from tests.helpers.tmpfs import fill, mount_tmpfs
 
 META = {"format": "wav", "sample_rate": 24000, "seed": 1, "audio_s": 1.0, "chunks": 1}

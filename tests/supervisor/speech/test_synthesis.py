@@ -19,7 +19,7 @@ from supervisor.settings import Settings
 from supervisor.speech import quality, schemas
 from supervisor.speech.hearing import Hearing
 from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 from supervisor.supervision.work import Batch
 from tests.helpers.waits import async_wait_until

@@ -11,8 +11,9 @@ from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.synthesis_plan import Plan, Reading, Voice
+from supervisor.speech.synthesis_plan import Plan, Reading
 from supervisor.speech.text import script
+from supervisor.speech.voice import Voice
 
 SETTINGS = Settings(engine="null")
 LONG = "The harbour was quiet that morning. Mr. Smith walked down to the pier. " * 8

@@ -11,7 +11,8 @@ from typing import Any
 from sidecar.shared.tiers import Tier
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.waits import async_wait_until
 

@@ -9,7 +9,8 @@ from typing import Any
 from supervisor.http.routes.speech import streamed
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.synthesis import Synthesis, Voice
+from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.voice import Voice
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.texts import LONG
 

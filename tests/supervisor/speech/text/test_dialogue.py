@@ -12,7 +12,7 @@ from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
 from supervisor.speech import schemas
-from supervisor.speech.synthesis_plan import Voice
+from supervisor.speech.voice import Voice
 from tests.helpers.synthesis_driver import LEVEL, RATE, drive
 
 PROMPT = {
