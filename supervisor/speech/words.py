@@ -20,23 +20,35 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sidecar.shared.protocol import AudioToHear, WordTiming
 from sidecar.shared.tiers import Tier
 from supervisor.errors import InvalidRequest, ServerError, Unavailable
 from supervisor.speech.piece import Piece
+from supervisor.speech.schemas import SpeechRequest
 from supervisor.speech.text.captions import Segment, Word
 from supervisor.supervision.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from supervisor.speech.synthesis import Synthesis
 
 GRANULARITIES = ("segment", "word")
 # a job item's own, not the speech's (`title`: a name shown with it, such as an audiobook chapter's)
 ITEM_FIELDS = ("captions", "timestamp_granularities", "title")
 RETRY_AFTER_S = 5
 TICK_S = 0.001  # the shortest word, so that each start is before its end
+
+
+class Spoken(Protocol):
+    """What `item_words` reads of a job item's synthesis (`speech.synthesis.Synthesis`): its
+    audio's rate, its segments (the words go into them), its request's language and its tier."""
+
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def segments(self) -> list[Segment]: ...
+    @property
+    def request(self) -> SpeechRequest: ...
+    @property
+    def tier(self) -> Tier: ...
 
 
 def wants_words(body: Any, asr: Scheduler | None, param: str = "timestamp_granularities") -> bool:
@@ -79,7 +91,7 @@ def item_wants_words(fields: Mapping[str, object], asr: Scheduler | None) -> boo
 async def item_words(
     fields: Mapping[str, object],
     asr: Scheduler | None,
-    synthesis: Synthesis,
+    synthesis: Spoken,
     pcm: bytes,
     deadline_s: float,
 ) -> None:
