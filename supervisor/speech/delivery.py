@@ -17,14 +17,11 @@ answer is normalised as one piece, not chunk by chunk.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from supervisor.errors import InvalidRequest
 from supervisor.speech import formats, loudness
 from supervisor.speech.loudness import Target
-
-if TYPE_CHECKING:
-    from supervisor.speech.schemas import SpeechRequest
 
 SAMPLE_RATES = (8000, 48000)
 G711 = ("mulaw", "alaw")
@@ -61,7 +58,16 @@ class Profile:
         return G711_RATE if fmt in G711 else source_rate
 
 
-def profile(request: SpeechRequest) -> Profile:
+class Asks(Protocol):
+    """What `profile` reads of a request (`schemas.SpeechRequest`): the output's fields."""
+
+    @property
+    def sample_rate(self) -> int | None: ...
+    @property
+    def loudness(self) -> Target | None: ...
+
+
+def profile(request: Asks) -> Profile:
     return Profile(request.sample_rate, request.loudness)
 
 
