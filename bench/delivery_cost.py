@@ -1,5 +1,5 @@
 """What delivery profiles cost the supervisor: 60 s of audio resampled, G.711-encoded and
-loudness-normalised (`supervisor.speech.delivery.encode`), best of three.
+loudness-normalised (`supervisor.speech.audio.delivery.encode`), best of three.
 
     .venv/bin/python bench/delivery_cost.py
 
@@ -12,7 +12,7 @@ import math
 import struct
 import time
 
-from supervisor.speech import delivery
+from supervisor.speech.audio import delivery
 
 RATE = 24000
 SECONDS = 60

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sidecar.audio import processing as audio
 from sidecar.audio.checks import run_checks
 from sidecar.runtime.omnivoice import OUTPUT_SILENCE_MS
-from sidecar.serve.wire import audio_to_wire
+from sidecar.serve.wire_arrays import audio_to_wire
 from sidecar.shared.protocol import encode_frame
 from sidecar.shared.thresholds import Thresholds
 

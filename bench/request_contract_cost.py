@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.field_checks import json_loads
+from supervisor.speech.request import schemas
+from supervisor.speech.request.field_checks import json_loads
 
 BODY: dict[str, Any] = {
     "model": "tts-1",
@@ -96,7 +96,7 @@ def main() -> None:
         "json_loads alone": lambda: json_loads(raw),
     }
     try:
-        from supervisor.speech.speech_body import Limits, model_for
+        from supervisor.speech.request.speech_body import Limits, model_for
     except ImportError:  # a tree from before the declaration
         pass
     else:

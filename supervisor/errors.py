@@ -178,7 +178,7 @@ class TaskFailed(ServerError):
 
 class QualityFailed(TaskFailed):
     """The audio still failed a quality check after every retry (sidecar/audio/checks.py); `qa` is
-    the summary of its checks (supervisor/speech/quality.py), which a job item keeps."""
+    the summary of its checks (supervisor/speech/checks/quality.py), which a job item keeps."""
 
     code = "qa_failed"
 

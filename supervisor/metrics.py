@@ -175,7 +175,7 @@ RUNTIME_COUNTERS = {
         registry=REGISTRY,
     ),
 }
-# Quality checks (supervisor/speech/quality.py): per generation attempt, per retry, per chunk given up on.
+# Quality checks (supervisor/speech/checks/quality.py): per generation attempt, per retry, per chunk given up on.
 qa_check_failures = Counter(
     f"{PREFIX}_qa_check_failures",
     "generation attempts that failed a quality check, by check (an attempt may fail several)",

@@ -1,5 +1,5 @@
 """The `qa` block's type: what a job item, a cached result and a `qa_failed` error say of the
-quality checks (supervisor/speech/quality.py says what each field means and makes it).
+quality checks (supervisor/speech/checks/quality.py says what each field means and makes it).
 
 Below the speech code, so that the error tree (supervisor/errors.py) and the job stores can name
 it without importing what makes it.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.settings import Settings
-from supervisor.speech.access import LexiconAccess, VoiceAccess
-from supervisor.speech.hearing import Hearing
-from supervisor.speech.lexicons import LexiconStore
-from supervisor.speech.result_cache import ResultCache
-from supervisor.speech.voices import PromptCache, Voices
+from supervisor.speech.checks.asr_round_trip import AsrRoundTrip
+from supervisor.speech.stores.access import LexiconAccess, VoiceAccess
+from supervisor.speech.stores.lexicons import LexiconStore
+from supervisor.speech.stores.result_cache import ResultCache
+from supervisor.speech.stores.voices import PromptCache, Voices
 from supervisor.supervision.pool import Pool
 from supervisor.supervision.scheduler import Scheduler
 from supervisor.tenants import Tenant
@@ -28,7 +28,7 @@ class Services:
     asr: Scheduler | None = None  # the ASR sidecar's (--asr-model), None without one
     asr_pool: Pool | None = None
     results: ResultCache | None = None  # None: --cache-max-bytes 0
-    hearing: Hearing | None = None  # the ASR round trip of speech, behind its deadline
+    hearing: AsrRoundTrip | None = None  # the ASR round trip of speech, behind its deadline
 
     def voices_for(self, tenant: Tenant) -> VoiceAccess:
         """The saved voices `tenant` may use (its own, the shared ones; an admin's: all)."""

@@ -58,8 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sidecar.serve.frame_pipe import FramePipe
 from sidecar.serve.hooks import Hooks, SendError
-from sidecar.serve.wire import Channel
 from sidecar.shared.protocol import HEADER, ErrorKind, ExitCode
 
 LOAD_ENV = "OMNIVOICE_TEST_FAULT_LOAD"
@@ -136,7 +136,7 @@ def _ours(faults: Sequence[object]) -> list[Fault]:
 class Faults(Hooks):
     """The faults of one sidecar, at the frame loop's hooks."""
 
-    def __init__(self, channel: Channel | None = None, token_dir: str | None = None) -> None:
+    def __init__(self, channel: FramePipe | None = None, token_dir: str | None = None) -> None:
         self.channel = channel  # for `garbage` and `oversize`; None where only audio is spoiled
         self.token_dir = token_dir or os.environ.get(DIR_ENV) or tempfile.gettempdir()
 

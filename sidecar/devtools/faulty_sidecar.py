@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from sidecar.__main__ import main
 
 if TYPE_CHECKING:  # nothing heavy before `hello`
+    from sidecar.serve.frame_pipe import FramePipe
     from sidecar.serve.hooks import Hooks
-    from sidecar.serve.wire import Channel
 
 
-def fault_hooks(channel: Channel) -> Hooks:
+def fault_hooks(channel: FramePipe) -> Hooks:
     from sidecar.devtools.faults import Faults
 
     return Faults(channel)

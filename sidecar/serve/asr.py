@@ -26,7 +26,7 @@ from sidecar.audio.asr import Transcriber
 from sidecar.audio.wer import compare
 from sidecar.serve import engines
 from sidecar.serve.loop import Sidecar
-from sidecar.serve.wire import decode_reference
+from sidecar.serve.wire_arrays import decode_reference
 from sidecar.shared.errors import CheckpointError
 from sidecar.shared.protocol import (
     Align,

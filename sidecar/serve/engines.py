@@ -236,7 +236,7 @@ def load_engine(
     spec: EngineSpec, on_progress: ProgressCallback, park: Callable[[], None] | None = None
 ) -> Engine:
     """Load the named engine; the OmniVoice runtime (and torch) is imported only here. With
-    `park` (a spare, sidecar/serve/park.py), what needs no device is loaded first, then `park`
+    `park` (a spare, sidecar/serve/spare.py), what needs no device is loaded first, then `park`
     returns once the device may be used (or raises to end the start)."""
     if spec.name == "null":
         on_progress("null engine")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # for annotations only: numpy stays out of a light import
     import numpy as np
 
-    from sidecar.serve.wire import Channel
+    from sidecar.serve.frame_pipe import FramePipe
 
 SendError = Callable[[str, str], None]  # an error frame with no batch: (ErrorKind value, text)
 
@@ -51,9 +51,9 @@ class Hooks:
         return audio
 
 
-HooksFactory = Callable[["Channel"], Hooks]  # made once the frame channel exists
+HooksFactory = Callable[["FramePipe"], Hooks]  # made once the frame channel exists
 
 
-def no_hooks(channel: Channel) -> Hooks:
+def no_hooks(channel: FramePipe) -> Hooks:
     """The production factory."""
     return Hooks()

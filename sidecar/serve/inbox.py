@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from sidecar.serve.wire import Channel
+from sidecar.serve.frame_pipe import FramePipe
 from sidecar.shared.protocol import Generate, Message, ProtocolError, Tier
 
 # What the reader hands over: a frame, None at the end of stdin, or the error that ended it.
@@ -21,7 +21,7 @@ Arrival = Message | ProtocolError | None
 class Inbox:
     """Frames in arrival order; `get` blocks for the next, `take_interactive` takes joiners early."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: FramePipe) -> None:
         self.channel = channel
         self._arrived: deque[Arrival] = deque()
         self._changed = threading.Condition()

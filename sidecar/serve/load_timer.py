@@ -16,7 +16,7 @@ import logging
 import time
 from typing import IO
 
-from sidecar.serve.wire import Channel
+from sidecar.serve.frame_pipe import FramePipe
 from sidecar.shared.protocol import Message
 
 log = logging.getLogger("sidecar")
@@ -56,7 +56,7 @@ class LoadTimer:
         return line + (f", {now - went[-1]:.2f} s after go" if went else "")
 
 
-class TimedChannel(Channel):
+class TimedChannel(FramePipe):
     """A frame channel that times the start's stages from the frames it sends."""
 
     def __init__(

@@ -21,16 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.serve import engines
 from sidecar.serve.batch_run import BatchEntry, BatchRun, DenoisedGroup, ItemError, RunningBatch
+from sidecar.serve.frame_pipe import FramePipe
 from sidecar.serve.hooks import Hooks
 from sidecar.serve.inbox import Inbox
-from sidecar.serve.park import Dismissed, wait_for_go
 from sidecar.serve.results import result_message
-from sidecar.serve.wire import (
-    Channel,
-    decode_reference,
-    tokens_from_wire,
-    tokens_to_wire,
-)
+from sidecar.serve.spare import SpareDismissed, wait_for_go
+from sidecar.serve.wire_arrays import decode_reference, tokens_from_wire, tokens_to_wire
 from sidecar.shared.errors import CheckpointError, InvalidInput
 from sidecar.shared.protocol import (
     ITEM_OPTIONS,
@@ -54,7 +50,7 @@ WARMUP_TEXT = "Warm up."
 
 class Sidecar:
     def __init__(
-        self, channel: Channel, args: argparse.Namespace, hooks: Hooks | None = None
+        self, channel: FramePipe, args: argparse.Namespace, hooks: Hooks | None = None
     ) -> None:
         self.channel = channel
         self.args = args
@@ -130,7 +126,7 @@ class Sidecar:
                 self.progress("warmup")
                 warm = GenerationRequest(text=WARMUP_TEXT, num_step=self.args.warmup_steps, seed=0)
                 self.engine.generate([warm], on_step=lambda step, n: self.progress("warmup"))
-        except Dismissed:  # a spare, never told to go
+        except SpareDismissed:  # a spare, never told to go
             return ExitCode.OK
         except (CheckpointError, InvalidInput, FileNotFoundError, ImportError) as exc:
             log.error("cannot load %r: %s", self.args.model, exc)

@@ -68,7 +68,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--park",
         action="store_true",
-        help="a spare: load what needs no device, then wait for `go` (sidecar/serve/park.py)",
+        help="a spare: load what needs no device, then wait for `go` (sidecar/serve/spare.py)",
     )
     return parser.parse_args(argv)
 

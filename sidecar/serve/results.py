@@ -8,7 +8,7 @@ import numpy as np
 from sidecar.audio.checks import run_checks
 from sidecar.runtime.request import GenerationResult
 from sidecar.serve.batch_run import BatchEntry
-from sidecar.serve.wire import audio_to_wire, tokens_to_wire
+from sidecar.serve.wire_arrays import audio_to_wire, tokens_to_wire
 from sidecar.shared.protocol import Encoding, Result
 from sidecar.shared.thresholds import Thresholds
 

@@ -7,7 +7,7 @@ import enum
 
 PROTOCOL_VERSION = 5  # 2: `denoised`; 3: `align`, `aligned`; 4: `go`; 5: `generate.tier`
 MAX_FRAME_BYTES = 64 * 1024 * 1024
-PARKED = "parked"  # the `progress` stage of a spare that waits for `go` (sidecar/serve/park.py)
+PARKED = "parked"  # the `progress` stage of a spare that waits for `go` (sidecar/serve/spare.py)
 
 
 class Op(str, enum.Enum):

@@ -52,15 +52,15 @@ from sidecar.shared.frames import (
     write_frame,
 )
 from sidecar.shared.messages import ITEM_OPTIONS, MESSAGE_TYPES, Message
-from sidecar.shared.messages.generation import Denoised, Done, Generate, Item, Result, Step
-from sidecar.shared.messages.hearing import (
+from sidecar.shared.messages.asr import (
     Align,
     Aligned,
-    AudioToHear,
+    AsrAudio,
     Transcribe,
     Transcript,
     WordTiming,
 )
+from sidecar.shared.messages.generation import Denoised, Done, Generate, Item, Result, Step
 from sidecar.shared.messages.lifecycle import (
     Error,
     Go,
@@ -105,7 +105,7 @@ __all__ = [
     "TO_SIDECAR",
     "Align",
     "Aligned",
-    "AudioToHear",
+    "AsrAudio",
     "Denoised",
     "Done",
     "EncodeVoice",

@@ -6,7 +6,7 @@ here holds more than one chapter: `BookMeter` feeds every chapter through one li
 loudness and true peak at the end; `leveled` then applies one gain to each chapter in turn (the
 same gain for all, so the book is normalised as one piece, not chapter by chapter), with
 `alimiter` at 4x the rate when that gain would lift the book's true peak over the ceiling, as
-`supervisor.speech.loudness` does for one answer.
+`supervisor.speech.audio.loudness` does for one answer.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, cast
 
 from supervisor.books.model import BookError
-from supervisor.speech import formats, loudness
-from supervisor.speech.loudness import Target
+from supervisor.speech.audio import formats, loudness
+from supervisor.speech.audio.loudness import Target
 
 if TYPE_CHECKING:
     from av.audio.frame import AudioFrame

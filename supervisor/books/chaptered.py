@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.books import audio, tagging
-from supervisor.speech import formats
-from supervisor.speech.loudness import Target
+from supervisor.speech.audio import formats
+from supervisor.speech.audio.loudness import Target
 
 if TYPE_CHECKING:
     from av.audio.stream import AudioStream

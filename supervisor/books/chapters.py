@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from supervisor.books import audio
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 
 STAMP = re.compile(r"(\d{2,}):(\d{2}):(\d{2})([,.])(\d{3})")
 VTT_HEADER = "WEBVTT"

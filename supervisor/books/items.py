@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.books.model import Book
-from supervisor.jobs.timeline import item_audio_s
+from supervisor.jobs.finish_times import item_audio_s
 
 ITEM_FORMAT = "flac"
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+")

@@ -24,7 +24,7 @@ from pathlib import Path
 from supervisor.books import audio, chaptered
 from supervisor.books.chaptered import Tags
 from supervisor.books.items import Span
-from supervisor.speech.loudness import Target
+from supervisor.speech.audio.loudness import Target
 
 BOOKS_DIR = "books"
 _making: dict[str, threading.Lock] = {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from supervisor.speech.formats import FORMATS
+from supervisor.speech.audio.formats import FORMATS
 
 STATE_FILE = ".synth-state.json"
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # the server's rule for item ids

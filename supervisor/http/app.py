@@ -46,10 +46,11 @@ from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.loop_lag import LagProbe
 from supervisor.services import Services
 from supervisor.settings import Settings, SidecarSettings, redacted_url
-from supervisor.speech import hearing, result_cache
-from supervisor.speech.lexicons import LexiconStore
-from supervisor.speech.pg_voices import PgVoiceStore
-from supervisor.speech.voices import PromptCache, Voices, VoiceStore
+from supervisor.speech.checks import asr_round_trip
+from supervisor.speech.stores import result_cache
+from supervisor.speech.stores.lexicons import LexiconStore
+from supervisor.speech.stores.pg_voices import PgVoiceStore
+from supervisor.speech.stores.voices import PromptCache, Voices, VoiceStore
 from supervisor.storage_errors import is_storage_failure, storage_error
 from supervisor.supervision import gpu, model_check
 from supervisor.supervision.asr import AsrPool, asr_devices
@@ -172,7 +173,7 @@ def create_app(settings: Settings, devices: list[Device] | None = None) -> Starl
             asr,
             asr_pool,
             results,
-            hearing.of_pool(asr_pool, settings.asr_timeout_s, "--asr-model" in random)
+            asr_round_trip.of_pool(asr_pool, settings.asr_timeout_s, "--asr-model" in random)
             if asr_pool is not None
             else None,
         )

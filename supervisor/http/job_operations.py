@@ -18,7 +18,7 @@ from supervisor.http.openapi_parts import (
     schema_ref,
 )
 from supervisor.jobs import callbacks
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 
 
 def create_job(p: Parts) -> dict[str, object]:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.settings import Settings
-from supervisor.speech import cost, formats, speech_body
+from supervisor.speech.audio import formats
+from supervisor.speech.request import speech_body
+from supervisor.speech.synthesis import cost
 
 ERRORS: dict[int, str] = {
     400: "invalid request: the message says what, `param` names the field",
@@ -86,7 +88,7 @@ def json_ref(schema_ref: str, description: str) -> dict[str, Any]:
 
 def speech_properties(settings: Settings) -> dict[str, Any]:
     """CreateSpeechRequest's properties, from the request's declaration
-    (supervisor/speech/speech_body.py), and what its input is checked against once read."""
+    (supervisor/speech/request/speech_body.py), and what its input is checked against once read."""
     properties = speech_body.properties(speech_body.Limits.of(settings))
     text = properties["input"]
     text["description"] += (

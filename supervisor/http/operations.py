@@ -20,7 +20,7 @@ from supervisor.http.openapi_parts import (
     responses,
     schema_ref,
 )
-from supervisor.speech import lexicons as lexicon_rules
+from supervisor.speech.stores import lexicons as lexicon_rules
 
 _object = {"content": {"application/json": {"schema": {"type": "object"}}}}
 

@@ -34,7 +34,7 @@ from supervisor.http.routes import (
 )
 from supervisor.http.routes import voices as voice_routes
 from supervisor.settings import HttpSettings
-from supervisor.speech import lexicons as lexicon_rules
+from supervisor.speech.stores import lexicons as lexicon_rules
 
 WEBSOCKET = "WEBSOCKET"  # the method of a WebSocket route
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from supervisor.errors import InvalidRequest
 from supervisor.jobs.schedule import FIELDS as SCHEDULE_FIELDS
-from supervisor.speech import aliases, field_checks
+from supervisor.speech.request import aliases, field_checks
 
 _DECODER = json.JSONDecoder(parse_int=field_checks.json_integer)
 _SPACE = re.compile(r"[ \t\n\r]*")

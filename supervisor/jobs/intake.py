@@ -1,7 +1,7 @@
 """Which queued items start in one pass of the job runner, and what each becomes.
 
 An item is validated again as a speech request, its voice resolved, and it becomes a
-`Synthesis` at its `service_tier` (`flex`, bulk, unless the item asks for another): the
+`SynthesisRun` at its `service_tier` (`flex`, bulk, unless the item asks for another): the
 scheduler puts every interactive task ahead of it. Room is bounded twice: by count (enough to
 fill `WINDOW_BATCHES` batches per usable sidecar), and by admitted audio, of which job items may
 take at most `BULK_SHARE` of the admission limit, so that interactive requests are still
@@ -24,12 +24,15 @@ from collections.abc import Container
 from supervisor.errors import Overloaded, ServerError, Unavailable
 from supervisor.jobs.storage import Claimed, JobStorage, Key
 from supervisor.services import Services
-from supervisor.speech import result_cache, schemas, steps, words
-from supervisor.speech.result_cache import CachedResult
-from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.voice import Voice
+from supervisor.speech.checks import word_timestamps
+from supervisor.speech.request import schemas
+from supervisor.speech.request.schemas import SpeechRequest
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores import result_cache
+from supervisor.speech.stores.result_cache import CachedResult
+from supervisor.speech.stores.single_flight import Flight, Flights
+from supervisor.speech.synthesis import steps
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.tenants import Tenant
 
 log = logging.getLogger("omnivoice.jobs")
@@ -62,7 +65,9 @@ def owner(svc: Services, item: Claimed) -> Tenant:
 def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     """The item as a speech request and its voice; raises as the speech route would. An item
     always has a seed (derived from its fields when it names none), so it is reproducible."""
-    fields = {key: value for key, value in item.request.items() if key not in words.ITEM_FIELDS}
+    fields = {
+        key: value for key, value in item.request.items() if key not in word_timestamps.ITEM_FIELDS
+    }
     speech = schemas.speech_request(fields, svc.settings, default_tier=schemas.JOB_TIER)
     voice = steps.voice(svc, owner(svc, item), speech)
     if speech.seed is None:
@@ -92,7 +97,7 @@ class Intake:
         self.svc = svc
         self.store = store
         self.flights = flights
-        self.admitted: dict[Key, tuple[Claimed, Synthesis, str | None]] = {}
+        self.admitted: dict[Key, tuple[Claimed, SynthesisRun, str | None]] = {}
         self.found: dict[Key, tuple[Claimed, CachedResult]] = {}
         self.leading: set[str] = set()  # the admitted items' cache keys
 

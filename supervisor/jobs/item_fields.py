@@ -1,11 +1,11 @@
 """A job item's own fields, declared once: `id`, `captions`, `title` and
 `timestamp_granularities`, beside the speech fields an item also takes
-(supervisor/speech/speech_body.py).
+(supervisor/speech/request/speech_body.py).
 
-The declaration validates them (supervisor/speech/request_errors.py names the field) and writes
+The declaration validates them (supervisor/speech/request/body_errors.py names the field) and writes
 their JSON Schema for the OpenAPI document's `JobItemRequest`. `timestamp_granularities` is
 only declared here: whether word timing can be had depends on the server's ASR sidecar, so
-`speech.words.item_wants_words` checks it.
+`speech.checks.word_timestamps.item_wants_words` checks it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from supervisor.errors import InvalidRequest
-from supervisor.speech.speech_body import NoTitles, checked, written_schema
-from supervisor.speech.words import GRANULARITIES
+from supervisor.speech.checks.word_timestamps import GRANULARITIES
+from supervisor.speech.request.speech_body import NoTitles, checked, written_schema
 
 # Also a file name: synth writes <id>.<format>.
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -20,8 +20,8 @@ from typing import TypedDict
 
 from supervisor.database import Connection, Database
 from supervisor.errors import QualityFailed, ServerError
+from supervisor.jobs.finish_times import PendingJob, item_audio_s
 from supervisor.jobs.storage import UNFINISHED, Claimed, Key, error_record, out_of_space
-from supervisor.jobs.timeline import Pending, item_audio_s
 from supervisor.qa_summary import QaSummary
 
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"  # the database's clock, the one leases go by
@@ -66,7 +66,7 @@ class PostgresQueue:
         )
         return [Claimed.from_row(r) for r in rows]
 
-    def backlog(self) -> list[Pending]:
+    def backlog(self) -> list[PendingJob]:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""
         rows = self.db.run(
             lambda conn: conn.execute(
@@ -77,7 +77,8 @@ class PostgresQueue:
             ).fetchall()
         )
         return [
-            Pending(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"]) for r in rows
+            PendingJob(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"])
+            for r in rows
         ]
 
     def next_start(self, now: float) -> float | None:

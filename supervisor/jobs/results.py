@@ -10,8 +10,8 @@ How an item ends:
     not the item's fault    `queued` again: over capacity, draining, or no device left
     its job cancelled       `cancelled` (a synthesis already running is closed)
 
-A full disk (supervisor/jobs/space.py): a result that cannot be written for want of space puts
-its item back in the queue (its attempt counted; after `SPACE_ATTEMPTS` it fails with
+A full disk (supervisor/jobs/full_disk.py): a result that cannot be written for want of space puts
+its item back in the queue (its attempt counted; after `FULL_DISK_ATTEMPTS` it fails with
 `insufficient_storage`), the temporary file removed, and the runner waits for space: no item
 starts until a probe finds room, then they run again by themselves. Another write error fails
 the item, saying so; a database that cannot be reached puts the item back in the queue.
@@ -26,14 +26,15 @@ from collections.abc import Awaitable, Callable
 
 from supervisor.database import StoreUnavailable
 from supervisor.errors import InsufficientStorage, ServerError
-from supervisor.jobs.space import SpaceWait, refused_item_end
+from supervisor.jobs.full_disk import FullDiskWait, refused_item_end
 from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
 from supervisor.qa_summary import QaSummary
 from supervisor.services import Services
-from supervisor.speech import delivery, steps
-from supervisor.speech.piece import Piece
-from supervisor.speech.result_cache import CachedResult
-from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.audio import delivery
+from supervisor.speech.audio.chunk_audio import ChunkAudio
+from supervisor.speech.stores.result_cache import CachedResult
+from supervisor.speech.synthesis import steps
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.speech.text import captions
 
 log = logging.getLogger("omnivoice.jobs")
@@ -50,7 +51,7 @@ class ResultWriter:
         self,
         svc: Services,
         store: JobStorage,
-        space: SpaceWait,
+        space: FullDiskWait,
         record: Record,
         storage_failed: Callable[[BaseException], None],
     ) -> None:
@@ -61,7 +62,7 @@ class ResultWriter:
         self.storage_failed = storage_failed
 
     async def write(
-        self, item: Claimed, synthesis: Synthesis, pieces: list[Piece], name: str | None
+        self, item: Claimed, synthesis: SynthesisRun, pieces: list[ChunkAudio], name: str | None
     ) -> None:
         """Encode and store a finished item, and keep it in the result cache under `name`;
         from here on nothing cancels it."""

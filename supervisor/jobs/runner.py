@@ -7,7 +7,7 @@ One asyncio task, woken by a new job or a finished item, and every half second. 
     every item no sidecar has begun; those begun finish within the drain and are written
     puts back items whose lease ran out (PostgreSQL: a server died or lost the database)
     removes jobs past their retention (once a minute)
-    refreshes each job's estimated finish (once a second; supervisor/jobs/outlook.py), and warms up
+    refreshes each job's estimated finish (once a second; supervisor/jobs/finish_estimates.py), and warms up
     a sidecar for the next `not_before` (supervisor/jobs/warm_up.py)
     sends the callbacks of jobs that ended (supervisor/jobs/callback_sender.py)
     starts queued items while there is room: of jobs whose `not_before` has come, the earliest
@@ -19,7 +19,7 @@ was cancelled through another server.
 
 Which items start, and what each becomes: supervisor/jobs/intake.py; how a finished one is
 written: supervisor/jobs/results.py; the warm-up for a scheduled job: supervisor/jobs/warm_up.py.
-An item is claimed in the store (queued -> running) only once its Synthesis has been admitted.
+An item is claimed in the store (queued -> running) only once its SynthesisRun has been admitted.
 
 When the store itself cannot record an item's end (a full disk, a stopped database), the end is
 kept here and written again each pass until the store takes it; meanwhile no item starts, and the
@@ -42,17 +42,17 @@ from supervisor.database import StoreUnavailable
 from supervisor.errors import Overloaded, QualityFailed, ServerError, SidecarLost, Unavailable
 from supervisor.jobs import intake
 from supervisor.jobs.callback_sender import CallbackSender
+from supervisor.jobs.finish_estimates import FinishEstimates
+from supervisor.jobs.full_disk import FullDiskWait
 from supervisor.jobs.intake import Intake
-from supervisor.jobs.outlook import Outlook
 from supervisor.jobs.results import ResultWriter
-from supervisor.jobs.space import SpaceWait
 from supervisor.jobs.storage import Claimed, JobStorage, Key, out_of_space
 from supervisor.jobs.views import JobView
 from supervisor.jobs.warm_up import WarmUp
 from supervisor.services import Services
-from supervisor.speech import words
-from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.checks import word_timestamps
+from supervisor.speech.stores.single_flight import Flight, Flights
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.tracing import spans
 from supervisor.tracing.items import item_span
 
@@ -71,12 +71,14 @@ class JobRunner:
     def __init__(self, svc: Services, store: JobStorage) -> None:
         self.svc = svc
         self.store = store
-        self.generating: dict[Key, Synthesis] = {}
+        self.generating: dict[Key, SynthesisRun] = {}
         # Items whose end the store could not record (a full disk): failed with this error, or
         # released (None). Written again each pass.
         self.unrecorded: dict[Key, ServerError | None] = {}
         self.storage_error: str | None = None
-        self.space = SpaceWait()  # a full disk refused a result: no item starts until it has room
+        self.space = (
+            FullDiskWait()
+        )  # a full disk refused a result: no item starts until it has room
         self.tasks: set[asyncio.Task[None]] = set()
         self.item_tasks: dict[Key, asyncio.Task[None]] = {}  # each item's task, until it ends
         self.flights = Flights()  # items' cache keys being made ("job" keys: none is a speech one)
@@ -87,7 +89,7 @@ class JobRunner:
         # only from Python 3.11).
         self._stopping = False
         self.warm = WarmUp(svc, store)
-        self.outlook = Outlook(store, svc.scheduler, self.warm.startup_s)
+        self.outlook = FinishEstimates(store, svc.scheduler, self.warm.startup_s)
         self._deadline_metrics: metrics.DeadlineCollector | None = None
         self.callbacks = CallbackSender(
             svc.settings.jobs, svc.settings.tenancy, store, self.outlook.annotate
@@ -267,7 +269,7 @@ class JobRunner:
                 flight.land(None)
 
     def launch(
-        self, item: Claimed, synthesis: Synthesis, name: str | None, flight: Flight | None
+        self, item: Claimed, synthesis: SynthesisRun, name: str | None, flight: Flight | None
     ) -> None:
         """Run a claimed item's synthesis in a task of its own."""
         key = item.key
@@ -286,12 +288,12 @@ class JobRunner:
 
     # ------------------------------------------------------------ one item
 
-    async def run_item(self, item: Claimed, synthesis: Synthesis, name: str | None) -> None:
+    async def run_item(self, item: Claimed, synthesis: SynthesisRun, name: str | None) -> None:
         key = item.key
         try:
             pieces = [piece async for piece in synthesis.pieces()]
             pcm = b"".join(piece.audio for piece in pieces)
-            await words.item_words(
+            await word_timestamps.item_words(
                 item.request, self.svc.asr, synthesis, pcm, self.svc.settings.speech.asr_timeout_s
             )
         except asyncio.CancelledError:

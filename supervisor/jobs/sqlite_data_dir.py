@@ -6,7 +6,7 @@ jobs; this part holds the directory:
     <data dir>/jobs.lock               flock'ed while a server uses it (a second one is refused)
     <data dir>/jobs.sqlite3            jobs and items (`sqlite_schema`)
     <data dir>/jobs/<job id>/<n>.<fmt> the result of item n, once it is done, written atomically
-    <data dir>/jobs.reserve            room kept for recording items' ends on a full disk (`space`)
+    <data dir>/jobs.reserve            room kept for recording items' ends on a full disk (`full_disk`)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from supervisor.database import StoreCorrupt, StoreLocked
-from supervisor.jobs import space
+from supervisor.jobs import full_disk
 from supervisor.jobs.sqlite_schema import DB_NAME, LOCK_NAME, lock_holder, prepare
 
 RESULTS_DIR = "jobs"
@@ -57,7 +57,9 @@ class SqliteDataDir:
             self._lock_file.close()
             path = self.data_dir / DB_NAME
             raise StoreCorrupt(f"the job database {path} is damaged: {exc}") from None
-        space.keep_reserve(self.data_dir)  # none on a disk already full: made once there is room
+        full_disk.keep_reserve(
+            self.data_dir
+        )  # none on a disk already full: made once there is room
 
     def close(self) -> None:
         with self.lock:
@@ -112,9 +114,9 @@ class SqliteDataDir:
             os.close(directory)
 
     def release_reserve(self) -> bool:
-        """Free the reserve file (`space`), so that SQLite can record items' ends on a full disk."""
-        return space.drop_reserve(self.data_dir)
+        """Free the reserve file (`full_disk`), so that SQLite can record items' ends on a full disk."""
+        return full_disk.drop_reserve(self.data_dir)
 
     def room_for(self, nbytes: int) -> bool:
         """Whether the reserve and a result of nbytes fit in the data directory again."""
-        return space.room_in(self.data_dir, nbytes)
+        return full_disk.room_in(self.data_dir, nbytes)

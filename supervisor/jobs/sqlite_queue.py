@@ -18,9 +18,9 @@ import shutil
 import time
 
 from supervisor.errors import QualityFailed, ServerError
+from supervisor.jobs.finish_times import PendingJob
 from supervisor.jobs.sqlite_data_dir import TMP_SUFFIX, SqliteDataDir
 from supervisor.jobs.storage import UNFINISHED, Claimed, Key, error_record
-from supervisor.jobs.timeline import Pending
 from supervisor.qa_summary import QaSummary
 
 
@@ -39,7 +39,7 @@ class SqliteQueue(SqliteDataDir):
             ).fetchall()
         return [Claimed.from_row(r) for r in rows]
 
-    def backlog(self) -> list[Pending]:
+    def backlog(self) -> list[PendingJob]:
         """Every job with items still to run (cancelled ones aside), with their estimated audio."""
         with self.lock:
             rows = self.db.execute(
@@ -49,7 +49,8 @@ class SqliteQueue(SqliteDataDir):
                 "AND j.cancelled_at IS NULL GROUP BY j.id"
             ).fetchall()
         return [
-            Pending(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"]) for r in rows
+            PendingJob(r["id"], r["seq"], r["not_before"], r["deadline"], r["audio_s"])
+            for r in rows
         ]
 
     def next_start(self, now: float) -> float | None:

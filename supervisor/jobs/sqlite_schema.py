@@ -11,8 +11,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from supervisor.jobs.finish_times import item_audio_s
 from supervisor.jobs.storage import UNFINISHED, scoped_key
-from supervisor.jobs.timeline import item_audio_s
 from supervisor.tenants import DEFAULT_OWNER
 
 DB_NAME = "jobs.sqlite3"

@@ -2,7 +2,7 @@
 
     <data dir>/jobs.sqlite3            jobs and items (`sqlite_schema`)
     <data dir>/jobs/<job id>/<n>.<fmt> the result of item n, once it is done
-    <data dir>/jobs.reserve            room kept for recording items' ends on a full disk (`space`)
+    <data dir>/jobs.reserve            room kept for recording items' ends on a full disk (`full_disk`)
 
 The jobs, their items' views and their callbacks are here; the moves of an item and recovery at
 start are the queue's (`sqlite_queue`), the directory, its lock and its files `sqlite_data_dir`'s.

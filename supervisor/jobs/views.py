@@ -13,7 +13,7 @@ from supervisor.qa_summary import QaSummary
 from supervisor.tracing import spans
 
 if TYPE_CHECKING:
-    from supervisor.jobs.space import SpaceReport
+    from supervisor.jobs.full_disk import FullDiskReport
     from supervisor.jobs.warm_up import WarmUpReport
 
 # A job's progress: per item state, how many, the most attempts, the last end (%s: the job id).
@@ -66,10 +66,10 @@ class JobView(_JobViewBase, total=False):
     """A job as the API shows it: the store's view, and what the runner adds to it."""
 
     items: list[ItemView]  # unless the store was asked for the job alone
-    estimated_finish: str | None  # the runner's outlook (supervisor/jobs/outlook.py)
+    estimated_finish: str | None  # the runner's outlook (supervisor/jobs/finish_estimates.py)
     deadline_at_risk: bool
     warm_up: WarmUpReport | None  # the warm-up for it, while one is under way
-    waiting_for_space: SpaceReport | None  # while a full disk holds the items back
+    waiting_for_space: FullDiskReport | None  # while a full disk holds the items back
 
 
 def job_view(

@@ -4,9 +4,9 @@ pings, SIGKILL, respawn, restart intensity, reaping) with a scheduler of its own
 
 One ASR sidecar runs on the first device beside the OmniVoice sidecar there. It transcribes each
 generated chunk, and the transcript's checks (`wer`, `divergent_run`) join the chunk's own, so a
-chunk whose words came out wrong is retried like any other failed check (supervisor/speech/quality.py).
+chunk whose words came out wrong is retried like any other failed check (supervisor/speech/checks/quality.py).
 It also transcribes a clone reference uploaded without a transcript, and times the words of a
-caption segment (`align`, for word timestamps: supervisor/speech/words.py).
+caption segment (`align`, for word timestamps: supervisor/speech/checks/word_timestamps.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from sidecar.shared.protocol import AudioToHear
+from sidecar.shared.protocol import AsrAudio
 from sidecar.shared.tiers import Tier
 from supervisor.errors import Unavailable, Unprocessable
 from supervisor.supervision.gpu import Device
@@ -53,7 +53,7 @@ def asr_devices(found: list[Device]) -> list[Device]:
 async def transcribe_reference(asr: Scheduler, upload: bytes, deadline_s: float) -> str:
     """What is said in an uploaded reference clip (any format a voice upload takes); a 503
     saying to send the transcript if none comes back within deadline_s (a stalled sidecar)."""
-    fields: AudioToHear = {
+    fields: AsrAudio = {
         "audio": upload,
         "encoding": "file",
         "sample_rate": 0,

@@ -8,7 +8,7 @@ holds its files (checked the same way); otherwise, offline (HF_HUB_OFFLINE) it c
 online the hub is asked whether it exists and holds them (supervision/hub_check.py). What only
 loading can tell (weights of the wrong shapes, say) is still the sidecar's to report: the
 OmniVoice pool's failure ends the server (`--failed-exit-s`); the ASR sidecar's leaves speech
-going out unheard (supervisor/speech/hearing.py).
+going out unheard (supervisor/speech/checks/asr_round_trip.py).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 
 from sidecar.shared.protocol import (
     Aligned,
-    AudioToHear,
+    AsrAudio,
     Encoded,
     Item,
     Result,
@@ -150,7 +150,7 @@ class Scheduler:
         return task.future
 
     def submit_transcribe(
-        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
+        self, fields: AsrAudio, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Transcript]:
         """Admit audio to transcribe (an ASR pool); the future resolves to a `transcript`."""
         task = Transcription(
@@ -162,7 +162,7 @@ class Scheduler:
         return task.future
 
     def submit_align(
-        self, fields: AudioToHear, tier: Tier = Tier.INTERACTIVE
+        self, fields: AsrAudio, tier: Tier = Tier.INTERACTIVE
     ) -> asyncio.Future[Aligned]:
         """Admit a segment to time word by word (an ASR pool); resolves to an `aligned`."""
         task = Alignment(

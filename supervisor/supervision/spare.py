@@ -4,7 +4,7 @@ A respawn used to wait for a whole start: Python's imports (torch and the runtim
 read, the codec built, and only then the device's part (the weights moved, the layer stack
 compiled, the graphs captured). With --spare-sidecars (auto: on GPUs), once a device's sidecar
 is ready the pool starts another one for it with `--park`: it does all that needs no device
-(sidecar/runtime/preload.py), says `progress: parked`, and waits (sidecar/serve/park.py). When
+(sidecar/runtime/preload.py), says `progress: parked`, and waits (sidecar/serve/spare.py). When
 the device's sidecar dies, the respawn (after the backoff and, on a GPU, once the dead one's
 memory is back, as for a fresh process) takes the spare instead of exec'ing a new process and
 sends it `go`: what is left is the device's part of a start. Its load deadlines count from `go`.

@@ -19,7 +19,7 @@ from sidecar.shared.duration import FRAME_RATE, target_tokens
 from sidecar.shared.protocol import (
     Align,
     Aligned,
-    AudioToHear,
+    AsrAudio,
     Encoded,
     EncodeVoice,
     Generate,
@@ -40,7 +40,7 @@ Kind = Literal["generate", "encode", "transcribe", "align"]
 # What a sidecar answers a task with, one message type per kind.
 Answer = Result | Encoded | Transcript | Aligned
 
-P = TypeVar("P", Item, VoiceToEncode, AudioToHear)  # what the task carries
+P = TypeVar("P", Item, VoiceToEncode, AsrAudio)  # what the task carries
 A = TypeVar("A", Result, Encoded, Transcript, Aligned)  # what its future resolves to
 
 
@@ -105,7 +105,7 @@ class Encoding(Work[VoiceToEncode, Encoded]):
 
 
 @dataclass(eq=False, kw_only=True)
-class Transcription(Work[AudioToHear, Transcript]):
+class Transcription(Work[AsrAudio, Transcript]):
     kind: ClassVar[Kind] = "transcribe"
     answers: ClassVar[str] = "transcript"
 
@@ -116,7 +116,7 @@ class Transcription(Work[AudioToHear, Transcript]):
 
 
 @dataclass(eq=False, kw_only=True)
-class Alignment(Work[AudioToHear, Aligned]):
+class Alignment(Work[AsrAudio, Aligned]):
     kind: ClassVar[Kind] = "align"
     answers: ClassVar[str] = "aligned"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from opentelemetry.trace import Span
 
 from supervisor.jobs.storage import Claimed
-from supervisor.speech.synthesis import Synthesis
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.tracing import spans
 
 
-def item_span(item: Claimed, synthesis: Synthesis) -> Span:
+def item_span(item: Claimed, synthesis: SynthesisRun) -> Span:
     """The item's root span (`job.item`), from its admission on; the runner ends it once the
     item has ended. Its id is `spans.item_trace_id`, so every attempt at the item shares it."""
     began, admitted = synthesis.admitted

@@ -1,4 +1,4 @@
-"""Drives a real Synthesis through the real scheduler, playing the pool: every task is answered
+"""Drives a real SynthesisRun through the real scheduler, playing the pool: every task is answered
 with `audio_samples` of a constant non-zero level, so stitched silence (zeros) shows."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.lexicons import Lexicon
-from supervisor.speech.piece import Piece
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.text import script
-from supervisor.speech.voice import Voice
+from supervisor.speech.audio.chunk_audio import ChunkAudio
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores.lexicons import Lexicon
+from supervisor.speech.synthesis import script
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.supervision.scheduler import Scheduler
 
 RATE = 24000
@@ -24,9 +24,9 @@ LEVEL = struct.pack("<h", 1000)
 
 @dataclass
 class Run:
-    synthesis: Synthesis
+    synthesis: SynthesisRun
     payloads: list[dict[str, Any]]  # what each task asked the sidecar, in submission order
-    pieces: list[Piece]  # what the synthesis yielded, in order
+    pieces: list[ChunkAudio]  # what the synthesis yielded, in order
 
 
 def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
@@ -44,7 +44,7 @@ def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
     async def scenario() -> Run:
         scheduler = Scheduler(settings.scheduling)
         request = schemas.speech_request(body, settings)
-        synthesis = Synthesis(
+        synthesis = SynthesisRun(
             scheduler,
             request,
             voice or Voice(),

@@ -19,7 +19,7 @@ import av
 import openai
 import pytest
 
-from supervisor.speech.chunking import estimate_s
+from supervisor.speech.text.chunking import estimate_s
 from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
 from tests.helpers.texts import LONG
 

@@ -25,13 +25,15 @@ from hypothesis import strategies as st
 from supervisor.http.routes.one_shot import CLONE_FIELDS, DESIGN_FIELDS
 from supervisor.http.routes.voices import VOICE_FIELDS
 from supervisor.jobs import body as job_body
-from supervisor.speech import aliases, lexicons, schemas, words
+from supervisor.speech.checks import word_timestamps
+from supervisor.speech.request import aliases, schemas
+from supervisor.speech.stores import lexicons
 from tests.helpers.live_server import AUTH, LiveServer, live, tone_wav
 
 EXAMPLES = 150  # per route and kind: about 2,500 requests with the catalogue, in seconds
 TEXT = "Mind the gap."
 SPEECH = sorted(schemas.SPEECH_FIELDS | set(aliases.ALIASES) | {"request_timeout_s", "nope"})
-ITEM = sorted({*SPEECH, *words.ITEM_FIELDS, "id"})
+ITEM = sorted({*SPEECH, *word_timestamps.ITEM_FIELDS, "id"})
 
 
 _CLIENT = httpx.Client(timeout=30)  # one pool of connections: thousands of requests

@@ -7,7 +7,7 @@ Each finding of the probe is replayed as it was sent: 210 ten-second breaks at 4
 number read digit by digit, numbers past 10^300, a `not_before` in the year 10000 (and such a
 row already stored). Then a timed-out and an abandoned request leave the queue while the work
 ahead of them goes on, and a few requests check that the audio made stays within what the
-server admitted for them (the same reader and Synthesis run in-process).
+server admitted for them (the same reader and SynthesisRun run in-process).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import psycopg
 import pytest
 
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.lexicons import Lexicon
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.text import script
-from supervisor.speech.voice import Voice
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores.lexicons import Lexicon
+from supervisor.speech.synthesis import script
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.live_server import KEY, LiveServer, live
 
@@ -207,7 +207,7 @@ CASES = [
 def test_the_audio_made_stays_within_the_cost_admitted(
     server: LiveServer, body: dict[str, Any]
 ) -> None:
-    """The same request read in-process (the same reader, Synthesis and estimate) gives the cost
+    """The same request read in-process (the same reader, SynthesisRun and estimate) gives the cost
     admitted; the real answer's length stays within it."""
     entries = {"Dr.": "Drive", "Lee": "Lee Street"}
     server.request("PUT", "/v1/audio/lexicons/streets", json={"language": "en", "entries": entries})
@@ -215,7 +215,7 @@ def test_the_audio_made_stays_within_the_cost_admitted(
     request = schemas.speech_request(body, settings)
     lexicon = Lexicon("streets", "en", entries, 0) if body.get("lexicon") else None
     text = script.read(request, settings.speech, lexicon)
-    synthesis = Synthesis(
+    synthesis = SynthesisRun(
         Scheduler(settings.scheduling),
         request,
         Voice(),

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from supervisor.jobs.space import SPACE_ATTEMPTS
+from supervisor.jobs.full_disk import FULL_DISK_ATTEMPTS
 from tests.helpers.job_helpers import ended, submit, wait_job
 from tests.helpers.live_server import LiveServer, live
 from tests.helpers.pg_cluster import Cluster
@@ -169,10 +169,10 @@ def test_an_item_refused_on_its_last_attempt_fails_with_insufficient_storage(
         )
         assert reply.status_code == 202, reply.text
         # As if it had met a full disk on its earlier attempts (the job has not started yet).
-        run_sql(f"UPDATE items SET attempts = {SPACE_ATTEMPTS - 1} WHERE state = 'queued'")
+        run_sql(f"UPDATE items SET attempts = {FULL_DISK_ATTEMPTS - 1} WHERE state = 'queued'")
         body = wait_job(server, reply.json()["id"], ended, BOUND_S, "the item to end")
         item = body["items"][0]
-        assert item["state"] == "failed" and item["attempts"] == SPACE_ATTEMPTS, item
+        assert item["state"] == "failed" and item["attempts"] == FULL_DISK_ATTEMPTS, item
         assert item["error"]["code"] == "insufficient_storage", item
-        assert f"after {SPACE_ATTEMPTS} attempts" in item["error"]["message"]
+        assert f"after {FULL_DISK_ATTEMPTS} attempts" in item["error"]["message"]
         assert not list(tmpfs.rglob("*.tmp"))

@@ -22,7 +22,7 @@ import srt
 import webvtt
 
 from sidecar.shared.text import CHUNK_SEED_STRIDE
-from supervisor.speech.schemas import MAX_SEED, OPENAI_VOICES, default_seed
+from supervisor.speech.request.schemas import MAX_SEED, OPENAI_VOICES, default_seed
 from tests.helpers.job_helpers import ended, run_synth, submit, wait_job
 from tests.helpers.live_server import KEY, LiveServer, live, tone_wav
 

@@ -18,7 +18,7 @@ from supervisor.jobs.sqlite_schema import DB_NAME
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem
 from supervisor.settings import Settings, SettingsError
-from supervisor.speech.voices import SavedVoice
+from supervisor.speech.stores.voices import SavedVoice
 from supervisor.tenants import OPEN, Tenant, owner_of, parse_key_file
 
 KEY_FILE = """# plain keys, as before
@@ -150,7 +150,7 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
 
     from supervisor.database import MIGRATIONS, Database
     from supervisor.jobs.postgres_store import PostgresJobStore
-    from supervisor.speech.pg_voices import PgVoiceStore
+    from supervisor.speech.stores.pg_voices import PgVoiceStore
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
@@ -199,8 +199,8 @@ def test_a_postgresql_store_of_version_2_gives_its_rows_to_the_default_owner(pg_
 
 
 def test_voices_and_lexicons_saved_before_owners_are_the_default_owners(tmp_path: Path) -> None:
-    from supervisor.speech.lexicons import LexiconStore
-    from supervisor.speech.voices import VoiceStore
+    from supervisor.speech.stores.lexicons import LexiconStore
+    from supervisor.speech.stores.voices import VoiceStore
 
     (tmp_path / "voices").mkdir()
     (tmp_path / "voices" / "old.voice").write_bytes(legacy_voice())
@@ -223,10 +223,10 @@ def test_voices_and_lexicons_saved_before_owners_are_the_default_owners(tmp_path
 
 
 def test_cache_entries_are_named_for_their_owner_and_purged_by_owner(tmp_path: Path) -> None:
-    from supervisor.speech import result_cache
-    from supervisor.speech.result_cache import CachedResult, ResultCache
-    from supervisor.speech.schemas import speech_request
-    from supervisor.speech.voice import Voice
+    from supervisor.speech.request.schemas import speech_request
+    from supervisor.speech.request.voice import Voice
+    from supervisor.speech.stores import result_cache
+    from supervisor.speech.stores.result_cache import CachedResult, ResultCache
 
     settings = Settings(engine="null")
     speech = speech_request({"input": "Hello.", "seed": 1}, settings)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, get_args, get_type_hints
 
+from sidecar.shared.messages.asr import Align, Aligned, Transcribe, Transcript
 from sidecar.shared.messages.generation import Denoised, Done, Generate, Item, Result, Step
-from sidecar.shared.messages.hearing import Align, Aligned, Transcribe, Transcript
 from sidecar.shared.messages.lifecycle import (
     Error,
     Go,

@@ -52,7 +52,8 @@ from supervisor.http.openapi_parts import (
 from supervisor.http.routes import jobs, services
 from supervisor.jobs.storage import body_digest, out_of_space
 from supervisor.jobs.views import JobView
-from supervisor.speech import delivery, schemas
+from supervisor.speech.audio import delivery
+from supervisor.speech.request import schemas
 
 SPEECH = schemas.SPEECH_FIELDS - {
     "input",

@@ -11,12 +11,16 @@ from collections.abc import AsyncIterator, Callable
 from starlette.responses import Response
 
 from supervisor.services import Services
-from supervisor.speech import chunking, formats, instructions, quality, result_cache
-from supervisor.speech.result_cache import CachedResult, CacheMeta
-from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.single_flight import Flight, Flights
-from supervisor.speech.synthesis import usage
-from supervisor.speech.voice import Voice
+from supervisor.speech.audio import formats
+from supervisor.speech.checks import quality
+from supervisor.speech.request import instructions
+from supervisor.speech.request.schemas import SpeechRequest
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores import result_cache
+from supervisor.speech.stores.result_cache import CachedResult, CacheMeta
+from supervisor.speech.stores.single_flight import Flight, Flights
+from supervisor.speech.synthesis.runner import usage
+from supervisor.speech.text import chunking
 
 HEADER = "X-Cache"
 _writing: set[asyncio.Task[None]] = set()  # puts in flight, held so they are not collected

@@ -6,7 +6,7 @@ with the timing of each sentence, exact from chunk boundaries (each sentence is 
 
 `timestamp_granularities` (OpenAI's transcription name) takes "segment" (the default) and
 "word"; "word" adds each segment's `"words": [{"word", "start", "end"}]`, timed by the ASR
-sidecar of `--asr-model` (supervisor/speech/words.py), and is a 400
+sidecar of `--asr-model` (supervisor/speech/checks/word_timestamps.py), and is a 400
 `word_timestamps_unavailable` on a server without one (docs/API.md, Captions).
 """
 
@@ -30,7 +30,10 @@ from supervisor.http.routes.speech import (
     read_json,
     until_disconnected,
 )
-from supervisor.speech import delivery, instructions, quality, schemas, steps, words
+from supervisor.speech.audio import delivery
+from supervisor.speech.checks import quality, word_timestamps
+from supervisor.speech.request import instructions, schemas
+from supervisor.speech.synthesis import steps
 
 FIELDS = schemas.SPEECH_FIELDS | {"timestamp_granularities"}
 B64_SLICE = 3 * 2**16  # audio bytes encoded at a time: a multiple of 3, so no padding inside
@@ -40,7 +43,7 @@ async def captioned(request: Request) -> Response:
     svc = services(request)
     body = await read_json(request)
     speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
-    timed_words = words.wants_words(body, svc.asr)
+    timed_words = word_timestamps.wants_words(body, svc.asr)
     if speech.stream_format != "audio":
         raise InvalidRequest(
             "The captioned answer is one JSON document: 'stream_format' \"sse\" is for "
@@ -54,7 +57,7 @@ async def captioned(request: Request) -> Response:
     async def whole() -> bytes:
         pcm = b"".join([piece.audio async for piece in deadline.pieces(synthesis.pieces())])
         if timed_words and svc.asr is not None:
-            await words.add_words(
+            await word_timestamps.add_words(
                 svc.asr,
                 pcm,
                 synthesis.sample_rate,

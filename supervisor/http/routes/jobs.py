@@ -10,7 +10,7 @@
 
 Each item is checked exactly as the speech route checks a request (the same fields, the same
 messages, `param` prefixed with `items[n].`), its text is read as it will be read (SSML, lexicon,
-normalisation) and its cost checked (`supervisor.speech.cost`), and its voice must exist, so a job that is
+normalisation) and its cost checked (`supervisor.speech.synthesis.cost`), and its voice must exist, so a job that is
 accepted will not fail on a typo hours later. The job is committed to the store (the data
 directory, or PostgreSQL) before the 202 goes out. `Idempotency-Key` (a header): the same key with the same body answers the job it created
 the first time (`Idempotent-Replayed: true`); with a different body, 409.
@@ -39,15 +39,17 @@ from supervisor.http.routes.speech import read_json
 from supervisor.jobs import body as job_body
 from supervisor.jobs import schedule
 from supervisor.jobs.access import JobAccess
+from supervisor.jobs.finish_times import item_audio_s
 from supervisor.jobs.item_fields import ItemFields
 from supervisor.jobs.runner import JobRunner
 from supervisor.jobs.schedule import JobSchedule
 from supervisor.jobs.storage import NewItem, body_digest, out_of_space
-from supervisor.jobs.timeline import item_audio_s
 from supervisor.jobs.views import ItemView
-from supervisor.speech import aliases, cost, formats, request_errors, schemas, words
-from supervisor.speech.text import script
-from supervisor.speech.voices import resolve_voice
+from supervisor.speech.audio import formats
+from supervisor.speech.checks import word_timestamps
+from supervisor.speech.request import aliases, body_errors, schemas
+from supervisor.speech.stores.voices import resolve_voice
+from supervisor.speech.synthesis import cost, script
 
 CAPTION_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
 
@@ -123,7 +125,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     "An item must be a JSON object (a speech request with an optional 'id')."
                 )
             # An item's own fields: its id, .srt and .vtt beside its audio, by sentence or by word.
-            client_id = request_errors.validated(ItemFields, item).id
+            client_id = body_errors.validated(ItemFields, item).id
             if client_id is not None:
                 if client_id in seen:
                     raise InvalidRequest(
@@ -132,9 +134,9 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
                     )
                 seen[client_id] = index
             fields = {key: value for key, value in item.items() if key != "id"}
-            words.item_wants_words(fields, svc.asr)
+            word_timestamps.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
-                {k: v for k, v in fields.items() if k not in words.ITEM_FIELDS},
+                {k: v for k, v in fields.items() if k not in word_timestamps.ITEM_FIELDS},
                 svc.settings,
                 default_tier=schemas.JOB_TIER,
             )

@@ -1,5 +1,5 @@
-"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/speech/lexicons.py) listed, read, saved,
-deleted: each API key's own (supervisor/speech/access.py); an admin key's, all."""
+"""`/v1/audio/lexicons`: pronunciation lexicons (supervisor/speech/stores/lexicons.py) listed, read, saved,
+deleted: each API key's own (supervisor/speech/stores/access.py); an admin key's, all."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from supervisor.errors import NotFound
 from supervisor.http.auth import tenant
 from supervisor.http.routes import services
 from supervisor.http.routes.speech import read_json
-from supervisor.speech.lexicons import parse
+from supervisor.speech.stores.lexicons import parse
 
 
 async def list_lexicons(request: Request) -> JSONResponse:

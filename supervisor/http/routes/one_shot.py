@@ -31,9 +31,9 @@ from supervisor.http.routes.reference import (
 )
 from supervisor.http.routes.speech import CLIENT_CLOSED, ClientGone, read_json, respond
 from supervisor.services import Services
-from supervisor.speech import aliases, schemas
-from supervisor.speech.voice import Voice
-from supervisor.speech.voices import PromptCache
+from supervisor.speech.request import aliases, schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores.voices import PromptCache
 
 CLONE_FIELDS = schemas.OPTION_FIELDS | {"file", "transcript", "preprocess"}
 DESIGN_FIELDS = schemas.OPTION_FIELDS

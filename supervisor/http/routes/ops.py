@@ -13,7 +13,7 @@ from supervisor.errors import Forbidden, NotFound
 from supervisor.http.auth import AUTHENTICATED_KEY, TENANT, tenant
 from supervisor.http.routes import services
 from supervisor.pool_health import SlotHealth
-from supervisor.speech.schemas import MODELS
+from supervisor.speech.request.schemas import MODELS
 from supervisor.tenants import Tenant
 
 # The settings that name where the server keeps its files: an admin's or the operator's to see.
@@ -51,7 +51,9 @@ async def health(request: Request) -> JSONResponse:
     body: dict[str, object] = {**pool, "jobs": jobs}
     if asr is not None:  # the ASR sidecar (--asr-model), beside the contract's list
         body["asr"] = asr
-    if svc.hearing is not None:  # whether speech is heard back now (supervisor/speech/hearing.py)
+    if (
+        svc.hearing is not None
+    ):  # whether speech is heard back now (supervisor/speech/checks/asr_round_trip.py)
         body["asr_check"] = "on" if svc.hearing.can_hear() else "skipped"
     if request.scope.get(AUTHENTICATED_KEY, True):
         settings = svc.settings.public()

@@ -19,7 +19,7 @@ from supervisor.errors import InvalidRequest, PayloadTooLarge, Unprocessable, Un
 from supervisor.http.forms import parse_form
 from supervisor.http.routes.speech import until_disconnected
 from supervisor.services import Services
-from supervisor.speech import field_checks, schemas
+from supervisor.speech.request import field_checks, schemas
 from supervisor.supervision.asr import transcribe_reference
 
 MAX_FORM_FIELDS = 32

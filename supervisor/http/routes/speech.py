@@ -16,7 +16,7 @@ A client that goes away cancels everything of its request still queued or runnin
 does a request's deadline (`request_timeout_s`, else `--request-timeout-s`): a 504 if no audio
 has gone out yet, else the stream ends as a failed chunk would end it.
 
-Quality (supervisor/speech/quality.py): `X-OmniVoice-QA: passed|failed; attempts=N`. A whole answer
+Quality (supervisor/speech/checks/quality.py): `X-OmniVoice-QA: passed|failed; attempts=N`. A whole answer
 (one chunk) that still fails its checks after every retry is sent all the same, with `failed`:
 the audio exists, the client is told, and may keep it or ask again with another seed. A stream
 sends the header with its first chunk; if that said `passed`, a later chunk that finally fails
@@ -47,21 +47,16 @@ from supervisor.http import stream_cut
 from supervisor.http.auth import tenant
 from supervisor.http.routes import cached, services
 from supervisor.services import Services
-from supervisor.speech import (
-    chunking,
-    delivery,
-    field_checks,
-    formats,
-    instructions,
-    quality,
-    schemas,
-    steps,
-)
-from supervisor.speech.piece import Piece
-from supervisor.speech.schemas import SpeechRequest
-from supervisor.speech.single_flight import Flight
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.voice import Voice
+from supervisor.speech.audio import delivery, formats
+from supervisor.speech.audio.chunk_audio import ChunkAudio
+from supervisor.speech.checks import quality
+from supervisor.speech.request import field_checks, instructions, schemas
+from supervisor.speech.request.schemas import SpeechRequest
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.stores.single_flight import Flight
+from supervisor.speech.synthesis import steps
+from supervisor.speech.synthesis.runner import SynthesisRun
+from supervisor.speech.text import chunking
 from supervisor.tenants import Tenant
 
 T = TypeVar("T")
@@ -144,7 +139,9 @@ class Deadline:
                 "what was left of it is cancelled"
             ) from None
 
-    async def pieces(self, pieces: AsyncGenerator[Piece, None]) -> AsyncGenerator[Piece, None]:
+    async def pieces(
+        self, pieces: AsyncGenerator[ChunkAudio, None]
+    ) -> AsyncGenerator[ChunkAudio, None]:
         """The pieces, each awaited within the deadline; closing this closes them."""
         try:
             while True:
@@ -162,7 +159,7 @@ class SynthesisStream(StreamingResponse):
 
     def __init__(
         self,
-        synthesis: Synthesis,
+        synthesis: SynthesisRun,
         content: AsyncIterator[bytes],
         media_type: str,
         headers: dict[str, str],
@@ -191,7 +188,7 @@ class SynthesisStream(StreamingResponse):
                 self.on_end()
 
 
-async def _rest(pieces: AsyncIterator[Piece]) -> list[Piece]:
+async def _rest(pieces: AsyncIterator[ChunkAudio]) -> list[ChunkAudio]:
     return [piece async for piece in pieces]
 
 
@@ -199,7 +196,7 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncIterator[bytes]:
+async def _sse_body(audio: AsyncIterator[bytes], synthesis: SynthesisRun) -> AsyncIterator[bytes]:
     try:
         async for data in audio:
             for event in formats.sse_deltas(data):
@@ -210,7 +207,9 @@ async def _sse_body(audio: AsyncIterator[bytes], synthesis: Synthesis) -> AsyncI
     yield formats.sse_done(synthesis.usage())
 
 
-async def _passing(pieces: AsyncIterator[Piece], synthesis: Synthesis) -> AsyncIterator[Piece]:
+async def _passing(
+    pieces: AsyncIterator[ChunkAudio], synthesis: SynthesisRun
+) -> AsyncIterator[ChunkAudio]:
     """The later pieces of a stream whose header said `passed`; one that failed raises."""
     async for piece in pieces:
         if quality.failed_checks(piece.qa):
@@ -292,7 +291,7 @@ async def _make(
     return Response(content, media_type=formats.MEDIA_TYPES[fmt], headers=headers)
 
 
-def _headers(synthesis: Synthesis, rate: int, flight: Flight | None) -> dict[str, str]:
+def _headers(synthesis: SynthesisRun, rate: int, flight: Flight | None) -> dict[str, str]:
     """A made answer's headers, known once its first audio is in (`rate`: the file's)."""
     # X-Audio-Sample-Rate: the same, under omnivoice-triton-server's name
     headers = {
@@ -310,7 +309,7 @@ def _headers(synthesis: Synthesis, rate: int, flight: Flight | None) -> dict[str
 
 
 def _keeper(
-    svc: Services, synthesis: Synthesis, rate: int, flight: Flight | None
+    svc: Services, synthesis: SynthesisRun, rate: int, flight: Flight | None
 ) -> Callable[[bytes], None]:
     """What keeps a whole answer once it is made: in the result cache and for the requests
     waiting on `flight`, when there is one."""
@@ -328,9 +327,9 @@ def _keeper(
 
 async def _loud(
     request: Request,
-    synthesis: Synthesis,
-    first: Piece,
-    rest: AsyncIterator[Piece],
+    synthesis: SynthesisRun,
+    first: ChunkAudio,
+    rest: AsyncIterator[ChunkAudio],
     headers: dict[str, str],
     keep: Callable[[bytes], None],
 ) -> Response:

@@ -4,7 +4,7 @@ vLLM-Omni's protocol (message names kept, so its clients work). The client sends
 frames: `session.config` (the speech request's fields but `input`, checked as a speech request
 is; first, and again between utterances), `input.text` (text as it arrives), `input.done` (the
 utterance ends: what is left is spoken; the session stays open) and `session.close`. The server
-cuts the text into segments (`supervisor.speech.segmenter`), makes each as a speech request of
+cuts the text into segments (`supervisor.speech.text.segmenter`), makes each as a speech request of
 its own through the speech route's path (`speech.parse`, `steps.start`: the same checks,
 limits, lexicons and voices), and sends, in order: `audio.start`, the segment's audio as binary
 frames (a whole file in the session's format) as it is made, `audio.done` (with the segment's

@@ -25,9 +25,9 @@ from supervisor.http.routes.reference import (
     read_form,
 )
 from supervisor.http.routes.speech import CLIENT_CLOSED, ClientGone
-from supervisor.speech import field_checks, schemas
-from supervisor.speech.access import VoiceAccess
-from supervisor.speech.voices import SavedVoice, VoiceObject, VoiceSource
+from supervisor.speech.request import field_checks, schemas
+from supervisor.speech.stores.access import VoiceAccess
+from supervisor.speech.stores.voices import SavedVoice, VoiceObject, VoiceSource
 
 VOICE_FIELDS = frozenset(
     {

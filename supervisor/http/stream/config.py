@@ -18,7 +18,7 @@ from __future__ import annotations
 from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http.routes import speech
 from supervisor.http.stream.session import Session
-from supervisor.speech import words
+from supervisor.speech.checks import word_timestamps
 
 SESSION_FIELDS = frozenset(
     {"type", "api_key", "stream_audio", "timestamp_granularities", "hold_for_checks"}
@@ -51,7 +51,7 @@ def checked(session: Session, body: dict[str, object]) -> None:
         if not isinstance(flag, bool):
             raise InvalidRequest(f"'{name}' must be true or false", param=name)
         flags[name] = flag
-    timed_words = words.wants_words(body, session.svc.asr)
+    timed_words = word_timestamps.wants_words(body, session.svc.asr)
     config = {k: v for k, v in body.items() if k not in SESSION_FIELDS}
     assert session.owner is not None
     speech.parse(session.svc, session.owner, {**config, "input": "A sentence."})  # a 400 here

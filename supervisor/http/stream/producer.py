@@ -10,7 +10,9 @@ import logging
 from supervisor.errors import ServerError
 from supervisor.http.routes import speech
 from supervisor.http.stream.session import Made, Segment, Session
-from supervisor.speech import delivery, steps, words
+from supervisor.speech.audio import delivery
+from supervisor.speech.checks import word_timestamps
+from supervisor.speech.synthesis import steps
 from supervisor.tracing.edge import segment_task
 
 log = logging.getLogger("omnivoice.stream")
@@ -53,7 +55,7 @@ async def make(session: Session, made: Made) -> None:
         )
         timeout_s = request.request_timeout_s or svc.settings.http.request_timeout_s
         pcm: list[bytes] = []
-        pieces = words.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
+        pieces = word_timestamps.kept(speech.Deadline(timeout_s).pieces(synthesis.pieces()), pcm)
         first = await pieces.__anext__()
         fmt, wanted = request.response_format, delivery.profile(request)
         made.fmt, made.rate = fmt, wanted.rate(fmt, first.sample_rate)
@@ -64,7 +66,7 @@ async def make(session: Session, made: Made) -> None:
         if svc.hearing is not None and not made.segment.hold_for_checks:
             made.qa += "; asr=skipped"  # sent as made: not heard by the ASR sidecar
         if made.segment.words and svc.asr is not None:
-            made.words = await words.pcm_words(
+            made.words = await word_timestamps.pcm_words(
                 svc.asr,
                 pcm,
                 first.sample_rate,

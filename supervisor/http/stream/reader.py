@@ -21,7 +21,7 @@ from supervisor.errors import InvalidRequest, ServerError
 from supervisor.http.stream import access
 from supervisor.http.stream.config import configure, speaking
 from supervisor.http.stream.session import POLICY, Session
-from supervisor.speech.field_checks import refuse_unencodable
+from supervisor.speech.request.field_checks import refuse_unencodable
 
 UNEXPECTED = 1011  # close code (RFC 6455): the server met a condition it did not foresee
 MESSAGE_TYPES = "session.config, input.text, input.done or session.close"

@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket
 
 from supervisor.errors import ServerError
 from supervisor.services import Services
-from supervisor.speech.segmenter import Segmenter
+from supervisor.speech.text.segmenter import Segmenter
 from supervisor.tenants import Tenant
 
 AHEAD = 2  # segments made ahead of the one being sent

@@ -1,3 +1,4 @@
-"""What happens to a request's text before it is chunked: SSML and dialogue scripts read into
-spans (`script`), numbers and the like spelled out (`normalize`), with the per-language tables
-that needs (`rules`)."""
+"""What a request's text becomes before the model reads it, on the text alone: SSML and dialogue
+scripts read into spans, numbers and the like spelled out (`normalize`, with its per-language
+tables in `normalize_rules`), cut into chunks (`chunking`) and, arriving piece by piece, into
+sentences (`segmenter`)."""

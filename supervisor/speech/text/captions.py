@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from supervisor.speech import chunking
+from supervisor.speech.text import chunking
 
 SENTENCE_GAP = 3  # chunking's strength of the gap after a sentence end or a line break
 

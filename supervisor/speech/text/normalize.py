@@ -20,7 +20,7 @@ from num2words import CONVERTER_CLASSES, num2words
 
 from sidecar.shared.text import contains_cjk
 from supervisor.errors import InvalidRequest
-from supervisor.speech.text.rules import (
+from supervisor.speech.text.normalize_rules import (
     CURRENCY_CODES,
     CURRENCY_SYMBOLS,
     RULES,

@@ -23,7 +23,7 @@ from supervisor.supervision.sidecar_command import sidecar_argv, sidecar_command
 
 def test_a_default_server_passes_every_option_at_its_declared_default() -> None:
     """What the supervisor passes by default is what the sidecar takes without a flag."""
-    argv = sidecar_argv(Settings(engine="null"), CPU)
+    argv = sidecar_argv(Settings(engine="null").sidecar, CPU)
     passed = vars(parse_args(argv[len(sidecar_command()) :]))
     alone = vars(parse_args([]))
     for option in SIDECAR_OPTIONS:

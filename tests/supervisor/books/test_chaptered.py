@@ -13,7 +13,7 @@ from mutagen import File as MutagenFile
 
 from supervisor.books import audio, chaptered
 from supervisor.books.chaptered import Tags
-from supervisor.speech import loudness
+from supervisor.speech.audio import loudness
 from tests.helpers.books import png
 
 RATE = audio.RATE

@@ -9,7 +9,7 @@ import srt
 import webvtt
 
 from supervisor.books import audio, chapters
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 from supervisor.speech.text import captions
 from supervisor.speech.text.captions import Segment
 

@@ -20,7 +20,7 @@ from supervisor.books.items import Span
 from supervisor.errors import ServerError
 from supervisor.jobs.sqlite_store import SqliteJobStore
 from supervisor.jobs.storage import NewItem
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 
 RATE = 24000
 

@@ -13,7 +13,7 @@ from supervisor.http import job_operations
 from supervisor.http.openapi_parts import Parts
 from supervisor.jobs import callbacks
 from supervisor.settings import Settings
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 
 PARTS = Parts.of(Settings(engine="null", max_job_items=7))
 

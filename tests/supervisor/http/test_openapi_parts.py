@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from supervisor.http.openapi_parts import Parts, error, form, responses, speech_properties
 from supervisor.settings import Settings
-from supervisor.speech import formats
+from supervisor.speech.audio import formats
 
 SETTINGS = Settings(engine="null", max_input_chars=321, max_upload_mb=3.0, max_reference_s=12.0)
 

@@ -13,8 +13,8 @@ import pytest
 from supervisor.http import operations
 from supervisor.http.openapi_parts import SPEECH_ERRORS, Parts
 from supervisor.settings import Settings
-from supervisor.speech import formats
-from supervisor.speech import lexicons as lexicon_rules
+from supervisor.speech.audio import formats
+from supervisor.speech.stores import lexicons as lexicon_rules
 
 PARTS = Parts.of(Settings(engine="null", max_upload_mb=3.0, max_reference_s=12.0))
 OPERATIONS = {

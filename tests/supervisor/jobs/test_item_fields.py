@@ -10,7 +10,7 @@ import pytest
 
 from supervisor.errors import InvalidRequest
 from supervisor.jobs.item_fields import MAX_TITLE_CHARS, ItemFields, properties
-from supervisor.speech.request_errors import validated
+from supervisor.speech.request.body_errors import validated
 
 
 def refused(**fields: Any) -> InvalidRequest:

@@ -20,9 +20,11 @@ from supervisor.commands import logs
 from supervisor.errors import InvalidRequest
 from supervisor.http.routes.one_shot import fold_form_aliases
 from supervisor.settings import IGNORED, Settings, SettingsError
-from supervisor.speech import chunking, formats, schemas
-from supervisor.speech.continuity import last_frames, last_words
-from supervisor.speech.voices import PromptCache
+from supervisor.speech.audio import formats
+from supervisor.speech.request import schemas
+from supervisor.speech.stores.voices import PromptCache
+from supervisor.speech.synthesis.continuity import last_frames, last_words
+from supervisor.speech.text import chunking
 from supervisor.supervision import gpu
 from tests.helpers.paths import REPO_ROOT
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from sidecar.shared.tiers import Tier
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.voice import Voice
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.waits import async_wait_until
 
@@ -94,13 +94,13 @@ def test_tiers_come_before_shares() -> None:
 
 
 def test_a_requests_tasks_carry_its_owner() -> None:
-    """What `speech.steps.start` hands the synthesis (its tenant's owner id) reaches each task."""
+    """What `speech.synthesis.steps.start` hands the synthesis (its tenant's owner id) reaches each task."""
 
     async def scenario() -> None:
         settings = Settings(engine="null", chunk_s=5.0)
         s = Scheduler(settings.scheduling)
         request = schemas.speech_request({"input": "Mine."}, settings)
-        synthesis = Synthesis(s, request, Voice(), settings.speech, owner="key-a")
+        synthesis = SynthesisRun(s, request, Voice(), settings.speech, owner="key-a")
         start = asyncio.ensure_future(anext(synthesis.pieces()))
         await async_wait_until(lambda: s.queues[Tier.INTERACTIVE], 10, "the request's tasks")
         assert [task.owner for task in s.queues[Tier.INTERACTIVE]] == ["key-a"]

@@ -8,18 +8,18 @@ from typing import Any
 
 from sidecar.shared.tiers import Tier
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.voice import Voice
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.waits import async_wait_until
 
 SETTINGS = Settings(engine="null", chunk_s=5.0)
 
 
-def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> Synthesis:
+def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> SynthesisRun:
     request = schemas.speech_request(body, SETTINGS, **options)
-    return Synthesis(scheduler, request, Voice(), SETTINGS.speech)
+    return SynthesisRun(scheduler, request, Voice(), SETTINGS.speech)
 
 
 async def queued(scheduler: Scheduler, count: int) -> None:

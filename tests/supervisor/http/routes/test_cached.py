@@ -1,7 +1,7 @@
 """supervisor/http/routes/cached.py: a reproducible request (one with a seed) answered again from
 the result cache, byte for byte with its headers, as a file or as SSE; a request without a seed
 is not cached, and one key's answer is not another's (the cache's store:
-tests/supervisor/speech/test_result_cache.py; over a live server: tests/integration/test_result_cache_api.py)."""
+tests/supervisor/speech/stores/test_result_cache.py; over a live server: tests/integration/test_result_cache_api.py)."""
 
 from __future__ import annotations
 

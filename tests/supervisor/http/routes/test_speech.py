@@ -1,5 +1,5 @@
 """supervisor/http/routes/speech.py: which answers start with a short chunk (`streamed`), seen
-in the chunk plan of a real Synthesis on the real scheduler."""
+in the chunk plan of a real SynthesisRun on the real scheduler."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 from supervisor.http.routes.speech import streamed
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.synthesis import Synthesis
-from supervisor.speech.voice import Voice
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
+from supervisor.speech.synthesis.runner import SynthesisRun
 from supervisor.supervision.scheduler import Scheduler
 from tests.helpers.texts import LONG
 
@@ -23,7 +23,7 @@ def plan(first_short: bool | None = None, **fields: Any) -> list[str]:
     async def chunks() -> list[str]:
         request = schemas.speech_request({"input": LONG, "seed": 1, **fields}, SETTINGS)
         short = streamed(request) if first_short is None else first_short
-        synthesis = Synthesis(
+        synthesis = SynthesisRun(
             Scheduler(SETTINGS.scheduling), request, Voice(), SETTINGS.speech, first_short=short
         )
         synthesis.close()

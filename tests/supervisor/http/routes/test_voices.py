@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
-from supervisor.speech import schemas
+from supervisor.speech.request import schemas
 from tests.helpers.live_server import tone_wav
 
 WAV = tone_wav(1.0)

@@ -14,8 +14,9 @@ import pytest
 
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.text import script, ssml
+from supervisor.speech.request import schemas
+from supervisor.speech.synthesis import script
+from supervisor.speech.text import ssml
 from supervisor.speech.text.normalize import normalize
 from supervisor.speech.text.spans import Script
 from tests.helpers.synthesis_driver import drive

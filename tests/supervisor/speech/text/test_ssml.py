@@ -10,8 +10,8 @@ import pytest
 from sidecar.shared.text import CHUNK_SEED_STRIDE
 from supervisor.errors import InvalidRequest
 from supervisor.settings import Settings
-from supervisor.speech import schemas
-from supervisor.speech.voice import Voice
+from supervisor.speech.request import schemas
+from supervisor.speech.request.voice import Voice
 from tests.helpers.synthesis_driver import LEVEL, RATE, drive
 
 PROMPT = {
