@@ -1,5 +1,5 @@
 """Dialogue scripts (`dialogue: true`): each `[voice] text` line a turn in its voice, checked
-through the seeds, designs and prompts a real Synthesis hands to the scheduler, with the pause
+through the seeds, designs and prompts a real SynthesisRun hands to the scheduler, with the pause
 asked for between turns."""
 
 from __future__ import annotations

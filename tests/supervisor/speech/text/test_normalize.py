@@ -1,7 +1,7 @@
 """supervisor/speech/text/normalize.py: the text that reaches the model with `normalize` on, per language.
 
 The expected strings are what a reader of each language says; the numbers are spelled by the
-real num2words and cn2an. The last tests drive a real Synthesis through the real scheduler and
+real num2words and cn2an. The last tests drive a real SynthesisRun through the real scheduler and
 read the text of the task handed to the pool (the sidecar's input).
 """
 

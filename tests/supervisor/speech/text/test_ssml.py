@@ -1,4 +1,4 @@
-"""supervisor/speech/text/ssml.py through a real Synthesis: what reaches the model for each element,
+"""supervisor/speech/text/ssml.py through a real SynthesisRun: what reaches the model for each element,
 the silence stitched for <break>, and the 400 a bad document gets (naming the element)."""
 
 from __future__ import annotations
