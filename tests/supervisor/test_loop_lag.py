@@ -12,8 +12,10 @@ import time
 
 from supervisor import metrics
 from supervisor.loop_lag import LagProbe
+from tests.helpers.waits import async_wait_until
 
 HELD_S = 0.3
+BOUND_S = 30.0
 
 
 def counts() -> tuple[float, float]:
@@ -32,12 +34,12 @@ async def held_loop() -> tuple[float, float]:
     probe = LagProbe()
     probe.start()
     before = counts()
-    while counts()[0] == before[0]:  # the probe is running
-        await asyncio.sleep(0.001)
+    await async_wait_until(lambda: counts()[0] > before[0], BOUND_S, "the probe's first sample")
     asyncio.get_running_loop().call_soon(time.sleep, HELD_S)  # holds the loop
     seen = counts()
-    while counts()[0] < seen[0] + 2:  # the probe woke after the hold
-        await asyncio.sleep(0.001)
+    await async_wait_until(
+        lambda: counts()[0] >= seen[0] + 2, BOUND_S, "the probe to wake after the hold"
+    )
     await probe.stop()
     assert probe.task is None
     after = counts()

@@ -8,14 +8,14 @@ mid-frame while the test queues the rest; then the reader reads it all and sees 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import pytest
 
 from sidecar.serve.frame_pipe import FramePipe
 from sidecar.shared.protocol import FROM_SIDECAR, read_frame
+from tests.helpers.waits import wait_until
 
 LIMIT = 1 << 24
 
@@ -27,20 +27,13 @@ def pipe() -> Iterator[tuple[FramePipe, BinaryIO]]:
         yield FramePipe(rfile, wfile, LIMIT), rfile
 
 
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
-
-
 def test_bulk_answers_go_after_the_frames_queued_behind_them(
     pipe: tuple[FramePipe, BinaryIO],
 ) -> None:
     channel, rfile = pipe
     big = {"op": "progress", "stage": "x" * (4 << 20)}  # as large as a long item's audio
     channel.send(big, bulk_answer=True)  # more than the pipe holds: the writer blocks in it
-    wait_until(lambda: channel.queued() == (0, 0), "the writer to take the large frame")
+    wait_until(lambda: channel.queued() == (0, 0), 10.0, "the writer to take the large frame")
     channel.send({"op": "denoised", "batch": 1}, bulk_answer=True)
     channel.send({"op": "done", "batch": 1, "stats": {}}, bulk_answer=True)
     # Sent after the bulk answers, and none of these waited for the pipe.
