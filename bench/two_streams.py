@@ -29,6 +29,13 @@ and per `--hosts`, who launches the two loops:
   (`request_p50_ms`, `request_p99_ms`; per step: `small_p50_ms`), beside the bulk's mixed
   requests of one round of steps, against the same loop without them.
 
+Then, with `--partitions K,...` (`two_streams_partitions.py`: CUDA green contexts), kind
+`forward`, host `queued`: per K, the small passes on a green context of K SMs (their graphs
+captured on its stream) and the bulk on a green context of the rest (a runner of its own, its
+graph captured there) or on the whole device as above: the bulk alone on the rest (its rate
+against the whole device's: what the partition costs while the small lane idles), each small
+pass alone on its K SMs, and each beside the bulk on the rest and on the whole device.
+
     python3 bench/two_streams.py /tmp/full --out two-streams.json
     python3 bench/two_streams.py /tmp/tiny --device cpu --dry-run --out dry.json  # the code path
 
@@ -38,7 +45,13 @@ rate, each small pass's times at each priority) and `beside`, a row per kind, ho
 small size: `small_p50_ms`, `small_p99_ms`, `small_mean_ms`, `small_passes`,
 `small_p50_over_alone`, `bulk_ms_per_pass`, `bulk_tokens_per_s`, `bulk_tflops`, `bulk_share` (the
 bulk's rate beside over alone, same kind), `total_tflops` (both lanes' useful FLOPs over the
-bulk's window). On the CPU (`--dry-run`) there are no streams and the timings mean nothing.
+bulk's window). And `partitions`, with `--partitions`: `supported` (false with `reason` where
+green contexts cannot run; the other arms' rows stand), `device_sms`, `granule`, `disjoint`,
+`splits` (per K: `small_sms`, `bulk_sms`, `error` where the driver refused it), `alone` (per K:
+the bulk on the rest, `bulk_partition_share`, each small pass) and `rows` (the keys above with
+`bulk_on`: `rest` or `whole`, `interactive_sms`, `small_sms`, `bulk_sms`, `small_graphs`,
+`bulk_graphs`; `bulk_share` against the whole device alone). On the CPU (`--dry-run`) there are
+no streams and the timings mean nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +74,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import two_streams_lanes, workloads
+from bench import two_streams_lanes, two_streams_partitions, workloads
 from bench.decode_cost import MIXED_TOKENS, chunk_prompts, request, voice_prompt
 from sidecar.runtime import streams
 from sidecar.runtime.generate import BatchState, useful_flops
@@ -314,6 +327,7 @@ class Setup:
     bulk: dict[str, Lane]  # by kind
     small: dict[tuple[str, str, int], Lane]  # by kind, priority, tokens
     batches: dict[str, Any]
+    bulk_prompts: list[Any]  # arm `--partitions`: the bulk batch again, on a runner of its own
     lanes_bulk: list[GenerationRequest]  # host `lanes`: the bulk's requests, one round each
     lanes_small: dict[tuple[str, int], two_streams_lanes.Small]  # by priority, tokens
 
@@ -345,8 +359,10 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Every row, the JSON rewritten after each."""
     rows: list[dict[str, Any]] = []
     out["alone"], out["beside"] = {}, rows
+    rates: dict[str, Rate] = {}
     for kind in args.kinds:
-        alone_rate, kept = alone(setup, args, kind)
+        rates[kind], kept = alone(setup, args, kind)
+        alone_rate = rates[kind]
         out["alone"][kind] = kept
         for host, ((k, priority, tokens), lane) in itertools.product(
             args.hosts, setup.small.items()
@@ -365,6 +381,8 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
             write(args.out, out)
     if "lanes" in args.hosts:
         lanes(setup, args, out)
+    if args.partitions:
+        partitions(setup, args, out, rates["forward"])
 
 
 def lanes(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -392,6 +410,97 @@ def lanes(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
         out["beside"].append(row)
         print(json.dumps(row), flush=True)
         write(args.out, out)
+
+
+def partitions(setup: Setup, args: argparse.Namespace, out: dict[str, Any], whole: Rate) -> None:
+    """Arm `--partitions` (`two_streams_partitions.py`), kind `forward`, host `queued`: per
+    split, the bulk on a green context of the rest alone (its rate against the whole device's,
+    `whole`), each small pass alone on its k SMs, then each beside the bulk on the rest and
+    beside the bulk on the whole device. A split the driver refuses is recorded, and skipped."""
+    part = two_streams_partitions
+    device = setup.model.device
+    out["partitions"] = record = part.header(device, args.partitions)
+    write(args.out, out)
+    kept: list[Any] = []  # the green contexts, alive until the end: graphs were captured in them
+    for split in record.get("splits", []):
+        if split["error"] is None:
+            try:
+                split["error"] = partition(setup, args, out, whole, split, kept)
+            except Exception as exc:  # recorded: the rows before it stand
+                split["error"] = f"{type(exc).__name__}: {exc}"
+        write(args.out, out)
+
+
+def partition(
+    setup: Setup,
+    args: argparse.Namespace,
+    out: dict[str, Any],
+    whole: Rate,
+    split: dict[str, Any],
+    kept: list[Any],
+) -> str | None:
+    """One split's rows (see `partitions`); why there are none, or None."""
+    model, device, record = setup.model, setup.model.device, out["partitions"]
+    (small_ctx, error), (bulk_ctx, bulk_error) = (
+        two_streams_partitions.create(split[n], device) for n in ("small_sms", "bulk_sms")
+    )
+    if small_ctx is None or bulk_ctx is None:
+        return error or bulk_error
+    kept += [small_ctx, bulk_ctx]
+    bulk_lane = green_bulk(model, setup.bulk_prompts, bulk_ctx)
+    small_runner_, small_stream = green_runner(model, small_ctx)
+    smalls: dict[int, Lane] = {}
+    for tokens in args.small_tokens:
+        work = packed(model, workloads.short(), tokens)
+        smalls[tokens] = small_lane("forward", model, small_runner_, small_stream, work)
+        for _ in range(3):  # the bucket's graph captured, on the green context's stream
+            smalls[tokens].timed()
+    bulk_alone(bulk_lane, 2, args.bulk_depth)  # warm: the bucket's graph captured
+    rate = bulk_alone(bulk_lane, whole.passes, args.bulk_depth)
+    share = (rate.tokens / rate.seconds) / (whole.tokens / whole.seconds)
+    alone_small = {
+        t: [lane.timed() for _ in range(args.small_passes)] for t, lane in smalls.items()
+    }
+    record["alone"][str(split["interactive_sms"])] = {
+        "bulk": rate.summary(),
+        "bulk_partition_share": round(share, 4),
+        "small": {str(t): small_summary(times) for t, times in alone_small.items()},
+    }
+    on = {"rest": bulk_lane, "whole": setup.bulk["forward"]}
+    for (bulk_on, lane), (tokens, small) in itertools.product(on.items(), smalls.items()):
+        bulk = Bulk(lane, whole.passes, args.bulk_depth)
+        flops = small.runner.stats.useful_flops
+        times = measure_beside("queued", bulk, small)
+        flops = small.runner.stats.useful_flops - flops
+        row = {"kind": "forward", "host": "queued", "bulk_on": bulk_on, "small_tokens": tokens}
+        row |= {k: split[k] for k in ("interactive_sms", "small_sms", "bulk_sms")}
+        row |= beside_row(bulk.rate(), whole, times, percentile(alone_small[tokens], 50), flops)
+        row["small_graphs"] = small.runner.stats.late_captures
+        row["bulk_graphs"] = lane.runner.stats.late_captures
+        record["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        write(args.out, out)
+    del bulk_lane, smalls, small_runner_
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    return None
+
+
+def green_runner(model: OmniVoice, ctx: Any) -> tuple[ModelRunner, torch.cuda.Stream]:
+    """A runner of its own on the same weights whose graphs are captured, at their bucket's
+    first pass, on the green context's stream (so they keep its SMs), and that stream."""
+    runner, _ = small_runner(model, 0)
+    stream = ctx.Stream()
+    runner.recorder.stream = stream
+    return runner, stream
+
+
+def green_bulk(model: OmniVoice, prompts: list[Any], ctx: Any) -> Lane:
+    """The bulk batch's forward pass on a runner and a green context's stream of its own."""
+    runner, stream = green_runner(model, ctx)
+    with torch.inference_mode(), on_stream(stream):
+        state = BatchState(model.model, prompts, runner)
+    return Lane(runner, stream, forward_pass(runner, state))
 
 
 def write(path: Path | None, out: dict[str, Any]) -> None:
@@ -477,7 +586,7 @@ def prepare(model: OmniVoice, args: argparse.Namespace) -> Setup:
                 for _ in range(3):  # the bucket's graph captured at its first pass
                     lane.timed()
     lanes_bulk, lanes_small = lanes_work(model, args, small, batches)
-    return Setup(model, bulk, small, batches, lanes_bulk, lanes_small)
+    return Setup(model, bulk, small, batches, bulk_work[1], lanes_bulk, lanes_small)
 
 
 def lanes_work(
@@ -520,12 +629,21 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=1.5, help="the bulk's window, per row")
     ap.add_argument("--small-passes", type=int, default=ALONE_SMALL_PASSES, help="timed alone")
     ap.add_argument("--bulk-depth", type=int, default=2, help="bulk passes queued ahead")
+    ap.add_argument(
+        "--partitions",
+        type=two_streams_partitions.parse_partitions,
+        default=[],
+        help="SMs of the small lane's green context, comma-separated (e.g. 8,16,24,32; kind "
+        "forward): the SM partition arm, after the others; none by default",
+    )
     ap.add_argument("--dry-run", action="store_true", help="small passes, short windows: the path")
     ap.add_argument("--commit", default="")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if min(args.small_tokens) < 1 or args.bulk_tokens < 1 or args.bulk_depth < 1:
         ap.error("token counts and --bulk-depth must be positive")
+    if args.partitions and "forward" not in args.kinds:
+        ap.error("--partitions measures kind forward: keep it in --kinds")
     if args.dry_run:
         args.bulk_tokens = min(args.bulk_tokens, 600)
         args.small_tokens = [100, 300]
