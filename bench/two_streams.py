@@ -66,7 +66,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -330,6 +330,7 @@ class Setup:
     bulk_prompts: list[Any]  # arm `--partitions`: the bulk batch again, on a runner of its own
     lanes_bulk: list[GenerationRequest]  # host `lanes`: the bulk's requests, one round each
     lanes_small: dict[tuple[str, int], two_streams_lanes.Small]  # by priority, tokens
+    green: list[Any] = field(default_factory=list)  # arm `--partitions`: its green contexts
 
 
 def bulk_alone(lane: Lane, passes: int, depth: int) -> Rate:
@@ -381,7 +382,10 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
             write(args.out, out)
     if "lanes" in args.hosts:
         lanes(setup, args, out)
-    if args.partitions:
+    if args.partitions and "forward" not in rates:
+        reason = "the arm measures kind forward, which --kinds leaves out"
+        out["partitions"] = {"requested": args.partitions, "supported": False, "reason": reason}
+    elif args.partitions:
         partitions(setup, args, out, rates["forward"])
 
 
@@ -417,15 +421,12 @@ def partitions(setup: Setup, args: argparse.Namespace, out: dict[str, Any], whol
     split, the bulk on a green context of the rest alone (its rate against the whole device's,
     `whole`), each small pass alone on its k SMs, then each beside the bulk on the rest and
     beside the bulk on the whole device. A split the driver refuses is recorded, and skipped."""
-    part = two_streams_partitions
-    device = setup.model.device
-    out["partitions"] = record = part.header(device, args.partitions)
+    out["partitions"] = record = two_streams_partitions.header(setup.model.device, args.partitions)
     write(args.out, out)
-    kept: list[Any] = []  # the green contexts, alive until the end: graphs were captured in them
     for split in record.get("splits", []):
         if split["error"] is None:
             try:
-                split["error"] = partition(setup, args, out, whole, split, kept)
+                split["error"] = partition(setup, args, out, whole, split)
             except Exception as exc:  # recorded: the rows before it stand
                 split["error"] = f"{type(exc).__name__}: {exc}"
         write(args.out, out)
@@ -437,7 +438,6 @@ def partition(
     out: dict[str, Any],
     whole: Rate,
     split: dict[str, Any],
-    kept: list[Any],
 ) -> str | None:
     """One split's rows (see `partitions`); why there are none, or None."""
     model, device, record = setup.model, setup.model.device, out["partitions"]
@@ -446,7 +446,7 @@ def partition(
     )
     if small_ctx is None or bulk_ctx is None:
         return error or bulk_error
-    kept += [small_ctx, bulk_ctx]
+    setup.green += [small_ctx, bulk_ctx]  # alive while graphs captured in them may be
     bulk_lane = green_bulk(model, setup.bulk_prompts, bulk_ctx)
     small_runner_, small_stream = green_runner(model, small_ctx)
     smalls: dict[int, Lane] = {}
@@ -642,8 +642,6 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if min(args.small_tokens) < 1 or args.bulk_tokens < 1 or args.bulk_depth < 1:
         ap.error("token counts and --bulk-depth must be positive")
-    if args.partitions and "forward" not in args.kinds:
-        ap.error("--partitions measures kind forward: keep it in --kinds")
     if args.dry_run:
         args.bulk_tokens = min(args.bulk_tokens, 600)
         args.small_tokens = [100, 300]
