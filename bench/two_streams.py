@@ -429,6 +429,7 @@ def partitions(setup: Setup, args: argparse.Namespace, out: dict[str, Any], whol
                 split["error"] = partition(setup, args, out, whole, split)
             except Exception as exc:  # recorded: the rows before it stand
                 split["error"] = f"{type(exc).__name__}: {exc}"
+        torch.cuda.empty_cache()  # the split's runners, their graphs and pools, gone with it
         write(args.out, out)
 
 
@@ -480,9 +481,6 @@ def partition(
         record["rows"].append(row)
         print(json.dumps(row), flush=True)
         write(args.out, out)
-    del bulk_lane, smalls, small_runner_
-    torch.cuda.synchronize(device)
-    torch.cuda.empty_cache()
     return None
 
 

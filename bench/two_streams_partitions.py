@@ -127,8 +127,16 @@ def header(device: torch.device, requested: list[int]) -> dict[str, Any]:
     if reason is not None:
         return out
     props = torch.cuda.get_device_properties(device)
-    total = props.multi_processor_count
-    out |= {"device_sms": total, "granule": granule(props.major)[0], "disjoint": False}
-    out["splits"] = [split(k, total, props.major).summary() for k in requested]
-    out["alone"], out["rows"] = {}, []
-    return out
+    return out | plan(requested, props.multi_processor_count, props.major)
+
+
+def plan(requested: list[int], device_sms: int, major: int) -> dict[str, Any]:
+    """The arm's record before it measures: each split of a device of `device_sms` SMs."""
+    return {
+        "device_sms": device_sms,
+        "granule": granule(major)[0],
+        "disjoint": False,
+        "splits": [split(k, device_sms, major).summary() for k in requested],
+        "alone": {},
+        "rows": [],
+    }

@@ -1,16 +1,21 @@
 """bench/two_streams_partitions.py: `--partitions`' parsing, the SM arithmetic of a split, and the
-record where green contexts cannot run (this machine: a CPU and torch's CPU build). Creating a
-green context needs a GPU; on one, `tests/bench/test_two_streams.py`'s dry run would reach it."""
+record where green contexts cannot run (this machine: a CPU and torch's CPU build), and the
+arm's measuring path on the CPU with the green contexts faked (creating one needs a GPU)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from bench import two_streams
 from bench import two_streams_partitions as part
+from sidecar.runtime.omnivoice import OmniVoice
+from sidecar.runtime.options import RuntimeOptions
 
 
 def test_parse_partitions() -> None:
@@ -82,3 +87,68 @@ def test_without_green_contexts_in_torch(monkeypatch: pytest.MonkeyPatch) -> Non
     ctx, why = part.create(8, torch.device("cuda", 0))
     assert ctx is None and why is not None and "SUPPORTED" in why
     assert part.header(torch.device("cuda", 0), [8])["supported"] is False
+
+
+class FakeGreenContext:
+    """Stands in for a green context, which needs a GPU: its stream is None, the CPU's."""
+
+    def __init__(self, num_sms: int) -> None:
+        self.num_sms = num_sms
+
+    def Stream(self) -> None:
+        return None
+
+
+def test_arm_measures_each_split(
+    checkpoint_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arm's whole path on the CPU with the tiny checkpoint, the green contexts faked (they
+    need a GPU) on an H200's 132 SMs: a split the driver refuses is recorded and skipped, each
+    other gets its alone record and a row per small size and bulk placement."""
+    made: list[int] = []
+
+    def create(num_sms: int, device: torch.device) -> tuple[object, str | None]:
+        if num_sms == 112:  # the bulk's rest of the second split: refused
+            return None, "GreenContext.create(num_sms=112): refused"
+        made.append(num_sms)
+        return FakeGreenContext(num_sms), None
+
+    def header(device: torch.device, requested: list[int]) -> dict[str, Any]:
+        return {"requested": requested, "supported": True, "reason": None} | part.plan(
+            requested, 132, 9
+        )
+
+    monkeypatch.setattr(part, "create", create)
+    monkeypatch.setattr(part, "header", header)
+    out_path = tmp_path / "two-streams.json"
+    argv = [str(checkpoint_dir), "--device", "cpu", "--dry-run", "--priorities", "high"]
+    argv += [
+        "--kinds",
+        "forward",
+        "--hosts",
+        "queued",
+        "--partitions",
+        "8,16",
+        "--out",
+        str(out_path),
+    ]
+    args = two_streams.arguments(argv)
+    model = OmniVoice.load(args.checkpoint, args.device, args.dtype, options=RuntimeOptions())
+    out: dict[str, Any] = {}
+    two_streams.run(two_streams.prepare(model, args), args, out)
+    record = out["partitions"]
+    assert json.loads(out_path.read_text())["partitions"] == record
+    assert made == [8, 120, 16]
+    assert record["splits"][1]["error"] == "GreenContext.create(num_sms=112): refused"
+    assert record["splits"][0]["error"] is None and list(record["alone"]) == ["8"]
+    alone = record["alone"]["8"]
+    assert alone["bulk"]["bulk_passes"] >= 2 and alone["bulk_partition_share"] > 0
+    assert set(alone["small"]) == {str(t) for t in args.small_tokens}
+    rows = record["rows"]
+    assert {(r["bulk_on"], r["small_tokens"]) for r in rows} == {
+        (on, t) for on in ("rest", "whole") for t in args.small_tokens
+    }
+    for row in rows:
+        assert (row["interactive_sms"], row["small_sms"], row["bulk_sms"]) == (8, 8, 120)
+        assert row["small_passes"] >= 1 and row["bulk_share"] > 0 and row["small_p50_ms"] > 0
+        assert row["small_graphs"] == row["bulk_graphs"] == 0  # no graphs on the CPU
