@@ -46,8 +46,8 @@ small size: `small_p50_ms`, `small_p99_ms`, `small_mean_ms`, `small_passes`,
 `small_p50_over_alone`, `bulk_ms_per_pass`, `bulk_tokens_per_s`, `bulk_tflops`, `bulk_share` (the
 bulk's rate beside over alone, same kind), `total_tflops` (both lanes' useful FLOPs over the
 bulk's window). And `partitions`, with `--partitions`: `supported` (false with `reason` where
-green contexts cannot run; the other arms' rows stand), `device_sms`, `granule`, `disjoint`,
-`splits` (per K: `small_sms`, `bulk_sms`, `error` where the driver refused it), `alone` (per K:
+green contexts cannot run; the other arms' rows stand), `device_sms`, `granule`, `splits` (per
+K: `small_sms`, `bulk_sms` as made, `way`, `disjoint`, `error` where it failed), `alone` (per K:
 the bulk on the rest, `bulk_partition_share`, each small pass) and `rows` (the keys above with
 `bulk_on`: `rest` or `whole`, `interactive_sms`, `small_sms`, `bulk_sms`, `small_graphs`,
 `bulk_graphs`; `bulk_share` against the whole device alone). On the CPU (`--dry-run`) there are
@@ -187,6 +187,8 @@ class Lane:
     runner: ModelRunner
     stream: torch.cuda.Stream | None
     one: Callable[[], None]
+    # What its work runs under: arm `--partitions`' lanes make their green context current.
+    current: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
 
     def counters(self) -> tuple[int, float]:
         return self.runner.stats.real_tokens, self.runner.stats.useful_flops
@@ -194,7 +196,7 @@ class Lane:
     def timed(self) -> float:
         """One pass, the host waiting for its end: the host's seconds from its launch."""
         began = time.perf_counter()
-        with torch.inference_mode(), on_stream(self.stream):
+        with self.current(), torch.inference_mode(), on_stream(self.stream):
             self.one()
         if self.stream is not None:
             self.stream.synchronize()
@@ -215,7 +217,7 @@ class Bulk:
 
     def push(self) -> None:
         device = self.lane.runner.device
-        with torch.inference_mode(), on_stream(self.lane.stream):
+        with self.lane.current(), torch.inference_mode(), on_stream(self.lane.stream):
             start = mark(device)
             self.lane.one()
             self.marks.append((start, mark(device)))
@@ -441,19 +443,21 @@ def partition(
     split: dict[str, Any],
 ) -> str | None:
     """One split's rows (see `partitions`); why there are none, or None."""
-    model, device, record = setup.model, setup.model.device, out["partitions"]
-    (small_ctx, error), (bulk_ctx, bulk_error) = (
-        two_streams_partitions.create(split[n], device) for n in ("small_sms", "bulk_sms")
-    )
-    if small_ctx is None or bulk_ctx is None:
-        return error or bulk_error
-    setup.green += [small_ctx, bulk_ctx]  # alive while graphs captured in them may be
-    bulk_lane = green_bulk(model, setup.bulk_prompts, bulk_ctx)
-    small_runner_, small_stream = green_runner(model, small_ctx)
+    model, record = setup.model, out["partitions"]
+    made, error = two_streams_partitions.pair(split["small_sms"], split["bulk_sms"], model.device)
+    if made is None:
+        return error
+    setup.green.append(made)  # alive while graphs captured in its contexts may be
+    split |= {"small_sms": made.small.sms, "bulk_sms": made.bulk.sms}
+    split |= {"way": made.way, "disjoint": made.disjoint}
+    bulk_lane = green_bulk(model, setup.bulk_prompts, made.bulk)
+    small_runner_ = green_runner(model, made.small)
     smalls: dict[int, Lane] = {}
     for tokens in args.small_tokens:
         work = packed(model, workloads.short(), tokens)
-        smalls[tokens] = small_lane("forward", model, small_runner_, small_stream, work)
+        with made.small.current():
+            smalls[tokens] = small_lane("forward", model, small_runner_, made.small.stream, work)
+        smalls[tokens].current = made.small.current
         for _ in range(3):  # the bucket's graph captured, on the green context's stream
             smalls[tokens].timed()
     bulk_alone(bulk_lane, 2, args.bulk_depth)  # warm: the bucket's graph captured
@@ -484,21 +488,20 @@ def partition(
     return None
 
 
-def green_runner(model: OmniVoice, ctx: Any) -> tuple[ModelRunner, torch.cuda.Stream]:
+def green_runner(model: OmniVoice, green: two_streams_partitions.Green) -> ModelRunner:
     """A runner of its own on the same weights whose graphs are captured, at their bucket's
-    first pass, on the green context's stream (so they keep its SMs), and that stream."""
+    first pass, on the green context's stream (so they keep its SMs)."""
     runner, _ = small_runner(model, 0)
-    stream = ctx.Stream()
-    runner.recorder.stream = stream
-    return runner, stream
+    runner.recorder.stream = green.stream
+    return runner
 
 
-def green_bulk(model: OmniVoice, prompts: list[Any], ctx: Any) -> Lane:
+def green_bulk(model: OmniVoice, prompts: list[Any], green: two_streams_partitions.Green) -> Lane:
     """The bulk batch's forward pass on a runner and a green context's stream of its own."""
-    runner, stream = green_runner(model, ctx)
-    with torch.inference_mode(), on_stream(stream):
+    runner = green_runner(model, green)
+    with green.current(), torch.inference_mode(), on_stream(green.stream):
         state = BatchState(model.model, prompts, runner)
-    return Lane(runner, stream, forward_pass(runner, state))
+    return Lane(runner, green.stream, forward_pass(runner, state), green.current)
 
 
 def write(path: Path | None, out: dict[str, Any]) -> None:

@@ -19,21 +19,34 @@ What the sources say, and what the arm does about it:
   in a row count the graphs captured, 0 meaning a lane ran eagerly.
 - Disjointness. `GreenContext.create(num_sms=n)` splits the device's whole SM resource anew at
   each call and keeps the first group (`aten/src/ATen/cuda/CUDAGreenContext.cpp`:
-  `cuDevSmResourceSplitByCount` on `cuDeviceGetDevResource`), so two contexts may share SMs
-  (pytorch/pytorch#195378; a disjoint split, `cuDevSmResourceSplit`, is pytorch/pytorch#198178,
-  not in torch 2.13). The arm records `disjoint: false`: the small lane's time beside the bulk
-  on its "rest" against beside the whole device tells whether the two overlapped.
+  `cuDevSmResourceSplitByCount` on `cuDeviceGetDevResource`), so two contexts made so may share
+  SMs (pytorch/pytorch#195378; a disjoint split, pytorch/pytorch#198178, is not in torch 2.13).
+  Where cuda-python is installed (`cuda.bindings`) the arm splits the device once, as
+  flashinfer's `green_ctx.py` does: the group for the small lane, the remainder for the bulk
+  (`way: driver`, `disjoint: true`); else it falls back to two `create` calls (`way: torch`,
+  `disjoint: false`: the small lane's time beside the bulk on its "rest" against beside the
+  whole device then tells whether they overlapped).
+- Current context. A CUDA event and the stream it is recorded on must belong to one context
+  (`cudaEventRecord`), and the lanes time their passes with events. On the `driver` way each
+  lane's work runs with its green context pushed current (`Green.current`), so its events and
+  graphs are made in it. On the `torch` way they are not (torch's `set_context` makes the green
+  context's default stream wait on the caller's, which would queue the small lane behind the
+  bulk), so an event may cross contexts: a split that fails so records the driver's error.
 - Granularity. A partition is rounded up to the architecture's granule (compute capability 9.0
   and later: 8 SMs, at least 8; 8.x: multiples of 2, at least 4; CUDA driver API, "Green
-  Contexts"): the small lane gets k rounded up, the bulk what remains rounded down.
+  Contexts"): the small lane asks for k rounded up; on the `torch` way the bulk asks for what
+  remains rounded down. A split records the SMs each context got where the driver says.
 
-Where green contexts are missing (a CPU, torch built without them, a driver before 12.8) the
-arm records why and the script goes on with its other arms.
+Where green contexts are missing (a CPU, neither cuda-python nor torch's green contexts, a driver
+before 12.4) or a split fails, the arm records why and the script goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,22 +114,111 @@ def unsupported(device: torch.device) -> str | None:
         return f"not a CUDA device: {device}"
     from torch.cuda import green_contexts
 
-    if not green_contexts.SUPPORTED:
-        return "torch was built without green contexts (torch.cuda.green_contexts.SUPPORTED)"
+    if driver() is None and not green_contexts.SUPPORTED:
+        return "neither cuda.bindings nor torch's green contexts (green_contexts.SUPPORTED)"
     return None
 
 
-def create(num_sms: int, device: torch.device) -> tuple[Any, str | None]:
-    """A green context of `num_sms` SMs on `device`, or None and why not."""
+def driver() -> Any:
+    """cuda-python's driver bindings, or None where they are not installed."""
+    try:
+        from cuda.bindings import driver as bindings
+    except ImportError:
+        return None
+    return bindings
+
+
+@dataclass
+class Green:
+    """One lane's green context: its stream, its SMs, and `current`, what the lane's work runs
+    under (the context made current, so the events and graphs made there are the context's)."""
+
+    stream: Any  # torch.cuda.Stream
+    sms: int
+    current: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
+    keep: tuple[Any, ...] = ()  # handles alive while the stream and its graphs are
+
+
+@dataclass
+class Pair:
+    """A split's two green contexts and how they were made: `driver`, one split of the device's
+    SMs into the small lane's group and the rest (disjoint), or `torch`, `GreenContext.create`
+    once for each (maybe not)."""
+
+    small: Green
+    bulk: Green
+    way: str
+    disjoint: bool
+
+
+def pair(small_sms: int, bulk_sms: int, device: torch.device) -> tuple[Pair | None, str | None]:
+    """The small lane's green context of `small_sms` SMs and the bulk's of the rest, or None
+    and why not: through cuda-python where installed, else torch's `GreenContext`."""
     reason = unsupported(device)
     if reason is not None:
         return None, reason
+    bindings = driver()
+    try:
+        if bindings is not None:
+            return driver_pair(bindings, small_sms, device), None
+        return torch_pair(small_sms, bulk_sms, device), None
+    except Exception as exc:  # the driver's refusal is a result, not a failure of the run
+        way = "cuda.bindings" if bindings is not None else "torch"
+        return None, f"green contexts of {small_sms} SMs ({way}): {type(exc).__name__}: {exc}"
+
+
+def ok(result: tuple[Any, ...]) -> Any:
+    """A cuda-python call's value, or its error raised."""
+    error, *values = result
+    if int(error) != 0:
+        raise RuntimeError(f"CUDA driver error {int(error)}: {error}")
+    return values[0] if len(values) == 1 else tuple(values) if values else None
+
+
+def driver_pair(drv: Any, small_sms: int, device: torch.device) -> Pair:
+    """One `cuDevSmResourceSplitByCount` of the device's SMs: its group for the small lane, the
+    remainder for the bulk, a green context and a stream (priority 0) for each."""
+    dev = ok(drv.cuDeviceGet(device.index or 0))
+    whole = ok(drv.cuDeviceGetDevResource(dev, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM))
+    groups, _, rest = ok(drv.cuDevSmResourceSplitByCount(1, whole, 0, small_sms))
+    lanes = []
+    for resource in (groups[0], rest):
+        desc = ok(drv.cuDevResourceGenerateDesc([resource], 1))
+        flags = drv.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM
+        green = ok(drv.cuGreenCtxCreate(desc, dev, flags))
+        context = ok(drv.cuCtxFromGreenCtx(green))
+        nonblocking = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
+        handle = ok(drv.cuGreenCtxStreamCreate(green, nonblocking, 0))
+        stream = torch.cuda.get_stream_from_external(int(handle), device)
+        current = functools.partial(pushed, drv, context)
+        lanes.append(Green(stream, int(resource.sm.smCount), current, (green, context, handle)))
+    return Pair(lanes[0], lanes[1], "driver", True)
+
+
+@contextlib.contextmanager
+def pushed(drv: Any, context: Any) -> Iterator[None]:
+    """The green context current on this thread for the block."""
+    ok(drv.cuCtxPushCurrent(context))
+    try:
+        yield
+    finally:
+        ok(drv.cuCtxPopCurrent())
+
+
+def torch_pair(small_sms: int, bulk_sms: int, device: torch.device) -> Pair:
+    """`GreenContext.create` for each lane: their streams, the contexts never made current
+    (torch's `set_context` makes its default stream wait on the caller's, which would tie the
+    small lane to the bulk's queue)."""
     from torch.cuda.green_contexts import GreenContext
 
-    try:
-        return GreenContext.create(num_sms=num_sms, device_id=device.index or 0), None
-    except Exception as exc:  # the driver's refusal is a result, not a failure of the run
-        return None, f"GreenContext.create(num_sms={num_sms}): {type(exc).__name__}: {exc}"
+    made = [
+        GreenContext.create(num_sms=n, device_id=device.index or 0) for n in (small_sms, bulk_sms)
+    ]
+    small, bulk = (
+        Green(ctx.Stream(), n, keep=(ctx,))
+        for ctx, n in zip(made, (small_sms, bulk_sms), strict=True)
+    )
+    return Pair(small, bulk, "torch", False)
 
 
 def header(device: torch.device, requested: list[int]) -> dict[str, Any]:
@@ -135,7 +237,6 @@ def plan(requested: list[int], device_sms: int, major: int) -> dict[str, Any]:
     return {
         "device_sms": device_sms,
         "granule": granule(major)[0],
-        "disjoint": False,
         "splits": [split(k, device_sms, major).summary() for k in requested],
         "alone": {},
         "rows": [],

@@ -5,7 +5,10 @@ arm's measuring path on the CPU with the green contexts faked (creating one need
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,74 +76,88 @@ def test_split_rounds_the_small_lane_up_and_the_bulk_down() -> None:
 
 def test_unsupported_is_recorded_not_raised() -> None:
     cpu = torch.device("cpu")
-    ctx, why = part.create(8, cpu)
-    assert ctx is None and why is not None and "not a CUDA device" in why
+    made, why = part.pair(8, 120, cpu)
+    assert made is None and why is not None and "not a CUDA device" in why
     header = part.header(cpu, [8, 16])
     assert header == {"requested": [8, 16], "supported": False, "reason": why}
 
 
-def test_without_green_contexts_in_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A CUDA device whose torch lacks green contexts (faked: this machine has no GPU)."""
+def test_without_green_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA device with neither cuda-python nor torch's green contexts (faked: this machine
+    has no GPU)."""
     from torch.cuda import green_contexts
 
     monkeypatch.setattr(green_contexts, "SUPPORTED", False)
-    ctx, why = part.create(8, torch.device("cuda", 0))
-    assert ctx is None and why is not None and "SUPPORTED" in why
+    monkeypatch.setattr(part, "driver", lambda: None)
+    made, why = part.pair(8, 120, torch.device("cuda", 0))
+    assert made is None and why is not None and "SUPPORTED" in why
     assert part.header(torch.device("cuda", 0), [8])["supported"] is False
 
 
-class FakeGreenContext:
-    """Stands in for a green context, which needs a GPU: its stream is None, the CPU's."""
+class Fails:
+    """A cuda-python enum's stand-in: a CUresult is an int-like enum."""
 
-    def __init__(self, num_sms: int) -> None:
-        self.num_sms = num_sms
+    def __init__(self, value: int) -> None:
+        self.value = value
 
-    def Stream(self) -> None:
-        return None
+    def __int__(self) -> int:
+        return self.value
+
+
+def test_ok_unpacks_a_driver_result() -> None:
+    assert part.ok((Fails(0),)) is None
+    assert part.ok((Fails(0), "dev")) == "dev"
+    assert part.ok((Fails(0), ["group"], 1, "rest")) == (["group"], 1, "rest")
+    with pytest.raises(RuntimeError, match="CUDA driver error 201"):
+        part.ok((Fails(201), None))
 
 
 def test_arm_measures_each_split(
     checkpoint_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The arm's whole path on the CPU with the tiny checkpoint, the green contexts faked (they
-    need a GPU) on an H200's 132 SMs: a split the driver refuses is recorded and skipped, each
-    other gets its alone record and a row per small size and bulk placement."""
-    made: list[int] = []
+    need a GPU) on an H200's 132 SMs: a split that fails is recorded and skipped, each other
+    gets its alone record and a row per small size and bulk placement, its lanes' work under
+    their contexts."""
+    asked: list[tuple[int, int]] = []
+    entered: list[str] = []
 
-    def create(num_sms: int, device: torch.device) -> tuple[object, str | None]:
-        if num_sms == 112:  # the bulk's rest of the second split: refused
-            return None, "GreenContext.create(num_sms=112): refused"
-        made.append(num_sms)
-        return FakeGreenContext(num_sms), None
+    @contextlib.contextmanager
+    def current(name: str) -> Iterator[None]:
+        entered.append(name)
+        yield
+
+    def pair(small_sms: int, bulk_sms: int, device: torch.device) -> tuple[Any, str | None]:
+        asked.append((small_sms, bulk_sms))
+        if small_sms == 16:
+            return None, "green contexts of 16 SMs (torch): refused"
+        small = part.Green(None, small_sms, functools.partial(current, "small"))
+        bulk = part.Green(None, 132 - small_sms, functools.partial(current, "bulk"))
+        return part.Pair(small, bulk, "driver", True), None
 
     def header(device: torch.device, requested: list[int]) -> dict[str, Any]:
         return {"requested": requested, "supported": True, "reason": None} | part.plan(
             requested, 132, 9
         )
 
-    monkeypatch.setattr(part, "create", create)
+    monkeypatch.setattr(part, "pair", pair)
     monkeypatch.setattr(part, "header", header)
     out_path = tmp_path / "two-streams.json"
     argv = [str(checkpoint_dir), "--device", "cpu", "--dry-run", "--priorities", "high"]
-    argv += [
-        "--kinds",
-        "forward",
-        "--hosts",
-        "queued",
-        "--partitions",
-        "8,16",
-        "--out",
-        str(out_path),
-    ]
-    args = two_streams.arguments(argv)
+    argv += ["--kinds", "forward", "--hosts", "queued", "--partitions", "8,16"]
+    args = two_streams.arguments([*argv, "--out", str(out_path)])
     model = OmniVoice.load(args.checkpoint, args.device, args.dtype, options=RuntimeOptions())
     out: dict[str, Any] = {}
     two_streams.run(two_streams.prepare(model, args), args, out)
     record = out["partitions"]
     assert json.loads(out_path.read_text())["partitions"] == record
-    assert made == [8, 120, 16]
-    assert record["splits"][1]["error"] == "GreenContext.create(num_sms=112): refused"
-    assert record["splits"][0]["error"] is None and list(record["alone"]) == ["8"]
+    assert asked == [(8, 120), (16, 112)]
+    first, second = record["splits"]
+    assert second["error"] == "green contexts of 16 SMs (torch): refused"
+    assert first["error"] is None and list(record["alone"]) == ["8"]
+    assert (first["small_sms"], first["bulk_sms"]) == (8, 124)  # as the driver made them
+    assert first["way"] == "driver" and first["disjoint"] is True
+    assert {"small", "bulk"} <= set(entered)
     alone = record["alone"]["8"]
     assert alone["bulk"]["bulk_passes"] >= 2 and alone["bulk_partition_share"] > 0
     assert set(alone["small"]) == {str(t) for t in args.small_tokens}
@@ -149,6 +166,6 @@ def test_arm_measures_each_split(
         (on, t) for on in ("rest", "whole") for t in args.small_tokens
     }
     for row in rows:
-        assert (row["interactive_sms"], row["small_sms"], row["bulk_sms"]) == (8, 8, 120)
+        assert (row["interactive_sms"], row["small_sms"], row["bulk_sms"]) == (8, 8, 124)
         assert row["small_passes"] >= 1 and row["bulk_share"] > 0 and row["small_p50_ms"] > 0
         assert row["small_graphs"] == row["bulk_graphs"] == 0  # no graphs on the CPU
