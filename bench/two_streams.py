@@ -46,7 +46,8 @@ small size: `small_p50_ms`, `small_p99_ms`, `small_mean_ms`, `small_passes`,
 `small_p50_over_alone`, `bulk_ms_per_pass`, `bulk_tokens_per_s`, `bulk_tflops`, `bulk_share` (the
 bulk's rate beside over alone, same kind), `total_tflops` (both lanes' useful FLOPs over the
 bulk's window). And `partitions`, with `--partitions`: `supported` (false with `reason` where
-green contexts cannot run; the other arms' rows stand), `device_sms`, `granule`, `splits` (per
+green contexts cannot run; the other arms' rows stand), `way` (`driver`: cuda-python's one
+disjoint split; `torch`: `GreenContext.create`), `device_sms`, `granule`, `splits` (per
 K: `small_sms`, `bulk_sms` as made, `way`, `disjoint`, `error` where it failed), `alone` (per K:
 the bulk on the rest, `bulk_partition_share`, each small pass) and `rows` (the keys above with
 `bulk_on`: `rest` or `whole`, `interactive_sms`, `small_sms`, `bulk_sms`, `small_graphs`,

@@ -229,6 +229,7 @@ def header(device: torch.device, requested: list[int]) -> dict[str, Any]:
     if reason is not None:
         return out
     props = torch.cuda.get_device_properties(device)
+    out["way"] = "driver" if driver() is not None else "torch"
     return out | plan(requested, props.multi_processor_count, props.major)
 
 

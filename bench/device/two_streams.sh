@@ -8,7 +8,10 @@
 # lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it); then SM
 # partitions (CUDA green contexts, `--partitions 8,16,24,32` unless the arguments say otherwise,
 # `--partitions ''` for none): the small passes on 8 to 32 SMs, the bulk on the rest or the whole
-# device, forward passes only, about 20-30 s a partition, so a call of about five to seven minutes.
+# device, forward passes only, about 20-35 s a partition, so a call of about five to seven minutes.
+# The partitions are disjoint only where cuda-python imports (`cuda.bindings`: a cp312 wheel of
+# cuda-bindings and cuda-pathfinder for the driver's CUDA major in .whl/ is installed with the
+# rest); else torch's GreenContext.create makes them, maybe overlapping (`way`, `disjoint`).
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the
 # repository root with `.whl/` carried. Arguments after COMMIT go to bench/two_streams.py (say
@@ -48,10 +51,10 @@ for w in r.get("beside", []):
           f'| request p50 {w["request_p50_ms"]} p99 {w["request_p99_ms"]} ms' if "requests" in w else "")
 p = r.get("partitions")
 if p is not None:
-    print("partitions: supported", p["supported"], p.get("reason") or "", "device SMs", p.get("device_sms"), "disjoint", p.get("disjoint"))
+    print("partitions: supported", p["supported"], p.get("reason") or "", "device SMs", p.get("device_sms"), "way", p.get("way"))
     for s in p.get("splits", []):
         a = p["alone"].get(str(s["interactive_sms"]))
-        print("split", s["small_sms"], "+", s["bulk_sms"], "error", s["error"], "| bulk alone on the rest", a and a["bulk"], "share", a and a["bulk_partition_share"],
+        print("split", s["small_sms"], "+", s["bulk_sms"], s.get("way"), "disjoint", s.get("disjoint"), "error", s["error"], "| bulk alone on the rest", a and a["bulk"], "share", a and a["bulk_partition_share"],
               "| small alone", a and {k: (v["small_p50_ms"], v["small_p99_ms"]) for k, v in a["small"].items()})
     print("small+bulk SMs, bulk on, tokens | small p50 p99 ms (alone x) | bulk share tflops total | graphs small bulk")
     for w in p.get("rows", []):
