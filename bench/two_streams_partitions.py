@@ -170,8 +170,9 @@ def pair(small_sms: int, bulk_sms: int, device: torch.device) -> tuple[Pair | No
 def ok(result: tuple[Any, ...]) -> Any:
     """A cuda-python call's value, or its error raised."""
     error, *values = result
-    if int(error) != 0:
-        raise RuntimeError(f"CUDA driver error {int(error)}: {error}")
+    code = int(getattr(error, "value", error))  # a CUresult: an enum, its value an int
+    if code != 0:
+        raise RuntimeError(f"CUDA driver error {code}: {error}")
     return values[0] if len(values) == 1 else tuple(values) if values else None
 
 

@@ -95,13 +95,10 @@ def test_without_green_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Fails:
-    """A cuda-python enum's stand-in: a CUresult is an int-like enum."""
+    """A CUresult's stand-in (cuda-python's enum; its `value` the driver's code)."""
 
     def __init__(self, value: int) -> None:
         self.value = value
-
-    def __int__(self) -> int:
-        return self.value
 
 
 def test_ok_unpacks_a_driver_result() -> None:
@@ -110,6 +107,7 @@ def test_ok_unpacks_a_driver_result() -> None:
     assert part.ok((Fails(0), ["group"], 1, "rest")) == (["group"], 1, "rest")
     with pytest.raises(RuntimeError, match="CUDA driver error 201"):
         part.ok((Fails(201), None))
+    assert part.ok((0, "plain int")) == "plain int"
 
 
 def test_arm_measures_each_split(
@@ -169,3 +167,74 @@ def test_arm_measures_each_split(
         assert (row["interactive_sms"], row["small_sms"], row["bulk_sms"]) == (8, 8, 124)
         assert row["small_passes"] >= 1 and row["bulk_share"] > 0 and row["small_p50_ms"] > 0
         assert row["small_graphs"] == row["bulk_graphs"] == 0  # no graphs on the CPU
+
+
+class FakeDriver:
+    """cuda-python's driver calls the arm makes, as their documented results (the driver needs
+    a GPU): a device of 132 SMs, one split, every call logged."""
+
+    class CUdevResourceType:
+        CU_DEV_RESOURCE_TYPE_SM = "sm"
+
+    class CUgreenCtxCreate_flags:
+        CU_GREEN_CTX_DEFAULT_STREAM = 1
+
+    class CUstream_flags:
+        CU_STREAM_NON_BLOCKING = 1
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.current: list[str] = []
+
+    @staticmethod
+    def resource(sms: int) -> Any:
+        return argparse.Namespace(sm=argparse.Namespace(smCount=sms))
+
+    def cuDeviceGet(self, index: int) -> tuple[int, str]:
+        return 0, f"dev{index}"
+
+    def cuDeviceGetDevResource(self, dev: str, kind: str) -> tuple[int, Any]:
+        return 0, self.resource(132)
+
+    def cuDevSmResourceSplitByCount(
+        self, groups: int, whole: Any, flags: int, least: int
+    ) -> tuple[int, list[Any], int, Any]:
+        sms = -(-least // 8) * 8
+        return 0, [self.resource(sms)] * groups, groups, self.resource(whole.sm.smCount - sms)
+
+    def cuDevResourceGenerateDesc(self, resources: list[Any], n: int) -> tuple[int, int]:
+        return 0, resources[0].sm.smCount
+
+    def cuGreenCtxCreate(self, desc: int, dev: str, flags: int) -> tuple[int, str]:
+        self.calls.append(f"green {desc}")
+        return 0, f"green{desc}"
+
+    def cuCtxFromGreenCtx(self, green: str) -> tuple[int, str]:
+        return 0, f"ctx-{green}"
+
+    def cuGreenCtxStreamCreate(self, green: str, flags: int, priority: int) -> tuple[int, int]:
+        return 0, 1000 + int(green.removeprefix("green"))
+
+    def cuCtxPushCurrent(self, context: str) -> tuple[int]:
+        self.current.append(context)
+        return (0,)
+
+    def cuCtxPopCurrent(self) -> tuple[int, str]:
+        return 0, self.current.pop()
+
+
+def test_driver_pair_splits_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    drv = FakeDriver()
+    monkeypatch.setattr(torch.cuda, "get_stream_from_external", lambda handle, device: handle)
+    made = part.driver_pair(drv, 10, torch.device("cuda", 0))
+    assert (made.way, made.disjoint) == ("driver", True)
+    assert (made.small.sms, made.bulk.sms) == (16, 116)  # the remainder, all of it
+    assert (made.small.stream, made.bulk.stream) == (1016, 1116)
+    assert drv.calls == ["green 16", "green 116"]
+    with made.bulk.current():
+        assert drv.current == ["ctx-green116"]
+    assert drv.current == []
+    with pytest.raises(KeyError), made.small.current():
+        assert drv.current == ["ctx-green16"]
+        raise KeyError("the lane's failure")
+    assert drv.current == []  # popped all the same
