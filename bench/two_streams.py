@@ -333,7 +333,7 @@ class Setup:
     bulk_prompts: list[Any]  # arm `--partitions`: the bulk batch again, on a runner of its own
     lanes_bulk: list[GenerationRequest]  # host `lanes`: the bulk's requests, one round each
     lanes_small: dict[tuple[str, int], two_streams_lanes.Small]  # by priority, tokens
-    green: list[Any] = field(default_factory=list)  # arm `--partitions`: its green contexts
+    green: list[two_streams_partitions.Pair] = field(default_factory=list)  # `--partitions`
 
 
 def bulk_alone(lane: Lane, passes: int, depth: int) -> Rate:

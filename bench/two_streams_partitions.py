@@ -52,8 +52,6 @@ from typing import Any
 
 import torch
 
-PARTITIONS = (8, 16, 24, 32)  # the device script's: SMs for the small lane
-
 
 def parse_partitions(text: str) -> list[int]:
     """`--partitions`' value: comma-separated SM counts, positive and distinct ("": none)."""
