@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Small interactive passes on a CUDA stream of their own beside the bulk batch's full-size
 # passes, in the runtime as the sidecar loads it (bench/two_streams.py), in one call of about
-# three to five minutes: the bulk's pass (~44,700 tokens) and small passes of 500, 1,000, 1,500
+# five to seven minutes (estimated): the bulk's pass (~44,700 tokens) and small passes of 500, 1,000, 1,500
 # and 3,000 tokens, each alone and together; forward passes and whole denoising steps; the small
 # stream at the bulk's priority and at the highest; the two loops launched from one host thread
 # (all the bulk queued first, or interleaved), from two Python threads, and by the interactive
 # lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it); then SM
 # partitions (CUDA green contexts, `--partitions 8,16,24,32` unless the arguments say otherwise,
 # `--partitions ''` for none): the small passes on 8 to 32 SMs, the bulk on the rest or the whole
-# device, forward passes only, about 20-35 s a partition, so a call of about five to seven minutes.
+# device, forward passes only (about 20-35 s a partition, estimated: the arm has not run yet).
 # The partitions are disjoint only where cuda-python imports (`cuda.bindings`: a cp312 wheel of
 # cuda-bindings and cuda-pathfinder for the driver's CUDA major in .whl/ is installed with the
 # rest); else torch's GreenContext.create makes them, maybe overlapping (`way`, `disjoint`).
