@@ -3,9 +3,9 @@
 # passes, in the runtime as the sidecar loads it (bench/two_streams.py), in one call of about
 # five to seven minutes (estimated): the bulk's pass (~44,700 tokens) and small passes of 500,
 # 1,000, 1,500 and 3,000 tokens, each alone and together; forward passes and whole denoising
-# steps; the small stream at the bulk's priority and at the highest; the two loops launched from one host thread
-# (all the bulk queued first, or interleaved), from two Python threads, and by the interactive
-# lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it); then SM
+# steps; the small stream at the bulk's priority and at the highest; the two loops launched
+# from one host thread (all the bulk queued first, or interleaved), from two Python threads, and
+# by the interactive lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it); then SM
 # partitions (CUDA green contexts, `--partitions 8,16,24,32` unless the arguments say otherwise,
 # `--partitions ''` for none): the small passes on 8 to 32 SMs, the bulk on the rest or the whole
 # device, forward passes only (about 20-35 s a partition, estimated: the arm has not run yet).
