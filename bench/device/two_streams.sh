@@ -5,13 +5,14 @@
 # 1,000, 1,500 and 3,000 tokens, each alone and together; forward passes and whole denoising
 # steps; the small stream at the bulk's priority and at the highest; the two loops launched
 # from one host thread (all the bulk queued first, or interleaved), from two Python threads, and
-# by the interactive lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream` runs it); then SM
-# partitions (CUDA green contexts, `--partitions 8,16,24,32` unless the arguments say otherwise,
-# `--partitions ''` for none): the small passes on 8 to 32 SMs, the bulk on the rest or the whole
-# device, forward passes only (about 20-35 s a partition, estimated: the arm has not run yet).
-# The partitions are disjoint only where cuda-python imports (`cuda.bindings`: a cp312 wheel of
-# cuda-bindings and cuda-pathfinder for the driver's CUDA major in .whl/ is installed with the
-# rest); else torch's GreenContext.create makes them, maybe overlapping (`way`, `disjoint`).
+# by the interactive lane's own loop (sidecar/runtime/interleave.py, as `--interactive-stream`
+# runs it); then SM partitions (CUDA green contexts, `--partitions 8,16,24,32` unless the
+# arguments say otherwise, `--partitions ''` for none): the small passes on 8 to 32 SMs, the bulk
+# on the rest or the whole device, forward passes only (about 20-35 s a partition, estimated: the
+# arm has not run yet). The partitions are disjoint only where cuda-python imports
+# (`cuda.bindings`: cp312 wheels of cuda-bindings and cuda-pathfinder for the driver's CUDA major
+# in .whl/ are installed with the rest); else torch's GreenContext.create makes them, maybe
+# overlapping (`way`, `disjoint`).
 #
 # Assumes: the `device` machine (one GPU, a call of at most 10 minutes, no network), run from the
 # repository root with `.whl/` carried. Arguments after COMMIT go to bench/two_streams.py (say
