@@ -29,6 +29,13 @@ and per `--hosts`, who launches the two loops:
   (`request_p50_ms`, `request_p99_ms`; per step: `small_p50_ms`), beside the bulk's mixed
   requests of one round of steps, against the same loop without them.
 
+Then, with `--partitions K,...` (`two_streams_partitions.py`: CUDA green contexts), kind
+`forward`, host `queued`: per K, the small passes on a green context of K SMs (their graphs
+captured on its stream) and the bulk on a green context of the rest (a runner of its own, its
+graph captured there) or on the whole device as above: the bulk alone on the rest (its rate
+against the whole device's: what the partition costs while the small lane idles), each small
+pass alone on its K SMs, and each beside the bulk on the rest and on the whole device.
+
     python3 bench/two_streams.py /tmp/full --out two-streams.json
     python3 bench/two_streams.py /tmp/tiny --device cpu --dry-run --out dry.json  # the code path
 
@@ -38,7 +45,14 @@ rate, each small pass's times at each priority) and `beside`, a row per kind, ho
 small size: `small_p50_ms`, `small_p99_ms`, `small_mean_ms`, `small_passes`,
 `small_p50_over_alone`, `bulk_ms_per_pass`, `bulk_tokens_per_s`, `bulk_tflops`, `bulk_share` (the
 bulk's rate beside over alone, same kind), `total_tflops` (both lanes' useful FLOPs over the
-bulk's window). On the CPU (`--dry-run`) there are no streams and the timings mean nothing.
+bulk's window). And `partitions`, with `--partitions`: `supported` (false with `reason` where
+green contexts cannot run; the other arms' rows stand), `way` (`driver`: cuda-python's one
+disjoint split; `torch`: `GreenContext.create`), `device_sms`, `granule`, `splits` (per
+K: `small_sms`, `bulk_sms` as made, `way`, `disjoint`, `error` where it failed), `alone` (per K:
+the bulk on the rest, `bulk_partition_share`, each small pass) and `rows` (the keys above with
+`bulk_on`: `rest` or `whole`, `interactive_sms`, `small_sms`, `bulk_sms`, `small_graphs`,
+`bulk_graphs`; `bulk_share` against the whole device alone). On the CPU (`--dry-run`) there are
+no streams and the timings mean nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +67,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +75,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import two_streams_lanes, workloads
+from bench import two_streams_lanes, two_streams_partitions, workloads
 from bench.decode_cost import MIXED_TOKENS, chunk_prompts, request, voice_prompt
 from sidecar.runtime import streams
 from sidecar.runtime.generate import BatchState, useful_flops
@@ -174,6 +188,8 @@ class Lane:
     runner: ModelRunner
     stream: torch.cuda.Stream | None
     one: Callable[[], None]
+    # What its work runs under: arm `--partitions`' lanes make their green context current.
+    current: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
 
     def counters(self) -> tuple[int, float]:
         return self.runner.stats.real_tokens, self.runner.stats.useful_flops
@@ -181,7 +197,7 @@ class Lane:
     def timed(self) -> float:
         """One pass, the host waiting for its end: the host's seconds from its launch."""
         began = time.perf_counter()
-        with torch.inference_mode(), on_stream(self.stream):
+        with self.current(), torch.inference_mode(), on_stream(self.stream):
             self.one()
         if self.stream is not None:
             self.stream.synchronize()
@@ -202,7 +218,7 @@ class Bulk:
 
     def push(self) -> None:
         device = self.lane.runner.device
-        with torch.inference_mode(), on_stream(self.lane.stream):
+        with self.lane.current(), torch.inference_mode(), on_stream(self.lane.stream):
             start = mark(device)
             self.lane.one()
             self.marks.append((start, mark(device)))
@@ -314,8 +330,10 @@ class Setup:
     bulk: dict[str, Lane]  # by kind
     small: dict[tuple[str, str, int], Lane]  # by kind, priority, tokens
     batches: dict[str, Any]
+    bulk_prompts: list[Any]  # arm `--partitions`: the bulk batch again, on a runner of its own
     lanes_bulk: list[GenerationRequest]  # host `lanes`: the bulk's requests, one round each
     lanes_small: dict[tuple[str, int], two_streams_lanes.Small]  # by priority, tokens
+    green: list[two_streams_partitions.Pair] = field(default_factory=list)  # `--partitions`
 
 
 def bulk_alone(lane: Lane, passes: int, depth: int) -> Rate:
@@ -345,8 +363,10 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Every row, the JSON rewritten after each."""
     rows: list[dict[str, Any]] = []
     out["alone"], out["beside"] = {}, rows
+    rates: dict[str, Rate] = {}
     for kind in args.kinds:
-        alone_rate, kept = alone(setup, args, kind)
+        rates[kind], kept = alone(setup, args, kind)
+        alone_rate = rates[kind]
         out["alone"][kind] = kept
         for host, ((k, priority, tokens), lane) in itertools.product(
             args.hosts, setup.small.items()
@@ -365,6 +385,11 @@ def run(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
             write(args.out, out)
     if "lanes" in args.hosts:
         lanes(setup, args, out)
+    if args.partitions and "forward" not in rates:
+        reason = "the arm measures kind forward, which --kinds leaves out"
+        out["partitions"] = {"requested": args.partitions, "supported": False, "reason": reason}
+    elif args.partitions:
+        partitions(setup, args, out, rates["forward"])
 
 
 def lanes(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -392,6 +417,92 @@ def lanes(setup: Setup, args: argparse.Namespace, out: dict[str, Any]) -> None:
         out["beside"].append(row)
         print(json.dumps(row), flush=True)
         write(args.out, out)
+
+
+def partitions(setup: Setup, args: argparse.Namespace, out: dict[str, Any], whole: Rate) -> None:
+    """Arm `--partitions` (`two_streams_partitions.py`), kind `forward`, host `queued`: per
+    split, the bulk on a green context of the rest alone (its rate against the whole device's,
+    `whole`), each small pass alone on its k SMs, then each beside the bulk on the rest and
+    beside the bulk on the whole device. A split the driver refuses is recorded, and skipped."""
+    out["partitions"] = record = two_streams_partitions.header(setup.model.device, args.partitions)
+    write(args.out, out)
+    for split in record.get("splits", []):
+        if split["error"] is None:
+            try:
+                split["error"] = partition(setup, args, out, whole, split)
+            except Exception as exc:  # recorded: the rows before it stand
+                split["error"] = f"{type(exc).__name__}: {exc}"
+        torch.cuda.empty_cache()  # the split's runners, their graphs and pools, gone with it
+        write(args.out, out)
+
+
+def partition(
+    setup: Setup,
+    args: argparse.Namespace,
+    out: dict[str, Any],
+    whole: Rate,
+    split: dict[str, Any],
+) -> str | None:
+    """One split's rows (see `partitions`); why there are none, or None."""
+    model, record = setup.model, out["partitions"]
+    made, error = two_streams_partitions.pair(split["small_sms"], split["bulk_sms"], model.device)
+    if made is None:
+        return error
+    setup.green.append(made)  # alive while graphs captured in its contexts may be
+    split |= {"small_sms": made.small.sms, "bulk_sms": made.bulk.sms}
+    split |= {"way": made.way, "disjoint": made.disjoint}
+    bulk_lane = green_bulk(model, setup.bulk_prompts, made.bulk)
+    small_runner_ = green_runner(model, made.small)
+    smalls: dict[int, Lane] = {}
+    for tokens in args.small_tokens:
+        work = packed(model, workloads.short(), tokens)
+        with made.small.current():
+            smalls[tokens] = small_lane("forward", model, small_runner_, made.small.stream, work)
+        smalls[tokens].current = made.small.current
+        for _ in range(3):  # the bucket's graph captured, on the green context's stream
+            smalls[tokens].timed()
+    bulk_alone(bulk_lane, 2, args.bulk_depth)  # warm: the bucket's graph captured
+    rate = bulk_alone(bulk_lane, whole.passes, args.bulk_depth)
+    share = (rate.tokens / rate.seconds) / (whole.tokens / whole.seconds)
+    alone_small = {
+        t: [lane.timed() for _ in range(args.small_passes)] for t, lane in smalls.items()
+    }
+    record["alone"][str(split["interactive_sms"])] = {
+        "bulk": rate.summary(),
+        "bulk_partition_share": round(share, 4),
+        "small": {str(t): small_summary(times) for t, times in alone_small.items()},
+    }
+    on = {"rest": bulk_lane, "whole": setup.bulk["forward"]}
+    for (bulk_on, lane), (tokens, small) in itertools.product(on.items(), smalls.items()):
+        bulk = Bulk(lane, whole.passes, args.bulk_depth)
+        flops = small.runner.stats.useful_flops
+        times = measure_beside("queued", bulk, small)
+        flops = small.runner.stats.useful_flops - flops
+        row = {"kind": "forward", "host": "queued", "bulk_on": bulk_on, "small_tokens": tokens}
+        row |= {k: split[k] for k in ("interactive_sms", "small_sms", "bulk_sms")}
+        row |= beside_row(bulk.rate(), whole, times, percentile(alone_small[tokens], 50), flops)
+        row["small_graphs"] = small.runner.stats.late_captures
+        row["bulk_graphs"] = lane.runner.stats.late_captures
+        record["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        write(args.out, out)
+    return None
+
+
+def green_runner(model: OmniVoice, green: two_streams_partitions.Green) -> ModelRunner:
+    """A runner of its own on the same weights whose graphs are captured, at their bucket's
+    first pass, on the green context's stream (so they keep its SMs)."""
+    runner, _ = small_runner(model, 0)
+    runner.recorder.stream = green.stream
+    return runner
+
+
+def green_bulk(model: OmniVoice, prompts: list[Any], green: two_streams_partitions.Green) -> Lane:
+    """The bulk batch's forward pass on a runner and a green context's stream of its own."""
+    runner = green_runner(model, green)
+    with green.current(), torch.inference_mode(), on_stream(green.stream):
+        state = BatchState(model.model, prompts, runner)
+    return Lane(runner, green.stream, forward_pass(runner, state), green.current)
 
 
 def write(path: Path | None, out: dict[str, Any]) -> None:
@@ -477,7 +588,7 @@ def prepare(model: OmniVoice, args: argparse.Namespace) -> Setup:
                 for _ in range(3):  # the bucket's graph captured at its first pass
                     lane.timed()
     lanes_bulk, lanes_small = lanes_work(model, args, small, batches)
-    return Setup(model, bulk, small, batches, lanes_bulk, lanes_small)
+    return Setup(model, bulk, small, batches, bulk_work[1], lanes_bulk, lanes_small)
 
 
 def lanes_work(
@@ -520,6 +631,13 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=1.5, help="the bulk's window, per row")
     ap.add_argument("--small-passes", type=int, default=ALONE_SMALL_PASSES, help="timed alone")
     ap.add_argument("--bulk-depth", type=int, default=2, help="bulk passes queued ahead")
+    ap.add_argument(
+        "--partitions",
+        type=two_streams_partitions.parse_partitions,
+        default=[],
+        help="SMs of the small lane's green context, comma-separated (e.g. 8,16,24,32; kind "
+        "forward): the SM partition arm, after the others; none by default",
+    )
     ap.add_argument("--dry-run", action="store_true", help="small passes, short windows: the path")
     ap.add_argument("--commit", default="")
     ap.add_argument("--out", type=Path)

@@ -78,6 +78,8 @@ def test_dry_run(checkpoint_dir: Path, tmp_path: Path) -> None:
         "--dry-run",
         "--priorities",
         "high",
+        "--partitions",
+        "8,16",
         "--out",
         str(out),
     ]
@@ -98,6 +100,28 @@ def test_dry_run(checkpoint_dir: Path, tmp_path: Path) -> None:
     for lanes in (r for r in rows if r["host"] == "lanes"):
         assert lanes["requests"] >= 1 and lanes["request_p50_ms"] > lanes["small_p50_ms"] > 0
     assert result["alone"]["lanes"]["bulk"]["bulk_passes"] >= 1
+    # No green contexts on the CPU: the arm says why, and every other row above stands.
+    assert result["partitions"] == {
+        "requested": [8, 16],
+        "supported": False,
+        "reason": "not a CUDA device: cpu",
+    }
     for kind in two_streams.KINDS:
         assert result["alone"][kind]["bulk"]["bulk_passes"] >= 2
         assert {k.split("/")[0] for k in result["alone"][kind]["small"]} == {"high"}
+
+
+def test_partitions_need_the_forward_kind(checkpoint_dir: Path, tmp_path: Path) -> None:
+    """The partition arm measures forward passes: without them it records why, and the run
+    goes on."""
+    out = tmp_path / "two-streams.json"
+    command = [sys.executable, str(REPO_ROOT / "bench" / "two_streams.py"), str(checkpoint_dir)]
+    command += ["--device", "cpu", "--dry-run", "--priorities", "high", "--kinds", "step"]
+    command += ["--hosts", "queued", "--partitions", "8", "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {(r["kind"], r["host"]) for r in result["beside"]} == {("step", "queued")}
+    assert result["partitions"]["supported"] is False
+    assert "kind forward" in result["partitions"]["reason"]
