@@ -42,7 +42,7 @@ def create_job(p: Parts) -> dict[str, object]:
                     "items": {
                         "type": "array",
                         "minItems": 1,
-                        "maxItems": p.settings.max_job_items,
+                        "maxItems": p.http.max_job_items,
                         "items": schema_ref("JobItemRequest"),
                     },
                     "not_before": {"type": "string", "format": "date-time"},
