@@ -26,7 +26,7 @@ _TYPES = {
 _RANGE = frozenset({"greater_than", "greater_than_equal", "less_than_equal", "finite_number"})
 
 
-def validated(model: type[Body], body: dict[str, Any]) -> Body:
+def validated(model: type[Body], body: dict[str, object]) -> Body:
     """`body` as `model`, its nulls read as fields not given; InvalidRequest naming the first
     field (in declaration order) that is wrong."""
     try:

@@ -150,7 +150,7 @@ def speech_request(
 
 
 def _speech_request(
-    body: dict[str, Any], settings: SpeechSettings, strict_instructions: bool, default_tier: str
+    body: dict[str, object], settings: SpeechSettings, strict_instructions: bool, default_tier: str
 ) -> SpeechRequest:
     if body.get("input") is None:
         if "input" not in body:
@@ -204,9 +204,9 @@ def _speech_request(
     return request
 
 
-def from_form(fields: dict[str, str]) -> dict[str, Any]:
+def from_form(fields: dict[str, str]) -> dict[str, str | float | bool | None]:
     """Form strings converted to the JSON types of their fields (anything unconvertible: 400)."""
-    out: dict[str, Any] = {}
+    out: dict[str, str | float | bool | None] = {}
     for key, raw in fields.items():
         kind = _FORM_TYPES.get(key)
         if kind is None or raw == "":
