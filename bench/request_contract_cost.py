@@ -91,8 +91,8 @@ def main() -> None:
     settings = Settings(engine="null")
     raw = json.dumps(BODY).encode()
     arms: dict[str, Callable[[], object]] = {
-        "server path (bytes)": lambda: schemas.speech_request(json_loads(raw), settings),
-        "speech_request (parsed body)": lambda: schemas.speech_request(BODY, settings),
+        "server path (bytes)": lambda: schemas.speech_request(json_loads(raw), settings.speech),
+        "speech_request (parsed body)": lambda: schemas.speech_request(BODY, settings.speech),
         "json_loads alone": lambda: json_loads(raw),
     }
     try:
@@ -100,7 +100,7 @@ def main() -> None:
     except ImportError:  # a tree from before the declaration
         pass
     else:
-        model = model_for(Limits.of(settings))
+        model = model_for(Limits.of(settings.speech))
         arms["pydantic alone (parsed body)"] = lambda: model.model_validate(BODY)
         arms["pydantic alone (from bytes)"] = lambda: model.model_validate_json(raw)
     arms.update(msgspec_arms(raw))

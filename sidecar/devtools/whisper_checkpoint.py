@@ -12,7 +12,7 @@ failing a chunk on them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -32,7 +32,24 @@ SPECIAL = (
     "<|nocaptions|>",
     "<|notimestamps|>",
 )
-TINY: dict[str, Any] = {
+
+
+class WhisperSize(TypedDict):
+    """WhisperConfig's sizes: the tiny test model's."""
+
+    num_mel_bins: int
+    encoder_layers: int
+    decoder_layers: int
+    encoder_attention_heads: int
+    decoder_attention_heads: int
+    d_model: int
+    encoder_ffn_dim: int
+    decoder_ffn_dim: int
+    max_source_positions: int
+    max_target_positions: int
+
+
+TINY: WhisperSize = {
     "num_mel_bins": 80,
     "encoder_layers": 1,
     "decoder_layers": 1,

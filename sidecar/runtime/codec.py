@@ -72,14 +72,10 @@ class Codec(nn.Module):
         self.num_codebooks = config.num_quantizers
         acoustic = config.acoustic
         self.acoustic_encoder = AcousticEncoder(
-            int(acoustic["encoder_hidden_size"]),
-            acoustic["downsampling_ratios"],
-            int(acoustic["hidden_size"]),
+            acoustic.encoder_hidden_size, acoustic.downsampling_ratios, acoustic.hidden_size
         )
         self.acoustic_decoder = AcousticDecoder(
-            int(acoustic["hidden_size"]),
-            int(acoustic["decoder_hidden_size"]),
-            acoustic["upsampling_ratios"],
+            acoustic.hidden_size, acoustic.decoder_hidden_size, acoustic.upsampling_ratios
         )
         self.encoder_semantic = SemanticEncoder(config)
         self.decoder_semantic = SemanticDecoder(config)

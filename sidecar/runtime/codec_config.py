@@ -6,32 +6,51 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sidecar.shared.errors import CheckpointError
 
-# transformers' HiggsAudioV2TokenizerConfig fills these in under whatever the checkpoint's config gives;
-# we apply the same defaults so a config that leaves them out builds the same network.
-_ACOUSTIC_DEFAULTS: dict[str, Any] = {
-    "encoder_hidden_size": 64,
-    "downsampling_ratios": [8, 5, 4, 2],
-    "decoder_hidden_size": 1024,
-    "upsampling_ratios": [8, 5, 4, 2],
-    "hidden_size": 256,
-}
 # SpecAugment masking only runs in training; forcing it off also keeps HubertModel from creating the
 # training-only `masked_spec_embed` parameter, which the checkpoint may carry and we then skip.
-_SEMANTIC_OVERRIDES: dict[str, Any] = {"mask_time_prob": 0.0, "mask_feature_prob": 0.0}
+_SEMANTIC_OVERRIDES: dict[str, float] = {"mask_time_prob": 0.0, "mask_feature_prob": 0.0}
+
+
+@dataclass(frozen=True)
+class AcousticConfig:
+    """`acoustic_model_config`'s fields that shape the network. The defaults are transformers'
+    (HiggsAudioV2TokenizerConfig fills them in under whatever the checkpoint gives), so a config
+    that leaves them out builds the same network."""
+
+    encoder_hidden_size: int = 64
+    downsampling_ratios: tuple[int, ...] = (8, 5, 4, 2)
+    decoder_hidden_size: int = 1024
+    upsampling_ratios: tuple[int, ...] = (8, 5, 4, 2)
+    hidden_size: int = 256
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AcousticConfig:
+        default = cls()
+        return cls(
+            encoder_hidden_size=int(d.get("encoder_hidden_size", default.encoder_hidden_size)),
+            downsampling_ratios=tuple(
+                int(r) for r in d.get("downsampling_ratios", default.downsampling_ratios)
+            ),
+            decoder_hidden_size=int(d.get("decoder_hidden_size", default.decoder_hidden_size)),
+            upsampling_ratios=tuple(
+                int(r) for r in d.get("upsampling_ratios", default.upsampling_ratios)
+            ),
+            hidden_size=int(d.get("hidden_size", default.hidden_size)),
+        )
 
 
 @dataclass(frozen=True)
 class CodecConfig:
     """The fields of `audio_tokenizer/config.json` that shape the network."""
 
-    acoustic: dict[str, Any]
-    semantic: dict[str, Any]
+    acoustic: AcousticConfig
+    semantic: dict[str, Any]  # config.json's HuBERT section, as read: SemanticConfig.from_dict
     sample_rate: int = 24000
     semantic_sample_rate: int = 16000
     downsample_factor: int = 320
@@ -43,13 +62,12 @@ class CodecConfig:
     codebook_size: int = 1024
     codebook_dim: int = 64
     target_bandwidths: tuple[float, ...] = (0.5, 1, 1.5, 2, 4)
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CodecConfig:
         try:
             return cls(
-                acoustic={**_ACOUSTIC_DEFAULTS, **d.get("acoustic_model_config", {})},
+                acoustic=AcousticConfig.from_dict(d.get("acoustic_model_config", {})),
                 semantic={**d.get("semantic_model_config", {}), **_SEMANTIC_OVERRIDES},
                 sample_rate=int(d.get("sample_rate", 24000)),
                 semantic_sample_rate=int(d.get("semantic_sample_rate", 16000)),
@@ -62,14 +80,13 @@ class CodecConfig:
                 codebook_size=int(d.get("codebook_size", 1024)),
                 codebook_dim=int(d.get("codebook_dim", 64)),
                 target_bandwidths=tuple(d.get("target_bandwidths", (0.5, 1, 1.5, 2, 4))),
-                raw=dict(d),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"audio_tokenizer/config.json is malformed: {exc}") from exc
 
     @property
     def hop_length(self) -> int:
-        return math.prod(int(r) for r in self.acoustic["downsampling_ratios"])
+        return math.prod(self.acoustic.downsampling_ratios)
 
     @property
     def frame_rate(self) -> int:
@@ -81,7 +98,7 @@ class CodecConfig:
 
     @property
     def acoustic_hidden_size(self) -> int:
-        return int(self.acoustic["hidden_size"])
+        return self.acoustic.hidden_size
 
     @property
     def hidden_size(self) -> int:

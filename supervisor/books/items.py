@@ -21,10 +21,10 @@ from typing import Any
 
 from supervisor.books.model import Book
 from supervisor.jobs.finish_times import item_audio_s
+from supervisor.jobs.item_fields import MAX_TITLE_CHARS
 
 ITEM_FORMAT = "flac"
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+")
-MAX_TITLE_CHARS = 500  # the jobs route's bound on an item's `title`
 AUDIO_SHARE = 0.8  # of --max-request-audio-s a part may be estimated at (the estimate is rough)
 
 

@@ -12,7 +12,6 @@ book already in DIR does nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -41,15 +40,14 @@ def limits() -> tuple[int, float]:
     OMNIVOICE_MAX_INPUT_CHARS and OMNIVOICE_MAX_REQUEST_AUDIO_S, else the defaults."""
     from supervisor.settings import Settings
 
-    defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Settings)}
+    chars, seconds = Settings.max_input_chars, Settings.max_request_audio_s  # the defaults
     try:
-        chars = int(os.environ.get("OMNIVOICE_MAX_INPUT_CHARS", defaults["max_input_chars"]))
-        seconds = float(
-            os.environ.get("OMNIVOICE_MAX_REQUEST_AUDIO_S", defaults["max_request_audio_s"])
+        return (
+            int(os.environ.get("OMNIVOICE_MAX_INPUT_CHARS", chars)),
+            float(os.environ.get("OMNIVOICE_MAX_REQUEST_AUDIO_S", seconds)),
         )
     except ValueError:
-        return int(defaults["max_input_chars"]), float(defaults["max_request_audio_s"])
-    return chars, seconds
+        return chars, seconds
 
 
 def book_entries(

@@ -11,15 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from supervisor.errors import InvalidRequest
+from supervisor.jobs import item_fields
 from supervisor.speech.audio.formats import FORMATS
 
 STATE_FILE = ".synth-state.json"
-ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # the server's rule for item ids
 
 
 class ManifestError(Exception):
@@ -70,10 +70,8 @@ def read_manifest(path: Path) -> list[ManifestEntry]:
                 continue
             item_id = item.setdefault("id", str(number))
             fmt = item.get("response_format")
-            if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
-                problems.append(
-                    f"{path}:{number}: \"id\" must be 1 to 128 letters, digits, '.', '_' or '-' (it names the file); got {item_id!r}"
-                )
+            if (wrong := _id_problem(item_id)) is not None:
+                problems.append(f"{path}:{number}: {wrong}")
             elif item_id in seen:
                 problems.append(
                     f'{path}:{number}: "id" {item_id!r} is also on line {seen[item_id]}'
@@ -88,6 +86,15 @@ def read_manifest(path: Path) -> list[ManifestEntry]:
     if problems:
         raise ManifestError(problems)
     return entries
+
+
+def _id_problem(value: object) -> str | None:
+    """What the server would say of this item id (supervisor/jobs/item_fields.py), or None."""
+    try:
+        item_fields.item_id(value)
+    except InvalidRequest as exc:
+        return exc.message
+    return None
 
 
 class Submitted(TypedDict):

@@ -17,7 +17,7 @@ from supervisor.http.openapi_parts import (
     responses,
     schema_ref,
 )
-from supervisor.jobs import callbacks
+from supervisor.jobs import schedule
 from supervisor.speech.audio import formats
 
 
@@ -42,18 +42,10 @@ def create_job(p: Parts) -> dict[str, object]:
                     "items": {
                         "type": "array",
                         "minItems": 1,
-                        "maxItems": p.settings.max_job_items,
+                        "maxItems": p.http.max_job_items,
                         "items": schema_ref("JobItemRequest"),
                     },
-                    "not_before": {"type": "string", "format": "date-time"},
-                    "deadline": {"type": "string", "format": "date-time"},
-                    "callback_url": {"type": "string", "format": "uri"},
-                    "callback_secret": {
-                        "type": "string",
-                        "pattern": callbacks.SECRET_PATTERN,
-                        "writeOnly": True,
-                        "description": "signs this job's callback in place of the key's secret; never shown back",
-                    },
+                    **schedule.properties(),
                 },
             }
         ),

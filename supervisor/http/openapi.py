@@ -11,7 +11,6 @@ speech request is OpenAI's `CreateSpeechRequest` with our extensions; errors are
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from supervisor import __version__
 from supervisor.http.openapi_parts import Parts
@@ -22,16 +21,16 @@ from supervisor.settings import Settings
 VERSION = __version__  # the installed package's
 
 # A path parameter's schema where it is more than a string
-PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+PATH_PARAMETERS: dict[str, dict[str, object]] = {
     "n": {"type": "integer", "minimum": 0},
     "asset": {"type": "string", "enum": ["console.js", "console.css"]},
 }
 _PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
 
 
-def paths(parts: Parts) -> dict[str, Any]:
+def paths(parts: Parts) -> dict[str, dict[str, object]]:
     """Each documented route's operation under its path, with the path's parameters."""
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, object]] = {}
     for route in ROUTES:
         if route.operation is None:
             continue
@@ -60,8 +59,8 @@ def paths(parts: Parts) -> dict[str, Any]:
     return out
 
 
-def document(settings: Settings) -> dict[str, Any]:
-    parts = Parts.of(settings)
+def document(settings: Settings) -> dict[str, object]:
+    parts = Parts.of(settings.http, settings.speech)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -79,7 +78,7 @@ def document(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _components(speech: dict[str, Any]) -> dict[str, Any]:
+def _components(speech: dict[str, dict[str, object]]) -> dict[str, object]:
     nullable_string = {"type": ["string", "null"]}
     return {
         "CreateSpeechRequest": {

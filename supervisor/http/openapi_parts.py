@@ -7,11 +7,10 @@ supervisor/http/openapi.py puts the operations and the shared schemas together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from supervisor.settings import Settings
+from supervisor.settings import HttpSettings, SpeechSettings
 from supervisor.speech.audio import formats
 from supervisor.speech.request import speech_body
 from supervisor.speech.synthesis import cost
@@ -36,8 +35,8 @@ ERRORS: dict[int, str] = {
 }
 
 
-def error(status: int) -> dict[str, Any]:
-    response: dict[str, Any] = {
+def error(status: int) -> dict[str, object]:
+    response: dict[str, object] = {
         "description": ERRORS[status],
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     }
@@ -51,19 +50,19 @@ def error(status: int) -> dict[str, Any]:
     return response
 
 
-def responses(ok: dict[str, Any], *statuses: int) -> dict[str, Any]:
+def responses(ok: dict[str, object], *statuses: int) -> dict[str, object]:
     return {"200": ok, **{str(s): error(s) for s in (401, *statuses)}}
 
 
-def request_body(schema: dict[str, Any], media: str = "application/json") -> dict[str, Any]:
+def request_body(schema: dict[str, object], media: str = "application/json") -> dict[str, object]:
     return {"required": True, "content": {media: {"schema": schema}}}
 
 
-def schema_ref(name: str) -> dict[str, Any]:
+def schema_ref(name: str) -> dict[str, object]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def error_statuses(*statuses: int) -> dict[str, Any]:
+def error_statuses(*statuses: int) -> dict[str, object]:
     """The error responses of these statuses, where a route answers other than 200 on success."""
     return {str(s): error(s) for s in statuses}
 
@@ -74,24 +73,24 @@ CONSOLE_PAGE = {
 }
 
 
-def binary_content(media_types: Iterable[str]) -> dict[str, Any]:
+def binary_content(media_types: Iterable[str]) -> dict[str, object]:
     """A response's `content`: a file in any of `media_types`."""
     return {t: {"schema": {"type": "string", "format": "binary"}} for t in media_types}
 
 
-def json_ref(schema_ref: str, description: str) -> dict[str, Any]:
+def json_ref(schema_ref: str, description: str) -> dict[str, object]:
     return {
         "description": description,
         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}},
     }
 
 
-def speech_properties(settings: Settings) -> dict[str, Any]:
+def speech_properties(settings: SpeechSettings) -> dict[str, dict[str, object]]:
     """CreateSpeechRequest's properties, from the request's declaration
     (supervisor/speech/request/speech_body.py), and what its input is checked against once read."""
     properties = speech_body.properties(speech_body.Limits.of(settings))
     text = properties["input"]
-    text["description"] += (
+    text["description"] = f"{text['description']}" + (
         f". As read (SSML, lexicon, normalisation) at most "
         f"{cost.EXPANSION * settings.max_input_chars} characters (input_too_long), and at most "
         "--max-request-audio-s of audio with its pauses "
@@ -100,7 +99,7 @@ def speech_properties(settings: Settings) -> dict[str, Any]:
     return properties
 
 
-def form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def form(properties: Mapping[str, object], required: list[str]) -> dict[str, object]:
     return {
         "type": "object",
         "properties": properties,
@@ -116,23 +115,25 @@ SPEECH_ERRORS = (400, 413, 415, 429, 500, 503, 504)  # what a speech route can a
 class Parts:
     """The pieces several operations share, made once from the settings."""
 
-    settings: Settings
-    speech: dict[str, Any]  # CreateSpeechRequest's properties
-    options: dict[str, Any]  # the same without a voice: the one-shot clone and design forms
-    upload: dict[str, Any]  # an uploaded reference clip
-    reference: dict[str, Any]  # the clip, its transcript and whether to trim it
-    audio: dict[str, Any]  # a speech answer: audio in the requested format, or SSE
+    http: HttpSettings  # the edge's limits: uploads, a job's items
+    speech: dict[str, dict[str, object]]  # CreateSpeechRequest's properties
+    options: dict[
+        str, dict[str, object]
+    ]  # the same without a voice: the one-shot clone and design forms
+    upload: dict[str, object]  # an uploaded reference clip
+    reference: dict[str, dict[str, object]]  # the clip, its transcript and whether to trim it
+    audio: dict[str, object]  # a speech answer: audio in the requested format, or SSE
 
     @classmethod
-    def of(cls, settings: Settings) -> Parts:
-        speech = speech_properties(settings)
-        upload = {
+    def of(cls, http: HttpSettings, speech: SpeechSettings) -> Parts:
+        properties = speech_properties(speech)
+        upload: dict[str, object] = {
             "type": "string",
             "format": "binary",
             "description": "WAV, FLAC, MP3 or OGG, at most "
-            f"{settings.max_upload_mb:g} MiB and {settings.max_reference_s:g} s",
+            f"{http.max_upload_mb:g} MiB and {http.max_reference_s:g} s",
         }
-        reference = {
+        reference: dict[str, dict[str, object]] = {
             "file": upload,
             "transcript": {
                 "type": "string",
@@ -145,7 +146,7 @@ class Parts:
                 "description": "trim silences of the reference",
             },
         }
-        audio = {
+        audio: dict[str, object] = {
             "description": "audio in the requested format; text/event-stream with stream_format sse",
             "content": {
                 **binary_content(formats.MEDIA_TYPES.values()),
@@ -165,8 +166,8 @@ class Parts:
                 },
             },
         }
-        options = {k: v for k, v in speech.items() if k not in ("voice", "speaker")}
-        return cls(settings, speech, options, upload, reference, audio)
+        options = {k: v for k, v in properties.items() if k not in ("voice", "speaker")}
+        return cls(http, properties, options, upload, reference, audio)
 
 
-Operation = Callable[[Parts], dict[str, Any]]  # a route's OpenAPI operation
+Operation = Callable[[Parts], dict[str, object]]  # a route's OpenAPI operation

@@ -68,7 +68,7 @@ def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     fields = {
         key: value for key, value in item.request.items() if key not in word_timestamps.ITEM_FIELDS
     }
-    speech = schemas.speech_request(fields, svc.settings, default_tier=schemas.JOB_TIER)
+    speech = schemas.speech_request(fields, svc.settings.speech, default_tier=schemas.JOB_TIER)
     voice = steps.voice(svc, owner(svc, item), speech)
     if speech.seed is None:
         # a title names the item; the same text under another title sounds the same

@@ -70,7 +70,8 @@ class ItemFields(BaseModel):
     )
 
 
-def properties() -> dict[str, Any]:
+def properties() -> dict[str, dict[str, object]]:
     """The item's own fields as JobItemRequest's properties."""
     schema = ItemFields.model_json_schema(schema_generator=NoTitles)
-    return dict(schema["properties"])
+    fields: dict[str, dict[str, object]] = schema["properties"]
+    return dict(fields)

@@ -2,6 +2,10 @@
 (`deadline`), and where to say it ended (`callback_url`, signed with `callback_secret` when
 given); and the RFC 3339 times the API shows.
 
+The fields are declared once (`ScheduleFields`): the declaration validates them (each check's
+own message and `param`, supervisor/speech/request/body_errors.py) and writes their JSON Schema
+for the OpenAPI document's job body. The rules across fields follow (`job_schedule`).
+
 Times must be RFC 3339 with an offset (`2026-12-01T06:00:00Z`, `...+01:00`): a time without one
 would mean whatever zone the server runs in, and within years 1 to 9999 once in UTC (what can be
 shown again). `deadline` must come after `not_before`. A deadline
@@ -12,19 +16,23 @@ same Idempotency-Key after the deadline must get its job back, not a 400.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationInfo
 
 from supervisor.errors import InvalidRequest
-from supervisor.jobs.callbacks import check_secret, check_url
+from supervisor.jobs import callbacks
+from supervisor.speech.request.body_errors import validated
+from supervisor.speech.request.speech_body import NoTitles, checked, written_schema
 
 # The times a datetime can show in UTC, to the millisecond: what the API accepts and renders.
 EARLIEST = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc).timestamp()
-FIELDS = frozenset({"not_before", "deadline", "callback_url", "callback_secret"})
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 
 
@@ -78,29 +86,73 @@ def rfc3339(seconds: float | None) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _time(value: object, info: ValidationInfo) -> float:
+    """A time field: RFC 3339 in the body, Unix seconds once read."""
+    return checked(functools.partial(parse_time, param=str(info.field_name)))(value)
+
+
+Time = Annotated[float | None, PlainValidator(_time)]
+TIME_SCHEMA = written_schema({"type": "string", "format": "date-time"})
+
+
+def _callback_url(value: object, info: ValidationInfo) -> str:
+    """The URL checked against the server's --callback-allow (the validation context)."""
+    allow: tuple[str, ...] = (info.context or {}).get("callback_allow", ())
+    return checked(functools.partial(callbacks.check_url, allow=allow))(value)
+
+
+class ScheduleFields(BaseModel):
+    """A job body's schedule fields; None where not given."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    not_before: Time = Field(None, json_schema_extra=TIME_SCHEMA)
+    deadline: Time = Field(None, json_schema_extra=TIME_SCHEMA)
+    callback_url: Annotated[str | None, PlainValidator(_callback_url)] = Field(
+        None, json_schema_extra=written_schema({"type": "string", "format": "uri"})
+    )
+    callback_secret: Annotated[str | None, PlainValidator(checked(callbacks.check_secret))] = Field(
+        None,
+        json_schema_extra=written_schema(
+            {
+                "type": "string",
+                "pattern": callbacks.SECRET_PATTERN,
+                "writeOnly": True,
+                "description": "signs this job's callback in place of the key's secret; "
+                "never shown back",
+            }
+        ),
+    )
+
+
+FIELDS = frozenset(ScheduleFields.model_fields)
+
+
+def properties() -> dict[str, dict[str, object]]:
+    """The schedule fields as the job body's properties."""
+    schema = ScheduleFields.model_json_schema(schema_generator=NoTitles)
+    fields: dict[str, dict[str, object]] = schema["properties"]
+    return dict(fields)
+
+
 def job_schedule(body: Mapping[str, object], callback_allow: tuple[str, ...]) -> JobSchedule:
     """The schedule fields of a job's body, checked; InvalidRequest names the field at fault."""
-    not_before = (
-        parse_time(body["not_before"], "not_before") if body.get("not_before") is not None else None
-    )
-    deadline = (
-        parse_time(body["deadline"], "deadline") if body.get("deadline") is not None else None
-    )
-    if not_before is not None and deadline is not None and deadline <= not_before:
+    given = {name: body[name] for name in FIELDS if name in body}
+    fields = validated(ScheduleFields, given, {"callback_allow": callback_allow})
+    if (
+        fields.not_before is not None
+        and fields.deadline is not None
+        and fields.deadline <= fields.not_before
+    ):
         raise InvalidRequest(
             f"'deadline' ({body['deadline']}) must come after 'not_before' ({body['not_before']}).",
             param="deadline",
         )
-    url = body.get("callback_url")
-    secret = body.get("callback_secret")
-    if secret is not None and url is None:
+    if fields.callback_secret is not None and fields.callback_url is None:
         raise InvalidRequest(
             "'callback_secret' signs the job's callback: give 'callback_url' too, or leave it out.",
             param="callback_secret",
         )
     return JobSchedule(
-        not_before,
-        deadline,
-        None if url is None else check_url(url, callback_allow),
-        None if secret is None else check_secret(secret),
+        fields.not_before, fields.deadline, fields.callback_url, fields.callback_secret
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from supervisor.settings import rules
 from supervisor.settings.declare import redacted_url
@@ -30,7 +29,7 @@ class Fields(JobFields, SidecarFields, ServerFields):
         rules.check_bounds(self)
         rules.check_rules(self)
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         """The settings in effect, for /health; API keys are never shown."""
         values = dataclasses.asdict(self)
         values["api_keys"] = len(self.api_keys)

@@ -10,14 +10,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypedDict
 
 from supervisor.settings.aliases import IGNORED, names_of
 from supervisor.settings.declare import env_of, flag_of, scalar_type
 from supervisor.settings.sources import SPELLINGS
 
 Field = dataclasses.Field[Any]
+
+
+class Options(TypedDict, total=False):
+    """add_argument's keyword options, as the flags here use them."""
+
+    dest: str
+    default: object
+    metavar: str
+    action: Literal["append"] | type[argparse.Action]
+    type: Callable[[str], object]
+    choices: Iterable[object] | None
+
 
 # serve --help: the group each field starts (fields follow in declaration order).
 HELP_GROUPS = {
@@ -56,9 +68,9 @@ def add_arguments(cls: type, parser: argparse.ArgumentParser) -> None:
     _add_ignored(parser, compat)
 
 
-def _options(f: Field, kind: Any) -> dict[str, Any]:
+def _options(f: Field, kind: Any) -> Options:
     """add_argument's options for a field of type `kind`."""
-    options: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
+    options: Options = {"dest": f.name, "default": argparse.SUPPRESS}
     if kind is not bool and not f.metadata.get("choices"):
         options["metavar"] = f.metadata.get("metavar") or _metavar(f.name, kind)
     if kind is bool:
@@ -81,16 +93,12 @@ def _add_ignored(parser: argparse.ArgumentParser, compat: list[str]) -> None:
     )
     parser.add_argument_group(COMPAT_TITLE, "; ".join(compat).replace("%", "%%") + ".")
     for entry in ignored:
-        options: dict[str, Any] = {
-            "dest": entry.dest,
-            "default": argparse.SUPPRESS,
-            "help": argparse.SUPPRESS,
-        }
+        options: Options = {"dest": entry.dest, "default": argparse.SUPPRESS}
         if entry.kind is bool:
             options["action"] = argparse.BooleanOptionalAction
         else:
             options["type"] = entry.kind
-        parser.add_argument(*entry.flags, **options)
+        parser.add_argument(*entry.flags, help=argparse.SUPPRESS, **options)
 
 
 def table(cls: type) -> list[tuple[str, str, str, str]]:

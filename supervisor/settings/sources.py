@@ -38,7 +38,7 @@ def from_sources(
     notes = [] if notes is None else notes
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     given_env: dict[str, list[str]] = {}
     for f in fields.values():
         found = _from_environment(f, hints[f.name], environ, notes)

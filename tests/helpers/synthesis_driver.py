@@ -43,7 +43,7 @@ def drive(  # noqa: PLR0913  a test driver: each keyword one thing a test varies
 
     async def scenario() -> Run:
         scheduler = Scheduler(settings.scheduling)
-        request = schemas.speech_request(body, settings)
+        request = schemas.speech_request(body, settings.speech)
         synthesis = SynthesisRun(
             scheduler,
             request,

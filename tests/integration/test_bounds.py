@@ -212,7 +212,7 @@ def test_the_audio_made_stays_within_the_cost_admitted(
     entries = {"Dr.": "Drive", "Lee": "Lee Street"}
     server.request("PUT", "/v1/audio/lexicons/streets", json={"language": "en", "entries": entries})
     settings = Settings(engine="null")
-    request = schemas.speech_request(body, settings)
+    request = schemas.speech_request(body, settings.speech)
     lexicon = Lexicon("streets", "en", entries, 0) if body.get("lexicon") else None
     text = script.read(request, settings.speech, lexicon)
     synthesis = SynthesisRun(

@@ -229,7 +229,7 @@ def test_cache_entries_are_named_for_their_owner_and_purged_by_owner(tmp_path: P
     from supervisor.speech.stores.result_cache import CachedResult, ResultCache
 
     settings = Settings(engine="null")
-    speech = speech_request({"input": "Hello.", "seed": 1}, settings)
+    speech = speech_request({"input": "Hello.", "seed": 1}, settings.speech)
     alices = result_cache.key("ckpt", speech, Voice(), settings.speech, "speech", "alice")
     bobs = result_cache.key("ckpt", speech, Voice(), settings.speech, "speech", "bob")
     assert alices != bobs and alices.split(".")[0] == bobs.split(".")[0]

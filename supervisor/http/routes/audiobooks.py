@@ -50,6 +50,7 @@ from supervisor.http.openapi_parts import (
     responses,
 )
 from supervisor.http.routes import jobs, services
+from supervisor.jobs.item_fields import MAX_TITLE_CHARS
 from supervisor.jobs.storage import body_digest, out_of_space
 from supervisor.jobs.views import JobView
 from supervisor.speech.audio import delivery
@@ -99,9 +100,9 @@ async def _form(request: Request) -> tuple[dict[str, str], bytes, str]:
                 raise InvalidRequest(
                     f"{key!r} must be {'a file' if key == 'file' else 'text'}.", param=key
                 )
-            elif key in ("title", "author") and len(value) > items.MAX_TITLE_CHARS:
+            elif key in ("title", "author") and len(value) > MAX_TITLE_CHARS:
                 raise InvalidRequest(
-                    f"{key!r} is {len(value)} characters long; at most {items.MAX_TITLE_CHARS}.",
+                    f"{key!r} is {len(value)} characters long; at most {MAX_TITLE_CHARS}.",
                     param=key,
                 )
             else:

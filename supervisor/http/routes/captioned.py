@@ -42,7 +42,7 @@ B64_SLICE = 3 * 2**16  # audio bytes encoded at a time: a multiple of 3, so no p
 async def captioned(request: Request) -> Response:
     svc = services(request)
     body = await read_json(request)
-    speech = schemas.speech_request(body, svc.settings, allowed=FIELDS)
+    speech = schemas.speech_request(body, svc.settings.speech, allowed=FIELDS)
     timed_words = word_timestamps.wants_words(body, svc.asr)
     if speech.stream_format != "audio":
         raise InvalidRequest(

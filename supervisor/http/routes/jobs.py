@@ -137,7 +137,7 @@ def job_items(body: Any, request: Request) -> tuple[list[NewItem], JobSchedule, 
             word_timestamps.item_wants_words(fields, svc.asr)
             speech = schemas.speech_request(
                 {k: v for k, v in fields.items() if k not in word_timestamps.ITEM_FIELDS},
-                svc.settings,
+                svc.settings.speech,
                 default_tier=schemas.JOB_TIER,
             )
             if speech.stream_format == "sse":

@@ -125,11 +125,11 @@ async def clone(request: Request) -> Response:
     # Decoding megabytes of base64 must not stall the event loop.
     await asyncio.to_thread(base64_reference, form, svc)
     fields = fold_form_aliases(form.fields)
-    transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings.speech, svc.asr is None)
     body = schemas.from_form(
         {k: v for k, v in fields.items() if k not in ("transcript", "preprocess")}
     )
-    speech = schemas.speech_request(body, svc.settings, allowed=schemas.OPTION_FIELDS)
+    speech = schemas.speech_request(body, svc.settings.speech, allowed=schemas.OPTION_FIELDS)
     if form.file is None:
         raise InvalidRequest("Missing required field: 'file' (the reference audio).", param="file")
     form.fields = fields
@@ -161,7 +161,7 @@ async def design(request: Request) -> Response:
         body = schemas.from_form(fold_form_aliases(form.fields, DESIGN_ALIASES))
     # Designing a voice is the point here: text naming no valid item is a 400 listing them.
     speech = schemas.speech_request(
-        body, svc.settings, allowed=DESIGN_FIELDS, strict_instructions=True
+        body, svc.settings.speech, allowed=DESIGN_FIELDS, strict_instructions=True
     )
     if speech.instructions is None:
         raise InvalidRequest(

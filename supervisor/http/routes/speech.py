@@ -361,5 +361,5 @@ async def speech(request: Request) -> Response:
 
 def parse(svc: Services, owner: Tenant, body: Any) -> tuple[SpeechRequest, Voice]:
     """A speech request's body, checked (a 400 raised here), and the voice it names."""
-    speech_request = schemas.speech_request(body, svc.settings)
+    speech_request = schemas.speech_request(body, svc.settings.speech)
     return speech_request, steps.voice(svc, owner, speech_request)

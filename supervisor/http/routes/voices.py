@@ -117,7 +117,7 @@ async def create_voice(request: Request) -> Response:
             )
         )
         return JSONResponse(made(saved), status_code=201)
-    transcript = schemas.transcript(fields.get("transcript"), svc.settings, svc.asr is None)
+    transcript = schemas.transcript(fields.get("transcript"), svc.settings.speech, svc.asr is None)
     if form.file is None:
         raise InvalidRequest(
             "Missing required field: 'audio_sample' (the reference audio; 'file' works too).",

@@ -8,7 +8,6 @@ remembering which name was sent so that an error names the field the client sent
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from supervisor.errors import InvalidRequest
 from supervisor.speech.request.field_checks import boolean
@@ -58,8 +57,8 @@ def aliases_for(allowed: frozenset[str]) -> frozenset[str]:
 
 
 def fold_aliases(
-    body: dict[str, Any], allowed: frozenset[str]
-) -> tuple[dict[str, Any], dict[str, str]]:
+    body: dict[str, object], allowed: frozenset[str]
+) -> tuple[dict[str, object], dict[str, str]]:
     """The body in our fields, and for each field set from an alias the alias's name (for errors)."""
     out = dict(body)
     sent: dict[str, str] = {}
@@ -94,7 +93,7 @@ def fold_aliases(
     return out, sent
 
 
-def _fold_stream(out: dict[str, Any], sent: dict[str, str]) -> None:
+def _fold_stream(out: dict[str, object], sent: dict[str, str]) -> None:
     """`stream` (omnivoice-triton-server's) as our `stream_format`, in place."""
     stream = boolean(out, "stream")
     del out["stream"]
@@ -115,7 +114,7 @@ def _fold_stream(out: dict[str, Any], sent: dict[str, str]) -> None:
 
 
 def refuse_unknown(
-    body: dict[str, Any], allowed: frozenset[str], also: frozenset[str] = frozenset()
+    body: dict[str, object], allowed: frozenset[str], also: frozenset[str] = frozenset()
 ) -> None:
     """A 400 for any field not in `allowed` nor in `also` (aliases); the message lists `allowed` and
     the aliases that are fields of their own (request_timeout_s), not other names for ours."""

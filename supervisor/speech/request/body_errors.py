@@ -5,6 +5,7 @@ field each write (supervisor/speech/request/field_checks.py), read from the fiel
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from annotated_types import Ge, Gt, Le
@@ -26,11 +27,16 @@ _TYPES = {
 _RANGE = frozenset({"greater_than", "greater_than_equal", "less_than_equal", "finite_number"})
 
 
-def validated(model: type[Body], body: dict[str, Any]) -> Body:
+def validated(
+    model: type[Body], body: Mapping[str, object], context: dict[str, object] | None = None
+) -> Body:
     """`body` as `model`, its nulls read as fields not given; InvalidRequest naming the first
-    field (in declaration order) that is wrong."""
+    field (in declaration order) that is wrong. `context`: what the checks read of the server's
+    settings (pydantic's validation context)."""
     try:
-        return model.model_validate({k: v for k, v in body.items() if v is not None})
+        return model.model_validate(
+            {k: v for k, v in body.items() if v is not None}, context=context
+        )
     except ValidationError as exc:
         raise invalid(model.model_fields, exc.errors()[0]) from None
 

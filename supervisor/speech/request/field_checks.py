@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from sidecar.shared.languages import language_ids, language_names
@@ -93,7 +94,11 @@ def wrong_type(key: str, expected: str, value: Any) -> InvalidRequest:
 
 
 def string(
-    body: dict[str, Any], key: str, default: str | None = None, *, max_chars: int | None = None
+    body: Mapping[str, object],
+    key: str,
+    default: str | None = None,
+    *,
+    max_chars: int | None = None,
 ) -> str | None:
     value = body.get(key)
     if value is None:
@@ -140,7 +145,7 @@ def not_between(key: str, value: int, low: int, high: int) -> InvalidRequest:
     )
 
 
-def boolean(body: dict[str, Any], key: str) -> bool | None:
+def boolean(body: Mapping[str, object], key: str) -> bool | None:
     value = body.get(key)
     if value is None or isinstance(value, bool):
         return value

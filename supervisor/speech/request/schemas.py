@@ -22,7 +22,7 @@ from sidecar.shared.text import contains_cjk
 from sidecar.shared.tiers import SERVICE_TIERS, Tier
 from sidecar.shared.voice_design import resolve_instruct
 from supervisor.errors import InvalidRequest
-from supervisor.settings import Settings
+from supervisor.settings.sections import SpeechSettings
 from supervisor.speech.audio import delivery
 from supervisor.speech.audio.loudness import Target
 from supervisor.speech.request.aliases import ALIASES, aliases_for, fold_aliases, refuse_unknown
@@ -126,7 +126,7 @@ def free_form_instructions(
 
 def speech_request(
     body: Any,
-    settings: Settings,
+    settings: SpeechSettings,
     *,
     allowed: frozenset[str] = SPEECH_FIELDS,
     strict_instructions: bool = False,
@@ -150,7 +150,7 @@ def speech_request(
 
 
 def _speech_request(
-    body: dict[str, Any], settings: Settings, strict_instructions: bool, default_tier: str
+    body: dict[str, object], settings: SpeechSettings, strict_instructions: bool, default_tier: str
 ) -> SpeechRequest:
     if body.get("input") is None:
         if "input" not in body:
@@ -204,9 +204,9 @@ def _speech_request(
     return request
 
 
-def from_form(fields: dict[str, str]) -> dict[str, Any]:
+def from_form(fields: dict[str, str]) -> dict[str, str | float | bool | None]:
     """Form strings converted to the JSON types of their fields (anything unconvertible: 400)."""
-    out: dict[str, Any] = {}
+    out: dict[str, str | float | bool | None] = {}
     for key, raw in fields.items():
         kind = _FORM_TYPES.get(key)
         if kind is None or raw == "":
@@ -253,7 +253,7 @@ def voice_name(value: str | None, kind: str = "voice") -> str:
     return value
 
 
-def transcript(value: str | None, settings: Settings, required: bool = True) -> str:
+def transcript(value: str | None, settings: SpeechSettings, required: bool = True) -> str:
     """A reference's transcript; "" when it may be left out (an ASR sidecar will hear it)."""
     text = string({"transcript": value}, "transcript", max_chars=settings.max_input_chars)
     if (text is None or not text.strip()) and not required:

@@ -21,14 +21,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainValidator,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from sidecar.shared.tiers import SERVICE_TIERS
 from supervisor.errors import InvalidRequest
-from supervisor.settings import Settings
+from supervisor.settings.sections import SpeechSettings
 from supervisor.speech.audio import delivery, formats
 from supervisor.speech.audio.loudness import Target
 from supervisor.speech.request.field_checks import OPENAI_VOICES, language, voice
@@ -88,7 +96,7 @@ def _some_text(text: str) -> str:
     return text
 
 
-VOICE_SCHEMA: dict[str, Any] = {
+VOICE_SCHEMA: dict[str, object] = {
     "anyOf": [
         {"type": "string", "enum": ["auto", *OPENAI_VOICES]},
         {"type": "string", "minLength": 1, "pattern": r"\S", "description": "a saved voice's name"},
@@ -101,7 +109,7 @@ VOICE_SCHEMA: dict[str, Any] = {
     ],
     "default": "auto",
 }
-LOUDNESS_SCHEMA: dict[str, Any] = {
+LOUDNESS_SCHEMA: dict[str, object] = {
     "anyOf": [
         {"type": "string", "enum": list(delivery.PRESETS)},
         {
@@ -127,7 +135,7 @@ LOUDNESS_SCHEMA: dict[str, Any] = {
 }
 
 
-def written_schema(schema: dict[str, Any]) -> Callable[[JsonSchemaValue], None]:
+def written_schema(schema: dict[str, object]) -> Callable[[JsonSchemaValue], None]:
     """A field's JSON Schema written out, for a field whose check is code (`checked`)."""
 
     def write(out: JsonSchemaValue) -> None:
@@ -137,7 +145,7 @@ def written_schema(schema: dict[str, Any]) -> Callable[[JsonSchemaValue], None]:
     return write
 
 
-def _default(value: Any) -> dict[str, Any]:
+def _default(value: JsonValue) -> dict[str, JsonValue]:
     """The schema's default where the body's is None: what the server uses when none is given."""
     return {"default": value}
 
@@ -285,7 +293,7 @@ class Limits(NamedTuple):
     num_step: int
 
     @classmethod
-    def of(cls, settings: Settings) -> Limits:
+    def of(cls, settings: SpeechSettings) -> Limits:
         return cls(
             settings.max_input_chars,
             settings.default_response_format,
@@ -322,29 +330,32 @@ class NoTitles(GenerateJsonSchema):
         return False
 
 
-def properties(limits: Limits) -> dict[str, Any]:
+def properties(limits: Limits) -> dict[str, dict[str, object]]:
     """CreateSpeechRequest's properties: every field but `input` may be null (not given), and a
     field not given has the default its schema says, or none said where the server decides."""
     schema = model_for(limits).model_json_schema(schema_generator=NoTitles)
-    out = {}
-    for name, field in schema["properties"].items():
+    out: dict[str, dict[str, object]] = {}
+    fields: dict[str, dict[str, object]] = schema["properties"]
+    for name, field in fields.items():
         if field.get("default", 0) is None:
             del field["default"]
         out[name] = field if name == "input" else nullable(field)
     return out
 
 
-def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+def nullable(schema: dict[str, object]) -> dict[str, object]:
     """An optional field: null means "not given" (the default), as some clients send it."""
     out = dict(schema)
-    if "anyOf" in out:
-        if {"type": "null"} not in out["anyOf"]:
-            out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+    choices = out.get("anyOf")
+    if isinstance(choices, list):
+        if {"type": "null"} not in choices:
+            out["anyOf"] = [*choices, {"type": "null"}]
         return out
     kind = out.get("type")
     if kind is not None:
         kinds = kind if isinstance(kind, list) else [kind]
         out["type"] = [*kinds, *([] if "null" in kinds else ["null"])]
-    if "enum" in out and None not in out["enum"]:
-        out["enum"] = [*out["enum"], None]
+    values = out.get("enum")
+    if isinstance(values, list) and None not in values:
+        out["enum"] = [*values, None]
     return out

@@ -46,7 +46,7 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
     assert (
         "not JSON" in problems[0]
         and "also on line 1" in problems[2]
-        and "names the file" in problems[3]
+        and "becomes a file name" in problems[3]
     )
 
 

@@ -15,7 +15,8 @@ from supervisor.jobs import callbacks
 from supervisor.settings import Settings
 from supervisor.speech.audio import formats
 
-PARTS = Parts.of(Settings(engine="null", max_job_items=7))
+SETTINGS = Settings(engine="null", max_job_items=7)
+PARTS = Parts.of(SETTINGS.http, SETTINGS.speech)
 
 
 def body_schema(operation: dict[str, Any]) -> dict[str, Any]:

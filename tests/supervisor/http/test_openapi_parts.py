@@ -26,7 +26,7 @@ def test_responses_list_401_and_the_statuses_given() -> None:
 
 
 def test_every_speech_field_but_input_may_be_null() -> None:
-    speech = speech_properties(SETTINGS)
+    speech = speech_properties(SETTINGS.speech)
     assert speech["input"]["maxLength"] == 321
     assert "null" not in str(speech["input"].get("type"))
     for name, schema in speech.items():
@@ -42,7 +42,7 @@ def test_every_speech_field_but_input_may_be_null() -> None:
 
 
 def test_the_shared_parts_follow_the_settings() -> None:
-    parts = Parts.of(SETTINGS)
+    parts = Parts.of(SETTINGS.http, SETTINGS.speech)
     assert "3 MiB and 12 s" in parts.upload["description"]
     assert "voice" in parts.speech and "voice" not in parts.options
     assert set(formats.MEDIA_TYPES.values()) < set(parts.audio["content"])

@@ -16,7 +16,8 @@ from supervisor.settings import Settings
 from supervisor.speech.audio import formats
 from supervisor.speech.stores import lexicons as lexicon_rules
 
-PARTS = Parts.of(Settings(engine="null", max_upload_mb=3.0, max_reference_s=12.0))
+SETTINGS = Settings(engine="null", max_upload_mb=3.0, max_reference_s=12.0)
+PARTS = Parts.of(SETTINGS.http, SETTINGS.speech)
 OPERATIONS = {
     name: function(PARTS)
     for name, function in inspect.getmembers(operations, inspect.isfunction)

@@ -36,9 +36,9 @@ def test_auth_and_body_limits_follow_the_table() -> None:
     )
     limits = {(p.pattern, m): n for p, m, n in route_table.body_limits(settings.http)}
     assert limits[("^/v1/audio/lexicons/(?P<name>[^/]+)$", "PUT")] == route_table.lexicon_body(
-        settings
+        settings.http
     )
-    assert limits[("^/v1/audio/speech$", "POST")] == 64 * 1024 + 16 * settings.max_input_chars
+    assert limits[("^/v1/audio/speech$", "POST")] == 64 * 1024 + 16 * settings.http.max_input_chars
     every_body = {(r.path, r.method) for r in route_table.ROUTES if r.method in ("POST", "PUT")}
     assert len(every_body) == len(limits)  # every route that takes a body has a limit
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import InvalidRequest
-from supervisor.jobs.schedule import JobSchedule, job_schedule, parse_time, rfc3339
+from supervisor.jobs import body
+from supervisor.jobs.schedule import (
+    FIELDS,
+    JobSchedule,
+    job_schedule,
+    parse_time,
+    properties,
+    rfc3339,
+)
 
 SIX_UTC = 1796104800.0  # 2026-12-01T06:00:00Z
 
@@ -112,3 +120,28 @@ def test_a_jobs_callback_secret_is_kept_hidden_and_needs_a_callback_url() -> Non
     with pytest.raises(InvalidRequest) as caught:
         job_schedule({"callback_secret": secret}, ("127.0.0.1",))
     assert caught.value.param == "callback_secret"
+
+
+def test_the_declaration_is_the_schema_and_the_body_s_field_list() -> None:
+    schema = properties()
+    assert set(schema) == FIELDS and FIELDS < body.FIELDS
+    assert schema["not_before"] == schema["deadline"] == {"type": "string", "format": "date-time"}
+    assert schema["callback_url"] == {"type": "string", "format": "uri"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("not_before", 5), ("deadline", "tomorrow"), ("callback_url", 5), ("callback_url", "")],
+)
+def test_each_field_s_error_names_it(field: str, value: object) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        job_schedule({field: value}, ("127.0.0.1",))
+    assert caught.value.status == 400 and caught.value.param == field
+
+
+def test_a_callback_url_is_checked_against_the_allow_list_given() -> None:
+    url = "http://127.0.0.1:9393/hook"
+    assert job_schedule({"callback_url": url}, ("127.0.0.1:*",)).callback_url == url
+    with pytest.raises(InvalidRequest) as caught:
+        job_schedule({"callback_url": url}, ())
+    assert caught.value.param == "callback_url" and "--callback-allow" in caught.value.message

@@ -276,7 +276,7 @@ def test_default_response_format_choices_are_the_formats() -> None:
     assert FORMAT_NAMES == formats.FORMATS
     assert (
         schemas.speech_request(
-            {"input": "Hi."}, Settings(engine="null", default_response_format="wav")
+            {"input": "Hi."}, Settings(engine="null", default_response_format="wav").speech
         ).response_format
         == "wav"
     )
@@ -382,14 +382,14 @@ def test_gpu_inferer_takes_the_first_gpus_clamped_and_says_so(
 
 
 def speech(**body: object) -> schemas.SpeechRequest:
-    return schemas.speech_request({"input": "Hello there.", **body}, SETTINGS)
+    return schemas.speech_request({"input": "Hello there.", **body}, SETTINGS.speech)
 
 
 def refused(
     body: dict[str, object], param: str, allowed: frozenset[str] = schemas.SPEECH_FIELDS
 ) -> str:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request({"input": "Hello there.", **body}, SETTINGS, allowed=allowed)
+        schemas.speech_request({"input": "Hello there.", **body}, SETTINGS.speech, allowed=allowed)
     assert caught.value.param == param, caught.value.message
     return caught.value.message
 
@@ -449,7 +449,7 @@ def test_any_other_field_is_still_a_400_and_aliases_follow_their_field() -> None
     )  # the forms take no voice, so no speaker
     assert (
         schemas.speech_request(
-            {"input": "Hi.", "instruct": "male"}, SETTINGS, allowed=schemas.OPTION_FIELDS
+            {"input": "Hi.", "instruct": "male"}, SETTINGS.speech, allowed=schemas.OPTION_FIELDS
         ).instructions
         == "male"
     )

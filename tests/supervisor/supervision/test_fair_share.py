@@ -99,7 +99,7 @@ def test_a_requests_tasks_carry_its_owner() -> None:
     async def scenario() -> None:
         settings = Settings(engine="null", chunk_s=5.0)
         s = Scheduler(settings.scheduling)
-        request = schemas.speech_request({"input": "Mine."}, settings)
+        request = schemas.speech_request({"input": "Mine."}, settings.speech)
         synthesis = SynthesisRun(s, request, Voice(), settings.speech, owner="key-a")
         start = asyncio.ensure_future(anext(synthesis.pieces()))
         await async_wait_until(lambda: s.queues[Tier.INTERACTIVE], 10, "the request's tasks")

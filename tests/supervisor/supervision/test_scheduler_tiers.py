@@ -18,7 +18,7 @@ SETTINGS = Settings(engine="null", chunk_s=5.0)
 
 
 def synthesis(scheduler: Scheduler, body: dict[str, Any], **options: Any) -> SynthesisRun:
-    request = schemas.speech_request(body, SETTINGS, **options)
+    request = schemas.speech_request(body, SETTINGS.speech, **options)
     return SynthesisRun(scheduler, request, Voice(), SETTINGS.speech)
 
 

@@ -21,7 +21,7 @@ def plan(first_short: bool | None = None, **fields: Any) -> list[str]:
     """The chunks a request's text becomes; `first_short` None: as the speech route decides."""
 
     async def chunks() -> list[str]:
-        request = schemas.speech_request({"input": LONG, "seed": 1, **fields}, SETTINGS)
+        request = schemas.speech_request({"input": LONG, "seed": 1, **fields}, SETTINGS.speech)
         short = streamed(request) if first_short is None else first_short
         synthesis = SynthesisRun(
             Scheduler(SETTINGS.scheduling), request, Voice(), SETTINGS.speech, first_short=short

@@ -208,7 +208,7 @@ def test_bad_delivery_values_are_clear_400s(
     fields: dict[str, object], param: str, says: str
 ) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request({"input": "Hello.", **fields}, Settings(model="x"))
+        schemas.speech_request({"input": "Hello.", **fields}, Settings(model="x").speech)
     assert caught.value.status == 400 and caught.value.param == param
     assert says in caught.value.message
 
@@ -216,7 +216,7 @@ def test_bad_delivery_values_are_clear_400s(
 def test_good_delivery_values_are_read() -> None:
     request = schemas.speech_request(
         {"input": "Hello.", "response_format": "mulaw", "loudness": "ACX", "sample_rate": 16000},
-        Settings(model="x"),
+        Settings(model="x").speech,
     )
     assert request.loudness == Target(-20.0, -3.0, "rms") and request.sample_rate == 16000
     assert delivery.profile(request).rate("mulaw", RATE) == 16000

@@ -12,7 +12,7 @@ from supervisor.settings import Settings
 from supervisor.speech.request.body_errors import validated
 from supervisor.speech.request.speech_body import Limits, model_for
 
-MODEL = model_for(Limits.of(Settings(engine="null", max_input_chars=50)))
+MODEL = model_for(Limits.of(Settings(engine="null", max_input_chars=50).speech))
 
 
 def refused(**fields: Any) -> InvalidRequest:

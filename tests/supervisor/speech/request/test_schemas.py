@@ -17,11 +17,11 @@ SETTINGS = Settings(engine="null", num_step=16, max_input_chars=100)
 
 
 def parse(**body: Any) -> schemas.SpeechRequest:
-    return schemas.speech_request({"input": "Hello.", **body}, SETTINGS)
+    return schemas.speech_request({"input": "Hello.", **body}, SETTINGS.speech)
 
 
 def test_defaults_follow_openai_and_the_settings() -> None:
-    r = schemas.speech_request({"input": "Hello."}, SETTINGS)
+    r = schemas.speech_request({"input": "Hello."}, SETTINGS.speech)
     assert (r.model, r.voice, r.response_format, r.speed, r.stream_format) == (
         "omnivoice",
         "auto",
@@ -123,7 +123,7 @@ def test_languages_by_id_or_name(value: str | None, expected: str | None) -> Non
 )
 def test_bad_fields_are_400s_naming_the_field(body: dict[str, Any], param: str, hint: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request(body, SETTINGS)
+        schemas.speech_request(body, SETTINGS.speech)
     assert (
         caught.value.status == 400 and caught.value.param == param and hint in caught.value.message
     )
@@ -138,7 +138,7 @@ def test_over_long_input_has_openais_code() -> None:
 def test_a_body_that_is_not_an_object() -> None:
     for body in ([], "text", 3, None):
         with pytest.raises(InvalidRequest, match="JSON object"):
-            schemas.speech_request(body, SETTINGS)
+            schemas.speech_request(body, SETTINGS.speech)
 
 
 def test_form_strings_become_json_types() -> None:
@@ -219,7 +219,7 @@ FIELD_VALUES = st.dictionaries(
 def test_any_json_is_a_request_or_a_400(body: Any) -> None:
     """The fuzz test: whatever JSON arrives, the answer is a valid request or an InvalidRequest."""
     try:
-        request = schemas.speech_request(body, SETTINGS)
+        request = schemas.speech_request(body, SETTINGS.speech)
     except InvalidRequest as exc:
         assert 400 <= exc.status < 500 and exc.message
     else:
@@ -237,11 +237,11 @@ def test_strict_instructions_refuse_what_is_not_design_items(
     instructions: str, message: str
 ) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request({"input": "Hi", "instructions": instructions}, STRICT)
+        schemas.speech_request({"input": "Hi", "instructions": instructions}, STRICT.speech)
     assert caught.value.param == "instructions" and message in caught.value.message
     with pytest.raises(InvalidRequest):  # /v1/audio/design asks for it whatever the setting
         schemas.speech_request(
-            {"input": "Hi", "instructions": instructions}, SETTINGS, strict_instructions=True
+            {"input": "Hi", "instructions": instructions}, SETTINGS.speech, strict_instructions=True
         )
 
 
@@ -305,7 +305,10 @@ def test_service_tier_is_openais_field_as_a_tier(value: str | None, tier: Tier) 
     assert parse(service_tier=value).tier is tier
     job_default = Tier.BULK if value is None else tier  # a job item is flex unless it says
     body = {"input": "Hello.", "service_tier": value}
-    assert schemas.speech_request(body, SETTINGS, default_tier=schemas.JOB_TIER).tier is job_default
+    assert (
+        schemas.speech_request(body, SETTINGS.speech, default_tier=schemas.JOB_TIER).tier
+        is job_default
+    )
 
 
 def test_the_unknown_field_error_lists_every_field_accepted() -> None:

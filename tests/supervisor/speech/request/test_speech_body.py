@@ -13,7 +13,7 @@ from supervisor.speech.request import schemas, speech_body
 from supervisor.speech.request.speech_body import Limits, model_for, properties
 
 SETTINGS = Settings(engine="null", max_input_chars=321, num_step=24, default_response_format="wav")
-LIMITS = Limits.of(SETTINGS)
+LIMITS = Limits.of(SETTINGS.speech)
 
 
 def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
@@ -40,10 +40,10 @@ def test_each_bound_the_schema_states_is_where_the_checks_refuse(name: str) -> N
     low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
     accepted = [bounds["maximum"], low + step if "exclusiveMinimum" in bounds else low]
     for value in accepted:
-        schemas.speech_request({"input": "Hi.", **extra, name: value}, SETTINGS)
+        schemas.speech_request({"input": "Hi.", **extra, name: value}, SETTINGS.speech)
     for value in (bounds["maximum"] + step, low - step if "minimum" in bounds else low):
         with pytest.raises(InvalidRequest) as caught:
-            schemas.speech_request({"input": "Hi.", **extra, name: value}, SETTINGS)
+            schemas.speech_request({"input": "Hi.", **extra, name: value}, SETTINGS.speech)
         assert caught.value.param == name
         assert str(low if integer else f"{low:g}") in caught.value.message
 
@@ -56,13 +56,13 @@ def test_the_settings_make_the_limits_and_defaults() -> None:
     body = model_for(LIMITS).model_validate({"input": "Hi."})
     assert (body.response_format, body.num_step, body.speed) == ("wav", 24, 1.0)
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request({"input": "x" * 322}, SETTINGS)
+        schemas.speech_request({"input": "x" * 322}, SETTINGS.speech)
     assert caught.value.code == "string_above_max_length"
 
 
 def test_the_models_are_made_once_per_set_of_limits() -> None:
-    assert model_for(Limits.of(SETTINGS)) is model_for(LIMITS)
-    assert model_for(Limits.of(Settings(engine="null"))) is not model_for(LIMITS)
+    assert model_for(Limits.of(SETTINGS.speech)) is model_for(LIMITS)
+    assert model_for(Limits.of(Settings(engine="null").speech)) is not model_for(LIMITS)
 
 
 def test_fields_the_server_decides_show_no_default() -> None:

@@ -121,7 +121,7 @@ NO_VOICE = Voice()
 
 
 def request(**fields: object) -> schemas.SpeechRequest:
-    return schemas.speech_request({"input": "Hello there.", "seed": 5, **fields}, SETTINGS)
+    return schemas.speech_request({"input": "Hello there.", "seed": 5, **fields}, SETTINGS.speech)
 
 
 def key(

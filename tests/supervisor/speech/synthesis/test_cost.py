@@ -44,7 +44,7 @@ def read(body: dict[str, Any], lexicon: Lexicon | None = None, capacity: int = 1
     """The request admitted into an empty scheduler (or the 4xx it is refused with)."""
     scheduler = Scheduler(SETTINGS.scheduling)
     scheduler.capacity = capacity
-    request = schemas.speech_request(body, SETTINGS)
+    request = schemas.speech_request(body, SETTINGS.speech)
     text = script.read(request, SETTINGS.speech, lexicon)
     return SynthesisRun(
         scheduler, request, Voice(), SETTINGS.speech, voices=lambda _: Voice(), text=text
@@ -149,7 +149,7 @@ def test_telephone_expansion_is_counted() -> None:
 
 def test_a_request_larger_than_the_whole_queue_is_refused_not_admitted_whole() -> None:
     small_queue = Settings(engine="null", max_queue_audio_s=20.0, chunk_s=5.0)
-    request = schemas.speech_request({"input": "The harbour was quiet. " * 20}, small_queue)
+    request = schemas.speech_request({"input": "The harbour was quiet. " * 20}, small_queue.speech)
     scheduler = Scheduler(small_queue.scheduling)
     with pytest.raises(InvalidRequest) as raised:
         SynthesisRun(scheduler, request, Voice(), small_queue.speech)
@@ -184,7 +184,7 @@ def test_the_memory_bound_of_an_answer() -> None:
 def test_the_longest_duration_is_one_request() -> None:
     """`duration` 600, the field's own maximum, is within the bound (its padding allowed)."""
     defaults = Settings(engine="null", chunk_s=5.0)
-    request = schemas.speech_request({"input": "Hello there.", "duration": 600.0}, defaults)
+    request = schemas.speech_request({"input": "Hello there.", "duration": 600.0}, defaults.speech)
     synthesis = SynthesisRun(Scheduler(defaults.scheduling), request, Voice(), defaults.speech)
     assert synthesis.cost.audio_s == pytest.approx(600.2)
     refused_body = {"input": "<speak>Hello there.<break time='1s'/>Again.</speak>", "duration": 1}

@@ -25,7 +25,7 @@ PROMPT: Any = {
 
 
 def plan(voice: Voice | None = None, reading: Reading | None = None, **fields: Any) -> Plan:
-    request = schemas.speech_request({"input": LONG, "seed": 7, **fields}, SETTINGS)
+    request = schemas.speech_request({"input": LONG, "seed": 7, **fields}, SETTINGS.speech)
     text = script.read(request, SETTINGS.speech)
     return Plan(request, text, voice or Voice(), SETTINGS.speech, reading or Reading(chunk_s=4.0))
 
@@ -60,7 +60,7 @@ def test_items_carry_the_chunk_its_seed_and_the_attempt() -> None:
 
 
 def test_the_seed_and_id_are_drawn_only_when_nothing_gives_them() -> None:
-    request = schemas.speech_request({"input": "Short."}, SETTINGS)
+    request = schemas.speech_request({"input": "Short."}, SETTINGS.speech)
     text = script.read(request, SETTINGS.speech)
     given = Plan(request, text, Voice(), SETTINGS.speech, Reading(4.0), seed=11, plan_id="abc")
     assert (given.seed, given.id, given.mode) == (11, "abc", "none")

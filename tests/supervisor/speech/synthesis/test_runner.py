@@ -41,7 +41,9 @@ STALL_S = 30.0  # generous: each step here is microseconds of work, but the mach
 
 
 def request(**fields: Any) -> schemas.SpeechRequest:
-    return schemas.speech_request({"input": LONG, "seed": 7, **fields}, Settings(engine="null"))
+    return schemas.speech_request(
+        {"input": LONG, "seed": 7, **fields}, Settings(engine="null").speech
+    )
 
 
 def tokens_of(item: dict[str, Any]) -> TokenArray:

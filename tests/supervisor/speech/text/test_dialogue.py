@@ -86,5 +86,5 @@ def test_without_dialogue_brackets_are_read_as_text() -> None:
 )
 def test_a_bad_script_is_a_400(body: dict[str, Any], param: str, says: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request(body, Settings(engine="null"))
+        schemas.speech_request(body, Settings(engine="null").speech)
     assert caught.value.param == param and says in str(caught.value)

@@ -128,7 +128,7 @@ def test_an_ordinal_no_library_can_read_is_a_400(digits: str, language: str) -> 
 def test_say_as_a_number_past_the_normaliser_is_a_400(how: str) -> None:
     document = f'<speak><say-as interpret-as="{how}">{"1" + "0" * 400}</say-as></speak>'
     with pytest.raises(InvalidRequest) as raised:
-        schemas.speech_request({"input": document}, Settings(engine="null"))
+        schemas.speech_request({"input": document}, Settings(engine="null").speech)
     assert raised.value.code == "unreadable_number" and raised.value.param == "input"
 
 
@@ -148,7 +148,7 @@ def test_the_request_field_turns_it_on_and_off_over_the_server_default() -> None
 
 def test_normalize_must_be_a_boolean() -> None:
     with pytest.raises(schemas.InvalidRequest) as caught:
-        schemas.speech_request({"input": "x", "normalize": "yes"}, Settings(engine="null"))
+        schemas.speech_request({"input": "x", "normalize": "yes"}, Settings(engine="null").speech)
     assert caught.value.param == "normalize"
 
 
@@ -159,7 +159,7 @@ def test_a_long_input_is_normalised_while_the_event_loop_runs_on() -> None:
     settings = Settings(engine="null")
     numbers = " ".join(str(n) for n in range(1000, 1400))
     request = schemas.speech_request(
-        {"input": numbers, "language": "de", "normalize": True}, settings
+        {"input": numbers, "language": "de", "normalize": True}, settings.speech
     )
 
     async def scenario() -> tuple[int, Script]:

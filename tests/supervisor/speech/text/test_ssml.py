@@ -165,7 +165,7 @@ def test_duration_with_several_spans_is_refused() -> None:
 )
 def test_a_bad_document_is_a_400_naming_what_is_wrong(document: str, named: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        schemas.speech_request({"input": document}, Settings(engine="null"))
+        schemas.speech_request({"input": document}, Settings(engine="null").speech)
     assert (
         caught.value.param == "input"
         and caught.value.status == 400
