@@ -61,7 +61,7 @@ def test_supervisor_never_imports_torch(module: str) -> None:
 def test_encoding_every_format_needs_no_numpy() -> None:
     """PyAV encodes from bytes in the supervisor: libav comes in, numpy does not."""
     loaded = modules_after(
-        "from supervisor.speech import formats\n"
+        "from supervisor.speech.audio import formats\n"
         "for fmt in formats.FORMATS: formats.encode(fmt, bytes(4800)); e = formats.encoder(fmt); e.feed(bytes(4800)); e.finish()"
     )
     assert "av" in loaded and not loaded & {"numpy", "torch"}
