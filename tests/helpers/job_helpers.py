@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,33 @@ def run_synth(
     )
 
 
+def synth_cut_by_a_server_kill(
+    server: LiveServer, argv: list[str], made: Callable[[], bool], what: str
+) -> tuple[int, str, list[int]]:
+    """Run `python -m supervisor synth ARGV` until `made()` holds, then SIGKILL the server under
+    it: (synth's exit code, its stderr, the killed server's sidecar pids). A synth that exits
+    before `made()` fails the wait; one still running after a failure is killed, not left to
+    the next test."""
+    command = [sys.executable, "-m", "supervisor", "synth", *argv]
+    synth = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+
+    def running_and_made() -> bool:
+        assert synth.poll() is None, f"synth exited before {what}"
+        return made()
+
+    try:
+        wait_until(running_and_made, 120, f"synth: {what}")
+        sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait()
+        _, stderr = synth.communicate(timeout=60)
+    finally:
+        if synth.poll() is None:
+            synth.kill()
+            synth.communicate()
+    return synth.returncode, stderr, sidecars
+
+
 def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     """Sidecars whose supervisor was SIGKILLed exit on their own within about a second."""
 
@@ -95,4 +123,14 @@ def wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     wait_until(gone, timeout_s, f"the sidecars {pids} to exit")
 
 
-__all__ = ["KEY", "decoded_seconds", "ended", "job", "run_synth", "submit", "wait_gone", "wait_job"]
+__all__ = [
+    "KEY",
+    "decoded_seconds",
+    "ended",
+    "job",
+    "run_synth",
+    "submit",
+    "synth_cut_by_a_server_kill",
+    "wait_gone",
+    "wait_job",
+]

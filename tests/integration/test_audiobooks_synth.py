@@ -4,9 +4,6 @@ remaking nothing done."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -14,9 +11,15 @@ from mutagen import File as MutagenFile
 
 from supervisor.books import chaptered
 from tests.helpers.books import build_epub, png
-from tests.helpers.job_helpers import KEY, decoded_seconds, job, run_synth, wait_gone
-from tests.helpers.live_server import REPO_ROOT, live
-from tests.helpers.waits import wait_until
+from tests.helpers.job_helpers import (
+    KEY,
+    decoded_seconds,
+    job,
+    run_synth,
+    synth_cut_by_a_server_kill,
+    wait_gone,
+)
+from tests.helpers.live_server import live
 
 TITLES = ["1 Part One — 1.1 The Harbour", "1.2 The Market", "2 The Storm"]
 
@@ -68,25 +71,14 @@ def test_a_sigkill_mid_book_loses_nothing_and_remakes_nothing_done(
     flags = ("--max-batch-size", "1")
     argv = ["--book", str(book_path), "--out", str(out), "--format", "opus", "--poll-s", "0.2"]
     with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
-        command = [sys.executable, "-m", "supervisor", "synth", *argv]
-        command += ["--server", server.url, "--api-key", KEY, "--retry-s", "2"]
-        first = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-
-        def three_chapters() -> bool:
-            assert first.poll() is None, "synth exited before making three chapters"
-            return len(list((out / ".book-week").glob("ch*.flac"))) >= 3
-
-        try:
-            wait_until(three_chapters, 120, "synth to make three chapters")
-            sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
-            server.proc.send_signal(signal.SIGKILL)
-            server.proc.wait()
-            _, stderr = first.communicate(timeout=60)
-        finally:
-            if first.poll() is None:  # a failure above: not left running into the next test
-                first.kill()
-                first.communicate()
-        assert first.returncode == 3 and "run the same command again" in stderr, stderr
+        first_run = [*argv, "--server", server.url, "--api-key", KEY, "--retry-s", "2"]
+        code, stderr, sidecars = synth_cut_by_a_server_kill(
+            server,
+            first_run,
+            lambda: len(list((out / ".book-week").glob("ch*.flac"))) >= 3,
+            "making three chapters",
+        )
+        assert code == 3 and "run the same command again" in stderr, stderr
         wait_gone(sidecars)
     kept = {p.name: p.stat().st_mtime_ns for p in (out / ".book-week").glob("ch*.flac")}
     assert 3 <= len(kept) < 8 and not (out / "week.opus").exists()

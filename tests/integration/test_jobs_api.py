@@ -32,6 +32,7 @@ from tests.helpers.job_helpers import (
     job,
     run_synth,
     submit,
+    synth_cut_by_a_server_kill,
     wait_gone,
     wait_job,
 )
@@ -466,40 +467,12 @@ def test_synth_after_the_server_was_killed_halfway_does_only_the_rest(
     manifest, out = write_manifest(tmp_path / "manifest.jsonl", items), tmp_path / "out"
     flags = ("--max-batch-size", "2")
     with live(tmp_path, *flags, checkpoint=checkpoint_dir) as server:
-        argv = [
-            sys.executable,
-            "-m",
-            "supervisor",
-            "synth",
-            str(manifest),
-            "--out",
-            str(out),
-            "--server",
-            server.url,
-            "--api-key",
-            KEY,
-            "--poll-s",
-            "0.2",
-            "--retry-s",
-            "2",
-        ]
-        first = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-
-        def eight_clips() -> bool:
-            assert first.poll() is None, "synth exited before making eight clips"
-            return len(list(out.glob("clip-*"))) >= 8
-
-        try:
-            wait_until(eight_clips, 120, "synth to make eight clips")
-            sidecars = [s["pid"] for s in server.health()["sidecars"] if s["pid"]]
-            server.proc.send_signal(signal.SIGKILL)
-            server.proc.wait()
-            _, stderr = first.communicate(timeout=60)
-        finally:
-            if first.poll() is None:  # a failure above: not left running into the next test
-                first.kill()
-                first.communicate()
-        assert first.returncode == 3 and "run the same command again to resume" in stderr, stderr
+        argv = [str(manifest), "--out", str(out), "--server", server.url, "--api-key", KEY]
+        argv += ["--poll-s", "0.2", "--retry-s", "2"]
+        code, stderr, sidecars = synth_cut_by_a_server_kill(
+            server, argv, lambda: len(list(out.glob("clip-*"))) >= 8, "making eight clips"
+        )
+        assert code == 3 and "run the same command again to resume" in stderr, stderr
         wait_gone(sidecars)
     kept = {p.name: p.stat().st_mtime_ns for p in out.glob("clip-*")}
     assert 8 <= len(kept) < 20
