@@ -6,7 +6,8 @@ restarts the sidecar), and add to the result `interactive_sweep`, `job_x_realtim
 `interactive_under_bulk_first_audio_p50_s` and `_p99_s`, `interactive_under_bulk_underrun_p99_s`,
 `interactive_idle_first_audio_p50_s` and `_p99_s`, `bulk_throughput_share`,
 `bulk_total_throughput_share`, `kill_to_ready_s` and `cold_start_s` (see docs/PERFORMANCE.md);
-with `--trace-spans`, `interactive_under_bulk_slowest` (bench/span_breakdown.py).
+with `--trace-spans`, `interactive_under_bulk_slowest` (bench/span_breakdown.py), and the same
+breakdown of each sweep rate's slowest 1 % under the rate's `slowest_spans` in `server.sweep`.
 
 `sweep`: short interactive requests alone on the idle server, streamed, at each of
 `--sweep-rates` per second for `--sweep-seconds` each: first audio p50/p99, the audio made
@@ -153,8 +154,11 @@ async def sweep(url: str, args: argparse.Namespace) -> dict[str, Any]:
         count = max(SWEEP_MIN_REQUESTS, int(rate * args.sweep_seconds))
         batch, requests = requests[:count], requests[count:]
         log(f"sweep: {count} requests at {rate:g}/s ({args.interactive_stream})")
-        out[f"{rate:g}"] = await job_arm.interactive(url, batch, rate, args.interactive_stream)
-        log(f"sweep {rate:g}/s: first audio {out[f'{rate:g}']['first_audio_s']}")
+        run = await job_arm.interactive(url, batch, rate, args.interactive_stream)
+        if args.trace_spans:  # where the rate's slowest 1 % spent their time, as for the bulk
+            run["slowest_spans"] = span_breakdown.report(args.trace_spans, run["slowest"])
+        out[f"{rate:g}"] = run
+        log(f"sweep {rate:g}/s: first audio {run['first_audio_s']}")
     return out
 
 
