@@ -92,10 +92,10 @@ class OmniVoice:
     ) -> None:
         self.model = model
         self.runner = runner or ModelRunner(model, RuntimeOptions(cuda_graphs=False, compile=False))
-        # With `RuntimeOptions.interactive_stream`: the interactive lane's runner and stream
-        # (`stepper`, sidecar/runtime/interleave.py).
+        # With `RuntimeOptions.interactive_stream`: the interactive lane's runner and the stream
+        # its steps run on (`stepper`, sidecar/runtime/interleave.py), at its graphs' priority.
         self.interactive_runner = interactive_runner
-        self.interactive_stream = (
+        self.lane_stream = (
             torch.cuda.Stream(device, priority=interactive_runner.options.graph_priority)
             if interactive_runner is not None and device.type == "cuda"
             else None
@@ -117,8 +117,9 @@ class OmniVoice:
             else None
         )
         # Interactive requests decode on a stream of their own, at the highest priority, so
-        # their few kernels never queue behind a bulk batch's decoding.
-        self.interactive_stream = (
+        # their few kernels never queue behind a bulk batch's decoding, nor the lane's next
+        # steps behind them.
+        self.interactive_decode_stream = (
             torch.cuda.Stream(device, priority=streams.INTERACTIVE_DECODE_PRIORITY)
             if device.type == "cuda"
             else None
@@ -269,7 +270,7 @@ class OmniVoice:
             self.prompter, self.model, self.interactive_runner, step_tokens, bulk.max_members
         )
         return Interleaved(
-            Lane(bulk, None, BULK_DEPTH), Lane(lane, self.interactive_stream, INTERACTIVE_DEPTH)
+            Lane(bulk, None, BULK_DEPTH), Lane(lane, self.lane_stream, INTERACTIVE_DEPTH)
         )
 
     def bulk_stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper:
@@ -292,13 +293,13 @@ class OmniVoice:
         """The other half: decode every chunk in one codec batch, then post-process each item.
 
         The sidecar runs it in a thread of its own, while the next batch denoises; on a GPU its
-        kernels run on `decode_stream` (`interactive_stream` for a batch of the interactive
-        tier), after the denoising steps that made the tokens. Adds the
-        host's seconds for each part to `timings`: the codec until its audio is on the host
+        kernels run on `decode_stream` (`interactive_decode_stream` for a batch of the
+        interactive tier), after the denoising steps that made the tokens. Adds the host's
+        seconds for each part to `timings`: the codec until its audio is on the host
         (`codec_s`), then the post-processing (`postprocess_s`)."""
         started = time.monotonic()
         flat = [t.to(self.device) for d in denoised for t in d.tokens]
-        stream = self.interactive_stream if tier is Tier.INTERACTIVE else self.decode_stream
+        stream = self.interactive_decode_stream if tier is Tier.INTERACTIVE else self.decode_stream
         if stream is None:
             pieces, kept = self._to_host(flat, denoised)
         else:

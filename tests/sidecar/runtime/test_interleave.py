@@ -112,6 +112,38 @@ def test_the_lane_runner_has_small_graphs_captured_at_its_priority() -> None:
     assert interactive_options(RuntimeOptions(interactive_stream="equal")).graph_priority == 0
 
 
+class FakeStream:
+    """Stands for `torch.cuda.Stream`, which needs a GPU: it keeps the priority it was made at."""
+
+    def __init__(self, device: torch.device, priority: int = 0) -> None:
+        self.device, self.priority = device, priority
+
+
+def test_the_lane_steps_on_a_stream_of_its_own_not_the_interactive_decodes(
+    model: OmniVoice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runtime's parts as they are, handed to an OmniVoice that believes it is on a GPU (the
+    # streams faked: this machine has none); only the streams it makes are looked at. One stream
+    # for both once put the lane's steps behind each interactive batch's decode.
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    on_gpu = OmniVoice(
+        model.model,
+        model.tokenizer,
+        model.codec,
+        torch.device("cuda"),
+        model.runner,
+        model.interactive_runner,
+    )
+    stepper = on_gpu.stepper()
+    assert isinstance(stepper, Interleaved) and stepper.bulk.stream is None
+    lane = stepper.interactive.stream
+    assert lane is on_gpu.lane_stream and isinstance(lane, FakeStream)
+    assert lane.priority == streams.HIGHEST  # its graphs' (`interactive_options`)
+    others = (on_gpu.decode_stream, on_gpu.interactive_decode_stream)
+    assert all(isinstance(s, FakeStream) and s is not lane for s in others)
+    assert on_gpu.interactive_decode_stream.priority == streams.INTERACTIVE_DECODE_PRIORITY  # type: ignore[union-attr]
+
+
 def test_off_by_default(checkpoint_dir: Path) -> None:
     plain = OmniVoice.load(str(checkpoint_dir))
     assert plain.interactive_runner is None and not isinstance(plain.stepper(), Interleaved)
