@@ -38,6 +38,27 @@ _LEGACY_WEIGHT_NORM = {
 # window equal to the full decode. Both margins are doubled.
 TAIL_FRAMES = 16
 TAIL_CONTEXT_FRAMES = 16
+# A batched decode's shape is rounded up: its length to a multiple of LENGTH_STEP frames, its
+# rows by `decode_rows`. On the H200 a decode of a shape not seen before took ~60 ms more than
+# one seen before (single items beside the job: 0.078 s against 0.021 s, p50; the convolutions'
+# per-shape set-up, bench/results/README.md), and every request's length is new at first.
+LENGTH_STEP = 16
+WARM_FRAMES = 256  # `warm_shapes` decodes one item of each rounded length up to this (~10 s)
+
+
+def decode_length(frames: int) -> int:
+    """A batched decode's length for items of at most `frames` frames."""
+    return -(-frames // LENGTH_STEP) * LENGTH_STEP
+
+
+def decode_rows(items: int) -> int:
+    """A batched decode's rows for `items` items: 1, 2, 4, 8, then multiples of 8 (zero rows
+    padding it waste at most 7 of them)."""
+    if items <= 2:
+        return items
+    if items <= 8:
+        return 1 << (items - 1).bit_length()
+    return -(-items // 8) * 8
 
 
 def _conv_output_length(module: nn.Module, length: int) -> int:
@@ -167,46 +188,69 @@ class Codec(nn.Module):
     ) -> list[torch.Tensor]:
         """Decode items of any lengths ([num_codebooks, T_i] each) in few batched calls.
 
-        Items are sorted by length and decoded together, padded to the longest of their group.
-        The decoder's convolutions let padding change the last ~7 frames of a shorter item, so
-        those items' tails are decoded again, batched, from windows ending at their true end with
-        enough left context to be exact; the result equals decoding each item on its own (to
-        float32 rounding, ~1e-6). Returns 1-D audio tensors of hop_length * T_i samples.
+        Items are sorted by length and decoded together, padded with zero codes to the group's
+        rounded shape (`decode_length`, `decode_rows`: few shapes recur, each set up once). The
+        decoder's convolutions let padding change an item's last ~7 frames, so every item that
+        does not fill the length has its tail decoded again, batched, from a window ending at
+        its true end with enough left context to be exact (one of at most `window` frames is
+        decoded whole); the result equals decoding each item on its own (to float32 rounding,
+        ~1e-6). Returns 1-D audio tensors of hop_length * T_i samples.
         """
         out: dict[int, torch.Tensor] = {}  # item index -> its audio
         order = sorted(range(len(codes)), key=lambda i: codes[i].shape[-1])
         groups: list[list[int]] = [[]]
         for i in order:
-            frames = codes[i].shape[-1]
-            if groups[-1] and frames * (len(groups[-1]) + 1) > max_frames:
+            frames = decode_length(codes[i].shape[-1])
+            if groups[-1] and frames * decode_rows(len(groups[-1]) + 1) > max_frames:
                 groups.append([])
             groups[-1].append(i)
         window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
         hop = self.hop_length
         for group in groups:
-            t_max = codes[group[-1]].shape[-1]
-            batch = torch.zeros(
-                (len(group), self.num_codebooks, t_max), dtype=torch.long, device=self.device
-            )
-            for row, i in enumerate(group):
-                batch[row, :, : codes[i].shape[-1]] = codes[i]
-            audio = self.decode(batch)[:, 0]
+            length = decode_length(codes[group[-1]].shape[-1])
+            audio = self.decode(self._padded([codes[i] for i in group], length))[:, 0]
             for row, i in enumerate(group):
                 out[i] = audio[row, : codes[i].shape[-1] * hop]
-            shorter = [i for i in group if codes[i].shape[-1] < t_max]
+            shorter = [i for i in group if codes[i].shape[-1] < length]
             for i in [i for i in shorter if codes[i].shape[-1] <= window]:
                 out[i] = self.decode(codes[i].unsqueeze(0))[0, 0]  # short enough to decode whole
             tails = [i for i in shorter if codes[i].shape[-1] > window]
             if tails:
-                tail_audio = self.decode(
-                    torch.stack([codes[i][:, -window:] for i in tails]).to(self.device)
-                )[:, 0]
+                windows = self._padded([codes[i][:, -window:] for i in tails], window)
+                tail_audio = self.decode(windows)[:, 0]
                 for row, i in enumerate(tails):
                     t = codes[i].shape[-1]
                     fixed = out[i].clone()
                     fixed[(t - TAIL_FRAMES) * hop :] = tail_audio[row, TAIL_CONTEXT_FRAMES * hop :]
                     out[i] = fixed
         return [out[i] for i in range(len(codes))]
+
+    def _padded(self, codes: Sequence[torch.Tensor], length: int) -> torch.Tensor:
+        """The items' codes as one batch of `decode_rows` rows and `length` frames, zero-padded."""
+        batch = torch.zeros(
+            (decode_rows(len(codes)), self.num_codebooks, length),
+            dtype=torch.long,
+            device=self.device,
+        )
+        for row, item in enumerate(codes):
+            batch[row, :, : item.shape[-1]] = item
+        return batch
+
+    @torch.inference_mode()
+    def warm_shapes(self, max_frames: int = WARM_FRAMES) -> int:
+        """Decode zero codes of each shape one short request meets (one item of each rounded
+        length up to `max_frames`, one and two tail windows), so that its first decode does not
+        pay the shape's set-up. Returns how many shapes it decoded."""
+        window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
+        shapes = [(1, n) for n in range(LENGTH_STEP, max_frames + 1, LENGTH_STEP)]
+        shapes += [(1, window), (2, window)]
+        for rows, frames in shapes:
+            self.decode(
+                torch.zeros(
+                    (rows, self.num_codebooks, frames), dtype=torch.long, device=self.device
+                )
+            )
+        return len(shapes)
 
 
 def _rename_legacy(key: str) -> str:

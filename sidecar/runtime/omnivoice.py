@@ -210,6 +210,8 @@ class OmniVoice:
                     lane.capture()
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
+        if torch_device.type == "cuda":  # each new decode shape costs ~60 ms there, once
+            codec.warm_shapes()
         log.info("loaded %s on %s (%s)", root, device, dtype)
         return cls(model, tokenizer, codec, torch_device, runner, lane)
 
