@@ -20,6 +20,7 @@ import httpx
 from workloads import sentence_text
 
 POLL_S = 0.5
+PROGRESS_S = 30.0  # how often the arm prints the book's progress (a run cut short still tells)
 ENDED = ("completed", "failed", "cancelled")
 CHAPTERS = 20
 
@@ -56,6 +57,7 @@ async def book(
         created = resp.json()
         job_id = created["id"]
         submitted = time.perf_counter() - start
+        printed = start
         while True:
             listing = (await client.get("/v1/jobs", params={"limit": 1})).json()["data"]
             [view] = [j for j in listing if j["id"] == job_id] or [None]
@@ -63,6 +65,10 @@ async def book(
                 view = (await client.get(f"/v1/jobs/{job_id}")).json()
             if view["state"] in ENDED:
                 break
+            if time.perf_counter() - printed >= PROGRESS_S:
+                printed = time.perf_counter()
+                stamp = time.strftime("%H:%M:%S")
+                print(f"[{stamp}] book: {view['progress']} at {printed - start:.0f} s", flush=True)
             await asyncio.sleep(POLL_S)
         chapters_done = time.perf_counter() - start
         content = await client.get(f"/v1/audiobooks/{job_id}/content")
