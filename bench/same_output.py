@@ -7,6 +7,12 @@ saves compared.
     (cd OLD_TREE && PYTHONPATH=/tmp/site:$PWD python3 $NEW/bench/same_output.py CHECKPOINT old.pt)
     python3 bench/same_output.py --compare old.pt new.pt     # "ALL EQUAL" or "DIFFERENT"
 
+The audio goes through the codec's batched decode, whose shapes (and so its float rounding)
+change with how it pads a batch: across a change to that, the `audio` rows differ by their
+`max_abs_diff` (4e-5 to 6e-5 of a 0.5 peak on the CPU's tiny checkpoint, the decoder's ~1e-6
+scaled by the loudness normalisation) while the logits and the joined requests' tokens stay
+equal.
+
 An old tree is any checkout (`git archive COMMIT sidecar | tar -x -C OLD_TREE`); trees from
 before the sidecar was grouped by role (flat `sidecar/`) are read too. A GPU in bf16; set
 DEV=cpu to try it on the CPU (float32, no compile).

@@ -250,9 +250,9 @@ class Pool:
                 self.apply(slot, event)
 
     def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
-        """Interactive work goes at once to a sidecar that holds bulk work, to join the batch it
-        denoises at the next step (`Session.can_join`): it never waits for that batch, the one
-        behind it, or a bulk batch's decode."""
+        """Interactive work goes at once to a busy sidecar, to join the batch it denoises at the
+        next step (`Session.can_join`): it never waits for that batch, the one behind it, or a
+        bulk batch's decode."""
         for slot, session in held:
             if session.state is not SidecarState.BUSY or session.isolated:
                 continue

@@ -302,7 +302,7 @@ def test_a_third_batch_goes_once_the_first_is_denoised_and_only_if_full() -> Non
     async def body() -> None:
         # max_batch_latency_ms is 0 here: a partial batch is overdue as soon as it is queued.
         a = await Arbiter(fake_settings(max_batch_size=2)).started()
-        a.scheduler.submit([item(i) for i in range(7)])
+        a.scheduler.submit([item(i) for i in range(7)], tier=Tier.BULK)  # interactive would join
         await dispatched(a)
         session = a.session()
         assert sent_ids(session) == [["item0", "item1"], ["item2", "item3"]]
@@ -327,7 +327,7 @@ def test_a_third_batch_goes_once_the_first_is_denoised_and_only_if_full() -> Non
 def test_a_third_batch_is_never_partial() -> None:
     async def body() -> None:
         a = await Arbiter(fake_settings(max_batch_size=2)).started()
-        a.scheduler.submit([item(i) for i in range(5)])
+        a.scheduler.submit([item(i) for i in range(5)], tier=Tier.BULK)  # interactive would join
         await dispatched(a)
         session = a.session()
         a.proc().frame({"op": "denoised", "batch": session.batches[0].id})
