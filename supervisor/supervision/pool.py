@@ -222,32 +222,44 @@ class Pool:
                 session.ping()
 
     def dispatch_batches(self) -> None:
-        """Idle sidecars first, then a batch ahead for busy ones with room (`Session.room_ahead`).
+        """Idle sidecars first, then the interactive work left joins busy ones
+        (`dispatch_joins`), then a batch ahead for busy ones with room (`Session.room_ahead`).
 
-        A batch ahead must be full or overdue; a third one, sent while the first only decodes,
-        must be full: under a light load it would only take a late request's place in a batch
-        formed later. A task the poison rule isolated runs in an idle sidecar with nothing queued
-        behind it (the scheduler hands it out only when not `ahead`), so its kill is its own.
+        An idle sidecar is served before a busy one is joined, so that with several GPUs
+        interactive work spreads over the idle ones first. A batch ahead must be full or
+        overdue; a third one, sent while the first only decodes, must be full: under a light
+        load it would only take a late request's place in a batch formed later. A task the
+        poison rule isolated runs in an idle sidecar with nothing queued behind it (the
+        scheduler hands it out only when not `ahead`), so its kill is its own.
         """
         if self.stopping:
             return
         held = [(slot, slot.session) for slot in self.slots if slot.session is not None]
-        self.dispatch_joins(held)
         idle = [(slot, x) for slot, x in held if x.state is SidecarState.READY]
         can_pipeline = [x for x in held if x[1].state is SidecarState.BUSY and x[1].room_ahead()]
         busy = [(slot, x) for slot, x in can_pipeline if not x.isolated]
         busy.sort(key=lambda x: len(x[1].batches))  # a third batch only after every second
-        for slot, session in idle + busy:
-            busy_now = session.state is SidecarState.BUSY
-            batch = self.scheduler.next_batch(
-                ahead=busy_now,
-                only_full=len(session.batches) >= 2,
-                bulk_only=busy_now and session.holds_bulk(),
-            )
-            if batch is None:
+        for slot, session in idle:
+            if not self.send_next(slot, session):
+                break
+        self.dispatch_joins(held)
+        for slot, session in busy:
+            if not self.send_next(slot, session):
                 return
-            for event in session.send_batch(batch):
-                self.apply(slot, event)
+
+    def send_next(self, slot: Slot, session: Session) -> bool:
+        """Send the session the scheduler's next batch for it, if there is one."""
+        busy_now = session.state is SidecarState.BUSY
+        batch = self.scheduler.next_batch(
+            ahead=busy_now,
+            only_full=len(session.batches) >= 2,
+            bulk_only=busy_now and session.holds_bulk(),
+        )
+        if batch is None:
+            return False
+        for event in session.send_batch(batch):
+            self.apply(slot, event)
+        return True
 
     def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
         """Interactive work goes at once to a busy sidecar, to join the batch it denoises at the

@@ -25,6 +25,7 @@ from supervisor.supervision.session import Session
 from supervisor.supervision.slot import Slot, SlotState, backoff_delay
 from tests.helpers.fake_pool import (
     CPU0,
+    CPU1,
     READY,
     Arbiter,
     fake_settings,
@@ -320,6 +321,28 @@ def test_a_third_batch_goes_once_the_first_is_denoised_and_only_if_full() -> Non
         answer(a, session.batches[0])
         await dispatched(a)  # the second batch ahead: full or overdue, as before
         assert sent_ids(session) == [["item4", "item5"], ["item6"]]
+
+    run(body())
+
+
+def test_interactive_work_goes_to_an_idle_sidecar_before_it_joins_a_busy_one() -> None:
+    """Two sidecars, one busy: a new interactive request starts on the idle one rather than
+    joining the busy one's batch; the next one, with both busy, joins."""
+
+    async def body() -> None:
+        a = await Arbiter(fake_settings(max_batch_size=4), devices=(CPU0, CPU1)).started()
+        a.scheduler.submit([item(0)])
+        await dispatched(a)
+        first, second = a.session(0), a.session(1)
+        assert sent_ids(first) == [["item0"]] and sent_ids(second) == []
+        a.scheduler.submit([item(1)])
+        await dispatched(a)
+        assert sent_ids(first) == [["item0"]] and sent_ids(second) == [["item1"]]
+        assert second.batches[0].tier is Tier.BULK  # it found the sidecar idle: in turn
+        a.scheduler.submit([item(2)])
+        await dispatched(a)
+        joined = [b for s in (first, second) for b in s.batches if b.tier is Tier.INTERACTIVE]
+        assert [[t.id for t in b.tasks] for b in joined] == [["item2"]]
 
     run(body())
 
