@@ -222,8 +222,8 @@ class Pool:
                 session.ping()
 
     def dispatch_batches(self) -> None:
-        """Idle sidecars first, then the interactive work left joins busy ones
-        (`dispatch_joins`), then a batch ahead for busy ones with room (`Session.room_ahead`).
+        """Idle sidecars first, then the interactive work left joins sidecars that hold bulk
+        work (`dispatch_joins`), then a batch ahead for busy ones with room (`Session.room_ahead`).
 
         An idle sidecar is served before a busy one is joined, so that with several GPUs
         interactive work spreads over the idle ones first. A batch ahead must be full or
@@ -262,9 +262,9 @@ class Pool:
         return True
 
     def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
-        """Interactive work goes at once to a busy sidecar, to join the batch it denoises at the
-        next step (`Session.can_join`): it never waits for that batch, the one behind it, or a
-        bulk batch's decode."""
+        """Interactive work goes at once to a sidecar that holds bulk work, to join the batch it
+        denoises at the next step (`Session.can_join`): it never waits for that batch, the one
+        behind it, or a bulk batch's decode."""
         for slot, session in held:
             if session.state is not SidecarState.BUSY or session.isolated:
                 continue

@@ -38,7 +38,7 @@ Clock = Callable[[], float]
 
 MAX_WAITING_FOR_DEVICE = 2  # batches sent and not yet denoised: one denoising, one in the pipe
 MAX_IN_FLIGHT = 3  # and one more decoding in the sidecar's finisher
-MAX_JOINS = 16  # interactive batches sent to join a running batch, not yet answered
+MAX_JOINS = 16  # interactive batches sent to join a running bulk batch, not yet answered
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,14 @@ class Session:
         return waiting < MAX_WAITING_FOR_DEVICE and len(held) < MAX_IN_FLIGHT
 
     def can_join(self) -> bool:
-        """Whether interactive work goes to this busy sidecar now as an interactive batch (one
-        that joins), while fewer than MAX_JOINS are in flight. The sidecar merges it into the
+        """Whether interactive work goes to this sidecar now as an interactive batch (one that
+        joins): while it holds bulk work, denoising or decoding. The sidecar merges it into the
         batch it denoises at the next step (or runs it at once if none) and decodes it in its
-        interactive finisher, so it waits neither for the running batch, whatever its tier, nor
-        for the one behind it, nor for a bulk decode. An idle sidecar gets interactive tasks in
-        a batch that runs in turn (`Tier.BULK` on the wire); later ones join it."""
+        interactive finisher, so it waits neither for a bulk batch, nor for the one behind it,
+        nor for a bulk decode. Without bulk work interactive tasks go in batches that run in turn
+        (`Tier.BULK` on the wire), pipelined, as before."""
         joins = sum(1 for batch in self.batches if batch.tier is Tier.INTERACTIVE)
-        return joins < MAX_JOINS
+        return self.holds_bulk() and joins < MAX_JOINS
 
     def holds_bulk(self) -> bool:
         """A batch with bulk tasks is in flight (sent, not yet answered)."""

@@ -1,7 +1,6 @@
-"""Interactive work beside a running batch, with real null-engine sidecars: the pool sends it at
-once as a `join`, the sidecar merges it into the batch it is denoising at the next step (a bulk
-batch, or an interactive request's that runs in turn), and it is answered before that batch; a
-sidecar killed with a joined batch in it loses nothing.
+"""Interactive work beside a bulk batch, with real null-engine sidecars: the pool sends it at once
+as a `join`, the sidecar merges it into the batch it is denoising at the next step, and it is
+answered before that batch; a sidecar killed with a joined batch in it loses nothing.
 
 A `slow` fault makes the bulk batch take seconds (each of its steps sleeps); with
 `interactive_step_tokens` 0 the bulk batch waits while the interactive one runs. A `decodeslow`
@@ -49,23 +48,6 @@ def test_an_interactive_request_joins_a_running_bulk_batch_and_ends_first() -> N
             assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
             assert not bulk.done(), "the interactive request waited for the bulk batch"
             assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
-            assert not pool.slots[0].kills
-
-    run(scenario())
-
-
-def test_an_interactive_request_joins_a_running_interactive_batch_and_ends_first() -> None:
-    # A long interactive request on the idle sidecar runs in turn (a bulk-tier batch on the
-    # wire); a short one after it joins that batch rather than waiting for it to end.
-    async def scenario() -> None:
-        async with running_pool(fast_settings(None)) as pool:
-            long = {**BULK, "id": "long"}
-            [first] = pool.scheduler.submit([long])  # type: ignore[list-item]
-            await wait_for(lambda: bulk_started(pool), 30, "the first request's batch to start")
-            [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
-            assert (await asyncio.wait_for(urgent, 30))["id"] == "urgent"
-            assert not first.done(), "the second request waited for the first one's batch"
-            assert (await asyncio.wait_for(first, 60))["id"] == "long"
             assert not pool.slots[0].kills
 
     run(scenario())

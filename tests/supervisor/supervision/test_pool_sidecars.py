@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from sidecar.devtools.faults import LOAD_ENV
-from sidecar.shared.tiers import Tier
 from supervisor.supervision import gpu
 from supervisor.supervision.gpu import Device
 from supervisor.supervision.pool import Pool
@@ -174,8 +173,7 @@ def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() 
                 [
                     {"id": "a", "text": "Decode slowly. [[fault:decodeslow:1]]", "seed": 0},
                     {"id": "b", "text": "Right behind it.", "seed": 1},
-                ],
-                tier=Tier.BULK,  # pipelined in turn: interactive work would join
+                ]
             )
             stepped_early = False
             while not futures[0].done():
@@ -204,8 +202,7 @@ def test_a_third_batch_goes_to_the_sidecar_while_the_first_decodes() -> None:
                     {"id": "a", "text": "Decode slowly. [[fault:decodeslow:2]]", "seed": 0},
                     {"id": "b", "text": "Right behind it.", "seed": 1},
                     {"id": "c", "text": "And the third.", "seed": 2},
-                ],
-                tier=Tier.BULK,  # pipelined in turn: interactive work would join
+                ]
             )
             most = 0
             while not futures[0].done():
