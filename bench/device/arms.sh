@@ -15,7 +15,8 @@
 # `--trace-spans /tmp/run/spans.jsonl`.
 #
 # Everything lands in /tmp/run on the machine and goes back as $OUT/run.tar.gz (result.json,
-# harness.log, the server's log); each call packs what there is so far.
+# harness.log, the server's log, and with spans traced bench/span_decodes.py's reading of them as
+# decodes.txt once the harness has ended); each call packs what there is so far.
 set -u
 what=$1 commit=$2
 run=/tmp/run
@@ -33,6 +34,9 @@ while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 550 ]; do sleep 
 for d in /tmp/bench-*; do
     cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null
 done
+if [ -f "$run/spans.jsonl" ] && ! pgrep -f "bench/harness.py" > /dev/null; then
+    python3 bench/span_decodes.py "$run/spans.jsonl" > "$run/decodes.txt" 2>&1
+fi
 tar -czf "$OUT/run.tar.gz" -C "$run" .
 tail -n 25 "$run/harness.log" | cut -c1-400
 if pgrep -f "bench/harness.py" > /dev/null; then
