@@ -39,9 +39,9 @@ _LEGACY_WEIGHT_NORM = {
 TAIL_FRAMES = 16
 TAIL_CONTEXT_FRAMES = 16
 # A batched decode's shape is rounded up: its length to a multiple of LENGTH_STEP frames, its
-# rows by `decode_rows`. On the H200 a decode of a shape not seen before took ~60 ms more than
-# one seen before (single items beside the job: 0.078 s against 0.021 s, p50; the convolutions'
-# per-shape set-up, bench/results/README.md), and every request's length is new at first.
+# rows by `decode_rows`. On a GPU the convolutions set up each shape they have not run before,
+# at a cost many times a short decode's, and every request's length is new at first; rounded,
+# few shapes recur (docs/PERFORMANCE.md, "Decode").
 LENGTH_STEP = 16
 WARM_FRAMES = 256  # `warm_shapes` decodes one item of each rounded length up to this (~10 s)
 

@@ -210,7 +210,7 @@ class OmniVoice:
                     lane.capture()
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
-        if torch_device.type == "cuda":  # each new decode shape costs ~60 ms there, once
+        if torch_device.type == "cuda":  # a decode shape's first run is slow there
             codec.warm_shapes()
         log.info("loaded %s on %s (%s)", root, device, dtype)
         return cls(model, tokenizer, codec, torch_device, runner, lane)

@@ -377,38 +377,43 @@ def test_decode_many_equals_decoding_one_by_one(live_codec: Codec) -> None:
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)  # audio peaks near 0.13 here
 
 
-def test_decode_many_decodes_few_shapes_and_one_item_exactly(
-    live_codec: Codec, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each new decode shape costs the GPU ~60 ms once (bench/results/README.md), so decode_many
-    rounds its batches' shapes: a length of whole LENGTH_STEPs, rows of 1, 2, 4, 8 or a multiple
-    of 8; only an item of at most one tail window is decoded at its own length. Every item still
-    comes out as its own decode (its tail decoded again), one alone too."""
-    from sidecar.runtime.codec import LENGTH_STEP, TAIL_CONTEXT_FRAMES, TAIL_FRAMES
-
-    window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
+def recorded_shapes(codec: Codec, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (rows, frames) of every `codec.decode` call from now on, in order; `Codec.decode`
+    called on the class decodes without being recorded."""
     shapes: list[tuple[int, int]] = []
-    decode = live_codec.decode
 
     def recording(codes: torch.Tensor) -> torch.Tensor:
         shapes.append((codes.shape[0], codes.shape[-1]))
-        return decode(codes)
+        return Codec.decode(codec, codes)
 
+    monkeypatch.setattr(codec, "decode", recording)
+    return shapes
+
+
+def test_decode_many_decodes_few_shapes_and_one_item_exactly(
+    live_codec: Codec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode's first run of a shape is slow on a GPU (docs/PERFORMANCE.md, "Decode"), so
+    decode_many rounds its batches' shapes: a length of whole LENGTH_STEPs, rows of 1, 2, 4, 8
+    or a multiple of 8; only an item of at most one tail window is decoded at its own length.
+    Every item still comes out as its own decode (its tail decoded again), one alone too."""
+    from sidecar.runtime.codec import LENGTH_STEP, TAIL_CONTEXT_FRAMES, TAIL_FRAMES
+
+    window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
+    shapes = recorded_shapes(live_codec, monkeypatch)
     gen = torch.Generator().manual_seed(3)
     lengths = [37, 61, 75, 100, 9, 130, 141, 150, 77, 90, 33, 52]
     codes = [torch.randint(0, 1024, (8, t), generator=gen) for t in lengths]
     batches = {(1, 48): [codes[0]], (2, 80): codes[1:3], (16, 160): codes}  # first decode: rounded
     for first, batch in batches.items():
         shapes.clear()
-        monkeypatch.setattr(live_codec, "decode", recording)
         got = live_codec.decode_many(batch, max_frames=100_000)
-        monkeypatch.setattr(live_codec, "decode", decode)
         assert shapes[0] == first
         for rows, frames in shapes:
             assert rows in (1, 2, 4, 8) or rows % 8 == 0, shapes
             assert frames % LENGTH_STEP == 0 or frames <= window, shapes
         for c, audio in zip(batch, got):
-            want = decode(c.unsqueeze(0))[0, 0]
+            want = Codec.decode(live_codec, c.unsqueeze(0))[0, 0]
             torch.testing.assert_close(audio, want, atol=1e-6, rtol=0)
 
 
@@ -417,14 +422,7 @@ def test_warm_shapes_decodes_what_a_short_request_meets(
 ) -> None:
     from sidecar.runtime.codec import LENGTH_STEP, TAIL_CONTEXT_FRAMES, TAIL_FRAMES
 
-    shapes: list[tuple[int, int]] = []
-    decode = live_codec.decode
-
-    def recording(codes: torch.Tensor) -> torch.Tensor:
-        shapes.append((codes.shape[0], codes.shape[-1]))
-        return decode(codes)
-
-    monkeypatch.setattr(live_codec, "decode", recording)
+    shapes = recorded_shapes(live_codec, monkeypatch)
     assert live_codec.warm_shapes(max_frames=64) == len(shapes) == 6
     window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
     assert shapes == [(1, n) for n in range(LENGTH_STEP, 65, LENGTH_STEP)] + [
