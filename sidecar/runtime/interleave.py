@@ -97,6 +97,10 @@ class Interleaved:
     def busy(self) -> bool:
         return self.bulk.stepper.busy or self.interactive.stepper.busy
 
+    @property
+    def holds_bulk(self) -> bool:
+        return self.bulk.stepper.busy
+
     def add(
         self,
         key: Hashable,

@@ -119,6 +119,11 @@ class Stepper:
     def busy(self) -> bool:
         return bool(self.groups)
 
+    @property
+    def holds_bulk(self) -> bool:
+        """A group of the bulk tier is not yet done."""
+        return any(group.tier is Tier.BULK for group in self.groups)
+
     def add(
         self,
         key: Hashable,

@@ -1,5 +1,7 @@
-"""One stretch of denoising in the sidecar: the batch that began it, and every interactive batch
-that arrives meanwhile and joins it at its next step (`sidecar.runtime.stepper`).
+"""One stretch of denoising in the sidecar: the batch that began it, every interactive batch
+that arrives meanwhile and joins it at its next step (`sidecar.runtime.stepper`), and, once its
+bulk work is done while interactive work goes on, the next bulk batch in line: the bulk work
+must not wait for a pause in the interactive traffic, which under steady traffic never comes.
 
 Each batch is handed to the finisher as soon as its own tokens exist, so a joined batch is
 answered while the batch it joined still denoises. A step that fails ends the stretch: if it held
@@ -115,7 +117,8 @@ class BatchRun:
 
     def run(self) -> None:
         """Step until every batch is denoised; interactive batches that arrive join between
-        steps. The runtime's counters of each step go to the oldest batch it ran for."""
+        steps, and so does the next bulk batch in line once the bulk work here is done. The
+        runtime's counters of each step go to the oldest batch it ran for."""
         while self.stepper.busy:
             before = self.sidecar.engine_stats()
             try:
@@ -132,8 +135,14 @@ class BatchRun:
                     batch, [DenoisedGroup(batch.entries, pending, batch.started)]
                 )
             inbox = self.sidecar.inbox
-            for message in inbox.take_interactive() if inbox is not None else []:
+            if inbox is None:
+                continue
+            for message in inbox.take_interactive():
                 self.add(message, Tier.INTERACTIVE)
+            if self.stepper.busy and not self.stepper.holds_bulk:
+                in_turn = inbox.take_bulk_next()
+                if in_turn is not None:
+                    self.add(in_turn, Tier.BULK)
 
     def recover(self, exc: Exception) -> None:
         """A step failed: denoise each batch of the stretch again apart (see the docstring)."""

@@ -35,6 +35,9 @@ class Stepper(Protocol):
     @property
     def busy(self) -> bool: ...
 
+    @property
+    def holds_bulk(self) -> bool: ...  # a group of the bulk tier is not yet denoised
+
     def add(
         self,
         key: Hashable,
@@ -184,6 +187,10 @@ class NullStepper:
     @property
     def busy(self) -> bool:
         return bool(self.groups)
+
+    @property
+    def holds_bulk(self) -> bool:
+        return any(group[0].tier is Tier.BULK for group in self.groups.values())
 
     def add(
         self,

@@ -1,9 +1,12 @@
 """The supervisor's frames, read by a thread of their own so that the frame loop can look at
 what has arrived between two denoising steps without waiting for the pipe.
 
-Frames are handled in the order they came, with one exception: a `generate` of the interactive
-tier may be taken out of turn by the batch being denoised, to join it at its next step.
-The supervisor bounds what it sends ahead (a few batches), so the queue stays short.
+Frames are handled in the order they came, with two ways in for a run of batches being denoised
+(`sidecar.serve.batch_run`) between two of its steps: a `generate` of the interactive tier may be
+taken out of turn, to join the run at its next step; and once the run's bulk work is done while
+interactive work keeps it going, the next frame, if it is a bulk `generate`, is taken in its
+turn, so the device's bulk work does not wait for a pause in the interactive traffic. The
+supervisor bounds what it sends ahead (a few batches), so the queue stays short.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ Arrival = Message | ProtocolError | None
 
 
 class Inbox:
-    """Frames in arrival order; `get` blocks for the next, `take_interactive` takes joiners early."""
+    """Frames in arrival order; `get` blocks for the next, `take_interactive` takes joiners early,
+    `take_bulk_next` the next frame if it is a bulk `generate`."""
 
     def __init__(self, channel: FramePipe) -> None:
         self.channel = channel
@@ -40,6 +44,11 @@ class Inbox:
                 self._changed.notify()
             if not isinstance(arrival, dict):  # the end of stdin, or a broken pipe
                 return
+
+    def __len__(self) -> int:
+        """Frames arrived and not yet taken."""
+        with self._changed:
+            return len(self._arrived)
 
     def get(self) -> Message | None:
         """The next frame (None: stdin closed); raises the ProtocolError a bad frame made."""
@@ -67,6 +76,18 @@ class Inbox:
                     kept.append(arrival)
             self._arrived = kept
         return taken
+
+    def take_bulk_next(self) -> Generate | None:
+        """The next frame if it is a `generate` of the bulk tier (taken in its turn), else None:
+        any other frame (a voice to encode, a shutdown, a bad frame) stays first in line."""
+        with self._changed:
+            if not self._arrived:
+                return None
+            head = self._arrived[0]
+            if not isinstance(head, dict) or tier_of(head) is not Tier.BULK:
+                return None
+            self._arrived.popleft()
+        return head  # type: ignore[return-value]
 
 
 def tier_of(message: Message) -> Tier | None:

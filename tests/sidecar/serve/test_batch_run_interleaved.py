@@ -60,3 +60,24 @@ def test_an_interactive_batch_steps_in_its_own_lane(
     assert bulk_steps == list(range(2, BULK_STEPS + 1))  # none lost, none repeated
     assert len([f for f in rest if f["op"] == "result"]) == BULK_ITEMS
     assert sidecar.close() == 0
+
+
+def test_the_next_bulk_batch_starts_while_interactive_work_goes_on(sidecar: NullSidecar) -> None:
+    """Bulk batch 1 ends while the long interactive batch 2 still steps: bulk batch 3, which
+    waits in the pipe, starts beside it, not once the interactive traffic pauses (under steady
+    traffic, never). Its first step comes before batch 2's last, whatever the lane. (Step
+    frames come from the frame loop in order; `done` frames from the finishers, later.)"""
+    sidecar.generate(1, ["A short bulk sentence.", "And another."], num_step=4)
+    assert sidecar.read_until("step", batch=1)["step"] == 1
+    texts = [f"Interactive sentence number {i} goes on for a while." for i in range(BULK_ITEMS)]
+    sidecar.generate(2, texts, num_step=BULK_STEPS, tier=Tier.INTERACTIVE)
+    sidecar.generate(3, ["The next bulk batch."], num_step=4)
+    frames = frames_until_done(sidecar, 2)
+    if ("done", 3) not in [(f["op"], f.get("batch")) for f in frames]:
+        frames += frames_until_done(sidecar, 3)
+    steps = [(f["batch"], f["step"]) for f in frames if f["op"] == "step"]
+    assert steps.index((3, 1)) < steps.index((2, BULK_STEPS)), "batch 3 waited for batch 2"
+    assert steps.index((1, 4)) < steps.index((3, 1))  # in its turn: after batch 1's steps
+    assert [s for b, s in steps if b == 3] == [1, 2, 3, 4]
+    assert len([f for f in frames if f["op"] == "result" and f["batch"] == 3]) == 1
+    assert sidecar.close() == 0
