@@ -208,11 +208,13 @@ class Codec(nn.Module):
         hop = self.hop_length
         for group in groups:
             length = decode_length(codes[group[-1]].shape[-1])
-            audio = self.decode(self._padded([codes[i] for i in group], length))[:, 0]
-            for row, i in enumerate(group):
-                out[i] = audio[row, : codes[i].shape[-1] * hop]
             shorter = [i for i in group if codes[i].shape[-1] < length]
-            for i in [i for i in shorter if codes[i].shape[-1] <= window]:
+            whole = [i for i in shorter if codes[i].shape[-1] <= window]
+            if len(whole) < len(group):  # else every item is decoded whole below
+                audio = self.decode(self._padded([codes[i] for i in group], length))[:, 0]
+                for row, i in enumerate(group):
+                    out[i] = audio[row, : codes[i].shape[-1] * hop]
+            for i in whole:
                 out[i] = self.decode(codes[i].unsqueeze(0))[0, 0]  # short enough to decode whole
             tails = [i for i in shorter if codes[i].shape[-1] > window]
             if tails:

@@ -405,10 +405,13 @@ def test_decode_many_decodes_few_shapes_and_one_item_exactly(
     lengths = [37, 61, 75, 100, 9, 130, 141, 150, 77, 90, 33, 52]
     codes = [torch.randint(0, 1024, (8, t), generator=gen) for t in lengths]
     batches = {(1, 48): [codes[0]], (2, 80): codes[1:3], (16, 160): codes}  # first decode: rounded
+    batches[1, 9] = [codes[4]]  # one item of at most a window: decoded whole, and only so
     for first, batch in batches.items():
         shapes.clear()
         got = live_codec.decode_many(batch, max_frames=100_000)
         assert shapes[0] == first
+        if first == (1, 9):
+            assert shapes == [(1, 9)]  # no rounded decode thrown away
         for rows, frames in shapes:
             assert rows in (1, 2, 4, 8) or rows % 8 == 0, shapes
             assert frames % LENGTH_STEP == 0 or frames <= window, shapes
