@@ -26,6 +26,9 @@ from supervisor.jobs.item_fields import MAX_TITLE_CHARS
 ITEM_FORMAT = "flac"
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+")
 AUDIO_SHARE = 0.8  # of --max-request-audio-s a part may be estimated at (the estimate is rough)
+# Each part's first chunk (its later chunks' voice prompt) about this long: a whole chunk as the
+# prompt made the book's passes ~1.3 times the job path's per second of audio.
+FIRST_CHUNK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,8 @@ def _cut(text: str, levels: list[tuple[re.Pattern[str] | None, str]], fits: Any)
 def plan(
     book: Book, speech: dict[str, object], max_chars: int, max_audio_s: float
 ) -> tuple[list[dict[str, object]], list[Span]]:
-    """The job's items (each `speech` with its `id`, `input` and `response_format`) and each
-    chapter's span of them."""
+    """The job's items (each `speech` with its `id`, `input`, `response_format` and a short
+    `first_chunk_s`) and each chapter's span of them."""
     items: list[dict[str, object]] = []
     spans = []
     sent_speed = speech.get("speed")
@@ -97,6 +100,12 @@ def plan(
         spans.append(Span(chapter.title, len(items), len(pieces)))
         for part, piece in enumerate(pieces, 1):
             item_id = f"ch{number:03d}" if len(pieces) == 1 else f"ch{number:03d}-p{part}"
-            item = {"id": item_id, **speech, "input": piece, "response_format": ITEM_FORMAT}
+            item = {
+                "id": item_id,
+                **speech,
+                "input": piece,
+                "response_format": ITEM_FORMAT,
+                "first_chunk_s": FIRST_CHUNK_S,
+            }
             items.append({**item, "title": chapter.title[:MAX_TITLE_CHARS]})
     return items, spans

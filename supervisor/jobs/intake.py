@@ -78,15 +78,24 @@ def resolve(svc: Services, item: Claimed) -> tuple[SpeechRequest, Voice]:
     return speech, voice
 
 
+def first_chunk_s(request: dict[str, object]) -> float | None:
+    """The item's `first_chunk_s` (checked when the job was created), or None."""
+    value = request.get("first_chunk_s")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def cache_key(svc: Services, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
     """The item's result-cache entry; none for an item with captions (the cache keeps the
-    audio alone) or one the cache cannot key (`result_cache.cacheable`)."""
+    audio alone) or one the cache cannot key (`result_cache.cacheable`). A first chunk of its
+    own length cuts the audio differently, so it keys apart."""
     cache = svc.results
     if cache is None or item.request.get("captions") is True:
         return None
     if not result_cache.cacheable(speech):
         return None
-    return result_cache.key(cache.identity, speech, voice, svc.settings.speech, "job", item.owner)
+    lead_s = first_chunk_s(item.request)
+    route = "job" if lead_s is None else f"job first_chunk_s={lead_s}"
+    return result_cache.key(cache.identity, speech, voice, svc.settings.speech, route, item.owner)
 
 
 class Intake:
@@ -142,6 +151,7 @@ class Intake:
             speech,
             voice,
             captions=item.request.get("captions") is True,
+            first_chunk_s=first_chunk_s(item.request),
         )
         self.admitted[item.key] = (item, synthesis, name)
         if name is not None:

@@ -1,4 +1,4 @@
-"""A job item's own fields, declared once: `id`, `captions`, `title` and
+"""A job item's own fields, declared once: `id`, `captions`, `title`, `first_chunk_s` and
 `timestamp_granularities`, beside the speech fields an item also takes
 (supervisor/speech/request/speech_body.py).
 
@@ -22,6 +22,7 @@ from supervisor.speech.request.speech_body import NoTitles, checked, written_sch
 # Also a file name: synth writes <id>.<format>.
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_TITLE_CHARS = 500
+FIRST_CHUNK_S = (2.0, 30.0)  # the least and most an item's `first_chunk_s` may be
 
 
 def item_id(value: Any) -> str:
@@ -54,6 +55,14 @@ class ItemFields(BaseModel):
         None,
         max_length=MAX_TITLE_CHARS,
         description="a name shown with the item (an audiobook's chapter title)",
+    )
+    first_chunk_s: float | None = Field(
+        None,
+        ge=FIRST_CHUNK_S[0],
+        le=FIRST_CHUNK_S[1],
+        description="a long item's first chunk about this many seconds, the rest as usual: in "
+        "the concurrent chunk mode the first chunk is the voice prompt of the later ones, and "
+        "a short prompt makes them cheaper to run (audiobooks use 5)",
     )
     timestamp_granularities: Any = Field(
         None,

@@ -32,7 +32,7 @@ from supervisor.supervision.scheduler import Scheduler
 
 GRANULARITIES = ("segment", "word")
 # a job item's own, not the speech's (`title`: a name shown with it, such as an audiobook chapter's)
-ITEM_FIELDS = ("captions", "timestamp_granularities", "title")
+ITEM_FIELDS = ("captions", "timestamp_granularities", "title", "first_chunk_s")
 RETRY_AFTER_S = 5
 TICK_S = 0.001  # the shortest word, so that each start is before its end
 

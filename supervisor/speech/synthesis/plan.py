@@ -57,6 +57,7 @@ class Reading:
     voices: VoiceResolver | None = None  # None: the route cannot change voices in the text
     captions: bool = False  # each sentence its own chunk
     first_short: bool = False  # a streamed answer: its first chunk short (`chunking.first_chunk`)
+    first_chunk_s: float | None = None  # a job item's first chunk this long (`chunking.lead_chunk`)
 
 
 class Plan:
@@ -163,6 +164,11 @@ class Plan:
             prompt["tokens"]["shape"][1] if prompt else None,
             speed,
         )
+        lead_s = self.reading.first_chunk_s
+        if first and lead_s:
+            head, rest = chunking.lead_chunk(span.text, lead_s, total_s)
+            if rest:
+                return [head, *self.split(replace(span, text=rest), voice)]
         # Chunks are measured at the request's speed, so a fast reader gets fewer, longer chunks.
         return chunking.split_text(span.text, r.chunk_s or self.reading.chunk_s, total_s, r.whole_s)
 

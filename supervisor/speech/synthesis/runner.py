@@ -54,16 +54,18 @@ class SynthesisRun:
         captions: bool = False,
         asr: AsrRoundTrip | None = None,
         first_short: bool = False,
+        first_chunk_s: float | None = None,
         owner: str = "",
     ) -> None:
         """`text`: the input as read (`script.read_off_loop`); None: read here, without a
         lexicon. `first_short`: a streamed answer, whose first chunk is short
-        (`chunking.first_chunk`)."""
+        (`chunking.first_chunk`); `first_chunk_s`: a job item's first chunk of that length
+        (`chunking.lead_chunk`)."""
         self.scheduler = scheduler
         self.request = request
         self.captions = captions  # each sentence its own chunk, its timing kept in `segments`
         read = text if text is not None else script.read(request, settings)
-        reading = Reading(settings.chunk_s, voices, captions, first_short)
+        reading = Reading(settings.chunk_s, voices, captions, first_short, first_chunk_s)
         self.plan = Plan(request, read, voice, settings, reading)
         self.chunks, self.parts, self.cost = self.plan.chunks, self.plan.parts, self.plan.cost
         self.seed, self.id = self.plan.seed, self.plan.id

@@ -40,7 +40,7 @@ def voice(svc: Services, owner: Tenant, speech: SpeechRequest) -> Voice:
     return resolve_voice(speech, svc.voices_for(owner))
 
 
-async def start(  # noqa: PLR0913  the request's four parts and three keyword-only admission options
+async def start(  # noqa: PLR0913  the request's four parts and four keyword-only admission options
     svc: Services,
     owner: Tenant,
     speech: SpeechRequest,
@@ -48,6 +48,7 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
     *,
     captions: bool = False,
     first_short: bool = False,
+    first_chunk_s: float | None = None,
     heard: bool = True,
 ) -> SynthesisRun:
     """A request's synthesis, admitted (its 400, 429 or 503 raised here): its text read with
@@ -67,6 +68,7 @@ async def start(  # noqa: PLR0913  the request's four parts and three keyword-on
         captions=captions,
         asr=svc.hearing if heard else None,
         first_short=first_short,
+        first_chunk_s=first_chunk_s,
         owner=owner.owner,
     )
     # Its plan, checked against the limits and reserved; a job item's trace records it later.

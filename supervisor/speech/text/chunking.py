@@ -27,6 +27,12 @@ its first sentence end within FIRST_CHUNK_CHARS characters, else up to its first
 FIRST_CHUNK_MIN_CHARS, else up to its last word boundary within them. The rule reads the text
 alone, never the load, so a seeded answer sounds the same however busy the server is; the rest is
 chunked as above.
+
+A job item may ask for a short first chunk of its own length (`lead_chunk`, the item's
+`first_chunk_s`; audiobooks do): in the concurrent chunk mode the first chunk is the voice prompt
+of every later one, and a prompt of a whole chunk makes each later chunk's forward passes about
+a third longer than its own audio needs. Its end is chosen as a chunk's is, within WINDOW of its
+aim; the rest is chunked as above.
 """
 
 from __future__ import annotations
@@ -192,6 +198,28 @@ def split_text(
             _explode(atom) if atom.weight > GIANT_WORD * ideal and len(atom.text) > 1 else [atom]
         )
     return [chunk for chunk in _cut(exploded, count) if chunk]
+
+
+def lead_chunk(text: str, lead_s: float, total_s: float) -> tuple[str, str]:
+    """A first chunk of about `lead_s` seconds of a text estimated at `total_s`, and the rest
+    (stripped); (text, "") when the text is no longer than twice that."""
+    text = text.strip()
+    if total_s <= WHOLE_UP_TO * lead_s or not text:
+        return text, ""
+    pieces = atoms(text)
+    cumulative = list(itertools.accumulate(a.weight for a in pieces))
+    aim = cumulative[-1] * lead_s / total_s
+    lo, hi = aim * (1 - WINDOW), aim * (1 + WINDOW)
+    gaps = range(len(pieces) - 1)  # the last atom is never a cut
+    inside = [i for i in gaps if lo <= cumulative[i] <= hi]
+    if inside:
+        cut = max(inside, key=lambda i: (pieces[i].strength, -abs(cumulative[i] - aim)))
+    elif gaps:
+        cut = min(gaps, key=lambda i: abs(cumulative[i] - aim))
+    else:
+        return text, ""
+    head = "".join(a.text for a in pieces[: cut + 1]).strip()
+    return head, "".join(a.text for a in pieces[cut + 1 :]).strip()
 
 
 def is_word(atom: Atom) -> bool:

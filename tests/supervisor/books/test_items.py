@@ -18,6 +18,7 @@ def test_a_short_chapter_is_one_item_and_a_long_one_parts_at_paragraphs() -> Non
         "voice": "alloy",
         "input": "Short.",
         "response_format": "flac",
+        "first_chunk_s": items.FIRST_CHUNK_S,  # its later chunks' prompt short
         "title": "One",
     }
     assert {p["title"] for p in out[1:]} == {"Two"}

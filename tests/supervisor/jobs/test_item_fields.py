@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import InvalidRequest
-from supervisor.jobs.item_fields import MAX_TITLE_CHARS, ItemFields, properties
+from supervisor.jobs.item_fields import FIRST_CHUNK_S, MAX_TITLE_CHARS, ItemFields, properties
 from supervisor.speech.request.body_errors import validated
 
 
@@ -48,3 +48,13 @@ def test_word_timing_is_only_declared() -> None:
     shown = properties()["timestamp_granularities"]
     assert shown["items"]["enum"] == ["segment", "word"] and shown["minItems"] == 1
     assert validated(ItemFields, {"timestamp_granularities": "any"}).timestamp_granularities
+
+
+def test_a_first_chunk_length_is_checked_on_the_way_in() -> None:
+    shown = properties()["first_chunk_s"]["anyOf"][0]
+    assert (shown["minimum"], shown["maximum"]) == FIRST_CHUNK_S
+    assert validated(ItemFields, {"first_chunk_s": 5}).first_chunk_s == 5.0
+    for wrong in (FIRST_CHUNK_S[0] - 0.5, FIRST_CHUNK_S[1] + 1):
+        assert refused(first_chunk_s=wrong).param == "first_chunk_s"
+    assert refused(first_chunk_s="5").param == "first_chunk_s"
+    assert refused(first_chunk_s=True).param == "first_chunk_s"

@@ -89,3 +89,19 @@ def test_a_voice_change_in_the_text_needs_a_resolver() -> None:
         plan(input=document)
     narrated = plan(reading=Reading(4.0, voices=lambda name: Voice(instruct=name)), input=document)
     assert [part.voice.instruct for part in narrated.parts] == [None, "narrator"]
+
+
+def test_a_first_chunk_of_its_own_length_prompts_the_rest() -> None:
+    """A job item's `first_chunk_s`: chunk 0 about that long, the others at the chunk length,
+    every later chunk prompted by chunk 0 as before, and the text all there."""
+    from supervisor.speech.text.chunking import estimate_s
+
+    text = LONG * 3
+    usual = plan(reading=Reading(chunk_s=12.0), input=text)
+    led = plan(reading=Reading(chunk_s=12.0, first_chunk_s=4.0), input=text)
+    assert 3.0 <= estimate_s(led.chunks[0]) <= 5.0 < estimate_s(usual.chunks[0])
+    assert all(estimate_s(chunk) > 8.0 for chunk in led.chunks[1:])
+    assert "".join(led.chunks).replace(" ", "") == "".join(usual.chunks).replace(" ", "")
+    assert led.leaders() == {0: list(range(1, len(led.chunks)))}
+    captioned = plan(reading=Reading(chunk_s=12.0, captions=True, first_chunk_s=4.0), input=text)
+    assert captioned.chunks == plan(reading=Reading(12.0, captions=True), input=text).chunks

@@ -15,6 +15,7 @@ from supervisor.speech.text.chunking import (
     atoms,
     estimate_s,
     first_chunk,
+    lead_chunk,
     split_text,
     starts_short,
 )
@@ -169,3 +170,33 @@ def test_what_is_played_as_it_comes_starts_short(
     stream_format: str, response_format: str, short: bool
 ) -> None:
     assert starts_short(stream_format, response_format) is short
+
+
+def test_a_lead_chunk_is_about_its_length_at_the_best_gap_near_it() -> None:
+    text = EN * 6
+    total = estimate_s(text)
+    head, rest = lead_chunk(text, 5.0, total)
+    assert squash(head + rest) == squash(text)
+    assert 5.0 * 0.75 <= estimate_s(head) <= 5.0 * 1.25  # within the window of its aim
+    assert head.endswith((".", ";", ","))  # the strongest gap near its aim, not a word's
+    sentences = "One two three four five six seven. " * 40  # sentence ends ~2.4 s apart
+    head, _ = lead_chunk(sentences, 5.0, estimate_s(sentences))
+    assert head.endswith(".") and head.count(".") == 2  # the sentence end nearest 5 s
+    short = "A text of a few seconds. It stays whole."
+    assert lead_chunk(short, 5.0, estimate_s(short)) == (short, "")
+    assert lead_chunk("x" * 300, 5.0, estimate_s("x" * 300)) == ("x" * 300, "")  # no gap
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.text(
+        alphabet=st.characters(codec="utf-8", categories=("L", "M", "N", "P", "Z", "S")),
+        min_size=1,
+        max_size=600,
+    ),
+    st.floats(min_value=2.0, max_value=30.0),
+)
+def test_a_lead_chunk_loses_nothing(text: str, lead_s: float) -> None:
+    head, rest = lead_chunk(text, lead_s, estimate_s(text))
+    assert squash(head + rest) == squash(text)
+    assert head or not text.strip()
