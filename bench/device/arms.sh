@@ -12,7 +12,8 @@
 #   bash bench/device/arms.sh finish COMMIT                        # waits for it, packs the run
 #
 # HARNESS_ARGS (a variable of the call) adds to the harness's own arguments, say
-# `--trace-spans /tmp/run/spans.jsonl`.
+# `--trace-spans /tmp/run/spans.jsonl`; ARMS_WAIT_S (550) how long a call waits for the harness,
+# less when the call runs something else first.
 #
 # Everything lands in /tmp/run on the machine and goes back as $OUT/run.tar.gz (result.json,
 # harness.log, the server's log, and with spans traced bench/span_decodes.py's reading of them as
@@ -30,7 +31,7 @@ if [ "$what" = start ]; then
     setsid nohup python3 bench/harness.py --make-checkpoint --arms "$arms" --devices 0 \
         --commit "$commit" --out "$run/result.json" ${HARNESS_ARGS:-} > "$run/harness.log" 2>&1 < /dev/null &
 fi
-while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt 550 ]; do sleep 5; done
+while pgrep -f "bench/harness.py" > /dev/null && [ $SECONDS -lt "${ARMS_WAIT_S:-550}" ]; do sleep 5; done
 for d in /tmp/bench-*; do
     cp "$d/server.log" "$run/$(basename "$d")-server.log" 2>/dev/null
 done

@@ -18,6 +18,7 @@ from torch import nn
 from sidecar.audio.resample import resample_tensor
 from sidecar.runtime.codec_acoustic import AcousticDecoder, AcousticEncoder, Snake1d, snake
 from sidecar.runtime.codec_config import CodecConfig, read_codec_config
+from sidecar.runtime.codec_graphs import DecodeGraphs, stream_key
 from sidecar.runtime.codec_quantizer import ResidualVQ
 from sidecar.runtime.codec_semantic import SemanticConfig, SemanticModel
 from sidecar.runtime.codec_semantic_convs import SemanticDecoder, SemanticEncoder
@@ -49,6 +50,14 @@ WARM_FRAMES = 256  # `warm_shapes` decodes one item of each rounded length up to
 def decode_length(frames: int) -> int:
     """A batched decode's length for items of at most `frames` frames."""
     return -(-frames // LENGTH_STEP) * LENGTH_STEP
+
+
+def short_request_shapes(max_frames: int = WARM_FRAMES) -> list[tuple[int, int]]:
+    """The decode shapes (rows, frames) a short request meets: one item of each rounded length up
+    to `max_frames`, and one or two tail windows."""
+    window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
+    shapes = [(1, n) for n in range(LENGTH_STEP, max_frames + 1, LENGTH_STEP)]
+    return [*shapes, (1, window), (2, window)]
 
 
 def decode_rows(items: int) -> int:
@@ -106,6 +115,7 @@ class Codec(nn.Module):
         self.fc1 = nn.Linear(h, config.semantic_hidden_size)  # training-only semantic head input
         self.fc2 = nn.Linear(h, config.acoustic_hidden_size)
         self.quantizer = ResidualVQ(config)
+        self.graphs: DecodeGraphs | None = None  # on a GPU, `capture_graphs`
         self.eval()
 
     @property
@@ -150,6 +160,14 @@ class Codec(nn.Module):
             raise ValueError(
                 f"codec.decode wants codes shaped [B,{self.num_codebooks},T], got {tuple(codes.shape)}"
             )
+        if self.graphs is not None and codes.is_cuda:
+            audio = self.graphs.replay(codes, stream_key())
+            if audio is not None:
+                return audio
+        return self.decode_eagerly(codes)
+
+    def decode_eagerly(self, codes: torch.Tensor) -> torch.Tensor:
+        """`decode`, kernel by kernel: what its graphs capture."""
         latent = self.fc2(self.quantizer.decode(codes.to(device=self.device, dtype=torch.long)))
         audio = self.acoustic_decoder(latent.transpose(1, 2).to(self.decoder_dtype))
         return audio.to(self.io_dtype)
@@ -240,12 +258,10 @@ class Codec(nn.Module):
 
     @torch.inference_mode()
     def warm_shapes(self, max_frames: int = WARM_FRAMES) -> int:
-        """Decode zero codes of each shape one short request meets (one item of each rounded
-        length up to `max_frames`, one and two tail windows), so that its first decode does not
-        pay the shape's set-up. Returns how many shapes it decoded."""
-        window = TAIL_CONTEXT_FRAMES + TAIL_FRAMES
-        shapes = [(1, n) for n in range(LENGTH_STEP, max_frames + 1, LENGTH_STEP)]
-        shapes += [(1, window), (2, window)]
+        """Decode zero codes of each shape one short request meets (`short_request_shapes`), so
+        that its first decode does not pay the shape's set-up. Returns how many shapes it
+        decoded."""
+        shapes = short_request_shapes(max_frames)
         for rows, frames in shapes:
             self.decode(
                 torch.zeros(
@@ -253,6 +269,14 @@ class Codec(nn.Module):
                 )
             )
         return len(shapes)
+
+    @torch.inference_mode()
+    def capture_graphs(self, streams: Sequence[torch.cuda.Stream]) -> int:
+        """On a GPU: CUDA graphs of the decode of each shape a short request meets, on each of
+        `streams` (sidecar/runtime/codec_graphs.py); their set-up is paid here, as `warm_shapes`
+        pays it. Returns how many graphs."""
+        self.graphs = DecodeGraphs(self.decode_eagerly)
+        return self.graphs.capture(streams, short_request_shapes(), self.num_codebooks)
 
 
 def _rename_legacy(key: str) -> str:

@@ -210,10 +210,15 @@ class OmniVoice:
                     lane.capture()
 
         compile_cache.retrying(compile_and_capture, reset=torch.compiler.reset)
+        loaded = cls(model, tokenizer, codec, torch_device, runner, lane)
         if torch_device.type == "cuda":  # a decode shape's first run is slow there
-            codec.warm_shapes()
+            if options.cuda_graphs:
+                streams = [loaded.decode_stream, loaded.interactive_decode_stream]
+                codec.capture_graphs([s for s in streams if s is not None])
+            else:
+                codec.warm_shapes()
         log.info("loaded %s on %s (%s)", root, device, dtype)
-        return cls(model, tokenizer, codec, torch_device, runner, lane)
+        return loaded
 
     # ------------------------------------------------------------------ voices
 
