@@ -130,11 +130,20 @@ class BookWriter:
 
     def add(self, title: str, pcm: bytes) -> None:
         """The next chapter (s16 mono at audio.RATE), levelled and encoded."""
+        self.add_leveled(title, self.level(pcm))
+
+    def level(self, pcm: bytes) -> bytes:
+        """A chapter at the book's gain (`add`'s first half: it touches nothing of the writer's,
+        so one chapter may be levelled while the one before is encoded)."""
+        return audio.leveled(pcm, self.gain_db, self.limit, self.target)
+
+    def add_leveled(self, title: str, leveled: bytes) -> None:
+        """The next chapter, levelled already (as long as it was), encoded."""
         if self.titles:
             self._encode(bytes(2 * round(GAP_S * audio.RATE)))
         self.titles.append(title)
-        self.lengths.append(len(pcm) // 2)
-        self._encode(audio.leveled(pcm, self.gain_db, self.limit, self.target))
+        self.lengths.append(len(leveled) // 2)
+        self._encode(leveled)
 
     def close(self) -> list[Mark]:
         """The book in place under its name; its marks."""

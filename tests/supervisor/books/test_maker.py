@@ -119,7 +119,7 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     job_id = book_job(store, data_dir, 2)
     events: list[str] = []
     adding = threading.Event()
-    real_add, real_abort = chaptered.BookWriter.add, chaptered.BookWriter.abort
+    real_add, real_abort = chaptered.BookWriter.add_leveled, chaptered.BookWriter.abort
 
     def add(writer: chaptered.BookWriter, title: str, pcm: bytes) -> None:  # the real one, noted
         events.append("add")
@@ -131,7 +131,7 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
         events.append("abort")
         real_abort(writer)
 
-    monkeypatch.setattr(chaptered.BookWriter, "add", add)
+    monkeypatch.setattr(chaptered.BookWriter, "add_leveled", add)
     monkeypatch.setattr(chaptered.BookWriter, "abort", abort)
 
     async def stopped_mid_chapter() -> None:
@@ -144,3 +144,34 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     assert events == ["add", "added", "abort"]
     folder = shelf.folder(data_dir, job_id)
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
+
+
+def test_a_chapter_is_levelled_while_the_one_before_is_encoded(
+    store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chapter 1's encode waits (in its thread) until chapter 2 has been levelled: a maker that
+    encoded and levelled in turn would never get there, and the book would not be made."""
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 2)
+    levelled: list[int] = []
+    second_levelled = threading.Event()
+    overlapped: list[bool] = []
+    real_level, real_add = chaptered.BookWriter.level, chaptered.BookWriter.add_leveled
+
+    def level(writer: chaptered.BookWriter, pcm: bytes) -> bytes:
+        levelled.append(len(pcm))
+        if len(levelled) == 2:
+            second_levelled.set()
+        return real_level(writer, pcm)
+
+    def add_leveled(writer: chaptered.BookWriter, title: str, pcm: bytes) -> None:
+        if title == "Chapter 1":
+            overlapped.append(second_levelled.wait(60))
+        real_add(writer, title, pcm)
+
+    monkeypatch.setattr(chaptered.BookWriter, "level", level)
+    monkeypatch.setattr(chaptered.BookWriter, "add_leveled", add_leveled)
+    run(data_dir, job_id, store, [tone_flac(2.0, 6000), tone_flac(3.0, 6000)])
+    assert overlapped == [True]
+    with av.open(str(shelf.book_file(data_dir, job_id, "opus"))) as book:
+        assert [c["metadata"]["title"] for c in book.chapters()] == ["Chapter 1", "Chapter 2"]
