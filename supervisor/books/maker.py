@@ -1,6 +1,5 @@
 """A book made while its chapters are: each chapter levelled and encoded as soon as it is done,
-so the file is ready moments after the last one, not minutes (encoding ten hours of audio takes
-a CPU core minutes, which the GPU's generation would otherwise wait on at the end).
+rather than all of them after the last (encoding ten hours of audio takes a CPU core minutes).
 
 The whole book's loudness is known only at the end, so the gain is taken from the first chapter
 (the same voice reads the whole book, at one level), with the limiter on to hold the peaks. At
