@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.job_helpers import KEY, run_synth
+from tests.helpers.job_helpers import KEY, ended, run_synth, submit, wait_job
 from tests.helpers.live_server import LiveServer, live
 from tests.helpers.texts import LONG, SENTENCES
 from tests.helpers.tmpfs import fill, mount_tmpfs
@@ -155,6 +155,22 @@ def test_a_manifest_rerun_with_five_lines_changed_synthesises_five(
         name = f"line-{i:03d}.{('wav', 'flac', 'mulaw')[i % 3]}"
         a, b = (tmp_path / "a" / name).read_bytes(), (tmp_path / "b" / name).read_bytes()
         assert (a == b) == (i not in CHANGED), name
+
+
+def test_a_job_items_own_first_chunk_keys_apart(server: LiveServer) -> None:
+    """The same seeded item with `first_chunk_s` is cut differently, so it is made, not served
+    the entry of the item without it; sent again, it is served its own."""
+    item = {"input": LONG, "seed": 9, "response_format": "wav"}
+    runs = []
+    for fields in ({}, {"first_chunk_s": 2.5}, {"first_chunk_s": 2.5}):
+        before = counters(server)
+        made = submit(server, [{**item, **fields}])
+        body = wait_job(server, made["id"], ended, 300, "the job to end")
+        assert body["state"] == "completed", body
+        after = counters(server)
+        runs.append((after["hits"] - before["hits"], after["misses"] - before["misses"]))
+    assert runs[1] == (0, 1)  # looked up, not found: the item without it is not its entry
+    assert runs[2] == (1, 0)
 
 
 @pytest.fixture
