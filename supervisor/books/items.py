@@ -27,7 +27,8 @@ ITEM_FORMAT = "flac"
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+")
 AUDIO_SHARE = 0.8  # of --max-request-audio-s a part may be estimated at (the estimate is rough)
 # Each part's first chunk (its later chunks' voice prompt) about this long: a whole chunk as the
-# prompt made the book's passes ~1.3 times the job path's per second of audio.
+# prompt made a book dearer to run per second of audio than a job (docs/PERFORMANCE.md,
+# "Audiobooks").
 FIRST_CHUNK_S = 5.0
 
 

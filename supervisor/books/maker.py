@@ -12,7 +12,7 @@ One task per book, started when its job is created; it polls the job store for i
 reading order (each chapter's items done, then its results read), and ends without a file if an
 item fails, is cancelled, or the job is gone. A chapter is decoded, measured and levelled while
 the one before is encoded, each in a thread: the encoder and the filters release the
-interpreter's lock, so the two take two cores (on two cores 1.4 times one's rate).
+interpreter's lock, so the two take two cores (docs/PERFORMANCE.md, "Audiobooks").
 """
 
 from __future__ import annotations

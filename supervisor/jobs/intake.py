@@ -86,16 +86,21 @@ def first_chunk_s(request: dict[str, object]) -> float | None:
 
 def cache_key(svc: Services, item: Claimed, speech: SpeechRequest, voice: Voice) -> str | None:
     """The item's result-cache entry; none for an item with captions (the cache keeps the
-    audio alone) or one the cache cannot key (`result_cache.cacheable`). A first chunk of its
-    own length cuts the audio differently, so it keys apart."""
+    audio alone) or one the cache cannot key (`result_cache.cacheable`)."""
     cache = svc.results
     if cache is None or item.request.get("captions") is True:
         return None
     if not result_cache.cacheable(speech):
         return None
-    lead_s = first_chunk_s(item.request)
-    route = "job" if lead_s is None else f"job first_chunk_s={lead_s}"
-    return result_cache.key(cache.identity, speech, voice, svc.settings.speech, route, item.owner)
+    return result_cache.key(
+        cache.identity,
+        speech,
+        voice,
+        svc.settings.speech,
+        "job",
+        item.owner,
+        first_chunk_s=first_chunk_s(item.request),
+    )
 
 
 class Intake:

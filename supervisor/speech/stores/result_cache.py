@@ -167,28 +167,31 @@ def cacheable(request: SpeechRequest) -> bool:
     return not request.input.lstrip().startswith("<speak")
 
 
-def key(
+def key(  # noqa: PLR0913  what an entry depends on; the job item's own part by name
     identity: str,
     request: SpeechRequest,
     voice: Voice,
     settings: SpeechSettings,
     route: str,
     owner: str = DEFAULT_OWNER,
+    *,
+    first_chunk_s: float | None = None,
 ) -> str:
     """The cache entry of a reproducible answer (request.seed given) made for `owner`. `route`
     ("speech" or "job") keeps apart what is encoded differently: a long speech answer is a
     stream (a WAV header saying "until the end", an MP3 without its Xing frame), a job item a
-    whole file."""
+    whole file. `first_chunk_s`, a job item's own first chunk, cuts the text differently."""
     fields = {k: v for k, v in dataclasses.asdict(request).items() if k not in IGNORED}
-    digest = _digest(
-        {
-            "route": route,
-            "checkpoint": identity,
-            "request": fields,
-            "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},
-            "settings": {name: getattr(settings, name) for name in CHUNKING_SETTINGS},
-        }
-    )
+    keyed: dict[str, object] = {
+        "route": route,
+        "checkpoint": identity,
+        "request": fields,
+        "voice": {"instruct": voice.instruct, "prompt": voice.prompt, "seed": voice.seed},
+        "settings": {name: getattr(settings, name) for name in CHUNKING_SETTINGS},
+    }
+    if first_chunk_s is not None:  # absent otherwise, so that every other entry keeps its name
+        keyed["first_chunk_s"] = first_chunk_s
+    digest = _digest(keyed)
     return digest if settings.cache_shared else f"{digest}.{owner}"
 
 

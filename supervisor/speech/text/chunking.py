@@ -30,8 +30,8 @@ chunked as above.
 
 A job item may ask for a short first chunk of its own length (`lead_chunk`, the item's
 `first_chunk_s`; audiobooks do): in the concurrent chunk mode the first chunk is the voice prompt
-of every later one, and a prompt of a whole chunk makes each later chunk's forward passes about
-a third longer than its own audio needs. Its end is chosen as a chunk's is, within WINDOW of its
+of every later one, and a prompt as long as a whole chunk makes each later chunk's forward
+passes longer than its own audio needs. Its end is chosen as a chunk's is, within WINDOW of its
 aim; the rest is chunked as above.
 """
 
