@@ -7,15 +7,21 @@
     opus  Opus in Ogg (libopus), 32 kb/s; `CHAPTER001=00:00:00.000`, `CHAPTER001NAME=...`
           comments (the Vorbis chapter extension), the cover as `METADATA_BLOCK_PICTURE`
 
-`BookWriter` takes the chapters one at a time, as they come, levels each with the gain it was
-given and encodes it, `GAP_S` of silence before each but the first, so nothing holds more than
-one chapter. The chapter marks are known only at the end, so they are written then: an M4B's
-audio goes to a file of its own first and is copied (not encoded again) into the book with its
-chapters (libavformat takes an MP4's chapters before its first packet); an MP3's and an Ogg
-file's chapters are tags (`tagging`). Tags: title and album (the title), artist and
-album_artist (the author), language, genre; the cover through mutagen. A mark starts where its
-chapter's audio starts and ends where the next one starts. The book is written to a temporary
-name, flushed and renamed, so a file under the final name is whole.
+A book is made of segments (`segments`): each of its items (a chapter, or a part of one)
+levelled and encoded on its own, `GAP_S` of silence before each chapter but the first. They are
+independent, so several threads encode them at once (an encoder takes one core, and one core
+encodes ten hours of AAC in minutes), and each is copied into the book's one stream as soon as
+every one before it is: nothing holds more than the segments being encoded, and once the last
+is encoded the book is all but written. Where two segments meet, the book holds a little more
+silence than their audio (under `SEAM_MAX_S`: a codec frame and its encoder's delay), at a
+chapter's end or at a part's (a paragraph's end). The marks are counted on what each segment's
+packets span, so each starts where its chapter's audio does, and ends where the next one starts.
+
+The marks are known only at the end, so they are written then: libavformat writes an MP4's
+chapters at its end; an MP3's and an Ogg file's chapters are tags (`tagging`). Tags: title and
+album (the title), artist and album_artist (the author), language, genre; the cover through
+mutagen. The book is written to a temporary name, flushed and renamed, so a file under the final
+name is whole.
 
 `write` makes a book in two passes over its chapters: one measures the whole book's loudness
 (`audio.BookMeter`), the other writes it at the one gain that brings it to the target.
@@ -23,29 +29,24 @@ name, flushed and renamed, so a file under the final name is whole.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-from supervisor.books import audio, tagging
-from supervisor.speech.audio import formats
+from supervisor.books import audio, segments, tagging
+from supervisor.books.segments import CODECS, Segment
 from supervisor.speech.audio.loudness import Target
 
-if TYPE_CHECKING:
-    from av.audio.stream import AudioStream
-
-# format: (muxer, codec, the codec's sample format, bit rate)
-CODECS: dict[str, tuple[str, str, str, int]] = {
-    "m4b": ("ipod", "aac", "fltp", 64_000),
-    "mp3": ("mp3", "libmp3lame", "s16p", 64_000),
-    "opus": ("ogg", "libopus", "s16", 32_000),
-}
 MEDIA_TYPES = {"m4b": "audio/mp4", "mp3": "audio/mpeg", "opus": "audio/ogg"}
 BOOK_FORMATS = tuple(CODECS)
 GAP_S = 2.0
+SEAM_MAX_S = 0.15  # the silence a seam adds at most: a codec frame and its encoder's delay
 DEFAULT_TARGET = Target(-18.0, -3.0)  # inside ACX's RMS window for speech, peaks at -3 dBTP
 
 
@@ -66,14 +67,25 @@ class Mark:
     audio_s: float  # the chapter's own audio, without the gap after it
 
 
-def marks(titles: Sequence[str], lengths: Sequence[int]) -> list[Mark]:
-    """Each chapter's mark from its length in samples: the gap after each but the last."""
-    out, start, gap = [], 0, round(GAP_S * audio.RATE)
-    for index, (title, length) in enumerate(zip(titles, lengths, strict=True)):
-        end = start + length + (gap if index + 1 < len(lengths) else 0)
-        out.append(Mark(title, start / audio.RATE, end / audio.RATE, length / audio.RATE))
-        start = end
-    return out
+def marks(titles: Sequence[str], segments: Sequence[Segment]) -> list[Mark]:
+    """Each chapter's mark from its segments (all of the book's, in order): a chapter starts
+    where its first segment's audio does, and ends where the next chapter starts."""
+    starts: dict[int, int] = {}
+    lengths = [0] * len(titles)
+    at = end = 0  # where the segment starts in the book, and where the last one's audio ends
+    for segment in segments:
+        if segment.opens:
+            starts[segment.chapter] = at + segment.lead
+        lengths[segment.chapter] += segment.samples
+        end = at + segment.lead + segment.samples
+        at += segment.spanned
+    if sorted(starts) != list(range(len(titles))):
+        raise ValueError("every chapter needs its segments")
+    bounds = [starts[index] for index in range(len(titles))] + [end]
+    return [
+        Mark(title, bounds[index] / audio.RATE, bounds[index + 1] / audio.RATE, length / audio.RATE)
+        for index, (title, length) in enumerate(zip(titles, lengths, strict=True))
+    ]
 
 
 def _metadata(tags: Tags) -> dict[str, str]:
@@ -94,70 +106,71 @@ def _flushed(path: Path) -> None:
 
 
 class BookWriter:
-    """A book written a chapter at a time: `add` each, then `close` (or `abort`)."""
+    """A book written a segment at a time, from any thread: `add` each, then `close` (or
+    `abort`). Each segment is joined to the book as soon as every one before it is, by the
+    thread that finished the last of them, so `close` has at most the last one left to join."""
 
     def __init__(
-        self, path: Path, fmt: str, tags: Tags, gain: tuple[float, bool], target: Target
+        self,
+        path: Path,
+        fmt: str,
+        tags: Tags,
+        titles: Sequence[str],
+        gain: tuple[float, bool],
+        target: Target,
     ) -> None:
-        import av
-
         self.path, self.fmt, self.tags, self.target = path, fmt, tags, target
+        self.titles = list(titles)
         self.gain_db, self.limit = gain
         self.temporary = path.with_name(f".{path.name}.tmp")
-        # an M4B's audio first goes here, then is copied into the book with its chapters
-        self.audio_file = (
-            path.with_name(f".{path.name}.audio.tmp") if fmt == "m4b" else self.temporary
-        )
-        muxer, codec, sample_format, bit_rate = CODECS[fmt]
-        self.output = av.open(str(self.audio_file), "w", format=muxer)
-        self.stream = cast("AudioStream", self.output.add_stream(codec, rate=audio.RATE))
-        self.stream.layout = "mono"
-        self.stream.bit_rate = bit_rate
-        self.output.metadata.update(_metadata(tags))
-        self.stream.metadata.update(_metadata(tags))  # Ogg keeps its comments on the stream
-        self.resampler = av.AudioResampler(format=sample_format, layout="mono", rate=audio.RATE)
-        self.titles: list[str] = []
-        self.lengths: list[int] = []
-        self.pts = 0
-
-    def _encode(self, pcm: bytes) -> None:
-        import av
-
-        for frame in formats.s16_frames(av.AudioFrame, pcm, audio.RATE, self.pts):
-            self.pts += frame.samples
-            for piece in self.resampler.resample(frame):
-                self.output.mux(self.stream.encode(piece))
-
-    def add(self, title: str, pcm: bytes) -> None:
-        """The next chapter (s16 mono at audio.RATE), levelled and encoded."""
-        self.add_leveled(title, self.level(pcm))
+        self.stream = segments.Joined(self.temporary, fmt, _metadata(tags))
+        self.encoded: dict[int, Segment] = {}  # by number, once encoded
+        self.joined = 0  # segments 0 to this one, less one, are in the stream
+        self.lock = threading.Lock()  # over `encoded`
+        self.joining = threading.Lock()  # one thread joins at a time, in order
 
     def level(self, pcm: bytes) -> bytes:
-        """A chapter at the book's gain (`add`'s first half: it touches nothing of the writer's,
-        so one chapter may be levelled while the one before is encoded)."""
+        """Audio at the book's gain, as long as it was."""
         return audio.leveled(pcm, self.gain_db, self.limit, self.target)
 
-    def add_leveled(self, title: str, leveled: bytes) -> None:
-        """The next chapter, levelled already (as long as it was), encoded."""
-        if self.titles:
-            self._encode(bytes(2 * round(GAP_S * audio.RATE)))
-        self.titles.append(title)
-        self.lengths.append(len(leveled) // 2)
-        self._encode(leveled)
+    def add(self, number: int, chapter: int, opens: bool, pcm: bytes) -> None:
+        """Segment `number` (s16 mono at audio.RATE), item `opens` of chapter `chapter`: levelled
+        and encoded into its own file."""
+        self.add_leveled(number, chapter, opens, self.level(pcm))
+
+    def add_leveled(self, number: int, chapter: int, opens: bool, leveled: bytes) -> None:
+        """`add`'s second half: the segment, levelled already, encoded, then joined with every
+        one after it that is ready."""
+        lead = round(GAP_S * audio.RATE) if opens and chapter > 0 else 0
+        path = self.path.with_name(f".{self.path.name}.{number:06d}.tmp")
+        packets, frame = segments.encode(path, self.fmt, bytes(2 * lead) + leveled)
+        segment = Segment(number, chapter, opens, lead, len(leveled) // 2, packets, frame, path)
+        with self.lock:
+            self.encoded[number] = segment
+        self._join_ready()
+
+    def _join_ready(self) -> None:
+        with self.joining:
+            while True:
+                with self.lock:
+                    segment = self.encoded.get(self.joined)
+                if segment is None:
+                    return
+                self.stream.append(segment)
+                segment.path.unlink()
+                self.joined += 1
 
     def close(self) -> list[Mark]:
-        """The book in place under its name; its marks."""
-        for piece in self.resampler.resample(None):
-            self.output.mux(self.stream.encode(piece))
-        self.output.mux(self.stream.encode(None))
-        self.output.close()
-        chapters = marks(self.titles, self.lengths)
-        if self.fmt == "m4b":
-            _with_chapters(self.audio_file, self.temporary, chapters)
-            self.audio_file.unlink()
-        elif self.fmt == "mp3":
+        """The book in place under its name, from every segment (0 to the last, each added);
+        its marks."""
+        self._join_ready()
+        if self.joined != len(self.encoded):
+            raise ValueError(f"segment {self.joined} was never added")
+        chapters = marks(self.titles, [self.encoded[n] for n in range(self.joined)])
+        self.stream.close(_chapter_list(chapters) if self.fmt == "m4b" else None)
+        if self.fmt == "mp3":
             tagging.mp3_chapters(self.temporary, chapters)
-        else:
+        elif self.fmt == "opus":
             tagging.ogg_chapters(self.temporary, chapters)
         tagging.add_cover(self.temporary, self.fmt, self.tags.cover, self.tags.cover_type)
         _flushed(self.temporary)
@@ -165,61 +178,90 @@ class BookWriter:
         return chapters
 
     def abort(self) -> None:
-        """Nothing written stays."""
-        self.output.close()
-        for path in {self.audio_file, self.temporary}:
-            path.unlink(missing_ok=True)
+        """Nothing written stays (call it once no thread adds a segment)."""
+        self.stream.abort()
+        for left in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            left.unlink(missing_ok=True)
+        self.temporary.unlink(missing_ok=True)
 
 
-def _with_chapters(source: Path, target: Path, chapters: list[Mark]) -> None:
-    """The MP4 at `source` copied, packet for packet, into `target` with its chapters."""
-    import av
+def _chapter_list(chapters: list[Mark]) -> list[dict[str, Any]]:
+    millis = Fraction(1, 1000)
+    return [
+        {
+            "id": index,
+            "start": round(mark.start_s * 1000),
+            "end": round(mark.end_s * 1000),
+            "time_base": millis,
+            "metadata": {"title": mark.title},
+        }
+        for index, mark in enumerate(chapters)
+    ]
 
-    with av.open(str(source)) as inside:
-        stream = inside.streams.audio[0]
-        output: Any = av.open(str(target), "w", format="ipod")
+
+def encoders(wanted: int = 0) -> int:
+    """How many threads encode a book's segments: `wanted`, or for 0 half this machine's cores,
+    at most 8 (the rest serve the sidecars and the HTTP edge)."""
+    if wanted > 0:
+        return wanted
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def in_parallel(calls: Iterator[Callable[[], None]], threads: int) -> None:
+    """Each call run in a pool of `threads`, at most `threads + 1` taken from `calls` at once
+    (each holds a segment's audio); the first error raised, once none runs."""
+    running: set[Future[None]] = set()
+    with ThreadPoolExecutor(threads, thread_name_prefix="book-encoder") as pool:
         try:
-            copied = output.add_stream_from_template(stream)
-            output.metadata.update(inside.metadata)
-            millis = Fraction(1, 1000)
-            output.set_chapters(
-                [
-                    {
-                        "id": index,
-                        "start": round(mark.start_s * 1000),
-                        "end": round(mark.end_s * 1000),
-                        "time_base": millis,
-                        "metadata": {"title": mark.title},
-                    }
-                    for index, mark in enumerate(chapters)
-                ]
-            )
-            for packet in inside.demux(stream):
-                if packet.dts is None:  # the demuxer's empty packet at the end
-                    continue
-                packet.stream = copied
-                output.mux(packet)
-        finally:
-            output.close()
+            for call in calls:
+                while len(running) > threads:
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        future.result()
+                running.add(pool.submit(call))
+            for future in running:
+                future.result()
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
+
+
+@dataclass(frozen=True)
+class Chapters:
+    """What `write` reads: each chapter's title, and its items' audio (s16 mono at audio.RATE),
+    read when asked (twice: measured, then written)."""
+
+    titles: Sequence[str]
+    parts: Callable[[int], list[bytes]]
 
 
 def write(
     path: Path,
     fmt: str,
     tags: Tags,
-    titles: Sequence[str],
-    chapter_pcm: Callable[[int], bytes],
+    chapters: Chapters,
     target: Target = DEFAULT_TARGET,
+    threads: int = 0,
 ) -> list[Mark]:
-    """The book at `path`: chapter i's audio is `chapter_pcm(i)` (s16 mono at audio.RATE),
-    asked for twice (measured, then written at the whole book's gain). Its marks."""
+    """The book at `path`, levelled at the whole book's gain, `threads` segments encoded at once
+    (`encoders`). Its marks."""
+    titles = chapters.titles
     meter = audio.BookMeter(target.measure)
     for index in range(len(titles)):
-        meter.feed(chapter_pcm(index))
-    writer = BookWriter(path, fmt, tags, audio.gain_for(meter.result(), target), target)
+        for pcm in chapters.parts(index):
+            meter.feed(pcm)
+    writer = BookWriter(path, fmt, tags, titles, audio.gain_for(meter.result(), target), target)
+
+    def calls() -> Iterator[Callable[[], None]]:
+        number = 0
+        for chapter in range(len(titles)):
+            for part, pcm in enumerate(chapters.parts(chapter)):
+                yield functools.partial(writer.add, number, chapter, part == 0, pcm)
+                number += 1
+
     try:
-        for index, title in enumerate(titles):
-            writer.add(title, chapter_pcm(index))
+        in_parallel(calls(), encoders(threads))
     except BaseException:
         writer.abort()
         raise

@@ -90,10 +90,14 @@ def book_file(data_dir: str | Path, job_id: str, fmt: str) -> Path:
 
 
 def make(
-    data_dir: str | Path, job_id: str, read_item: Callable[[int], bytes | None]
+    data_dir: str | Path,
+    job_id: str,
+    read_item: Callable[[int], bytes | None],
+    encoders: int = 0,
 ) -> tuple[Path, Record]:
     """The book's file, made from its items' results the first time (once, however many ask
-    at the same time). ChapterGone if an item's result is missing."""
+    at the same time; `encoders` threads encode it, `chaptered.encoders`). ChapterGone if an
+    item's result is missing."""
     found = load(data_dir, job_id)
     if found is None:
         raise FileNotFoundError(job_id)
@@ -104,19 +108,20 @@ def make(
     with lock:
         if not path.exists():
 
-            def chapter_pcm(index: int) -> bytes:
+            def chapter_parts(index: int) -> list[bytes]:
                 span = record.chapters[index]
-                pcm = bytearray()
+                parts = []
                 for n in range(span.first, span.first + span.count):
                     data = read_item(n)
                     if data is None:
                         raise ChapterGone(f"the result of item {n} is gone from the job store")
-                    pcm += audio.decoded(data)
-                return bytes(pcm)
+                    parts.append(audio.decoded(data))
+                return parts
 
             tags = Tags(record.title, record.author, record.language, cover, record.cover_type)
             titles = [span.title for span in record.chapters]
-            chaptered.write(path, record.format, tags, titles, chapter_pcm, record.target)
+            chapters = chaptered.Chapters(titles, chapter_parts)
+            chaptered.write(path, record.format, tags, chapters, record.target, encoders)
     return path, record
 
 

@@ -77,15 +77,16 @@ def write_book(
 ) -> None:
     """The book from its chapters' files in `chapters_dir`."""
 
-    def chapter_pcm(index: int) -> bytes:
+    def chapter_parts(index: int) -> list[bytes]:
         span = spans[index]
-        pcm = bytearray()
-        for entry in entries[span.first : span.first + span.count]:
-            pcm += audio.decoded((chapters_dir / f"{entry.id}.{items.ITEM_FORMAT}").read_bytes())
-        return bytes(pcm)
+        return [
+            audio.decoded((chapters_dir / f"{entry.id}.{items.ITEM_FORMAT}").read_bytes())
+            for entry in entries[span.first : span.first + span.count]
+        ]
 
     tags = Tags(book.title, book.author, book.language, book.cover, book.cover_type)
-    chaptered.write(target, fmt, tags, [span.title for span in spans], chapter_pcm)
+    chapters = chaptered.Chapters([span.title for span in spans], chapter_parts)
+    chaptered.write(target, fmt, tags, chapters)
 
 
 def run_book(options: Any, book_options: BookOptions, log: TextIO = sys.stderr) -> int:

@@ -63,6 +63,12 @@ class JobFields:
         minimum=1,
     )
     callback_concurrency: int = setting(64, "most callbacks sent at once in all", minimum=1)
+    book_encoders: int = setting(
+        0,
+        "threads that encode an audiobook's parts at once, each on a core of its own (0: half "
+        "this machine's cores, at most 8)",
+        minimum=0,
+    )
     cache_dir: str = setting(
         "",
         "result cache of reproducible answers (a seed given; every job item) "

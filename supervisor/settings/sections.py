@@ -168,6 +168,7 @@ class JobSettings:
     callback_timeout_s: float
     callback_host_concurrency: int
     callback_concurrency: int
+    book_encoders: int
 
 
 @dataclass(frozen=True)

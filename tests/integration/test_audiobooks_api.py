@@ -102,11 +102,11 @@ def test_an_epub_becomes_a_job_of_chapters_and_one_chaptered_book(
         assert read_back.metadata["artist"] == "A. Writer"
         duration = float(read_back.duration or 0) / av.time_base
     assert [title for _, title in marks] == TITLES
-    start = 0.0
-    for (found, _), length in zip(marks, lengths, strict=True):
-        assert found == pytest.approx(start, abs=0.01)
-        start += length + chaptered.GAP_S
-    assert duration == pytest.approx(sum(lengths) + 2 * chaptered.GAP_S, abs=0.1)
+    assert marks[0][0] == 0.0
+    for (found, _), (following, _), length in zip(marks, marks[1:], lengths, strict=False):
+        # a chapter's audio, the gap, and the silence where two segments meet
+        assert 0 < following - found - length - chaptered.GAP_S < chaptered.SEAM_MAX_S
+    assert duration == pytest.approx(marks[-1][0] + lengths[-1], abs=0.03)
     assert [bytes(c) for c in MutagenFile(path).tags["covr"]] == [png(4, 4)]
 
     # each chapter alone, with its captions, through the job routes

@@ -259,7 +259,8 @@ async def create_audiobook(request: Request) -> JSONResponse:
     headers = {"Location": f"/v1/audiobooks/{job_id}"}
     if created:
         await asyncio.to_thread(shelf.save, data_dir, job_id, record, book.cover)
-        maker.start(data_dir, job_id, runner.store)  # the file made as the chapters come
+        encoders = services(request).settings.jobs.book_encoders
+        maker.start(data_dir, job_id, runner.store, encoders)  # made as the chapters come
         await runner.refresh_outlook()
         runner.wake()
         await asyncio.to_thread(
@@ -309,6 +310,7 @@ async def audiobook_content(request: Request) -> Response:
             data_dir,
             job["id"],
             lambda n: store.read_result(job["id"], n, items.ITEM_FORMAT),
+            services(request).settings.jobs.book_encoders,
         )
     except (shelf.ChapterGone, BookError) as exc:
         raise NotFound(f"Audiobook {job['id']} cannot be made: {exc}", param="job_id") from None

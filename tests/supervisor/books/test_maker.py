@@ -11,11 +11,12 @@ import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import av
 import pytest
 
-from supervisor.books import chaptered, maker, shelf
+from supervisor.books import chaptered, maker, segments, shelf
 from supervisor.books.items import Span
 from supervisor.errors import ServerError
 from supervisor.jobs.sqlite_store import SqliteJobStore
@@ -41,10 +42,15 @@ def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
     opened.close()
 
 
-def book_job(store: SqliteJobStore, data_dir: Path, count: int) -> str:
-    items = [NewItem({"input": f"part {i}"}, f"ch00{i + 1}", "flac") for i in range(count)]
+def book_job(store: SqliteJobStore, data_dir: Path, count: int, parts: int = 1) -> str:
+    """A job of `count` chapters, the first in `parts` items."""
+    spans, first = [], 0
+    for chapter in range(count):
+        items = parts if chapter == 0 else 1
+        spans.append(Span(f"Chapter {chapter + 1}", first, items))
+        first += items
+    items = [NewItem({"input": f"part {i}"}, f"item{i}", "flac") for i in range(first)]
     job_id, _ = store.create(items, "sha")
-    spans = [Span(f"Chapter {i + 1}", i, 1) for i in range(count)]
     record = shelf.Record("Book", "Me", "en", "opus", chaptered.DEFAULT_TARGET, spans)
     shelf.save(data_dir, job_id, record, None)
     return job_id
@@ -57,9 +63,11 @@ async def finish_all(store: SqliteJobStore, job_id: str, results: list[bytes]) -
         store.finish((job_id, n), "flac", data, 1, 1.0)
 
 
-def run(data_dir: Path, job_id: str, store: SqliteJobStore, results: list[bytes]) -> None:
+def run(
+    data_dir: Path, job_id: str, store: SqliteJobStore, results: list[bytes], encoders: int = 2
+) -> None:
     async def both() -> None:
-        maker.start(data_dir, job_id, store)
+        maker.start(data_dir, job_id, store, encoders)
         await finish_all(store, job_id, results)
         await maker.settled(job_id)
 
@@ -69,23 +77,29 @@ def run(data_dir: Path, job_id: str, store: SqliteJobStore, results: list[bytes]
 def test_the_book_is_there_once_its_last_chapter_is_done(
     store: SqliteJobStore, tmp_path: Path
 ) -> None:
+    """Three chapters, the first in two items: each mark is where its chapter starts, the
+    chapter's audio, the gap and the silence of the seams after it."""
     data_dir = tmp_path / "data"
-    job_id = book_job(store, data_dir, 3)
-    run(data_dir, job_id, store, [tone_flac(1.0, 6000), tone_flac(1.5, 6000), tone_flac(0.5, 6000)])
+    job_id = book_job(store, data_dir, 3, parts=2)
+    seconds = [0.6, 0.4, 1.5, 0.5]
+    run(data_dir, job_id, store, [tone_flac(s, 6000) for s in seconds])
     path = shelf.book_file(data_dir, job_id, "opus")
     with av.open(str(path)) as book:
         starts = sorted(float(c["start"] * c["time_base"]) for c in book.chapters())
-    assert starts == pytest.approx(
-        [0.0, 1.0 + chaptered.GAP_S, 2.5 + 2 * chaptered.GAP_S], abs=0.002
-    )
+    chapters = [(seconds[0] + seconds[1], 2), (seconds[2], 1)]  # each but the last: audio, seams
+    assert starts[0] == 0.0 and len(starts) == 3
+    for (audio_s, seams), start, following in zip(chapters, starts, starts[1:], strict=False):
+        extra = following - start - audio_s - chaptered.GAP_S
+        assert 0 < extra < seams * chaptered.SEAM_MAX_S
     assert not list(path.parent.glob(".*.tmp"))
 
 
 def test_a_first_chapter_off_the_books_level_drops_the_file(
-    store: SqliteJobStore, tmp_path: Path
+    store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data_dir = tmp_path / "data"
     job_id = book_job(store, data_dir, 3)
+    monkeypatch.setattr(maker, "GAIN_FROM_S", 0.5)  # the gain from the first item alone
     quiet_first = [tone_flac(1.0, 300), tone_flac(3.0, 12000), tone_flac(3.0, 12000)]
     run(data_dir, job_id, store, quiet_first)
     path = shelf.book_file(data_dir, job_id, "opus")
@@ -121,10 +135,10 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     adding = threading.Event()
     real_add, real_abort = chaptered.BookWriter.add_leveled, chaptered.BookWriter.abort
 
-    def add(writer: chaptered.BookWriter, title: str, pcm: bytes) -> None:  # the real one, noted
+    def add(writer: chaptered.BookWriter, *where: Any) -> None:  # the real one, noted
         events.append("add")
         adding.set()
-        real_add(writer, title, pcm)
+        real_add(writer, *where)
         events.append("added")
 
     def abort(writer: chaptered.BookWriter) -> None:
@@ -133,9 +147,10 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
 
     monkeypatch.setattr(chaptered.BookWriter, "add_leveled", add)
     monkeypatch.setattr(chaptered.BookWriter, "abort", abort)
+    monkeypatch.setattr(maker, "GAIN_FROM_S", 0.5)  # start on the first item, not the book's end
 
     async def stopped_mid_chapter() -> None:
-        maker.start(data_dir, job_id, store)
+        maker.start(data_dir, job_id, store, 1)
         await finish_all(store, job_id, [tone_flac(20.0, 6000)])
         await asyncio.to_thread(adding.wait, 60)
         # returning now: asyncio.run cancels every task left, as a server's stop does
@@ -146,32 +161,49 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
 
 
-def test_a_chapter_is_levelled_while_the_one_before_is_encoded(
+def test_items_are_encoded_at_once_by_as_many_threads_as_asked(
     store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chapter 1's encode waits (in its thread) until chapter 2 has been levelled: a maker that
-    encoded and levelled in turn would never get there, and the book would not be made."""
+    """Item 0's encode waits (in its thread) until item 1's has started: a maker that encoded
+    one item at a time would never get there, and the book would not be made."""
     data_dir = tmp_path / "data"
-    job_id = book_job(store, data_dir, 2)
-    levelled: list[int] = []
-    second_levelled = threading.Event()
+    job_id = book_job(store, data_dir, 2, parts=2)
+    second_started = threading.Event()
     overlapped: list[bool] = []
-    real_level, real_add = chaptered.BookWriter.level, chaptered.BookWriter.add_leveled
+    real_encode = segments.encode
 
-    def level(writer: chaptered.BookWriter, pcm: bytes) -> bytes:
-        levelled.append(len(pcm))
-        if len(levelled) == 2:
-            second_levelled.set()
-        return real_level(writer, pcm)
+    def encode(path: Path, fmt: str, pcm: bytes) -> tuple[int, int]:
+        if path.name.endswith(".000001.tmp"):
+            second_started.set()
+        if path.name.endswith(".000000.tmp"):
+            overlapped.append(second_started.wait(60))
+        return real_encode(path, fmt, pcm)
 
-    def add_leveled(writer: chaptered.BookWriter, title: str, pcm: bytes) -> None:
-        if title == "Chapter 1":
-            overlapped.append(second_levelled.wait(60))
-        real_add(writer, title, pcm)
-
-    monkeypatch.setattr(chaptered.BookWriter, "level", level)
-    monkeypatch.setattr(chaptered.BookWriter, "add_leveled", add_leveled)
-    run(data_dir, job_id, store, [tone_flac(2.0, 6000), tone_flac(3.0, 6000)])
+    monkeypatch.setattr(segments, "encode", encode)
+    run(data_dir, job_id, store, [tone_flac(s, 6000) for s in (2.0, 3.0, 1.0)], encoders=2)
     assert overlapped == [True]
     with av.open(str(shelf.book_file(data_dir, job_id, "opus"))) as book:
         assert [c["metadata"]["title"] for c in book.chapters()] == ["Chapter 1", "Chapter 2"]
+
+
+def test_an_encode_that_fails_leaves_nothing_behind(
+    store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error in an encoder's thread ends the book's task without a file (the first download
+    makes it), once the other threads have ended: no segment is left."""
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 3)
+    real_encode = segments.encode
+
+    def encode(path: Path, fmt: str, pcm: bytes) -> tuple[int, int]:
+        if path.name.endswith(".000001.tmp"):
+            raise OSError("no space left on device")
+        return real_encode(path, fmt, pcm)
+
+    monkeypatch.setattr(segments, "encode", encode)
+    run(data_dir, job_id, store, [tone_flac(s, 6000) for s in (1.0, 1.0, 1.0)])
+    folder = shelf.folder(data_dir, job_id)
+    assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
+    monkeypatch.undo()  # the disk has room again
+    made, _ = shelf.make(data_dir, job_id, lambda n: store.read_result(job_id, n, "flac"))
+    assert made.exists()
