@@ -65,8 +65,7 @@ class JobFields:
     callback_concurrency: int = setting(64, "most callbacks sent at once in all", minimum=1)
     book_encoders: int = setting(
         0,
-        "threads that encode an audiobook's parts at once, each on a core of its own (0: half "
-        "this machine's cores, at most 8)",
+        "threads encoding an audiobook's parts at once (0: half the cores, at most 8)",
         minimum=0,
     )
     cache_dir: str = setting(

@@ -11,9 +11,9 @@ Membership follows who reads a setting (a grep of `supervisor/` outside `setting
   caps on connections and unsent answers, uploads, WebSocket sessions, request deadlines.
 - `sidecar`: what a sidecar is started with and where (supervision/sidecar_command.py,
   model_check.py, result_cache.py's checkpoint identity).
-- `supervision`: how sidecars are watched, restarted, reaped and drained (supervision/pool.py,
-  slot.py, session.py, spare.py, shutdown.py); it holds the `sidecar` section, since the pool
-  starts sidecars.
+- `supervision`: how sidecars are watched, restarted, reaped and drained, and which of them
+  interactive work joins (supervision/pool.py, slot.py, session.py, spare.py, shutdown.py); it
+  holds the `sidecar` section, since the pool starts sidecars.
 - `scheduling`: batches and admission (supervision/scheduler.py, jobs/intake.py).
 - `speech`: how a request becomes chunks and is checked (speech/: plan, script, cost, quality,
   the result cache, the clone cache, the ASR deadline).
@@ -113,6 +113,7 @@ class SupervisionSettings:
     failed_exit_s: float
     drain_s: float
     systemd_ready: str
+    light_joins: bool
     sidecar: SidecarSettings  # derived: the pool starts them
 
 

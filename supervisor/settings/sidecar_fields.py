@@ -96,6 +96,11 @@ class SidecarFields:
         "a busy sidecar's next batch is sent ahead once full, or once its oldest task waited "
         "this long",
     )
+    light_joins: bool = setting(
+        False,
+        "interactive work joins a sidecar's running batch under a light load too, not only "
+        "beside bulk work (docs/ARCHITECTURE.md, Scheduling)",
+    )
     # 7200 s is ~45 s of work for one GPU (docs/PERFORMANCE.md): it admits 256 mixed requests in flight
     # (~4,500 s) without refusals. 600 s (DESIGN's starting point) capped mixed batches at ~14 items.
     max_queue_audio_s: float = setting(

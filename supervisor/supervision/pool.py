@@ -262,17 +262,20 @@ class Pool:
         return True
 
     def dispatch_joins(self, held: list[tuple[Slot, Session]]) -> None:
-        """Interactive work goes at once to a sidecar that holds bulk work, to join the batch it
-        denoises at the next step (`Session.can_join`): it never waits for that batch, the one
-        behind it, or a bulk batch's decode."""
+        """Interactive work goes at once to a sidecar that holds bulk work, or under a light load
+        to one that holds only interactive work (`--light-joins`), to join the batch it denoises
+        at the next step (`Session.join_room`): it never waits for that batch, the one behind
+        it, or a bulk batch's decode."""
+        light = self.settings.sidecar.interactive_step_tokens if self.settings.light_joins else 0
         for slot, session in held:
             if session.state is not SidecarState.BUSY or session.isolated:
                 continue
-            if not session.can_join():
+            room = session.join_room(light)
+            if room is None:
                 continue
-            batch = self.scheduler.next_join_batch()
+            batch = self.scheduler.next_join_batch(max_tokens=room)
             if batch is None:
-                return
+                continue
             for event in session.send_batch(batch):
                 self.apply(slot, event)
 

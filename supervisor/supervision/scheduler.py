@@ -279,10 +279,14 @@ class Scheduler:
         metrics.batch_size.labels(kind).observe(len(chosen))
         return Batch(next(self._batch_ids), kind, chosen)
 
-    def next_join_batch(self, now: float | None = None) -> Batch | None:
+    def next_join_batch(
+        self, now: float | None = None, max_tokens: int | None = None
+    ) -> Batch | None:
         """The interactive generation tasks waiting, as a batch that may join a sidecar's
-        running (bulk) batch at its next step: sent at once, never held back to fill up."""
+        running batch at its next step: sent at once, never held back to fill up. At most
+        `max_tokens` estimated tokens, if given (none, if the first task would pass them)."""
         now = time.monotonic() if now is None else now
+        limit = self.settings.max_batch_tokens
         chosen: list[Task] = []
         tokens = 0
         for task in self._queued():
@@ -290,8 +294,10 @@ class Scheduler:
                 break  # the queues are read interactive first
             if task.alone or task.kind != "generate":
                 continue
+            if max_tokens is not None and tokens + task.est_tokens > max_tokens:
+                break
             if len(chosen) >= self.settings.max_batch_size or (
-                chosen and tokens + task.est_tokens > self.settings.max_batch_tokens
+                chosen and tokens + task.est_tokens > limit
             ):
                 break
             chosen.append(task)

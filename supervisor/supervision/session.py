@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -150,15 +151,27 @@ class Session:
         waiting = sum(1 for batch in held if not batch.denoised)
         return waiting < MAX_WAITING_FOR_DEVICE and len(held) < MAX_IN_FLIGHT
 
-    def can_join(self) -> bool:
-        """Whether interactive work goes to this sidecar now as an interactive batch (one that
-        joins): while it holds bulk work, denoising or decoding. The sidecar merges it into the
-        batch it denoises at the next step (or runs it at once if none) and decodes it in its
-        interactive finisher, so it waits neither for a bulk batch, nor for the one behind it,
-        nor for a bulk decode. Without bulk work interactive tasks go in batches that run in turn
-        (`Tier.BULK` on the wire), pipelined, as before."""
+    def join_room(self, light_tokens: int = 0) -> int | None:
+        """How many estimated tokens of interactive work may go to this sidecar now as a batch
+        that joins (None: none may). The sidecar merges such a batch into the batch it denoises
+        at the next step (or runs it at once if none) and decodes it in its interactive
+        finisher, so it waits neither for a bulk batch, nor for the one behind it, nor for a bulk
+        decode. Any amount while the sidecar holds bulk work, denoising or decoding. Without bulk
+        work interactive tasks go in batches that run in turn (`Tier.BULK` on the wire),
+        pipelined, which keeps a saturated sidecar's batches full-size; with `light_tokens`
+        (`--light-joins`) they also join while the load is light: nothing waits behind the batch
+        being denoised, and what is denoised and the join hold at most `light_tokens`."""
         joins = sum(1 for batch in self.batches if batch.tier is Tier.INTERACTIVE)
-        return self.holds_bulk() and joins < MAX_JOINS
+        if joins >= MAX_JOINS:
+            return None
+        if self.holds_bulk():
+            return sys.maxsize
+        in_turn = sum(1 for b in self.batches if b.tier is Tier.BULK and not b.denoised)
+        if light_tokens <= 0 or in_turn > 1:
+            return None
+        denoising = sum(t.est_tokens for b in self.batches if not b.denoised for t in b.tasks)
+        room = light_tokens - denoising
+        return room if room > 0 else None
 
     def holds_bulk(self) -> bool:
         """A batch with bulk tasks is in flight (sent, not yet answered)."""

@@ -101,3 +101,82 @@ def test_interactive_requests_do_not_wait_for_a_bulk_batch_the_device_has_not_fi
             assert (await asyncio.wait_for(bulk, 60))["id"] == "bulk"
 
     run(scenario())
+
+
+def in_turn_started(pool: Pool) -> bool:
+    """A batch that runs in turn (`Tier.BULK` on the wire) has started, with interactive tasks."""
+    session = pool.slots[0].session
+    return session is not None and any(
+        b.started and b.tier is Tier.BULK and b.tasks[0].tier is Tier.INTERACTIVE
+        for b in session.batches
+    )
+
+
+def test_under_a_light_load_an_interactive_request_joins_a_running_interactive_batch() -> None:
+    """With `--light-joins`, a short request sent while a slow interactive batch runs (no bulk
+    work anywhere) joins it and is answered first; without, it waits for its turn."""
+
+    async def scenario(light: bool) -> list[str]:
+        async with running_pool(fast_settings(None, light_joins=light)) as pool:
+            slow = {**BULK, "id": "slow", "text": "A slow read. [[fault:slow:4]]"}
+            [first] = pool.scheduler.submit([slow])  # type: ignore[list-item]
+            await wait_for(lambda: in_turn_started(pool), 30, "the slow batch to start")
+            [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
+            order: list[str] = []
+            for done in asyncio.as_completed([first, urgent], timeout=60):
+                order.append((await done)["id"])
+            return order
+
+    assert asyncio.run(asyncio.wait_for(scenario(True), 180)) == ["urgent", "slow"]
+    assert asyncio.run(asyncio.wait_for(scenario(False), 180)) == ["slow", "urgent"]
+
+
+def test_a_light_join_never_makes_the_batch_being_denoised_pass_the_step_budget() -> None:
+    """The running batch already holds more estimated tokens than `--interactive-step-tokens`:
+    the load is not light, so the short request runs in turn, after it (a saturated sidecar's
+    full-size batches stay whole)."""
+
+    async def scenario() -> list[str]:
+        settings = fast_settings(None, light_joins=True, interactive_step_tokens=20)
+        async with running_pool(settings) as pool:
+            slow = {**BULK, "id": "slow", "text": "A slow read. [[fault:slow:3]]"}
+            [first] = pool.scheduler.submit([slow])  # type: ignore[list-item]
+            await wait_for(lambda: in_turn_started(pool), 30, "the slow batch to start")
+            session = pool.slots[0].session
+            assert session is not None and session.join_room(20) is None
+            [urgent] = pool.scheduler.submit([dict(URGENT)])  # type: ignore[list-item]
+            order: list[str] = []
+            for done in asyncio.as_completed([first, urgent], timeout=60):
+                order.append((await done)["id"])
+            return order
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 180)) == ["slow", "urgent"]
+
+
+def test_no_light_join_while_a_batch_waits_behind_the_one_being_denoised() -> None:
+    """Two interactive batches in turn, one denoising and one in the sidecar's pipe: the queue
+    is building, so the load is not light, whatever room the step budget would leave. (The
+    pool's budget here is too small for any light join, so the second batch goes in turn.)"""
+
+    async def scenario() -> None:
+        settings = fast_settings(
+            None, light_joins=True, interactive_step_tokens=1, max_batch_size=1
+        )
+        async with running_pool(settings) as pool:
+            slow = [
+                {**BULK, "id": f"slow-{n}", "text": f"Slow read {n}. [[fault:slow:3]]"}
+                for n in range(2)
+            ]
+            [first] = pool.scheduler.submit([slow[0]])  # type: ignore[list-item]
+            await wait_for(lambda: in_turn_started(pool), 30, "the first batch to start")
+            session = pool.slots[0].session
+            assert session is not None
+            assert session.join_room(100_000) is not None  # alone, it would take a join
+            [second] = pool.scheduler.submit([slow[1]])  # type: ignore[list-item]
+            await wait_for(lambda: len(session.batches) == 2, 30, "the second batch sent")
+            assert all(b.tier is Tier.BULK and not b.denoised for b in session.batches)
+            assert session.join_room(100_000) is None
+            results = await asyncio.wait_for(asyncio.gather(first, second), 60)
+            assert [r["id"] for r in results] == ["slow-0", "slow-1"]
+
+    run(scenario())
