@@ -184,11 +184,12 @@ async def _follow(data_dir: str | Path, job_id: str, store: JobStorage, threads:
     leading: list[_Part] = []  # the first items, until the gain is known
     gain = 0.0
 
-    async def started() -> _Lanes:
-        nonlocal gain
+    async def start_writing() -> _Lanes:
+        """The writer at the gain of the leading items, which it takes first."""
+        nonlocal gain, lanes
         gain = await asyncio.to_thread(_gain, leading, record)
         writer = BookWriter(path, record.format, tags, titles, (gain, True), record.target)
-        lanes = _Lanes(writer, meter, threads)
+        lanes = _Lanes(writer, meter, threads)  # in hand before any thread runs: aborted on error
         for part in leading:
             await lanes.add(part)
         leading.clear()
@@ -201,8 +202,8 @@ async def _follow(data_dir: str | Path, job_id: str, store: JobStorage, threads:
                 continue
             leading.append(part)
             if sum(len(each.pcm) for each in leading) >= 2 * GAIN_FROM_S * audio.RATE:
-                lanes = await started()
-        lanes = lanes or await started()
+                await start_writing()
+        lanes = lanes or await start_writing()
         await lanes.drained()
         exact = audio.gain_for(await asyncio.to_thread(meter.result), record.target)[0]
         if abs(exact - gain) > TOLERANCE_DB:
