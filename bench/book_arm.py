@@ -4,8 +4,9 @@ A Markdown book of `--book-chars` characters (500,000 by default: about ten hour
 written from the workload's sentence generator (seeded, so every run reads the same book): 20
 chapters of paragraphs of 3 to 6 sentences. It is sent to `POST /v1/audiobooks` as M4B in one
 OpenAI voice, and timed from the submission to the whole file downloaded: the chapters made (the
-job's state polled through the job list, every 0.5 s), then `GET .../content`, which levels and
-encodes the book. The audio is the items' own `audio_seconds`. Gives `book_x_realtime`, and
+job's state polled through the job list, every 0.5 s), then `GET .../content`, which waits for
+the server's maker to end the file it has been writing as the items came (docs/AUDIOBOOKS.md)
+and sends it. The audio is the items' own `audio_seconds`. Gives `book_x_realtime`, and
 `book_to_job_ratio` against the job arm's x realtime in the same run (the issue's bar: 0.95).
 """
 
