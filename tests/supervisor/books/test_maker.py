@@ -207,3 +207,28 @@ def test_an_encode_that_fails_leaves_nothing_behind(
     monkeypatch.undo()  # the disk has room again
     made, _ = shelf.make(data_dir, job_id, lambda n: store.read_result(job_id, n, "flac"))
     assert made.exists()
+
+
+def test_a_make_that_finds_a_result_gone_leaves_nothing_behind(
+    store: SqliteJobStore, tmp_path: Path
+) -> None:
+    """The two-pass make (`shelf.make`) stops at a missing result with ChapterGone, once its
+    encoders have ended: no segment and no book are left, and a make with every result works."""
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 3, parts=2)
+    for n, seconds in enumerate((1.0, 0.5, 1.0, 0.5)):
+        store.claim([(job_id, n)])
+        store.finish((job_id, n), "flac", tone_flac(seconds, 6000), 1, seconds)
+    reads: list[int] = []
+
+    def gone_on_second_pass(n: int) -> bytes | None:
+        reads.append(n)
+        return None if reads.count(n) > 1 and n == 2 else store.read_result(job_id, n, "flac")
+
+    with pytest.raises(shelf.ChapterGone):
+        shelf.make(data_dir, job_id, gone_on_second_pass, encoders=2)
+    assert reads.count(2) == 2  # measured, then found gone while writing
+    folder = shelf.folder(data_dir, job_id)
+    assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
+    made, _ = shelf.make(data_dir, job_id, lambda n: store.read_result(job_id, n, "flac"))
+    assert made.exists()
