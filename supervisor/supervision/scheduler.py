@@ -42,6 +42,7 @@ from supervisor import metrics
 from supervisor.errors import Overloaded, PoisonRequest, ServerError, Unavailable
 from supervisor.pool_health import QueueDepth
 from supervisor.settings import SchedulingSettings
+from supervisor.supervision import batching
 from supervisor.supervision.admission import MAX_RETRY_AFTER_S, OwnerShares, Reservation
 from supervisor.supervision.fair_share import FairShares
 from supervisor.supervision.work import (
@@ -242,42 +243,17 @@ class Scheduler:
         so that nothing else runs in the process that its kill may be blamed on.
         """
         now = time.monotonic() if now is None else now
-        chosen: list[Task] = []
-        tokens = 0
-        full = False
-        for task in self._queued():
-            if (ahead and task.alone) or (bulk_only and task.tier is Tier.INTERACTIVE):
-                continue
-            if not chosen and (task.alone or not isinstance(task, Generation)):
-                chosen = [task]
-                full = True
-                break
-            if task.alone or not isinstance(task, Generation):
-                continue
-            if len(chosen) >= self.settings.max_batch_size:
-                full = True
-                break
-            if chosen and tokens + task.est_tokens > self.settings.max_batch_tokens:
-                full = True
-                continue
-            chosen.append(task)
-            tokens += task.est_tokens
+        packed = batching.pack(self._queued(), self.settings, ahead=ahead, bulk_only=bulk_only)
+        chosen, full = packed.tasks, packed.full
         if not chosen:
             return None
-        full = full or len(chosen) >= self.settings.max_batch_size
         if only_full and not full:
             return None
         if ahead and not full:
             waited_ms = (now - min(t.queued_at for t in chosen)) * 1000
             if waited_ms < self.settings.max_batch_latency_ms:
                 return None
-        kind = chosen[0].kind
-        for task in chosen:
-            self.queues[task.tier].remove(task)
-            self.shares.take(task)
-            metrics.queue_wait.labels(kind).observe(now - task.queued_at)
-        metrics.batch_size.labels(kind).observe(len(chosen))
-        return Batch(next(self._batch_ids), kind, chosen)
+        return self._taken(chosen, now)
 
     def next_join_batch(
         self, now: float | None = None, max_tokens: int | None = None
@@ -286,30 +262,18 @@ class Scheduler:
         running batch at its next step: sent at once, never held back to fill up. At most
         `max_tokens` estimated tokens, if given (none, if the first task would pass them)."""
         now = time.monotonic() if now is None else now
-        limit = self.settings.max_batch_tokens
-        chosen: list[Task] = []
-        tokens = 0
-        for task in self._queued():
-            if task.tier is not Tier.INTERACTIVE:
-                break  # the queues are read interactive first
-            if task.alone or task.kind != "generate":
-                continue
-            if max_tokens is not None and tokens + task.est_tokens > max_tokens:
-                break
-            if len(chosen) >= self.settings.max_batch_size or (
-                chosen and tokens + task.est_tokens > limit
-            ):
-                break
-            chosen.append(task)
-            tokens += task.est_tokens
-        if not chosen:
-            return None
+        chosen = batching.pack_join(self._queued(), self.settings, max_tokens)
+        return self._taken(chosen, now, Tier.INTERACTIVE) if chosen else None
+
+    def _taken(self, chosen: list[Task], now: float, tier: Tier = Tier.BULK) -> Batch:
+        """`chosen` out of the queues, as a batch of their kind (`tier`: how it runs)."""
+        kind = chosen[0].kind
         for task in chosen:
             self.queues[task.tier].remove(task)
             self.shares.take(task)
-            metrics.queue_wait.labels(task.kind).observe(now - task.queued_at)
-        metrics.batch_size.labels("generate").observe(len(chosen))
-        return Batch(next(self._batch_ids), "generate", chosen, tier=Tier.INTERACTIVE)
+            metrics.queue_wait.labels(kind).observe(now - task.queued_at)
+        metrics.batch_size.labels(kind).observe(len(chosen))
+        return Batch(next(self._batch_ids), kind, chosen, tier=tier)
 
     # ------------------------------------------------------------ outcomes
 
