@@ -29,6 +29,7 @@ name is whole.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -207,11 +208,30 @@ def encoders(wanted: int = 0) -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
+BACKGROUND_NICE = 10
+
+
+def in_background() -> None:
+    """The calling thread's CPU priority lowered (Linux: a thread's own niceness): a book's
+    encoders and meter give way to the event loop that serves the HTTP edge, in the same
+    process, when they compete for a core."""
+    with contextlib.suppress(OSError):
+        tid = threading.get_native_id()
+        os.setpriority(
+            os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE)
+        )
+
+
+def background_threads(threads: int, name: str) -> ThreadPoolExecutor:
+    """A pool of `threads` at `BACKGROUND_NICE`."""
+    return ThreadPoolExecutor(threads, thread_name_prefix=name, initializer=in_background)
+
+
 def in_parallel(calls: Iterator[Callable[[], None]], threads: int) -> None:
     """Each call run in a pool of `threads`, at most `threads + 1` taken from `calls` at once
     (each holds a segment's audio); the first error raised, once none runs."""
     running: set[Future[None]] = set()
-    with ThreadPoolExecutor(threads, thread_name_prefix="book-encoder") as pool:
+    with background_threads(threads, "book-encoder") as pool:
         try:
             for call in calls:
                 while len(running) > threads:

@@ -115,8 +115,8 @@ class _Lanes:
 
     def __init__(self, writer: BookWriter, meter: audio.BookMeter, threads: int) -> None:
         self.writer, self.meter, self.threads = writer, meter, threads
-        self.meter_thread = ThreadPoolExecutor(1, thread_name_prefix="book-meter")
-        self.encoder_threads = ThreadPoolExecutor(threads, thread_name_prefix="book-encoder")
+        self.meter_thread = chaptered.background_threads(1, "book-meter")
+        self.encoder_threads = chaptered.background_threads(threads, "book-encoder")
         self.in_hand: set[asyncio.Future[Any]] = set()
 
     def _in(self, pool: ThreadPoolExecutor, call: Callable[..., None], *args: object) -> Any:

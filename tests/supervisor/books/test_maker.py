@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import struct
 import threading
 from collections.abc import Iterator
@@ -232,3 +233,24 @@ def test_a_make_that_finds_a_result_gone_leaves_nothing_behind(
     assert sorted(p.name for p in folder.iterdir()) == ["book.json"]
     made, _ = shelf.make(data_dir, job_id, lambda n: store.read_result(job_id, n, "flac"))
     assert made.exists()
+
+
+def test_the_encoders_give_way_to_the_event_loop(
+    store: SqliteJobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each encoder thread runs at `BACKGROUND_NICE` or lower priority (its own niceness, read
+    from the kernel); the thread that runs the event loop keeps its own."""
+    data_dir = tmp_path / "data"
+    job_id = book_job(store, data_dir, 2)
+    seen: list[int] = []
+    real_encode = segments.encode
+
+    def encode(path: Path, fmt: str, pcm: bytes) -> tuple[int, int]:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real_encode(path, fmt, pcm)
+
+    monkeypatch.setattr(segments, "encode", encode)
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    run(data_dir, job_id, store, [tone_flac(1.0, 6000), tone_flac(1.0, 6000)])
+    assert len(seen) == 2 and min(seen) >= max(loop_nice, chaptered.BACKGROUND_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop_nice
