@@ -38,11 +38,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from supervisor.books import audio, segments, tagging
 from supervisor.books.segments import CODECS, Segment
 from supervisor.speech.audio.loudness import Target
+
+if TYPE_CHECKING:
+    from av.container.core import Chapter
 
 MEDIA_TYPES = {"m4b": "audio/mp4", "mp3": "audio/mpeg", "opus": "audio/ogg"}
 BOOK_FORMATS = tuple(CODECS)
@@ -186,7 +189,7 @@ class BookWriter:
         self.temporary.unlink(missing_ok=True)
 
 
-def _chapter_list(chapters: list[Mark]) -> list[dict[str, Any]]:
+def _chapter_list(chapters: list[Mark]) -> list[Chapter]:
     millis = Fraction(1, 1000)
     return [
         {

@@ -21,6 +21,7 @@ from supervisor.speech.audio import formats
 
 if TYPE_CHECKING:
     from av.audio.stream import AudioStream
+    from av.container.core import Chapter
 
 # format: (muxer, codec, the codec's sample format, bit rate)
 CODECS: dict[str, tuple[str, str, str, int]] = {
@@ -125,7 +126,7 @@ class Joined:
                 self.at += self.frame
                 self.held = packet
 
-    def close(self, chapters: list[dict[str, Any]] | None) -> None:
+    def close(self, chapters: list[Chapter] | None) -> None:
         """The stream ended, with `chapters` (libavformat's, for an MP4: written at its end)."""
         if self.output is None:
             raise ValueError("a book needs a segment")
