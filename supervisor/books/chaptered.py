@@ -71,13 +71,13 @@ class Mark:
     audio_s: float  # the chapter's own audio, without the gap after it
 
 
-def marks(titles: Sequence[str], segments: Sequence[Segment]) -> list[Mark]:
-    """Each chapter's mark from its segments (all of the book's, in order): a chapter starts
+def marks(titles: Sequence[str], encoded: Sequence[Segment]) -> list[Mark]:
+    """Each chapter's mark from the book's segments, all of them in order: a chapter starts
     where its first segment's audio does, and ends where the next chapter starts."""
     starts: dict[int, int] = {}
     lengths = [0] * len(titles)
     at = end = 0  # where the segment starts in the book, and where the last one's audio ends
-    for segment in segments:
+    for segment in encoded:
         if segment.opens:
             starts[segment.chapter] = at + segment.lead
         lengths[segment.chapter] += segment.samples
