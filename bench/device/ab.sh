@@ -13,7 +13,7 @@
 #   bash bench/device/ab.sh NEW .carry/OLD        # $OUT/new.json, $OUT/old.json and their logs
 set -u
 new=$1 old_tree=${2:-}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 export PYTHONUNBUFFERED=1
 arm() {  # tree commit name seconds [--make-checkpoint]
     local tree=$1 commit=$2 name=$3 seconds=$4 start=$SECONDS; shift 4

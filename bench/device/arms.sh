@@ -27,7 +27,7 @@ if [ "$what" = start ]; then
     arms=$3
     shift 3
     for assignment in "$@"; do export "${assignment?}"; done
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+    bash bench/device/wheels.sh || exit 1
     setsid nohup python3 bench/harness.py --make-checkpoint --arms "$arms" --devices 0 \
         --commit "$commit" --out "$run/result.json" ${HARNESS_ARGS:-} > "$run/harness.log" 2>&1 < /dev/null &
 fi

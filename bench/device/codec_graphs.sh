@@ -11,7 +11,7 @@
 set -u
 commit=${1:-unknown}
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 if [ ! -d /tmp/full ]; then
     python3 -m sidecar.devtools.checkpoint /tmp/full --size full > "$OUT/checkpoint.log" 2>&1 ||
         { tail -n 20 "$OUT/checkpoint.log"; exit 1; }

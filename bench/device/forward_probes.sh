@@ -22,7 +22,7 @@
 # --compare`. Results land in $OUT as JSON, the logs in $OUT/logs.tar.gz; a probe that overruns
 # its share is cut.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
+bash bench/device/wheels.sh 2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1 || exit 1
 # Batches of 1, 8 and 64 of profile_step's 540-token item land in these buckets, whatever the

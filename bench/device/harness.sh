@@ -43,10 +43,10 @@ peer=()
 [ "$gpus" -lt 2 ] && [ -d .whl-peer ] && peer+=(--reference-requests 300)
 
 if [ "$what" = start ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/refsite .whl-ref/*.whl || exit 1
+    bash bench/device/wheels.sh || exit 1
+    bash bench/device/wheels.sh .whl-ref /tmp/refsite || exit 1
     if [ -d .whl-peer ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peersite .whl-peer/*.whl || exit 1
+        bash bench/device/wheels.sh .whl-peer /tmp/peersite || exit 1
     fi
     setsid nohup python3 bench/harness.py --make-checkpoint --reference-site /tmp/refsite "${reference_gpu[@]}" "${peer[@]}" --devices 0 \
         --commit "$commit" --out "$run/result.json" > "$run/harness.log" 2>&1 < /dev/null &

@@ -20,7 +20,7 @@ shift
 budgets=("$@")
 [ ${#budgets[@]} -eq 0 ] && budgets=(2048 4096 8192)
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 [ -d /tmp/full ] || python3 -m sidecar.devtools.checkpoint /tmp/full --size full > /dev/null 2>&1
 echo "checkpoint ready at $SECONDS s"
 for budget in "${budgets[@]}"; do

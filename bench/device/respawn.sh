@@ -25,7 +25,7 @@ run=/tmp/respawn-run
 data=/tmp/respawn-data
 mkdir -p "$run"
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 [ -d /tmp/full ] || python3 -m sidecar.devtools.checkpoint /tmp/full --size full > "$run/checkpoint.log" 2>&1
 echo "checkpoint ready at $SECONDS s"
 arm() {  # NAME LIMIT_S START_ARM_ARGS...

@@ -16,7 +16,7 @@ old=$1
 end=${2:-590}
 new=$PWD
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 if [ ! -d /tmp/full ]; then
     PYTHONPATH=/tmp/site:$new python3 -m sidecar.devtools.checkpoint /tmp/full --size full > "$OUT/checkpoint.log" 2>&1 ||
         { tail -n 20 "$OUT/checkpoint.log"; exit 1; }

@@ -19,7 +19,7 @@ commit=$1
 run=/tmp/start-run
 mkdir -p "$run"
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+bash bench/device/wheels.sh || exit 1
 [ -d /tmp/full ] || python3 -m sidecar.devtools.checkpoint /tmp/full --size full > "$run/checkpoint.log" 2>&1
 timeout 300 python3 bench/start_arm.py --checkpoint /tmp/full --commit "$commit" \
     --out "$OUT/start.json" > "$run/start.log" 2>&1
