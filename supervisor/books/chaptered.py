@@ -133,22 +133,15 @@ class BookWriter:
         self.lock = threading.Lock()  # over `encoded`
         self.joining = threading.Lock()  # one thread joins at a time, in order
 
-    def level(self, pcm: bytes) -> bytes:
-        """Audio at the book's gain, as long as it was."""
-        return audio.leveled(pcm, self.gain_db, self.limit, self.target)
-
     def add(self, number: int, chapter: int, opens: bool, pcm: bytes) -> None:
         """Segment `number` (s16 mono at audio.RATE), item `opens` of chapter `chapter`: levelled
-        and encoded into its own file."""
-        self.add_leveled(number, chapter, opens, self.level(pcm))
-
-    def add_leveled(self, number: int, chapter: int, opens: bool, leveled: bytes) -> None:
-        """`add`'s second half: the segment, levelled already, encoded, then joined with every
-        one after it that is ready."""
+        at the book's gain (as long as it was), encoded into its own file, then joined with
+        every one after it that is ready."""
+        leveled = audio.leveled(pcm, self.gain_db, self.limit, self.target)
         lead = round(GAP_S * audio.RATE) if opens and chapter > 0 else 0
         path = self.path.with_name(f".{self.path.name}.{number:06d}.tmp")
         packets, frame = segments.encode(path, self.fmt, bytes(2 * lead) + leveled)
-        segment = Segment(number, chapter, opens, lead, len(leveled) // 2, packets, frame, path)
+        segment = Segment(chapter, opens, lead, len(leveled) // 2, packets, frame, path)
         with self.lock:
             self.encoded[number] = segment
         self._join_ready()

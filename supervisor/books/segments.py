@@ -33,9 +33,9 @@ CODECS: dict[str, tuple[str, str, str, int]] = {
 
 @dataclass(frozen=True)
 class Segment:
-    """One item's audio in the book, encoded on its own into the file at `path`."""
+    """One item's audio in the book, encoded on its own into the file at `path` (its place in
+    the book is its writer's key for it)."""
 
-    number: int  # its place in the book, from 0
     chapter: int
     opens: bool  # the first of its chapter's segments
     lead: int  # samples of silence before its audio: the gap, if it opens a chapter but the first

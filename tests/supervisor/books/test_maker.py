@@ -12,7 +12,6 @@ import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import av
 import pytest
@@ -134,19 +133,20 @@ def test_a_book_stopped_mid_chapter_is_aborted_only_once_its_chapter_is_written(
     job_id = book_job(store, data_dir, 2)
     events: list[str] = []
     adding = threading.Event()
-    real_add, real_abort = chaptered.BookWriter.add_leveled, chaptered.BookWriter.abort
+    real_encode, real_abort = segments.encode, chaptered.BookWriter.abort
 
-    def add(writer: chaptered.BookWriter, *where: Any) -> None:  # the real one, noted
+    def encode(path: Path, fmt: str, pcm: bytes) -> tuple[int, int]:  # the real one, noted
         events.append("add")
         adding.set()
-        real_add(writer, *where)
+        encoded = real_encode(path, fmt, pcm)
         events.append("added")
+        return encoded
 
     def abort(writer: chaptered.BookWriter) -> None:
         events.append("abort")
         real_abort(writer)
 
-    monkeypatch.setattr(chaptered.BookWriter, "add_leveled", add)
+    monkeypatch.setattr(segments, "encode", encode)
     monkeypatch.setattr(chaptered.BookWriter, "abort", abort)
     monkeypatch.setattr(maker, "GAIN_FROM_S", 0.5)  # start on the first item, not the book's end
 
