@@ -97,7 +97,7 @@ class SidecarFields:
         "this long",
     )
     light_joins: bool = setting(
-        False,
+        True,
         "interactive work joins a sidecar's running batch under a light load too, not only "
         "beside bulk work (docs/ARCHITECTURE.md, Scheduling)",
     )

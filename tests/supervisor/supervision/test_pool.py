@@ -302,7 +302,8 @@ def test_a_third_batch_goes_once_the_first_is_denoised_and_only_if_full() -> Non
 
     async def body() -> None:
         # max_batch_latency_ms is 0 here: a partial batch is overdue as soon as it is queued.
-        a = await Arbiter(fake_settings(max_batch_size=2)).started()
+        # Without light joins interactive batches run in turn, as every batch does under load.
+        a = await Arbiter(fake_settings(max_batch_size=2, light_joins=False)).started()
         a.scheduler.submit([item(i) for i in range(7)])
         await dispatched(a)
         session = a.session()
@@ -349,7 +350,7 @@ def test_interactive_work_goes_to_an_idle_sidecar_before_it_joins_a_busy_one() -
 
 def test_a_third_batch_is_never_partial() -> None:
     async def body() -> None:
-        a = await Arbiter(fake_settings(max_batch_size=2)).started()
+        a = await Arbiter(fake_settings(max_batch_size=2, light_joins=False)).started()
         a.scheduler.submit([item(i) for i in range(5)])
         await dispatched(a)
         session = a.session()

@@ -168,7 +168,9 @@ def test_a_batch_that_steps_while_the_one_before_decodes_is_no_protocol_error() 
     step frames of batch 2 arrive before `done` of batch 1, and the pool must take them."""
 
     async def scenario() -> None:
-        async with running_pool(fast_settings(None, max_batch_size=1)) as pool:
+        # In turn, as batches run under load: a light join would merge them instead.
+        settings = fast_settings(None, max_batch_size=1, light_joins=False)
+        async with running_pool(settings) as pool:
             futures = pool.scheduler.submit(
                 [
                     {"id": "a", "text": "Decode slowly. [[fault:decodeslow:1]]", "seed": 0},
@@ -196,7 +198,9 @@ def test_a_third_batch_goes_to_the_sidecar_while_the_first_decodes() -> None:
     batch then, so the sidecar always has the next batch to denoise."""
 
     async def scenario() -> None:
-        async with running_pool(fast_settings(None, max_batch_size=1)) as pool:
+        # In turn, as batches run under load: a light join would merge them instead.
+        settings = fast_settings(None, max_batch_size=1, light_joins=False)
+        async with running_pool(settings) as pool:
             futures = pool.scheduler.submit(
                 [
                     {"id": "a", "text": "Decode slowly. [[fault:decodeslow:2]]", "seed": 0},
