@@ -44,7 +44,8 @@ MEMORY_BOUND_MB = 800  # the supervisor's peak with one 600 s answer at 48 kHz (
 def server(checkpoint_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        flags = ("--max-batch-latency-ms", str(LATE), "--cache-max-bytes", "0")
+        # No light joins: a request sent behind a slow batch waits in the queue, as under load.
+        flags = ("--max-batch-latency-ms", str(LATE), "--cache-max-bytes", "0", "--no-light-joins")
         with live(
             tmp_path_factory.mktemp("bounds"), *flags, checkpoint=checkpoint_dir, faults=True
         ) as running:

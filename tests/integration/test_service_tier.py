@@ -21,8 +21,9 @@ BAD = ["scale", "Flex", 1, True, ["flex"], {"tier": "flex"}]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    # One task a batch, so the queue's order is the order the sidecar is sent work in.
-    flags = ("--max-batch-size", "1")
+    # One task a batch, so the queue's order is the order the sidecar is sent work in; batches
+    # in turn (no light joins), so two slow ones fill the sidecar and the rest wait in the queue.
+    flags = ("--max-batch-size", "1", "--no-light-joins")
     with live(tmp_path_factory.mktemp("tiers"), *flags, faults=True) as running:
         yield running
 
