@@ -11,6 +11,9 @@
 #                                                                  # OMNIVOICE_INTERACTIVE_STREAM=high
 #   bash bench/device/arms.sh finish COMMIT                        # waits for it, packs the run
 #
+# COMMIT is recorded as given, so pass a hash (`git rev-parse --short HEAD` here): `HEAD` lands in
+# the result as `HEAD`.
+#
 # HARNESS_ARGS (a variable of the call) adds to the harness's own arguments, say
 # `--trace-spans /tmp/run/spans.jsonl`; ARMS_WAIT_S (550) how long a call waits for the harness,
 # less when the call runs something else first.
