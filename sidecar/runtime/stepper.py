@@ -1,5 +1,5 @@
-"""Continuous batching: requests join a running batch between two denoising steps, and leave it
-as soon as their own last step is done.
+"""Continuous batching: requests join a running batch between two denoising steps, and are done
+as soon as their own last step is.
 
 Every chunk of every request is a *member* with its own step and token state. Each `step` runs
 one forward pass over the members chosen for it, then reveals each one's positions for its own
@@ -7,9 +7,10 @@ step. Which members run is the priority rule: while an interactive request has m
 one of them runs, and bulk members (oldest first) fill what is left of `step_tokens`; the other
 bulk members wait at their step, their tokens kept on the device. Without interactive members
 every member runs (`sidecar.runtime.priority`). When the members change, the batch's device
-state is built again from each member's step and tokens (`BatchState`'s `start`), so a member's
-tokens are the same whatever it ran beside and at whatever step it joined: nothing a member
-computes depends on the others.
+state is built again from each member's step and tokens (`BatchState`'s `start`); a member that
+is done rides along, revealing nothing, until they change for another reason. A member's tokens
+are the same whatever it ran beside and at whatever step it joined: nothing a member computes
+depends on the others.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ class Stepper:
         """Run one denoising step of the chosen members; returns the groups it finished.
         (In inference mode: the runner's CUDA graphs' inputs are inference tensors.)"""
         chosen = self._choose()
-        if [id(m) for m in chosen] != [id(m) for m in self.running]:
+        if not self._runs(chosen):
             self._build(chosen)
         state = self.state
         assert state is not None
@@ -179,13 +180,23 @@ class Stepper:
                 self.model.cfg, state.packed.segment_lens, state.packed.num_targets
             )
         self.iteration += 1
-        for member in self.running:
+        stepped = [m for m in self.running if not m.done]  # riders (done before) do not count
+        for member in stepped:
             member.step += 1
-        for group in dict.fromkeys(m.group for m in self.running):
+        for group in dict.fromkeys(m.group for m in stepped):
             group.steps += 1
             if group.on_step is not None:
                 group.on_step(group.steps, group.num_steps)
-        return self._collect()
+        return self._collect(stepped)
+
+    def _runs(self, chosen: list[_Member]) -> bool:
+        """Whether the batch state built last runs `chosen`: the same members, or the same but
+        for some that are done. A done member rides along until the members change otherwise,
+        revealing nothing (its schedule has ended): a step costs it its tokens' share of a
+        pass, far less than building the state again, which leaves the device idle while the
+        host prepares it. Each leave of a request would otherwise cost one."""
+        left = [m for m in self.running if not m.done]
+        return [id(m) for m in chosen] == [id(m) for m in left]
 
     def _choose(self) -> list[_Member]:
         """The members the next step runs (`sidecar.runtime.priority`)."""
@@ -206,15 +217,16 @@ class Stepper:
             self.runner.end_batch()
         self.state, self.running = None, []
 
-    def _collect(self) -> list[tuple[Hashable, list[Denoised]]]:
-        """Take finished members out; their groups' waiting chunks join; return finished groups."""
+    def _collect(self, stepped: list[_Member]) -> list[tuple[Hashable, list[Denoised]]]:
+        """Take the members this step finished out; their groups' waiting chunks join; return
+        finished groups."""
         assert self.state is not None
-        for index, member in enumerate(self.running):
-            if member.done:
-                member.tokens = self.state.item_tokens(index)
-                member.group.finished[member.item, member.chunk] = member.tokens
-                self.members.remove(member)
-        for member in [m for m in self.running if m.done and m.chunk == 0]:
+        finished = [m for m in stepped if m.done]
+        for member in finished:
+            member.tokens = self.state.item_tokens(self.running.index(member))
+            member.group.finished[member.item, member.chunk] = member.tokens
+            self.members.remove(member)
+        for member in [m for m in finished if m.chunk == 0]:
             group, i = member.group, member.item
             for ci in range(1, len(group.texts[i])):
                 if group.items[i].waits_for_chunk0(ci):

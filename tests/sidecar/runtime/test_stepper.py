@@ -127,3 +127,28 @@ def test_abandon_drops_every_group(model: OmniVoice) -> None:
     stepper.add("b", URGENT[:1], tier=Tier.INTERACTIVE)
     assert stepper.abandon() == ["a", "b"]
     assert not stepper.busy and not stepper.members
+
+
+def test_members_that_end_ride_along_until_the_members_change(model: OmniVoice) -> None:
+    """The bulk batch ends two steps before the request that joined it: its members stay in
+    the batch state, revealing nothing, so their leaving builds no new state (the host would
+    prepare it while the device waits); the tokens stay each request's own, and a group that
+    ended is told of no step after its last."""
+    stepper = model.stepper(10**6)
+    steps: dict[str, list[int]] = {"bulk": [], "urgent": []}
+    stepper.add("bulk", BULK, on_step=lambda step, of: steps["bulk"].append(step))
+    finished = stepper.step() + stepper.step()
+    stepper.add(
+        "urgent",
+        URGENT,
+        tier=Tier.INTERACTIVE,
+        on_step=lambda step, of: steps["urgent"].append(step),
+    )
+    finished += run_to_end(stepper)
+    assert [key for key, _ in finished] == ["bulk", "urgent"]
+    assert stepper.builds == 2  # the bulk batch's, then the join's; none when the bulk ended
+    assert steps == {"bulk": list(range(1, STEPS + 1)), "urgent": list(range(1, STEPS + 1))}
+    got = tokens_of(finished)
+    for req, tokens in zip(URGENT, got["urgent"]):
+        assert_same(tokens, alone(model, req))
+    assert stepper.state is None and not stepper.busy  # released once every member ended
