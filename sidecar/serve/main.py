@@ -27,6 +27,11 @@ from sidecar.shared.thresholds import Thresholds
 log = logging.getLogger("sidecar")
 
 ORPHAN_CHECK_S = 1.0
+# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms). The
+# frame loop lets the GIL go around every torch call and needs it back at once: while a finisher
+# or the frame writer runs Python, each of a step's ~50 launches would wait up to a whole
+# interval, and a small batch's step (2-5 ms on the device) would leave the device idle.
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -86,6 +91,11 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
+def share_the_gil() -> None:
+    """Make a thread that runs Python hand the GIL over within `GIL_SWITCH_INTERVAL_S`."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
 def main(
     argv: list[str],
     rfile: IO[bytes],
@@ -101,6 +111,7 @@ def main(
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     watch_parent(os.getppid())
+    share_the_gil()
     compile_cache.use(args.compile_cache)
     began = time.monotonic() if started is None else started
     channel = TimedChannel(rfile, wfile, args.max_frame_bytes, began)
