@@ -46,9 +46,7 @@ def windows(spans: Iterable[dict[str, Any]], window_s: float) -> dict[int, Count
 def report(found: dict[int, Counter[str]], window_s: float) -> list[str]:
     if not found:
         return ["no `steps` span in the file"]
-    lines = [
-        "window_s batches passes padded_per_pass real_per_pass ms_per_pass forward_s gap_s"
-    ]
+    lines = ["window_s batches passes padded_per_pass real_per_pass ms_per_pass forward_s gap_s"]
     for index in sorted(found):
         sums = found[index]
         passes = sums["forward_passes"] or 1.0
