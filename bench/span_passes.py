@@ -5,7 +5,8 @@
 Each batch's `done` carries the runtime's counters for the steps it ran (its `steps` span's
 `omnivoice.sidecar.runtime_*` attributes: forward passes, real and padded tokens, and the device
 seconds of the passes, `forward_s`, and of the gap before each of the runtime's batches, `gap_s`:
-the device idle while the host prepared the next one). A running batch's counters go to the
+the device idle for want of work, or while the host prepared the next batch state; only where
+the device is saturated is it all the host's). A running batch's counters go to the
 oldest batch it ran for, so they are added up per window of the run (seconds from the first
 batch's steps), never read per request. Printed per window: the batches, the forward passes,
 the mean padded and real tokens a pass, the device milliseconds a pass, and the device seconds

@@ -29,8 +29,8 @@ log = logging.getLogger("sidecar")
 ORPHAN_CHECK_S = 1.0
 # How long a thread may hold the GIL while another waits for it (Python's default: 5 ms). The
 # frame loop lets the GIL go around every torch call and needs it back at once: while a finisher
-# or the frame writer runs Python, each of a step's ~50 launches would wait up to a whole
-# interval, and a small batch's step (2-5 ms on the device) would leave the device idle.
+# or the frame writer runs Python, each of a step's launches could wait up to a whole interval,
+# and a small batch's step (2-5 ms on the device) would leave the device idle.
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 

@@ -19,8 +19,8 @@ def switch_interval() -> Iterator[None]:
 
 @pytest.mark.usefixtures("switch_interval")
 def test_the_gil_is_handed_over_well_within_a_small_batch_step() -> None:
-    """A small batch's denoising step takes 2-5 ms on the device and ~50 torch calls on the host,
-    each of which lets the GIL go: a thread running Python must hand it back far sooner than
+    """A small batch's denoising step takes 2-5 ms on the device and dozens of torch calls on the
+    host, each of which lets the GIL go: a thread running Python must hand it back far sooner than
     Python's default 5 ms, or the device waits for the frame loop."""
     sys.setswitchinterval(0.005)
     main.share_the_gil()
