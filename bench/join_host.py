@@ -30,7 +30,6 @@ import os
 import random
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -161,7 +160,9 @@ class Traffic:
             "host_build_step_ms_p50": round(quantile(self.build_ms, 0.5), 3),
             "host_build_step_ms_p99": round(quantile(self.build_ms, 0.99), 3),
             "device_caught_up_share": round(statistics.fmean(self.behind or [0]), 3),
-            "device_caught_up_at_build_share": round(statistics.fmean(self.behind_at_build or [0]), 3),
+            "device_caught_up_at_build_share": round(
+                statistics.fmean(self.behind_at_build or [0]), 3
+            ),
             "frames": self.frames,
         }
 
@@ -175,7 +176,9 @@ def profile_steps(model: OmniVoice, args: argparse.Namespace) -> list[str]:
         Traffic(model, short_run, finisher=True).run()
     rows = [e for e in prof.key_averages() if e.key.startswith("cuda")]
     rows.sort(key=lambda e: e.cpu_time_total, reverse=True)
-    return [f"{e.key:40s} calls {e.count:7d} total {e.cpu_time_total / 1000:9.1f} ms" for e in rows[:15]]
+    return [
+        f"{e.key:40s} calls {e.count:7d} total {e.cpu_time_total / 1000:9.1f} ms" for e in rows[:15]
+    ]
 
 
 def main() -> int:
