@@ -66,7 +66,7 @@ class Traffic:
         self.model = model
         self.args = args
         self.with_finisher = finisher
-        self.stepper = model.stepper(4096)
+        self.stepper = model.bulk_stepper(4096)  # as served without the lane
         rng = random.Random(7)
         self.texts = [r.text for r in short(4000)]
         self.arrivals: list[float] = []
