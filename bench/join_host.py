@@ -4,12 +4,14 @@ gaps between batch states (bench/span_passes.py's `gap_s`) come from the runtime
 work or from the sidecar's other threads.
 
     PYTHONPATH=/tmp/site:$PWD python3 bench/join_host.py CHECKPOINT [--rate 20] [--seconds 10]
-        [--variants plain:0.5,finisher:0.5,finisher:5] [--profile] [--out result.json]
+        [--variants plain:0.5,finisher:0.5:2] [--profile] [--out result.json]
 
 Requests (the harness's short texts, `bench/workloads.py`) arrive at random (Poisson) times and
 each joins at the next step as an interactive group of its own. A watcher thread waits for each
 group's tokens on the device, as the sidecar's does. Each variant (one model, run in turn) is
-`plain` or `finisher`, and the interpreter's switch interval in milliseconds: with `finisher`
+`plain` or `finisher`, the interpreter's switch interval in milliseconds, and optionally the
+most steps the host may queue ahead of the device (waiting for the oldest; 0, the default: no
+bound, as the runtime steps now); with `finisher`
 a thread decodes and post-processes each finished group and packs its audio into a frame, as
 the sidecar's finisher does (taking the interpreter's lock for that Python work). Printed per
 variant (and saved with `--out`): the device's seconds in forward passes and in gaps before batch states; the batch
@@ -31,6 +33,7 @@ import random
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,10 +65,14 @@ def quantile(values: Sequence[float], q: float) -> float:
 class Traffic:
     """The run: arrivals, steps, and what each took."""
 
-    def __init__(self, model: OmniVoice, args: argparse.Namespace, finisher: bool) -> None:
+    def __init__(
+        self, model: OmniVoice, args: argparse.Namespace, finisher: bool, depth: int = 0
+    ) -> None:
         self.model = model
         self.args = args
         self.with_finisher = finisher
+        self.depth = depth  # steps queued ahead of the device at most (0: no bound)
+        self.queued: deque[torch.cuda.Event] = deque()
         self.stepper = model.bulk_stepper(4096)  # as served without the lane
         rng = random.Random(7)
         self.texts = [r.text for r in short(4000)]
@@ -117,6 +124,8 @@ class Traffic:
             if not self.stepper.busy:
                 time.sleep(max(0.0, pending[0] - now))
                 continue
+            while self.depth and len(self.queued) >= self.depth:
+                self.queued.popleft().synchronize()
             behind = last is not None and last.query()
             builds = self.stepper.builds
             began = time.perf_counter()
@@ -129,6 +138,8 @@ class Traffic:
                 self.step_ms.append(took)
                 self.behind.append(behind)
             last = self.mark()
+            if last is not None:
+                self.queued.append(last)
             for key, denoised in finished:
                 self.watcher.submit(self.watch, key, denoised)
                 if self.with_finisher:
@@ -145,6 +156,7 @@ class Traffic:
             "rate": self.args.rate,
             "seconds": self.args.seconds,
             "finisher": self.with_finisher,
+            "depth": self.depth,
             "switch_interval_ms": sys.getswitchinterval() * 1000,
             "requests": len(self.added),
             "tokens_on_device_p50_s": round(quantile(waits, 0.5), 4),
@@ -187,7 +199,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="requests a second")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument(
-        "--variants", default="plain:0.5,finisher:0.5,finisher:5", help="KIND:SWITCH_MS,..."
+        "--variants",
+        default="plain:0.5,finisher:0.5,finisher:5",
+        help="KIND:SWITCH_MS[:DEPTH],...",
     )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
@@ -197,11 +211,11 @@ def main() -> int:
     Traffic(model, warm, finisher=True).run()  # first uses (codec, buckets) outside the figures
     results = []
     for variant in args.variants.split(","):
-        kind, switch_ms = variant.split(":")
+        kind, switch_ms, depth = [*variant.split(":"), "0"][:3]
         sys.setswitchinterval(float(switch_ms) / 1000)
         model.runner.settle(wait=True)
         model.runner.stats.forward_passes = model.runner.stats.real_tokens = 0
-        traffic = Traffic(model, args, finisher=kind == "finisher")
+        traffic = Traffic(model, args, finisher=kind == "finisher", depth=int(depth))
         traffic.run()
         results.append(traffic.report())
         print(json.dumps(results[-1]), flush=True)
