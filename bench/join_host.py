@@ -10,8 +10,9 @@ Requests (the harness's short texts, `bench/workloads.py`) arrive at random (Poi
 each joins at the next step as an interactive group of its own. A watcher thread waits for each
 group's tokens on the device, as the sidecar's does. Each variant (one model, run in turn) is
 `plain` or `finisher`, the interpreter's switch interval in milliseconds, and optionally the
-most steps the host may queue ahead of the device (waiting for the oldest; 0, the default: no
-bound, as the runtime steps now); with `finisher`
+most steps the host may queue ahead of the device while interactive members run (the
+runtime's `queued_steps`: 0, the default here, no bound; the server steps with
+`INTERACTIVE_QUEUED_STEPS`); with `finisher`
 a thread decodes and post-processes each finished group and packs its audio into a frame, as
 the sidecar's finisher does (taking the interpreter's lock for that Python work). Printed per
 variant (and saved with `--out`): the device's seconds in forward passes and in gaps before batch states; the batch
@@ -33,7 +34,6 @@ import random
 import statistics
 import sys
 import time
-from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,9 +71,9 @@ class Traffic:
         self.model = model
         self.args = args
         self.with_finisher = finisher
-        self.depth = depth  # steps queued ahead of the device at most (0: no bound)
-        self.queued: deque[torch.cuda.Event] = deque()
-        self.stepper = model.bulk_stepper(4096)  # as served without the lane
+        self.depth = depth
+        # As served without the lane; `depth` sets the runtime's own bound on queued steps.
+        self.stepper = model.bulk_stepper(4096, depth)
         rng = random.Random(7)
         self.texts = [r.text for r in short(4000)]
         self.arrivals: list[float] = []
@@ -124,8 +124,6 @@ class Traffic:
             if not self.stepper.busy:
                 time.sleep(max(0.0, pending[0] - now))
                 continue
-            while self.depth and len(self.queued) >= self.depth:
-                self.queued.popleft().synchronize()
             behind = last is not None and last.query()
             builds = self.stepper.builds
             began = time.perf_counter()
@@ -138,8 +136,6 @@ class Traffic:
                 self.step_ms.append(took)
                 self.behind.append(behind)
             last = self.mark()
-            if last is not None:
-                self.queued.append(last)
             for key, denoised in finished:
                 self.watcher.submit(self.watch, key, denoised)
                 if self.with_finisher:

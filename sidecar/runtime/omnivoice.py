@@ -40,7 +40,7 @@ from sidecar.runtime.preload import HostLoad
 from sidecar.runtime.prompting import PreparedRequest, Prompter
 from sidecar.runtime.request import GenerationRequest, GenerationResult, VoicePrompt
 from sidecar.runtime.runner import ModelRunner
-from sidecar.runtime.stepper import Denoised, Stepper, run_to_end
+from sidecar.runtime.stepper import INTERACTIVE_QUEUED_STEPS, Denoised, Stepper, run_to_end
 from sidecar.shared.errors import InvalidAudio, InvalidInput
 from sidecar.shared.options import STEP_TOKENS
 from sidecar.shared.text import add_punctuation
@@ -270,9 +270,9 @@ class OmniVoice:
         """A running batch to add requests to and step (see `sidecar.runtime.stepper`); with
         `RuntimeOptions.interactive_stream`, interactive requests step apart, in a lane of their
         own beside it (`sidecar.runtime.interleave`)."""
-        bulk = self.bulk_stepper(step_tokens)
         if self.interactive_runner is None:
-            return bulk
+            return self.bulk_stepper(step_tokens, INTERACTIVE_QUEUED_STEPS)
+        bulk = self.bulk_stepper(step_tokens)  # the lanes bound their own queues
         lane = Stepper(
             self.prompter, self.model, self.interactive_runner, step_tokens, bulk.max_members
         )
@@ -280,10 +280,15 @@ class OmniVoice:
             Lane(bulk, None, BULK_DEPTH), Lane(lane, self.lane_stream, INTERACTIVE_DEPTH)
         )
 
-    def bulk_stepper(self, step_tokens: int = STEP_TOKENS.default) -> Stepper:
-        """A running batch on the runtime's runner alone: interactive members join its steps."""
+    def bulk_stepper(
+        self, step_tokens: int = STEP_TOKENS.default, queued_steps: int = 0
+    ) -> Stepper:
+        """A running batch on the runtime's runner alone: interactive members join its steps
+        (`queued_steps`: `Stepper`'s)."""
         max_members = self.runner.max_segments // 2  # both rows of each
-        return Stepper(self.prompter, self.model, self.runner, step_tokens, max_members)
+        return Stepper(
+            self.prompter, self.model, self.runner, step_tokens, max_members, queued_steps
+        )
 
     def wait_denoised(self, denoised: Sequence[Denoised]) -> None:
         """Return once the device has run the steps that made these tokens (at once on the CPU,

@@ -11,10 +11,19 @@ state is built again from each member's step and tokens (`BatchState`'s `start`)
 is done rides along, revealing nothing, until they change for another reason. A member's tokens
 are the same whatever it ran beside and at whatever step it joined: nothing a member computes
 depends on the others.
+
+On a GPU the host queues each step without waiting for the device. A request that joins between
+two steps starts after the steps already queued, and the host (about a millisecond a step) would
+run ahead of the device (several a pass) until the device's launch queue is full, tens of steps.
+So while an interactive member runs, the host queues at most `queued_steps` steps ahead
+(`INTERACTIVE_QUEUED_STEPS` where the runtime steps interactive work in the bulk batch): it
+waits for the device's event of the oldest beyond them. Steps of bulk members alone stay
+unbounded: there the run-ahead hides the host's preparation of the next batch.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +39,10 @@ from sidecar.shared.errors import InvalidInput
 from sidecar.shared.tiers import Tier
 
 StepCallback = Callable[[int, int], None]  # (steps run so far, steps in all)
+# Two: the device runs one step while the next waits queued, so the host's work for the step
+# after (a new batch state when the members change, a few milliseconds) seldom leaves it idle,
+# and a joining request waits for those two (bench/join_host.py measures both).
+INTERACTIVE_QUEUED_STEPS = 2
 
 
 @dataclass
@@ -103,7 +116,10 @@ class Stepper:
         runner: ModelRunner,
         step_tokens: int,
         max_members: int,
+        queued_steps: int = 0,
     ) -> None:
+        """`queued_steps`: while an interactive member runs, the most steps the host queues
+        ahead of the device (0: no bound; see the module's docstring)."""
         self.prompter, self.model, self.runner = prompter, model, runner
         self.step_tokens = step_tokens
         self.max_members = max_members
@@ -115,6 +131,11 @@ class Stepper:
         self.state: BatchState | None = None
         self.iteration = 0  # of `state`
         self.builds = 0  # device states built: how often the members changed
+        self.queued_steps = queued_steps
+        # The device's events after the steps queued with an interactive member (a GPU's only).
+        on_gpu = model.codebook_layer_offsets.device.type == "cuda"
+        self.new_event: Callable[[], torch.cuda.Event] | None = torch.cuda.Event if on_gpu else None
+        self.queued: deque[torch.cuda.Event] = deque()
 
     @property
     def busy(self) -> bool:
@@ -157,6 +178,7 @@ class Stepper:
         """Drop every group (after a failed step): their keys, oldest first."""
         keys = [group.key for group in self.groups]
         self.groups, self.members, self.running, self.state = [], [], [], None
+        self.queued.clear()
         self.runner.end_batch()
         return keys
 
@@ -187,7 +209,19 @@ class Stepper:
             group.steps += 1
             if group.on_step is not None:
                 group.on_step(group.steps, group.num_steps)
+        if any(m.tier is Tier.INTERACTIVE for m in stepped):
+            self._pace()
         return self._collect(stepped)
+
+    def _pace(self) -> None:
+        """Note the step just queued; wait until at most `queued_steps` are queued."""
+        if not self.queued_steps or self.new_event is None:
+            return
+        event = self.new_event()
+        event.record()
+        self.queued.append(event)
+        while len(self.queued) > self.queued_steps:
+            self.queued.popleft().synchronize()  # lets the interpreter's lock go meanwhile
 
     def _runs(self, chosen: list[_Member]) -> bool:
         """Whether the batch state built last runs `chosen`: the same members, or the same but

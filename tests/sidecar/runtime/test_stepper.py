@@ -152,3 +152,45 @@ def test_members_that_end_ride_along_until_the_members_change(model: OmniVoice) 
     for req, tokens in zip(URGENT, got["urgent"]):
         assert_same(tokens, alone(model, req))
     assert stepper.state is None and not stepper.busy  # released once every member ended
+
+
+class DeviceEvent:
+    """Stands in for torch.cuda.Event (CI has no GPU): notes when it is recorded and waited on."""
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        self.log = log
+        self.number = sum(1 for kind, _ in log if kind == "record") + 1
+
+    def record(self) -> None:
+        self.log.append(("record", self.number))
+
+    def synchronize(self) -> None:
+        self.log.append(("wait", self.number))
+
+
+def test_with_an_interactive_member_the_host_queues_at_most_its_bound(model: OmniVoice) -> None:
+    log: list[tuple[str, int]] = []
+    stepper = model.bulk_stepper(10**6, queued_steps=2)
+    stepper.new_event = lambda: DeviceEvent(log)  # type: ignore[assignment,return-value]
+    stepper.add("bulk", BULK[:2])
+    stepper.step()
+    stepper.step()
+    assert log == []  # bulk members alone: the host runs ahead unbounded
+    stepper.add("urgent", URGENT[:1], tier=Tier.INTERACTIVE)
+    for _ in range(4):
+        stepper.step()
+    # After each step an event; once more than two are queued, the host waits for the oldest.
+    waits = [("wait", 1), ("wait", 2)]
+    assert log == [("record", 1), ("record", 2), ("record", 3), waits[0], ("record", 4), waits[1]]
+    run_to_end(stepper)
+    assert len(stepper.queued) == 2
+
+
+def test_on_the_cpu_and_without_a_bound_nothing_is_queued(model: OmniVoice) -> None:
+    paced = model.stepper()  # as served: bounded, but the CPU has run each step already
+    assert isinstance(paced, Stepper) and paced.queued_steps == 2 and paced.new_event is None
+    unbounded = model.bulk_stepper(10**6)
+    unbounded.new_event = lambda: pytest.fail("an event without a bound")  # type: ignore[assignment,return-value]
+    unbounded.add("urgent", URGENT[:1], tier=Tier.INTERACTIVE)
+    run_to_end(unbounded)
+    assert not unbounded.queued
