@@ -11,7 +11,9 @@
 #
 # Each SETTING is NAME=VALUE, exported for that variant's harness and server alone: the server's
 # OMNIVOICE_* settings, and SWEEP_RATES (default 20), SWEEP_SECONDS (20) and REQUESTS (100, the
-# mixed arm's, which always runs) for the harness. COMMIT is recorded as given: pass a hash.
+# mixed arm's, which always runs) for the harness; TREE, another checkout (on the device: a copy
+# of this one with a change taken back, say) whose harness and server the variant runs. COMMIT
+# is recorded as given: pass a hash.
 # With a py-spy wheel in SPY_WHEELS (a carried folder), the first variant's sidecar is sampled
 # for 12 s once its last rate has run 4 s: which of its threads hold the interpreter's lock,
 # and where (`py-spy record --gil --threads`, raw stacks).
@@ -36,6 +38,7 @@ for variant in "$@"; do
     mkdir -p "$run"
     (
         for setting in ${settings//+/ }; do export "${setting?}"; done
+        cd "${TREE:-.}" || exit 1
         timeout 280 python3 bench/harness.py $make --arms sweep --devices 0 --commit "$commit" \
             --requests "${REQUESTS:-100}" --sweep-rates "${SWEEP_RATES:-20}" \
             --sweep-seconds "${SWEEP_SECONDS:-20}" --out "$run/result.json" \
