@@ -6,11 +6,14 @@ Each batch's `done` carries the runtime's counters for the steps it ran (its `st
 `omnivoice.sidecar.runtime_*` attributes: forward passes, real and padded tokens, and the device
 seconds of the passes, `forward_s`, and of the gap before each of the runtime's batches, `gap_s`:
 the device idle for want of work, or while the host prepared the next batch state; only where
-the device is saturated is it all the host's). A running batch's counters go to the
-oldest batch it ran for, so they are added up per window of the run (seconds from the first
-batch's steps), never read per request. Printed per window: the batches, the forward passes,
-the mean padded and real tokens a pass, the device milliseconds a pass, and the device seconds
-of the passes and of the gaps (over the window's length, the share of the device each took).
+the device is saturated is it all the host's; and the host's own seconds building batch
+states, `build_s`, and waiting for the device under the bound on queued steps, `paced_s`: a
+host that waits a good share of the time was not what kept the device idle). A running
+batch's counters go to the oldest batch it ran for, so they are added up per window of the
+run (seconds from the first batch's steps), never read per request. Printed per window: the batches, the forward passes,
+the mean padded and real tokens a pass, the device milliseconds a pass, the device seconds
+of the passes and of the gaps (over the window's length, the share of the device each took),
+and the host's seconds building and waiting.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 PREFIX = "omnivoice.sidecar."
-COUNTERS = ("forward_passes", "padded_tokens", "real_tokens", "forward_s", "gap_s")
+COUNTERS = (
+    "forward_passes",
+    "padded_tokens",
+    "real_tokens",
+    "forward_s",
+    "gap_s",
+    "build_s",
+    "paced_s",
+)
 
 
 def windows(spans: Iterable[dict[str, Any]], window_s: float) -> dict[int, Counter[str]]:
@@ -47,7 +58,10 @@ def windows(spans: Iterable[dict[str, Any]], window_s: float) -> dict[int, Count
 def report(found: dict[int, Counter[str]], window_s: float) -> list[str]:
     if not found:
         return ["no `steps` span in the file"]
-    lines = ["window_s batches passes padded_per_pass real_per_pass ms_per_pass forward_s gap_s"]
+    lines = [
+        "window_s batches passes padded_per_pass real_per_pass ms_per_pass forward_s gap_s"
+        " build_s paced_s"
+    ]
     for index in sorted(found):
         sums = found[index]
         passes = sums["forward_passes"] or 1.0
@@ -55,7 +69,7 @@ def report(found: dict[int, Counter[str]], window_s: float) -> list[str]:
             f"{index * window_s:8.0f} {sums['batches']:7.0f} {sums['forward_passes']:6.0f} "
             f"{sums['padded_tokens'] / passes:15.0f} {sums['real_tokens'] / passes:13.0f} "
             f"{1000 * sums['forward_s'] / passes:11.2f} {sums['forward_s']:9.2f} "
-            f"{sums['gap_s']:5.2f}"
+            f"{sums['gap_s']:5.2f} {sums['build_s']:7.2f} {sums['paced_s']:7.2f}"
         )
     return lines
 

@@ -70,6 +70,12 @@ class RunnerStats:
     forward_s: float = 0.0
     batch_s: float = 0.0
     gap_s: float = 0.0
+    # The host's seconds (its clock, not the device's) in the stepper: building batch states
+    # (`Stepper._build`), and waiting for the device under the bound on queued steps
+    # (`Stepper._pace`). Beside `gap_s` they say whether a gap was the host's work or the
+    # host was ahead.
+    build_s: float = 0.0
+    paced_s: float = 0.0
     capture_s: float = 0.0  # the graphs captured at load, their compilation and warm-up included
     late_captures: int = 0  # graphs captured at their bucket's first batch (graphs_at_load)
     late_capture_s: float = 0.0

@@ -23,6 +23,7 @@ unbounded: there the run-ahead hides the host's preparation of the next batch.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -220,8 +221,10 @@ class Stepper:
         event = self.new_event()
         event.record()
         self.queued.append(event)
+        began = time.perf_counter()
         while len(self.queued) > self.queued_steps:
             self.queued.popleft().synchronize()  # lets the interpreter's lock go meanwhile
+        self.runner.stats.paced_s += time.perf_counter() - began
 
     def _runs(self, chosen: list[_Member]) -> bool:
         """Whether the batch state built last runs `chosen`: the same members, or the same but
@@ -238,11 +241,13 @@ class Stepper:
 
     def _build(self, chosen: list[_Member]) -> None:
         """Take each running member's tokens out of the old state; build one for `chosen`."""
+        began = time.perf_counter()
         self._release()
         start = [(m.step, m.tokens) for m in chosen]
         self.state = BatchState(self.model, [m.prompt for m in chosen], self.runner, start)
         self.running, self.iteration = chosen, 0
         self.builds += 1
+        self.runner.stats.build_s += time.perf_counter() - began
 
     def _release(self) -> None:
         if self.state is not None:

@@ -30,7 +30,7 @@ def test_a_batch_counts_once_and_windows_add_up(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
     span_passes = importlib.import_module("span_passes")
     first = dict(forward_passes=32, padded_tokens=32 * 512, real_tokens=32 * 400)
-    first |= dict(forward_s=0.08, gap_s=0.01)
+    first |= dict(forward_s=0.08, gap_s=0.01, build_s=0.005, paced_s=0.25)
     second = dict(forward_passes=10, padded_tokens=10 * 4096, real_tokens=10 * 3500)
     second |= dict(forward_s=0.08, gap_s=0.04)
     spans = [
@@ -45,6 +45,28 @@ def test_a_batch_counts_once_and_windows_add_up(monkeypatch: pytest.MonkeyPatch)
     assert found[0]["batches"] == 2 and found[0]["forward_passes"] == 64
     assert found[0]["gap_s"] == pytest.approx(0.02)
     lines = span_passes.report(found, window_s=10.0)
-    assert lines[1].split() == ["0", "2", "64", "512", "400", "2.50", "0.16", "0.02"]
-    assert lines[2].split() == ["10", "1", "10", "4096", "3500", "8.00", "0.08", "0.04"]
+    assert lines[1].split() == [
+        "0",
+        "2",
+        "64",
+        "512",
+        "400",
+        "2.50",
+        "0.16",
+        "0.02",
+        "0.01",
+        "0.50",
+    ]
+    assert lines[2].split() == [
+        "10",
+        "1",
+        "10",
+        "4096",
+        "3500",
+        "8.00",
+        "0.08",
+        "0.04",
+        "0.00",
+        "0.00",
+    ]
     assert span_passes.report({}, 10.0) == ["no `steps` span in the file"]

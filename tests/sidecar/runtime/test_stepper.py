@@ -172,6 +172,7 @@ def test_with_an_interactive_member_the_host_queues_at_most_its_bound(model: Omn
     log: list[tuple[str, int]] = []
     stepper = model.bulk_stepper(10**6, queued_steps=2)
     stepper.new_event = lambda: DeviceEvent(log)  # type: ignore[assignment,return-value]
+    built_s = stepper.runner.stats.build_s
     stepper.add("bulk", BULK[:2])
     stepper.step()
     stepper.step()
@@ -184,6 +185,7 @@ def test_with_an_interactive_member_the_host_queues_at_most_its_bound(model: Omn
     assert log == [("record", 1), ("record", 2), ("record", 3), waits[0], ("record", 4), waits[1]]
     run_to_end(stepper)
     assert len(stepper.queued) == 2
+    assert stepper.runner.stats.build_s > built_s  # the host's time building, reported
 
 
 def test_on_the_cpu_and_without_a_bound_nothing_is_queued(model: OmniVoice) -> None:
