@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.workloads import short
 from sidecar.runtime.omnivoice import OmniVoice
 from sidecar.runtime.request import GenerationRequest
-from sidecar.runtime.stepper import Denoised
+from sidecar.runtime.stepper import INTERACTIVE_QUEUED_STEPS, Denoised, Stepper
 from sidecar.serve.wire_arrays import audio_to_wire
 from sidecar.shared.protocol import encode_frame
 from sidecar.shared.tiers import Tier
@@ -176,17 +176,44 @@ class Traffic:
 
 
 def profile_steps(model: OmniVoice, args: argparse.Namespace) -> list[str]:
-    """Two seconds of the same traffic under torch.profiler: the CUDA runtime calls by time."""
-    from torch.profiler import ProfilerActivity, profile
+    """Two seconds of the same traffic under torch.profiler (the runtime's bound on queued
+    steps, no finisher): the CUDA runtime calls by time, and what the host did inside
+    `Stepper._build`, by operator (self time, the calls that began inside a build)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    build = Stepper._build
+
+    def marked(stepper: Stepper, chosen: Any) -> None:
+        with record_function("stepper.build"):
+            build(stepper, chosen)
 
     short_run = argparse.Namespace(**{**vars(args), "seconds": 2.0})
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        Traffic(model, short_run, finisher=True).run()
+    Stepper._build = marked  # type: ignore[method-assign]
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            Traffic(model, short_run, finisher=False, depth=INTERACTIVE_QUEUED_STEPS).run()
+    finally:
+        Stepper._build = build  # type: ignore[method-assign]
     rows = [e for e in prof.key_averages() if e.key.startswith("cuda")]
     rows.sort(key=lambda e: e.cpu_time_total, reverse=True)
-    return [
+    lines = [
         f"{e.key:40s} calls {e.count:7d} total {e.cpu_time_total / 1000:9.1f} ms" for e in rows[:15]
     ]
+    events = prof.events()
+    builds = [(e.time_range.start, e.time_range.end) for e in events if e.name == "stepper.build"]
+    inside: dict[str, list[float]] = {}
+    for event in events:
+        start = event.time_range.start
+        if event.name != "stepper.build" and any(a <= start < b for a, b in builds):
+            inside.setdefault(event.name, []).append(event.self_cpu_time_total)
+    total = sum(b - a for a, b in builds)
+    lines.append(
+        f"builds {len(builds)}, host {total / 1000:.1f} ms in all; inside them, by self time:"
+    )
+    ranked = sorted(inside.items(), key=lambda kv: sum(kv[1]), reverse=True)
+    for name, times in ranked[:25]:
+        lines.append(f"  {name:44s} calls {len(times):6d} self {sum(times) / 1000:8.2f} ms")
+    return lines
 
 
 def main() -> int:
