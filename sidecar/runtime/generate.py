@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from sidecar.runtime.batch import pack, padded_index
@@ -104,6 +105,22 @@ def gumbel(u: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
 
 
+def upload(device: torch.device, **host: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Host tensors on `device`, by name: one copy per dtype (`to_device`), each tensor a view
+    of its part. A copy costs the host tens of microseconds whatever its size, and a new batch
+    state has some twenty tensors."""
+    by_dtype: dict[torch.dtype, list[str]] = {}
+    for name, tensor in host.items():
+        by_dtype.setdefault(tensor.dtype, []).append(name)
+    out: dict[str, torch.Tensor] = {}
+    for names in by_dtype.values():
+        flat = torch.cat([host[name].reshape(-1) for name in names])
+        sizes = [host[name].numel() for name in names]
+        for name, part in zip(names, to_device(flat, device).split(sizes)):
+            out[name] = part.view(host[name].shape)
+    return out
+
+
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device`. On a GPU it is copied from pinned memory in the stream's order,
     without the host waiting: a plain copy from pageable memory would first wait for all the
@@ -138,57 +155,81 @@ class BatchState:
         self.model, self.prompts, self.mask_id = model, prompts, cfg.audio_mask_id
         packed = pack([(p.input_ids, p.audio_start, p.target_len) for p in prompts])
         self.packed = packed
-        # Every host tensor goes up through `upload`: the host prepares this batch while the
-        # device still runs the previous one's last steps.
-        upload = partial(to_device, device=device)
-        self.input_ids = upload(packed.input_ids)
-        self.audio_mask = upload(packed.audio_mask)
-        self.positions = upload(packed.positions)
-        self.cu_seqlens = upload(packed.cu_seqlens)
-        self.head_index = upload(packed.head_index)
         s = packed.num_targets
-        self.cond_cols = self.head_index[:s]
-        self.uncond_cols = self.head_index[s:]
+        start = start or [(0, None)] * len(prompts)
+        first_steps = [done for done, _ in start]
         index, valid = padded_index(packed.target_offsets)
-        self.pad_index, self.pad_valid = upload(index), upload(valid)  # [B, Tmax]
         # Everything a step indexes with is made here, once: a boolean mask, a repeat count or a
         # list made into a device tensor inside the loop would make the host wait for the GPU at
         # every step (a synchronisation), and the next step's launches would then start late.
         rows, cols = valid.nonzero(as_tuple=True)
-        self.valid_rows, self.valid_cols = upload(rows), upload(cols)  # row-major, as a mask
-        self.target_cols = upload(index[rows, cols])  # each item's real columns, in order
+        # Each target column's item, and its column within that item (class-sampling noise). In
+        # numpy: torch's repeat_interleave on the host took most of a millisecond here, a third
+        # of the host's work on a new batch state (bench/join_host.py --profile).
+        item = np.repeat(np.arange(len(prompts)), [p.target_len for p in prompts])
+        column = np.arange(s) - np.asarray(packed.target_offsets[:-1])[item]
+        # Iterations until the last item's last step; k[j][i]: what item i reveals at iteration j.
+        self.num_steps = max(p.num_step - done for p, done in zip(prompts, first_steps))
+        self.k = [
+            [
+                p.schedule[done + j] if done + j < p.num_step else 0
+                for p, done in zip(prompts, first_steps)
+            ]
+            for j in range(self.num_steps)
+        ]
+
+        def per_item(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32)
+
+        # The host's tensors go up together (`upload`): the host prepares this batch while the
+        # device still runs the previous one's last steps.
+        up = upload(
+            device,
+            input_ids=packed.input_ids,
+            audio_mask=packed.audio_mask,
+            positions=packed.positions,
+            cu_seqlens=packed.cu_seqlens,
+            head_index=packed.head_index,
+            pad_index=index,  # [B, Tmax]
+            pad_valid=valid,
+            valid_rows=rows,  # row-major, as a mask
+            valid_cols=cols,
+            target_cols=index[rows, cols],  # each item's real columns, in order
+            target_item=torch.from_numpy(item.astype(np.int64)),
+            target_t=torch.from_numpy(column.astype(np.int64)),
+            guidance=per_item([p.guidance_scale for p in prompts]),
+            class_temp=per_item([p.class_temperature for p in prompts]),
+            position_temp=per_item([p.position_temperature for p in prompts]),
+            penalty=per_item([p.layer_penalty_factor for p in prompts]),
+            # Each item's step at iteration 0, for the noise (a function of the item's own step).
+            first_step=torch.tensor(first_steps, dtype=torch.long),
+            seed32=torch.tensor(
+                [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long
+            ),
+            k_table=torch.tensor(self.k, dtype=torch.long),  # [steps, B]
+        )
+        self.input_ids, self.audio_mask = up["input_ids"], up["audio_mask"]
+        self.positions, self.cu_seqlens = up["positions"], up["cu_seqlens"]
+        self.head_index = up["head_index"]
+        self.cond_cols = self.head_index[:s]
+        self.uncond_cols = self.head_index[s:]
+        self.pad_index, self.pad_valid = up["pad_index"], up["pad_valid"]
+        self.valid_rows, self.valid_cols = up["valid_rows"], up["valid_cols"]
+        self.target_cols = up["target_cols"]
         self.tokens = torch.full(
             (cfg.num_codebooks, s + 1), self.mask_id, dtype=torch.long, device=device
         )
-        start = start or [(0, None)] * len(prompts)
-        first_steps = [done for done, _ in start]
         if any(tokens is not None for _, tokens in start):
             self._carry_tokens([tokens for _, tokens in start])
-
-        def per_item(values: list[float]) -> torch.Tensor:
-            return upload(torch.tensor(values, dtype=torch.float32))
-
-        # Each target column's item, and its column within that item (class-sampling noise).
-        item = torch.repeat_interleave(
-            torch.arange(len(prompts)), torch.tensor([p.target_len for p in prompts])
-        )
-        self.target_item = upload(item)
-        self.target_t = upload(
-            torch.arange(s) - torch.tensor(packed.target_offsets[:-1], dtype=torch.long)[item]
-        )
-        self.guidance = per_item([p.guidance_scale for p in prompts])[self.target_item]
-        self.class_temp = per_item([p.class_temperature for p in prompts])[self.target_item]
-        self.position_temp = per_item([p.position_temperature for p in prompts]).view(-1, 1, 1)
+        self.target_item, self.target_t = up["target_item"], up["target_t"]
+        self.guidance = up["guidance"][self.target_item]
+        self.class_temp = up["class_temp"][self.target_item]
+        self.position_temp = up["position_temp"].view(-1, 1, 1)
         self.position_noisy = self.position_temp > 0
         self.position_divisor = torch.where(self.position_noisy, self.position_temp, 1.0)
-        self.penalty = per_item([p.layer_penalty_factor for p in prompts]).view(-1, 1, 1)
-        # Each item's step at iteration 0, for the noise (a function of the item's own step).
-        self.first_step = upload(torch.tensor(first_steps, dtype=torch.long))
-        self.seed32 = upload(
-            torch.tensor(
-                [(p.seed ^ (p.seed >> 32)) & 0xFFFFFFFF for p in prompts], dtype=torch.long
-            )
-        )
+        self.penalty = up["penalty"].view(-1, 1, 1)
+        self.first_step, self.seed32 = up["first_step"], up["seed32"]
+        self.k_table = up["k_table"]
         self.layer = torch.arange(cfg.num_codebooks, device=device).view(1, -1, 1)
         self.layer_penalty = self.layer * self.penalty  # [B, C, 1]
         self.pad_invalid = ~self.pad_valid.unsqueeze(1)  # [B, 1, Tmax]
@@ -206,16 +247,6 @@ class BatchState:
             runner is not None and runner.fused_scoring and not self.any_class_sampling
         )
         self.any_position_noise = any(p.position_temperature > 0 for p in prompts)
-        # Iterations until the last item's last step; k[j][i]: what item i reveals at iteration j.
-        self.num_steps = max(p.num_step - done for p, done in zip(prompts, first_steps))
-        self.k = [
-            [
-                p.schedule[done + j] if done + j < p.num_step else 0
-                for p, done in zip(prompts, first_steps)
-            ]
-            for j in range(self.num_steps)
-        ]
-        self.k_table = upload(torch.tensor(self.k, dtype=torch.long))  # [steps, B]
         # Made once rather than at every step: each would be a launch of its own.
         self.sentinel = torch.full((1, cfg.num_codebooks), -float("inf"), device=device)
         self.rank = torch.arange(max(map(max, self.k), default=0), device=device).unsqueeze(0)
