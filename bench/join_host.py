@@ -10,16 +10,17 @@ Requests (the harness's short texts, `bench/workloads.py`) arrive at random (Poi
 each joins at the next step as an interactive group of its own. A watcher thread waits for each
 group's tokens on the device, as the sidecar's does. Each variant (one model, run in turn) is
 `plain` or `finisher`, the interpreter's switch interval in milliseconds, and optionally the
-most steps the host may queue ahead of the device while interactive members run (the
-runtime's `queued_steps`: 0, the default here, no bound; the server steps with
-`INTERACTIVE_QUEUED_STEPS`); with `finisher`
-a thread decodes and post-processes each finished group and packs its audio into a frame, as
-the sidecar's finisher does (taking the interpreter's lock for that Python work). Printed per
-variant (and saved with `--out`): the device's seconds in forward passes and in gaps before batch states; the batch
-states built; the host's milliseconds per step, with and without a build; how often the device
-had already finished all queued work when the host began a step (the host was behind); and each
-request's time from arrival to its tokens on the device (p50, p99). With `--profile`, the CUDA
-runtime calls of two seconds of steps (a wait there is a synchronisation), by total time.
+most steps the host may queue ahead of the device while interactive members run (the runtime's
+`queued_steps`: 0, the default here, no bound; the server steps with
+`INTERACTIVE_QUEUED_STEPS`); with `finisher` a thread decodes and post-processes each finished
+group and packs its audio into a frame, as the sidecar's finisher does (taking the interpreter's
+lock for that Python work). Printed per variant (and saved with `--out`): the device's seconds
+in forward passes and in gaps before batch states; the batch states built; the host's
+milliseconds per step, with and without a build (its waits under the bound left out); how often
+the device had already finished all queued work when the host began a step (the host was
+behind); and each request's time from arrival to its tokens on the device (p50, p99). With
+`--profile`, two seconds more under torch.profiler: the CUDA runtime calls by total time (a wait
+there is a synchronisation), and the host's operators inside each new batch state.
 
 A GPU in bf16 with the production options (compile, CUDA graphs, the Triton kernels); DEV=cpu
 runs it on the CPU's tiny checkpoint (float32, eager), to try the script, not to time it.
@@ -126,9 +127,11 @@ class Traffic:
                 continue
             behind = last is not None and last.query()
             builds = self.stepper.builds
+            paced = self.model.runner.stats.paced_s
             began = time.perf_counter()
             finished = self.stepper.step()
-            took = (time.perf_counter() - began) * 1000
+            waited = self.model.runner.stats.paced_s - paced  # under the bound: not host work
+            took = (time.perf_counter() - began - waited) * 1000
             if self.stepper.builds != builds:
                 self.build_ms.append(took)
                 self.behind_at_build.append(behind)
@@ -226,11 +229,14 @@ def main() -> int:
         default="plain:0.5,finisher:0.5,finisher:5",
         help="KIND:SWITCH_MS[:DEPTH],...",
     )
+    parser.add_argument(
+        "--warm-seconds", type=float, default=2.0, help="traffic before the figures' runs"
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     model = OmniVoice.load(args.checkpoint, DEV, DTYPE)
-    warm = argparse.Namespace(**{**vars(args), "seconds": 2.0})
+    warm = argparse.Namespace(**{**vars(args), "seconds": args.warm_seconds})
     Traffic(model, warm, finisher=True).run()  # first uses (codec, buckets) outside the figures
     results = []
     for variant in args.variants.split(","):
