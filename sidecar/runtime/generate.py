@@ -7,9 +7,9 @@ score with the codebook layer penalty (plus Gumbel noise on positions), and each
 confident masked positions revealed. No Python loop runs over items on this path.
 
 Random numbers come from a counter-based hash of (the item's seed, step, position, class)
-rather than from a shared generator stream, so an item's output depends on its own seed alone,
-never on the rest of its batch. With both temperatures 0 (the deterministic settings) no random
-numbers are used and the tokens equal the reference's.
+(`sidecar.runtime.noise`) rather than from a shared generator stream, so an item's output
+depends on its own seed alone, never on the rest of its batch. With both temperatures 0 (the
+deterministic settings) no random numbers are used and the tokens equal the reference's.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import torch
 from sidecar.runtime.batch import pack, padded_index
 from sidecar.runtime.config import ModelConfig
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.noise import COUNTER_STRIDE, NOISE_CLASS, NOISE_POSITION, gumbel, uniform_noise
 
 if TYPE_CHECKING:  # for annotations only
     from sidecar.runtime.runner import ModelRunner
 
 TOP_K_RATIO = 0.1  # share of classes kept when sampling a token (class_temperature > 0)
-GUMBEL_EPS = 1e-10
-NOISE_POSITION, NOISE_CLASS = 0, 1
-COUNTER_STRIDE = 1 << 20  # columns per codebook in the noise counter (~11 hours of audio)
 # Position noise is made for this many steps at once: the hash and the Gumbel transform are ~20
 # small launches, which at one item cost more than the step's scoring itself.
 NOISE_STEPS = 8
@@ -81,28 +79,6 @@ def unmask_schedule(num_masked: int, num_step: int, t_shift: float) -> list[int]
         counts.append(k)
         remaining -= k
     return counts
-
-
-def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash (xor-shift-multiply), computed in int64 without overflow."""
-    x = ((x >> 16) ^ x) * 0x45D9F3B & 0xFFFFFFFF
-    x = ((x >> 16) ^ x) * 0x45D9F3B & 0xFFFFFFFF
-    return (x >> 16) ^ x
-
-
-def uniform_noise(
-    seed32: torch.Tensor, step: int | torch.Tensor, kind: int, *counters: torch.Tensor
-) -> torch.Tensor:
-    """U[0, 1) as float32, a pure function of (seed, step, kind, counters...), broadcasting
-    (`step` too: a tensor of steps gives each step's noise, the same bits as one at a time)."""
-    h = _mix32((seed32 + (step * 4 + kind) * 0x9E3779B) & 0xFFFFFFFF)
-    for c in counters:
-        h = _mix32(h ^ c)
-    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
-
-
-def gumbel(u: torch.Tensor) -> torch.Tensor:
-    return -torch.log(-torch.log(u + GUMBEL_EPS) + GUMBEL_EPS)
 
 
 def upload(device: torch.device, **host: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -9,17 +9,9 @@ import pytest
 import torch
 
 from sidecar.runtime.config import ModelConfig
-from sidecar.runtime.generate import (
-    COUNTER_STRIDE,
-    NOISE_CLASS,
-    NOISE_POSITION,
-    NOISE_STEPS,
-    BatchState,
-    Prompt,
-    gumbel,
-    uniform_noise,
-)
+from sidecar.runtime.generate import NOISE_STEPS, BatchState, Prompt
 from sidecar.runtime.model import OmniVoiceModel
+from sidecar.runtime.noise import COUNTER_STRIDE, NOISE_CLASS, NOISE_POSITION, gumbel, uniform_noise
 
 MASK = 1024
 CFG = ModelConfig(
