@@ -10,10 +10,10 @@ the device is saturated is it all the host's; and the host's own seconds buildin
 states, `build_s`, and waiting for the device under the bound on queued steps, `paced_s`: a
 host that waits a good share of the time was not what kept the device idle). A running
 batch's counters go to the oldest batch it ran for, so they are added up per window of the
-run (seconds from the first batch's steps), never read per request. Printed per window: the batches, the forward passes,
-the mean padded and real tokens a pass, the device milliseconds a pass, the device seconds
-of the passes and of the gaps (over the window's length, the share of the device each took),
-and the host's seconds building and waiting.
+run (seconds from the first batch's steps), never read per request. Printed per window: the
+batches, the forward passes, the mean padded and real tokens a pass, the device milliseconds a
+pass, the device seconds of the passes and of the gaps (over the window's length, the share of
+the device each took), and the host's seconds building and waiting.
 """
 
 from __future__ import annotations
